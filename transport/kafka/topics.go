@@ -1,0 +1,70 @@
+package kafka
+
+import "github.com/imledger/imledger/domain"
+
+// Base topic names (DESIGN §4). Config.Topic applies the configured prefix; these names are a
+// wire contract and are never renamed.
+const (
+	// TopicMessagePersist carries 1:1 message events (category direct_message).
+	TopicMessagePersist = "im.message.persist"
+	// TopicGroupMessagePersist carries group message events (category group_message).
+	TopicGroupMessagePersist = "im.group.message.persist"
+	// TopicBusinessEvent carries group, membership, relation and user events (category business).
+	TopicBusinessEvent = "im.business.event"
+	// TopicSessionEvent carries connect and disconnect events (category session).
+	TopicSessionEvent = "im.session.event"
+	// TopicAdminCommand carries commands from admin systems.
+	TopicAdminCommand = "im.admin.command"
+	// TopicAdminCommandResult carries the outcome of each admin command.
+	TopicAdminCommandResult = "im.admin.command.result"
+	// TopicConfigEvent carries configuration changes.
+	TopicConfigEvent = "im.config.event"
+	// TopicCacheInvalidate carries cache invalidation hints.
+	TopicCacheInvalidate = "im.cache.invalidate"
+	// TopicMessagePush carries offline push requests.
+	TopicMessagePush = "im.message.push"
+	// TopicAuditEvent carries audit events (category audit).
+	TopicAuditEvent = "im.audit.event"
+	// TopicDeadLetter carries messages that a consumer gave up on.
+	TopicDeadLetter = "im.dead.letter"
+)
+
+// TopicNames returns every base topic name, unprefixed, in a fixed order.
+func TopicNames() []string {
+	return []string{
+		TopicMessagePersist, TopicGroupMessagePersist, TopicBusinessEvent, TopicSessionEvent,
+		TopicAdminCommand, TopicAdminCommandResult, TopicConfigEvent, TopicCacheInvalidate,
+		TopicMessagePush, TopicAuditEvent, TopicDeadLetter,
+	}
+}
+
+var categoryTopics = map[domain.Category]string{
+	domain.CategoryGroupMessage:  TopicGroupMessagePersist,
+	domain.CategoryDirectMessage: TopicMessagePersist,
+	domain.CategoryBusiness:      TopicBusinessEvent,
+	domain.CategorySession:       TopicSessionEvent,
+	domain.CategoryAudit:         TopicAuditEvent,
+}
+
+// Topic returns the full name of a base topic: the configured prefix followed by base.
+func (c Config) Topic(base string) string { return c.TopicPrefix + base }
+
+// Topics returns the full names of every topic, in the order of TopicNames.
+func (c Config) Topics() []string {
+	names := TopicNames()
+	for i, n := range names {
+		names[i] = c.Topic(n)
+	}
+	return names
+}
+
+// CategoryTopic returns the full name of the topic that events of category cat are published
+// to. It reports false for a category it does not know; callers must not guess a topic then,
+// since publishing an event to the wrong topic breaks its conversation's order.
+func (c Config) CategoryTopic(cat domain.Category) (string, bool) {
+	base, ok := categoryTopics[cat]
+	if !ok {
+		return "", false
+	}
+	return c.Topic(base), true
+}
