@@ -1,0 +1,230 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config is the whole configuration of one imledger process. Every field has a default, so the zero
+// YAML file and an empty environment give a working local setup (see Defaults).
+type Config struct {
+	// NodeID names this process among the nodes of a deployment: it tags logs and, later, presence
+	// and cross-node fanout. 1-64 of [A-Za-z0-9._-]. Default: the host name.
+	NodeID string `koanf:"node_id"`
+	// ShutdownTimeout bounds the whole graceful shutdown (HTTP drain, relay stop, pool close).
+	// Default 20s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// Log configures the process logger.
+	Log LogConfig `koanf:"log"`
+	// HTTP configures the listener that serves the REST API and the ops endpoints.
+	HTTP HTTPConfig `koanf:"http"`
+	// Postgres configures the event store database.
+	Postgres PostgresConfig `koanf:"postgres"`
+	// MySQL configures the tenant read-model databases.
+	MySQL MySQLConfig `koanf:"mysql"`
+	// Redis configures the Redis server used for seq allocation, idempotency and hot state.
+	Redis RedisConfig `koanf:"redis"`
+	// Kafka configures the Kafka cluster the relay publishes to.
+	Kafka KafkaConfig `koanf:"kafka"`
+}
+
+// LogConfig configures the process logger.
+type LogConfig struct {
+	// Level is the lowest level written: debug, info, warn or error. Default info.
+	Level string `koanf:"level"`
+	// Format is text (human-readable key=value) or json (one object per line). Default text.
+	Format string `koanf:"format"`
+}
+
+// HTTPConfig configures the HTTP listener.
+type HTTPConfig struct {
+	// Addr is the listen address, host:port or :port. Default ":8080".
+	Addr string `koanf:"addr"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default 5s.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	// MaxBodyBytes caps a request body; larger bodies are refused. Default 1 MiB.
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+}
+
+// PostgresConfig configures the event store database.
+type PostgresConfig struct {
+	// URL is a pgx connection URL. `imledger migrate` creates the database it names when missing.
+	// Default "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable".
+	URL string `koanf:"url"`
+	// MaxConns caps the connection pool. Default 16.
+	MaxConns int32 `koanf:"max_conns"`
+}
+
+// MySQLConfig configures the tenant read-model databases: one server, one database per tenant.
+type MySQLConfig struct {
+	// DSN is the go-sql-driver/mysql DSN of the server, without a database name. Empty disables
+	// MySQL (no readiness check, no read models). Default "root@tcp(127.0.0.1:3306)/".
+	DSN string `koanf:"dsn"`
+	// DatabaseTemplate names a tenant's database; "{tenant}" is replaced by the tenant id.
+	// Default "im_t_{tenant}".
+	DatabaseTemplate string `koanf:"database_template"`
+}
+
+// RedisConfig configures the Redis client.
+type RedisConfig struct {
+	// Addr is host:port of the Redis server. Default "127.0.0.1:6379".
+	Addr string `koanf:"addr"`
+	// Password authenticates to Redis when set. Default empty.
+	Password string `koanf:"password"`
+	// DB selects the Redis logical database. Default 0.
+	DB int `koanf:"db"`
+}
+
+// KafkaConfig configures the Kafka cluster.
+type KafkaConfig struct {
+	// Brokers are the seed brokers (host:port). Empty starts an embedded Kafka-protocol broker
+	// inside the process on EmbeddedAddr — for trying imledger and for tests, not for production.
+	// In the environment: IM_KAFKA_BROKERS=host1:9092,host2:9092. Default empty.
+	Brokers []string `koanf:"brokers"`
+	// EmbeddedAddr is where the embedded broker listens when Brokers is empty.
+	// Default "127.0.0.1:9092".
+	EmbeddedAddr string `koanf:"embedded_addr"`
+}
+
+// Defaults returns the configuration used when nothing overrides it.
+func Defaults() Config {
+	host, err := os.Hostname()
+	if err != nil || !nodeIDRe.MatchString(host) {
+		host = "imledger"
+	}
+	return Config{
+		NodeID:          host,
+		ShutdownTimeout: 20 * time.Second,
+		Log:             LogConfig{Level: "info", Format: "text"},
+		HTTP:            HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20},
+		Postgres: PostgresConfig{
+			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
+			MaxConns: 16,
+		},
+		MySQL: MySQLConfig{DSN: "root@tcp(127.0.0.1:3306)/", DatabaseTemplate: "im_t_{tenant}"},
+		Redis: RedisConfig{Addr: "127.0.0.1:6379"},
+		Kafka: KafkaConfig{EmbeddedAddr: "127.0.0.1:9092"},
+	}
+}
+
+var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Validate reports every invalid field at once (errors.Join), each error naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	if !nodeIDRe.MatchString(c.NodeID) {
+		errs = append(errs, fmt.Errorf("node_id %q: want 1-64 of [A-Za-z0-9._-]", c.NodeID))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("shutdown_timeout: must be positive"))
+	}
+	errs = append(errs, c.Log.Validate(), c.HTTP.Validate(), c.Postgres.Validate(),
+		c.MySQL.Validate(), c.Redis.Validate(), c.Kafka.Validate())
+	return errors.Join(errs...)
+}
+
+// Validate checks the level and format names.
+func (c LogConfig) Validate() error {
+	var errs []error
+	switch strings.ToLower(c.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Level))
+	}
+	switch strings.ToLower(c.Format) {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format %q: want text or json", c.Format))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the listen address and limits.
+func (c HTTPConfig) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("http.addr %q: %w", c.Addr, err))
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		errs = append(errs, errors.New("http.read_header_timeout: must be positive"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, errors.New("http.max_body_bytes: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate parses the URL with pgx's own parser.
+func (c PostgresConfig) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("postgres.url: required"))
+	} else if _, err := pgxpool.ParseConfig(c.URL); err != nil {
+		// pgx errors can echo the password; report only that parsing failed.
+		errs = append(errs, errors.New("postgres.url: not a valid PostgreSQL connection URL"))
+	}
+	if c.MaxConns <= 0 {
+		errs = append(errs, errors.New("postgres.max_conns: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate parses the DSN and checks the template; an empty DSN is valid (MySQL disabled).
+func (c MySQLConfig) Validate() error {
+	var errs []error
+	if c.DSN != "" {
+		cfg, err := mysql.ParseDSN(c.DSN)
+		switch {
+		case err != nil:
+			errs = append(errs, errors.New("mysql.dsn: not a valid MySQL DSN"))
+		case cfg.DBName != "":
+			errs = append(errs, fmt.Errorf("mysql.dsn: names database %q; give the server only, tenants get their own databases", cfg.DBName))
+		}
+	}
+	if !strings.Contains(c.DatabaseTemplate, "{tenant}") {
+		errs = append(errs, fmt.Errorf("mysql.database_template %q: must contain {tenant}", c.DatabaseTemplate))
+	}
+	return errors.Join(errs...)
+}
+
+// Enabled reports whether a MySQL server is configured.
+func (c MySQLConfig) Enabled() bool { return c.DSN != "" }
+
+// Validate checks the address and database number.
+func (c RedisConfig) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("redis.addr %q: %w", c.Addr, err))
+	}
+	if c.DB < 0 {
+		errs = append(errs, errors.New("redis.db: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks every broker address and the embedded address.
+func (c KafkaConfig) Validate() error {
+	var errs []error
+	for _, b := range c.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			errs = append(errs, fmt.Errorf("kafka.brokers %q: %w", b, err))
+		}
+	}
+	if len(c.Brokers) == 0 {
+		if _, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
+			errs = append(errs, fmt.Errorf("kafka.embedded_addr %q: %w", c.EmbeddedAddr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Embedded reports whether the process must start its own Kafka-protocol broker.
+func (c KafkaConfig) Embedded() bool { return len(c.Brokers) == 0 }

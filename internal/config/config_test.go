@@ -1,0 +1,207 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/imledger/imledger/internal/config"
+	"github.com/spf13/pflag"
+)
+
+func flags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	config.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "imledger.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Defaults()
+	if c.Postgres.URL != "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable" ||
+		c.MySQL.DSN != "root@tcp(127.0.0.1:3306)/" || c.MySQL.DatabaseTemplate != "im_t_{tenant}" ||
+		c.Redis.Addr != "127.0.0.1:6379" || c.HTTP.Addr != ":8080" ||
+		len(c.Kafka.Brokers) != 0 || !c.Kafka.Embedded() || c.Kafka.EmbeddedAddr != "127.0.0.1:9092" ||
+		c.NodeID != want.NodeID || c.ShutdownTimeout != 20*time.Second {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, `
+node_id: from-file
+shutdown_timeout: 7s
+log: {level: debug, format: json}
+http: {addr: ":7000"}
+postgres: {url: "postgres://file@db:5432/f?sslmode=disable", max_conns: 3}
+redis: {addr: "file-redis:6379"}
+kafka: {brokers: ["file-kafka:9092"]}
+`)
+	environ := []string{
+		"IM_HTTP_ADDR=:7001",
+		"IM_POSTGRES_URL=postgres://env@db:5432/e?sslmode=disable",
+		"IM_KAFKA_BROKERS=k1:9092,k2:9092",
+		"IM_MYSQL_DATABASE_TEMPLATE=env_{tenant}",
+		"IM_NOT_A_KEY=1",
+		"PATH=/usr/bin",
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		env   []string
+		check func(t *testing.T, c config.Config)
+	}{
+		{"file over defaults", []string{"--config", file}, nil, func(t *testing.T, c config.Config) {
+			if c.NodeID != "from-file" || c.HTTP.Addr != ":7000" || c.Log.Format != "json" ||
+				c.Postgres.MaxConns != 3 || c.ShutdownTimeout != 7*time.Second ||
+				!slices.Equal(c.Kafka.Brokers, []string{"file-kafka:9092"}) {
+				t.Errorf("file values not applied: %+v", c)
+			}
+			if c.MySQL.DSN != "root@tcp(127.0.0.1:3306)/" {
+				t.Errorf("keys absent from the file must keep defaults, got mysql.dsn %q", c.MySQL.DSN)
+			}
+		}},
+		{"env over file", []string{"--config", file}, environ, func(t *testing.T, c config.Config) {
+			if c.HTTP.Addr != ":7001" || c.Postgres.URL != "postgres://env@db:5432/e?sslmode=disable" ||
+				c.MySQL.DatabaseTemplate != "env_{tenant}" {
+				t.Errorf("env values not applied: %+v", c)
+			}
+			if !slices.Equal(c.Kafka.Brokers, []string{"k1:9092", "k2:9092"}) {
+				t.Errorf("IM_KAFKA_BROKERS comma list: got %q", c.Kafka.Brokers)
+			}
+			if c.Redis.Addr != "file-redis:6379" || c.Postgres.MaxConns != 3 {
+				t.Errorf("file values without env override lost: %+v", c)
+			}
+		}},
+		{"flags over env", []string{"--config", file, "--http-addr", ":7002", "--kafka-brokers", "f1:1,f2:2"}, environ,
+			func(t *testing.T, c config.Config) {
+				if c.HTTP.Addr != ":7002" || !slices.Equal(c.Kafka.Brokers, []string{"f1:1", "f2:2"}) {
+					t.Errorf("flag values not applied: %+v", c)
+				}
+				if c.Postgres.URL != "postgres://env@db:5432/e?sslmode=disable" {
+					t.Errorf("unset flag overrode env: postgres.url %q", c.Postgres.URL)
+				}
+			}},
+		{"empty broker list selects the embedded broker", []string{"--config", file}, []string{"IM_KAFKA_BROKERS="},
+			func(t *testing.T, c config.Config) {
+				if !c.Kafka.Embedded() {
+					t.Errorf("IM_KAFKA_BROKERS= should clear the file's brokers, got %q", c.Kafka.Brokers)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.Load(config.Sources{Flags: flags(t, tt.args...), Environ: tt.env})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		want []string
+	}{
+		{"unknown file key", "postgres: {urll: x}\n", nil, []string{"urll"}},
+		{"bad values are all reported", "", []string{
+			"IM_LOG_LEVEL=loud", "IM_LOG_FORMAT=xml", "IM_HTTP_ADDR=8080", "IM_POSTGRES_URL=",
+			"IM_MYSQL_DATABASE_TEMPLATE=im_fixed", "IM_KAFKA_BROKERS=nohost", "IM_NODE_ID=a b",
+		}, []string{"log.level", "log.format", "http.addr", "postgres.url", "mysql.database_template", "kafka.brokers", "node_id"}},
+		{"mysql dsn with a database", "", []string{"IM_MYSQL_DSN=root@tcp(127.0.0.1:3306)/im"}, []string{"mysql.dsn"}},
+		{"bad duration", "", []string{"IM_SHUTDOWN_TIMEOUT=soon"}, []string{"shutdown_timeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			if tt.file != "" {
+				args = []string{"--config", writeFile(t, tt.file)}
+			}
+			_, err := config.Load(config.Sources{Flags: flags(t, args...), Environ: tt.env})
+			if err == nil {
+				t.Fatal("Load accepted an invalid configuration")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not name %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestPostgresURLErrorHidesPassword(t *testing.T) {
+	t.Parallel()
+	c := config.Defaults()
+	c.Postgres.URL = "postgres://u:s3cret@host:notaport/db"
+	err := c.Validate()
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("want an error without the password, got %v", err)
+	}
+}
+
+func TestMySQLMayBeDisabled(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.Sources{Environ: []string{"IM_MYSQL_DSN="}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MySQL.Enabled() {
+		t.Fatal("an empty DSN must disable MySQL")
+	}
+}
+
+func TestKeysHaveDistinctEnvNames(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	for _, k := range config.Keys() {
+		if other, dup := seen[k.Env]; dup {
+			t.Errorf("%s and %s both map to %s", other, k.Name, k.Env)
+		}
+		seen[k.Env] = k.Name
+		if !strings.HasPrefix(k.Env, "IM_") {
+			t.Errorf("%s: env %s lacks the IM_ prefix", k.Name, k.Env)
+		}
+	}
+	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_DSN", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
+		if _, ok := seen[want]; !ok {
+			t.Errorf("no key is set by %s", want)
+		}
+	}
+}
+
+func TestUnknownEnv(t *testing.T) {
+	t.Parallel()
+	got := config.UnknownEnv([]string{"IM_POSTGRESS_URL=x", "IM_POSTGRES_URL=y", "HOME=/root", "IM_LOG_LEVEL=debug"})
+	if !slices.Equal(got, []string{"IM_POSTGRESS_URL"}) {
+		t.Fatalf("got %q", got)
+	}
+}
