@@ -11,6 +11,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/imledger/imledger/internal/kafkabroker"
+	"github.com/imledger/imledger/transport/kafka"
 )
 
 // Config is the whole configuration of one imledger process. Every field has a default, so the zero
@@ -83,15 +86,16 @@ type RedisConfig struct {
 	DB int `koanf:"db"`
 }
 
-// KafkaConfig configures the Kafka cluster.
+// KafkaConfig configures the Kafka cluster: the client settings of transport/kafka (brokers,
+// topic prefix, partitions, producer tuning; keys kafka.brokers, kafka.topic_prefix, ...) and the
+// embedded broker started when no brokers are given (keys kafka.embedded.*).
 type KafkaConfig struct {
-	// Brokers are the seed brokers (host:port). Empty starts an embedded Kafka-protocol broker
-	// inside the process on EmbeddedAddr — for trying imledger and for tests, not for production.
-	// In the environment: IM_KAFKA_BROKERS=host1:9092,host2:9092. Default empty.
-	Brokers []string `koanf:"brokers"`
-	// EmbeddedAddr is where the embedded broker listens when Brokers is empty.
-	// Default "127.0.0.1:9092".
-	EmbeddedAddr string `koanf:"embedded_addr"`
+	// Config holds the client settings. An empty Brokers list starts the embedded broker — for
+	// trying imledger and for tests, not for production. In the environment:
+	// IM_KAFKA_BROKERS=host1:9092,host2:9092.
+	kafka.Config `koanf:",squash"`
+	// Embedded configures the embedded broker (address default "127.0.0.1:9092").
+	Embedded kafkabroker.Config `koanf:"embedded"`
 }
 
 // Defaults returns the configuration used when nothing overrides it.
@@ -111,7 +115,7 @@ func Defaults() Config {
 		},
 		MySQL: MySQLConfig{DSN: "root@tcp(127.0.0.1:3306)/", DatabaseTemplate: "im_t_{tenant}"},
 		Redis: RedisConfig{Addr: "127.0.0.1:6379"},
-		Kafka: KafkaConfig{EmbeddedAddr: "127.0.0.1:9092"},
+		Kafka: KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
 	}
 }
 
@@ -210,21 +214,23 @@ func (c RedisConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate checks every broker address and the embedded address.
+// Validate checks the client settings and, when no brokers are given, the embedded broker's.
 func (c KafkaConfig) Validate() error {
 	var errs []error
+	client := c.Config
+	if c.UseEmbedded() {
+		// The embedded broker's address is filled in at start-up.
+		client.Brokers = []string{c.Embedded.Addr}
+		errs = append(errs, c.Embedded.Validate())
+	}
 	for _, b := range c.Brokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			errs = append(errs, fmt.Errorf("kafka.brokers %q: %w", b, err))
 		}
 	}
-	if len(c.Brokers) == 0 {
-		if _, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
-			errs = append(errs, fmt.Errorf("kafka.embedded_addr %q: %w", c.EmbeddedAddr, err))
-		}
-	}
+	errs = append(errs, client.Validate())
 	return errors.Join(errs...)
 }
 
-// Embedded reports whether the process must start its own Kafka-protocol broker.
-func (c KafkaConfig) Embedded() bool { return len(c.Brokers) == 0 }
+// UseEmbedded reports whether the process must start its own Kafka-protocol broker.
+func (c KafkaConfig) UseEmbedded() bool { return len(c.Brokers) == 0 }

@@ -41,7 +41,7 @@ func TestLoadDefaults(t *testing.T) {
 	if c.Postgres.URL != "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable" ||
 		c.MySQL.DSN != "root@tcp(127.0.0.1:3306)/" || c.MySQL.DatabaseTemplate != "im_t_{tenant}" ||
 		c.Redis.Addr != "127.0.0.1:6379" || c.HTTP.Addr != ":8080" ||
-		len(c.Kafka.Brokers) != 0 || !c.Kafka.Embedded() || c.Kafka.EmbeddedAddr != "127.0.0.1:9092" ||
+		len(c.Kafka.Brokers) != 0 || !c.Kafka.UseEmbedded() || c.Kafka.Embedded.Addr != "127.0.0.1:9092" ||
 		c.NodeID != want.NodeID || c.ShutdownTimeout != 20*time.Second {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
@@ -103,10 +103,14 @@ kafka: {brokers: ["file-kafka:9092"]}
 					t.Errorf("unset flag overrode env: postgres.url %q", c.Postgres.URL)
 				}
 			}},
-		{"empty broker list selects the embedded broker", []string{"--config", file}, []string{"IM_KAFKA_BROKERS="},
+		{"empty broker list selects the embedded broker", []string{"--config", file},
+			[]string{"IM_KAFKA_BROKERS=", "IM_KAFKA_EMBEDDED_ADDR=127.0.0.1:19092", "IM_KAFKA_TOPIC_PREFIX=dev.", "IM_KAFKA_PARTITIONS=3"},
 			func(t *testing.T, c config.Config) {
-				if !c.Kafka.Embedded() {
+				if !c.Kafka.UseEmbedded() {
 					t.Errorf("IM_KAFKA_BROKERS= should clear the file's brokers, got %q", c.Kafka.Brokers)
+				}
+				if c.Kafka.Embedded.Addr != "127.0.0.1:19092" || c.Kafka.TopicPrefix != "dev." || c.Kafka.Partitions != 3 {
+					t.Errorf("component keys not applied: %+v", c.Kafka)
 				}
 			}},
 	}
@@ -137,6 +141,8 @@ func TestLoadRejects(t *testing.T) {
 		}, []string{"log.level", "log.format", "http.addr", "postgres.url", "mysql.database_template", "kafka.brokers", "node_id"}},
 		{"mysql dsn with a database", "", []string{"IM_MYSQL_DSN=root@tcp(127.0.0.1:3306)/im"}, []string{"mysql.dsn"}},
 		{"bad duration", "", []string{"IM_SHUTDOWN_TIMEOUT=soon"}, []string{"shutdown_timeout"}},
+		{"component validation", "kafka: {topic_prefix: \"a/b\", embedded: {addr: \"0.0.0.0:9092\"}}\n", nil,
+			[]string{"topic prefix", "kafkabroker: addr"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,5 +29,5 @@ func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String("postgres-url", "", "PostgreSQL URL of the event store (default "+d.Postgres.URL+")")
 	fs.String("mysql-dsn", "", "MySQL server DSN for tenant read models (default "+d.MySQL.DSN+")")
 	fs.String("redis-addr", "", "Redis address (default "+d.Redis.Addr+")")
-	fs.StringSlice("kafka-brokers", nil, "Kafka seed brokers, comma-separated (default: embedded broker on "+d.Kafka.EmbeddedAddr+")")
+	fs.StringSlice("kafka-brokers", nil, "Kafka seed brokers, comma-separated (default: embedded broker on "+d.Kafka.Embedded.Addr+")")
 }

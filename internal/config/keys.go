@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -24,6 +25,10 @@ func walk(v reflect.Value, prefix string, out map[string]any) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && hasOption(f, "squash") {
+			walk(v.Field(i), prefix, out)
 			continue
 		}
 		key := fieldKey(f)
@@ -56,6 +61,11 @@ func isLeaf(t reflect.Type) bool {
 		return isLeaf(t.Elem())
 	}
 	return false
+}
+
+func hasOption(f reflect.StructField, opt string) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+	return slices.Contains(strings.Split(opts, ","), opt)
 }
 
 func fieldKey(f reflect.StructField) string {
