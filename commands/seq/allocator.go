@@ -1,0 +1,312 @@
+package seq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Allocator claims idempotency keys and allocates seqs in Redis. It is safe for concurrent use.
+// Every batch method costs one pipelined round trip (two when Redis lost its script cache).
+// Errors from an unreachable Redis are *domain.RetryableError values.
+type Allocator struct {
+	rdb redis.UniversalClient
+	cfg Config
+}
+
+// New returns an Allocator over rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Allocator, error) {
+	if rdb == nil {
+		return nil, errors.New("seq: nil redis client")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Allocator{rdb: rdb, cfg: cfg}, nil
+}
+
+// State is the state of a send's claim.
+type State int
+
+// Claim states.
+const (
+	StateAbsent  State = iota // no claim: never sent, expired, or lost
+	StatePending              // a send holds the claim and has not finished
+	StateDone                 // the send is committed; Seq and MessageID are set
+	StateFailed               // the send failed; the client_msg_id may be sent again
+)
+
+// String returns the state's name as stored in the claim value.
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateDone:
+		return "done"
+	case StateFailed:
+		return "failed"
+	}
+	return "absent"
+}
+
+// Claim is the stored state of a send.
+type Claim struct {
+	State     State
+	Seq       int64     // StateDone
+	MessageID string    // StateDone
+	SentAt    time.Time // StateDone, when known
+	CreatedAt time.Time
+}
+
+// claimValue is the JSON stored under a claim key (seed 000 §5.4).
+type claimValue struct {
+	Status    string     `json:"status"`
+	Seq       int64      `json:"seq,omitempty"`
+	MessageID string     `json:"message_id,omitempty"`
+	SentAt    *time.Time `json:"sent_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func encodeClaim(v claimValue) string {
+	b, _ := json.Marshal(v) // cannot fail: plain strings, numbers and times
+	return string(b)
+}
+
+func decodeClaim(s string) (Claim, error) {
+	var v claimValue
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return Claim{}, fmt.Errorf("decode claim: %w", err)
+	}
+	c := Claim{Seq: v.Seq, MessageID: v.MessageID, CreatedAt: v.CreatedAt}
+	if v.SentAt != nil {
+		c.SentAt = *v.SentAt
+	}
+	switch v.Status {
+	case "pending":
+		c.State = StatePending
+	case "done":
+		c.State = StateDone
+	case "failed":
+		c.State = StateFailed
+	default:
+		return Claim{}, fmt.Errorf("decode claim: unknown status %q", v.Status)
+	}
+	return c, nil
+}
+
+// Outcome is what Allocate did for one key.
+type Outcome int
+
+// Allocation outcomes.
+const (
+	// Allocated: the claim was taken (pending) and Seq is the topic's next seq.
+	Allocated Outcome = iota + 1
+	// Held: the claim exists as pending or done (Allocation.Claim); nothing was written.
+	Held
+	// NeedsSeed: the topic's counter is missing; nothing was written. Seed it with the highest
+	// seq in the event store and allocate again.
+	NeedsSeed
+)
+
+// Allocation is the result for one key of Allocate or Reallocate.
+type Allocation struct {
+	Outcome Outcome
+	Seq     int64 // Allocated
+	Claim   Claim // Held
+	Err     error // set when this key's call failed; the other fields are then zero
+}
+
+func (a *Allocator) pendingArgs() (string, int64) {
+	return encodeClaim(claimValue{Status: "pending", CreatedAt: time.Now().UTC()}), a.cfg.PendingTTL.Milliseconds()
+}
+
+// Allocate claims each key and allocates a seq for each claim taken, in one round trip. Keys are
+// processed in order, so a key repeated in the batch is Held by its first occurrence. A failed
+// claim is taken again. The i-th allocation answers keys[i].
+func (a *Allocator) Allocate(ctx context.Context, keys []Key) []Allocation {
+	pending, ttl := a.pendingArgs()
+	calls := make([]scriptCall, len(keys))
+	for i, k := range keys {
+		calls[i] = scriptCall{allocateScript, []string{a.ClaimKey(k), a.CounterKey(k.Tenant, k.Topic)}, []any{pending, ttl}}
+	}
+	out := make([]Allocation, len(keys))
+	for i, cmd := range a.runScripts(ctx, calls) {
+		out[i] = parseAllocate(cmd)
+	}
+	return out
+}
+
+func parseAllocate(cmd *redis.Cmd) Allocation {
+	res, err := cmd.Slice()
+	if err != nil {
+		return Allocation{Err: redisErr("allocate seq", err)}
+	}
+	if len(res) != 2 {
+		return Allocation{Err: fmt.Errorf("allocate seq: unexpected reply %v", res)}
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		seq, ok := res[1].(int64)
+		if !ok {
+			return Allocation{Err: fmt.Errorf("allocate seq: unexpected seq %v", res[1])}
+		}
+		return Allocation{Outcome: Allocated, Seq: seq}
+	case 1:
+		s, _ := res[1].(string)
+		c, err := decodeClaim(s)
+		if err != nil {
+			return Allocation{Err: fmt.Errorf("allocate seq: %w", err)}
+		}
+		return Allocation{Outcome: Held, Claim: c}
+	case 2:
+		return Allocation{Outcome: NeedsSeed}
+	}
+	return Allocation{Err: fmt.Errorf("allocate seq: unexpected code %d", code)}
+}
+
+// TopicFloor names a topic and the highest seq the event store holds for it.
+type TopicFloor struct {
+	Tenant domain.TenantID
+	Topic  domain.Topic
+	Floor  int64
+}
+
+// Seed raises each topic's counter to at least its floor (creating it when missing) in one round
+// trip. A counter never moves backwards, so seeding with a stale floor is harmless.
+func (a *Allocator) Seed(ctx context.Context, topics []TopicFloor) error {
+	calls := make([]scriptCall, len(topics))
+	for i, t := range topics {
+		calls[i] = scriptCall{seedScript, []string{a.CounterKey(t.Tenant, t.Topic)}, []any{t.Floor}}
+	}
+	var errs []error
+	for _, cmd := range a.runScripts(ctx, calls) {
+		if err := cmd.Err(); err != nil {
+			errs = append(errs, redisErr("seed seq", err))
+		}
+	}
+	return firstErr(errs)
+}
+
+// Realloc asks for a new seq for a key whose claim this caller holds and whose seq was already
+// taken in the event store; Floor is the store's highest seq for the topic.
+type Realloc struct {
+	Key   Key
+	Floor int64
+}
+
+// Reallocate raises each topic's counter to at least its floor, refreshes the claim as pending
+// and allocates the next seq, in one round trip. Allocations are Allocated or carry Err.
+func (a *Allocator) Reallocate(ctx context.Context, reqs []Realloc) []Allocation {
+	pending, ttl := a.pendingArgs()
+	calls := make([]scriptCall, len(reqs))
+	for i, r := range reqs {
+		calls[i] = scriptCall{reallocateScript,
+			[]string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)}, []any{r.Floor, pending, ttl}}
+	}
+	out := make([]Allocation, len(reqs))
+	for i, cmd := range a.runScripts(ctx, calls) {
+		seq, err := cmd.Int64()
+		if err != nil {
+			out[i] = Allocation{Err: redisErr("reallocate seq", err)}
+			continue
+		}
+		out[i] = Allocation{Outcome: Allocated, Seq: seq}
+	}
+	return out
+}
+
+// Done records a committed send.
+type Done struct {
+	Key       Key
+	Seq       int64
+	MessageID string
+	SentAt    time.Time
+}
+
+// MarkDone stores each send as done with its seq and message id for DoneTTL, in one round trip.
+// The claim is overwritten whatever its state: the event store has spoken.
+func (a *Allocator) MarkDone(ctx context.Context, done []Done) error {
+	now := time.Now().UTC()
+	cmds := make([]*redis.StatusCmd, len(done))
+	_, _ = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, d := range done {
+			sentAt := d.SentAt.UTC()
+			v := encodeClaim(claimValue{Status: "done", Seq: d.Seq, MessageID: d.MessageID, SentAt: &sentAt, CreatedAt: now})
+			cmds[i] = p.Set(ctx, a.ClaimKey(d.Key), v, a.cfg.DoneTTL)
+		}
+		return nil
+	})
+	var errs []error
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			errs = append(errs, redisErr("mark send done", err))
+		}
+	}
+	return firstErr(errs)
+}
+
+// MarkFailed stores each claim as failed for FailedTTL, unless it is already done, in one round
+// trip. A failed claim lets the same client_msg_id be sent again.
+func (a *Allocator) MarkFailed(ctx context.Context, keys []Key) error {
+	v := encodeClaim(claimValue{Status: "failed", CreatedAt: time.Now().UTC()})
+	calls := make([]scriptCall, len(keys))
+	for i, k := range keys {
+		calls[i] = scriptCall{failScript, []string{a.ClaimKey(k)}, []any{v, a.cfg.FailedTTL.Milliseconds()}}
+	}
+	var errs []error
+	for _, cmd := range a.runScripts(ctx, calls) {
+		if err := cmd.Err(); err != nil {
+			errs = append(errs, redisErr("mark send failed", err))
+		}
+	}
+	return firstErr(errs)
+}
+
+// Claim reads the claim of one send; a missing key is StateAbsent.
+func (a *Allocator) Claim(ctx context.Context, k Key) (Claim, error) {
+	s, err := a.rdb.Get(ctx, a.ClaimKey(k)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Claim{State: StateAbsent}, nil
+	}
+	if err != nil {
+		return Claim{}, redisErr("read send claim", err)
+	}
+	return decodeClaim(s)
+}
+
+// LastSeq returns a topic's counter and whether it exists.
+func (a *Allocator) LastSeq(ctx context.Context, tenant domain.TenantID, topic domain.Topic) (int64, bool, error) {
+	s, err := a.rdb.Get(ctx, a.CounterKey(tenant, topic)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, redisErr("read last seq", err)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("read last seq: %w", err)
+	}
+	return n, true, nil
+}
+
+// firstErr returns the first error and how many more there were; one failed batch usually fails
+// every command the same way.
+func firstErr(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fmt.Errorf("%w (and %d more)", errs[0], len(errs)-1)
+}
