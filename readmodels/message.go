@@ -1,0 +1,49 @@
+package readmodels
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Message statuses as stored in the status column and in hot snapshots.
+const (
+	StatusNormal   = "normal"
+	StatusRecalled = "recalled"
+)
+
+// Message is one message as a reader sees it. A recalled message keeps its place in the
+// conversation (status "recalled") but never carries content or head. Seqs and 64-bit ids are
+// JSON strings. Times are UTC with millisecond precision, the precision MySQL stores.
+type Message struct {
+	Topic       string          `json:"topic"`
+	Seq         int64           `json:"seq,string"`
+	From        domain.UserID   `json:"from"`
+	To          domain.UserID   `json:"to,omitempty"` // 1:1 topics: the receiver
+	ClientMsgID string          `json:"client_msg_id,omitempty"`
+	MsgType     domain.MsgType  `json:"msg_type"`
+	Status      string          `json:"status"`
+	Content     json.RawMessage `json:"content"`
+	Head        *domain.Head    `json:"head,omitempty"`
+	Version     int64           `json:"version,string"` // content version: 1 as sent, 2 after the first edit
+	SentAt      time.Time       `json:"sent_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	RecalledAt  *time.Time      `json:"recalled_at,omitempty"`
+	RecalledBy  domain.UserID   `json:"recalled_by,omitempty"`
+}
+
+// Recalled reports whether the message was recalled.
+func (m Message) Recalled() bool { return m.Status == StatusRecalled }
+
+// Redact clears what a recalled message must never show, whatever a store returned.
+func (m *Message) Redact() {
+	if m.Recalled() {
+		m.Content = nil
+		m.Head = nil
+	}
+}
+
+// Millis truncates t to the millisecond in UTC, the precision every read model stores, so a
+// message read from MySQL and from Redis compare equal.
+func Millis(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
