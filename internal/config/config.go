@@ -12,7 +12,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/internal/kafkabroker"
+	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/kafka"
 )
 
@@ -31,8 +33,12 @@ type Config struct {
 	HTTP HTTPConfig `koanf:"http"`
 	// Postgres configures the event store database.
 	Postgres PostgresConfig `koanf:"postgres"`
-	// MySQL configures the tenant read-model databases.
-	MySQL MySQLConfig `koanf:"mysql"`
+	// MySQL configures the tenant read-model databases (readmodels/tenantdb): one server, one
+	// database per tenant. An explicitly empty server_dsn disables MySQL.
+	MySQL tenantdb.Config `koanf:"mysql"`
+	// EventStore tunes the Postgres event store (commands/eventstore). Zero values take the
+	// package defaults.
+	EventStore eventstore.Config `koanf:"event_store"`
 	// Redis configures the Redis server used for seq allocation, idempotency and hot state.
 	Redis RedisConfig `koanf:"redis"`
 	// Kafka configures the Kafka cluster the relay publishes to.
@@ -64,16 +70,6 @@ type PostgresConfig struct {
 	URL string `koanf:"url"`
 	// MaxConns caps the connection pool. Default 16.
 	MaxConns int32 `koanf:"max_conns"`
-}
-
-// MySQLConfig configures the tenant read-model databases: one server, one database per tenant.
-type MySQLConfig struct {
-	// DSN is the go-sql-driver/mysql DSN of the server, without a database name. Empty disables
-	// MySQL (no readiness check, no read models). Default "root@tcp(127.0.0.1:3306)/".
-	DSN string `koanf:"dsn"`
-	// DatabaseTemplate names a tenant's database; "{tenant}" is replaced by the tenant id.
-	// Default "im_t_{tenant}".
-	DatabaseTemplate string `koanf:"database_template"`
 }
 
 // RedisConfig configures the Redis client.
@@ -113,7 +109,7 @@ func Defaults() Config {
 			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
 			MaxConns: 16,
 		},
-		MySQL: MySQLConfig{DSN: "root@tcp(127.0.0.1:3306)/", DatabaseTemplate: "im_t_{tenant}"},
+		MySQL: tenantdb.Config{ServerDSN: "root@tcp(127.0.0.1:3306)/", DatabaseTemplate: "im_t_" + tenantdb.TenantPlaceholder},
 		Redis: RedisConfig{Addr: "127.0.0.1:6379"},
 		Kafka: KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
 	}
@@ -121,7 +117,10 @@ func Defaults() Config {
 
 var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// Validate reports every invalid field at once (errors.Join), each error naming its key.
+// Validate reports every invalid field at once (errors.Join), each error naming its key. Component
+// sections whose packages apply their defaults inside Validate (kafka, kafka.embedded) are fully
+// checked here; the others (event_store, the pool sizes of mysql) are checked by their
+// constructors when serve starts.
 func (c Config) Validate() error {
 	var errs []error
 	if !nodeIDRe.MatchString(c.NodeID) {
@@ -131,7 +130,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("shutdown_timeout: must be positive"))
 	}
 	errs = append(errs, c.Log.Validate(), c.HTTP.Validate(), c.Postgres.Validate(),
-		c.MySQL.Validate(), c.Redis.Validate(), c.Kafka.Validate())
+		validateMySQL(c.MySQL), c.Redis.Validate(), c.Kafka.Validate())
 	return errors.Join(errs...)
 }
 
@@ -181,26 +180,28 @@ func (c PostgresConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate parses the DSN and checks the template; an empty DSN is valid (MySQL disabled).
-func (c MySQLConfig) Validate() error {
-	var errs []error
-	if c.DSN != "" {
-		cfg, err := mysql.ParseDSN(c.DSN)
-		switch {
-		case err != nil:
-			errs = append(errs, errors.New("mysql.dsn: not a valid MySQL DSN"))
-		case cfg.DBName != "":
-			errs = append(errs, fmt.Errorf("mysql.dsn: names database %q; give the server only, tenants get their own databases", cfg.DBName))
-		}
+// MySQLEnabled reports whether a MySQL server is configured (mysql.server_dsn is not empty).
+func (c Config) MySQLEnabled() bool { return c.MySQL.ServerDSN != "" }
+
+// validateMySQL checks what tenantdb.NewRouter would reject about the server and the template;
+// pool sizes are checked by NewRouter, which knows its own defaults.
+func validateMySQL(c tenantdb.Config) error {
+	if c.ServerDSN == "" {
+		return nil
 	}
-	if !strings.Contains(c.DatabaseTemplate, "{tenant}") {
-		errs = append(errs, fmt.Errorf("mysql.database_template %q: must contain {tenant}", c.DatabaseTemplate))
+	var errs []error
+	cfg, err := mysql.ParseDSN(c.ServerDSN)
+	switch {
+	case err != nil:
+		errs = append(errs, errors.New("mysql.server_dsn: not a valid MySQL DSN"))
+	case cfg.DBName != "":
+		errs = append(errs, fmt.Errorf("mysql.server_dsn: names database %q; give the server only, tenants get their own databases", cfg.DBName))
+	}
+	if strings.Count(c.DatabaseTemplate, tenantdb.TenantPlaceholder) != 1 {
+		errs = append(errs, fmt.Errorf("mysql.database_template %q: must contain %s once", c.DatabaseTemplate, tenantdb.TenantPlaceholder))
 	}
 	return errors.Join(errs...)
 }
-
-// Enabled reports whether a MySQL server is configured.
-func (c MySQLConfig) Enabled() bool { return c.DSN != "" }
 
 // Validate checks the address and database number.
 func (c RedisConfig) Validate() error {

@@ -39,7 +39,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	want := config.Defaults()
 	if c.Postgres.URL != "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable" ||
-		c.MySQL.DSN != "root@tcp(127.0.0.1:3306)/" || c.MySQL.DatabaseTemplate != "im_t_{tenant}" ||
+		c.MySQL.ServerDSN != "root@tcp(127.0.0.1:3306)/" || c.MySQL.DatabaseTemplate != "im_t_{tenant}" ||
 		c.Redis.Addr != "127.0.0.1:6379" || c.HTTP.Addr != ":8080" ||
 		len(c.Kafka.Brokers) != 0 || !c.Kafka.UseEmbedded() || c.Kafka.Embedded.Addr != "127.0.0.1:9092" ||
 		c.NodeID != want.NodeID || c.ShutdownTimeout != 20*time.Second {
@@ -78,8 +78,8 @@ kafka: {brokers: ["file-kafka:9092"]}
 				!slices.Equal(c.Kafka.Brokers, []string{"file-kafka:9092"}) {
 				t.Errorf("file values not applied: %+v", c)
 			}
-			if c.MySQL.DSN != "root@tcp(127.0.0.1:3306)/" {
-				t.Errorf("keys absent from the file must keep defaults, got mysql.dsn %q", c.MySQL.DSN)
+			if c.MySQL.ServerDSN != "root@tcp(127.0.0.1:3306)/" {
+				t.Errorf("keys absent from the file must keep defaults, got mysql.server_dsn %q", c.MySQL.ServerDSN)
 			}
 		}},
 		{"env over file", []string{"--config", file}, environ, func(t *testing.T, c config.Config) {
@@ -139,7 +139,7 @@ func TestLoadRejects(t *testing.T) {
 			"IM_LOG_LEVEL=loud", "IM_LOG_FORMAT=xml", "IM_HTTP_ADDR=8080", "IM_POSTGRES_URL=",
 			"IM_MYSQL_DATABASE_TEMPLATE=im_fixed", "IM_KAFKA_BROKERS=nohost", "IM_NODE_ID=a b",
 		}, []string{"log.level", "log.format", "http.addr", "postgres.url", "mysql.database_template", "kafka.brokers", "node_id"}},
-		{"mysql dsn with a database", "", []string{"IM_MYSQL_DSN=root@tcp(127.0.0.1:3306)/im"}, []string{"mysql.dsn"}},
+		{"mysql dsn with a database", "", []string{"IM_MYSQL_SERVER_DSN=root@tcp(127.0.0.1:3306)/im"}, []string{"mysql.server_dsn"}},
 		{"bad duration", "", []string{"IM_SHUTDOWN_TIMEOUT=soon"}, []string{"shutdown_timeout"}},
 		{"component validation", "kafka: {topic_prefix: \"a/b\", embedded: {addr: \"0.0.0.0:9092\"}}\n", nil,
 			[]string{"topic prefix", "kafkabroker: addr"}},
@@ -176,11 +176,11 @@ func TestPostgresURLErrorHidesPassword(t *testing.T) {
 
 func TestMySQLMayBeDisabled(t *testing.T) {
 	t.Parallel()
-	c, err := config.Load(config.Sources{Environ: []string{"IM_MYSQL_DSN="}})
+	c, err := config.Load(config.Sources{Environ: []string{"IM_MYSQL_SERVER_DSN="}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MySQL.Enabled() {
+	if c.MySQLEnabled() {
 		t.Fatal("an empty DSN must disable MySQL")
 	}
 }
@@ -197,7 +197,7 @@ func TestKeysHaveDistinctEnvNames(t *testing.T) {
 			t.Errorf("%s: env %s lacks the IM_ prefix", k.Name, k.Env)
 		}
 	}
-	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_DSN", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
+	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_SERVER_DSN", "IM_EVENT_STORE_MAX_BATCH", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
 		if _, ok := seen[want]; !ok {
 			t.Errorf("no key is set by %s", want)
 		}

@@ -12,7 +12,7 @@ var flagKeys = map[string]string{
 	"log-format":    "log.format",
 	"http-addr":     "http.addr",
 	"postgres-url":  "postgres.url",
-	"mysql-dsn":     "mysql.dsn",
+	"mysql-dsn":     "mysql.server_dsn",
 	"redis-addr":    "redis.addr",
 	"kafka-brokers": "kafka.brokers",
 }
@@ -27,7 +27,7 @@ func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String("log-format", "", "log format: text or json (default "+d.Log.Format+")")
 	fs.String("http-addr", "", "HTTP listen address (default "+d.HTTP.Addr+")")
 	fs.String("postgres-url", "", "PostgreSQL URL of the event store (default "+d.Postgres.URL+")")
-	fs.String("mysql-dsn", "", "MySQL server DSN for tenant read models (default "+d.MySQL.DSN+")")
+	fs.String("mysql-dsn", "", "MySQL server DSN for tenant read models (default "+d.MySQL.ServerDSN+")")
 	fs.String("redis-addr", "", "Redis address (default "+d.Redis.Addr+")")
 	fs.StringSlice("kafka-brokers", nil, "Kafka seed brokers, comma-separated (default: embedded broker on "+d.Kafka.Embedded.Addr+")")
 }
