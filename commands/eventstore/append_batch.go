@@ -1,0 +1,189 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// AppendStatus is the outcome of one event of an AppendBatch.
+type AppendStatus int
+
+// The outcomes of an event in AppendBatch.
+const (
+	// Appended: the event was stored at its StreamVersion.
+	Appended AppendStatus = iota + 1
+	// VersionTaken: another event already holds the stream version; nothing was stored.
+	// For a conversation stream this means the seq was taken (Redis lost its counter): re-seed
+	// from LastVersion and try again with a new seq.
+	VersionTaken
+	// Duplicate: an event with the same idempotency key in the same stream (or the same event
+	// id) is already stored, possibly earlier in the same batch; Existing holds it.
+	Duplicate
+)
+
+// String returns the lower-case name of the status.
+func (s AppendStatus) String() string {
+	switch s {
+	case Appended:
+		return "appended"
+	case VersionTaken:
+		return "version_taken"
+	case Duplicate:
+		return "duplicate"
+	default:
+		return fmt.Sprintf("append_status(%d)", int(s))
+	}
+}
+
+// AppendResult is the outcome of one event of an AppendBatch.
+type AppendResult struct {
+	// Status says whether the event was stored.
+	Status AppendStatus
+	// Position is the global position of the stored event for Appended, and of the original
+	// event for Duplicate; 0 for VersionTaken.
+	Position int64
+	// Existing is the stored original for Duplicate (answer the caller with its stream version
+	// and event id); zero otherwise.
+	Existing domain.Envelope
+}
+
+// appendBatchSQL writes every row that violates no unique constraint; later rows of the batch
+// that conflict with earlier ones are skipped the same way as conflicts with stored rows.
+const appendBatchSQL = `INSERT INTO events (` + insertColumns + `)
+SELECT * FROM ` + unnestRows + `
+ON CONFLICT DO NOTHING
+RETURNING event_id, position`
+
+// lookupSQL finds the stored events that made rows of a batch conflict: by event id ($1) and by
+// (tenant, stream, idempotency key) ($2, $3, $4). It runs in the batch's transaction, so it sees
+// the rows the batch itself inserted.
+const lookupSQL = `SELECT ` + envelopeColumns + ` FROM events WHERE event_id = ANY($1::uuid[])
+UNION ALL
+SELECT ` + envelopeColumns + ` FROM events e
+JOIN unnest($2::text[], $3::text[], $4::text[]) AS k(tenant_id, stream_id, idempotency_key)
+  USING (tenant_id, stream_id, idempotency_key)
+WHERE e.idempotency_key IS NOT NULL`
+
+// AppendBatch is the group-commit append of the send path: it writes events of any streams in
+// one transaction with one INSERT, each exactly at its own StreamVersion (no expected-version
+// check), and reports a result per event in input order. Events are tried in slice order, so of
+// two events of a batch with the same idempotency key the second is a Duplicate of the first.
+// NotifyChannel is signalled when at least one event was appended.
+//
+// Errors (then nothing is written): domain.ErrInvalid for a bad envelope or more than
+// Config.MaxBatch events, domain.ErrRetryable when PostgreSQL was unreachable, timed out or
+// chose the transaction as a deadlock victim. Conflicts are never errors: they are results.
+func (s *Store) AppendBatch(ctx context.Context, events []domain.Envelope) ([]AppendResult, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if err := s.checkBatchSize(len(events)); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	prepared := make([]domain.Envelope, len(events))
+	arrays := newEventArrays(len(events))
+	for i, e := range events {
+		p, err := prepare(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: event %d: %w", op, i, err)
+		}
+		prepared[i] = p
+		arrays.add(p)
+	}
+	var results []AppendResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		results, err = s.appendBatchTx(ctx, tx, prepared, arrays)
+		return err
+	})
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	return results, nil
+}
+
+// appendBatchTx inserts the batch, resolves the rows that were not inserted and notifies.
+func (s *Store) appendBatchTx(ctx context.Context, tx pgx.Tx, events []domain.Envelope, arrays *eventArrays) ([]AppendResult, error) {
+	positions, err := insertReturning(ctx, tx, appendBatchSQL, arrays.args())
+	if err != nil {
+		return nil, err
+	}
+	results := make([]AppendResult, len(events))
+	var pending []int
+	for i, e := range events {
+		// The first event with an id is the one inserted; a repeated id is a conflict.
+		if pos, ok := positions[e.EventID]; ok {
+			results[i] = AppendResult{Status: Appended, Position: pos}
+			delete(positions, e.EventID)
+			continue
+		}
+		pending = append(pending, i)
+	}
+	if len(pending) > 0 {
+		if err := resolveConflicts(ctx, tx, events, pending, results); err != nil {
+			return nil, err
+		}
+	}
+	if len(pending) < len(events) {
+		if err := s.notify(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// streamKey identifies an idempotency key within a stream.
+type streamKey struct{ tenant, stream, key string }
+
+// resolveConflicts fills results[i] for every pending index with Duplicate or VersionTaken.
+func resolveConflicts(ctx context.Context, tx pgx.Tx, events []domain.Envelope, pending []int, results []AppendResult) error {
+	ids := make([]pgtype.UUID, 0, len(pending))
+	var tenants, streams, keys []string
+	for _, i := range pending {
+		e := events[i]
+		ids = append(ids, pgtype.UUID{Bytes: e.EventID, Valid: true})
+		if e.IdempotencyKey != "" {
+			tenants = append(tenants, e.TenantID.String())
+			streams = append(streams, e.StreamID)
+			keys = append(keys, e.IdempotencyKey)
+		}
+	}
+	rows, err := tx.Query(ctx, lookupSQL, ids, tenants, streams, keys)
+	if err != nil {
+		return err
+	}
+	stored, err := collectEnvelopes(rows)
+	if err != nil {
+		return err
+	}
+	byID := make(map[[16]byte]domain.Envelope, len(stored))
+	byKey := make(map[streamKey]domain.Envelope, len(stored))
+	for _, e := range stored {
+		byID[e.EventID] = e
+		if e.IdempotencyKey != "" {
+			byKey[streamKey{e.TenantID.String(), e.StreamID, e.IdempotencyKey}] = e
+		}
+	}
+	for _, i := range pending {
+		e := events[i]
+		orig, dup := domain.Envelope{}, false
+		if e.IdempotencyKey != "" {
+			orig, dup = byKey[streamKey{e.TenantID.String(), e.StreamID, e.IdempotencyKey}]
+		}
+		if !dup {
+			orig, dup = byID[e.EventID]
+		}
+		if dup {
+			results[i] = AppendResult{Status: Duplicate, Position: orig.Position, Existing: orig}
+		} else {
+			results[i] = AppendResult{Status: VersionTaken}
+		}
+	}
+	return nil
+}
