@@ -3,8 +3,12 @@ package telemetry_test
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/internal/telemetry"
 )
@@ -59,6 +63,46 @@ func TestNewRegistry(t *testing.T) {
 	for _, want := range []string{"imledger_build_info", "go_goroutines", "process_open_fds"} {
 		if !names[want] {
 			t.Errorf("metric %s missing", want)
+		}
+	}
+}
+
+func TestHTTPMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/things/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
+	h := telemetry.HTTPMetrics(reg)(mux)
+	for _, path := range []string{"/v1/things/1", "/v1/things/2", "/nowhere"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, path, nil))
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "imledger_http_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var key []string
+			for _, l := range m.GetLabel() {
+				key = append(key, l.GetName()+"="+l.GetValue())
+			}
+			got[strings.Join(key, ",")] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"code=201,method=POST,route=POST /v1/things/{id}": 2,
+		"code=404,method=POST,route=unmatched":            1,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %v, want %v (all: %v)", k, got[k], v, got)
 		}
 	}
 }
