@@ -1,0 +1,166 @@
+package projections
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	tkafka "github.com/imledger/imledger/transport/kafka"
+)
+
+// Consumer group names of the projections. They are a contract: Kafka offsets and the
+// im_processed_events rows are keyed by them, so a published name is never renamed. A read
+// model whose meaning changes gets a new name (".v2") and is rebuilt.
+const (
+	// GroupMessagesMySQL is the consumer group of the messages-mysql projection.
+	GroupMessagesMySQL = "imledger.proj.messages.mysql.v1"
+	// GroupMessagesHot is the consumer group of the messages-hot projection.
+	GroupMessagesHot = "imledger.proj.messages.hot.v1"
+	// GroupRebuildMessagesMySQL is the consumer group name a rebuild of messages-mysql records
+	// in the rebuilt tables' im_processed_events. It never consumes Kafka.
+	GroupRebuildMessagesMySQL = "imledger.rebuild.messages.mysql.v1"
+)
+
+// Initial offsets a consumer group without committed offsets starts from.
+const (
+	OffsetOldest = "oldest"
+	OffsetNewest = "newest"
+)
+
+// Config configures a Projector. The zero value plus Kafka.Brokers is a working configuration.
+type Config struct {
+	// Kafka says how to reach the brokers and which topic prefix to use. Brokers is required.
+	Kafka tkafka.Config
+
+	// InitialOffset is where a consumer group without committed offsets starts: OffsetOldest
+	// (default) replays everything Kafka still holds, OffsetNewest skips history.
+	InitialOffset string
+
+	// Retry is the backoff of a failing event before it is dead-lettered.
+	Retry RetryConfig
+
+	// Batch controls how events of different partitions are grouped into one read-model
+	// transaction.
+	Batch BatchConfig
+
+	// Parking configures the dead-letter and parking store in Postgres.
+	Parking ParkingConfig
+
+	// NackResendSleep is how long the subscriber waits before redelivering an event whose
+	// handler failed with a retryable error after the retries. Default 500ms.
+	NackResendSleep time.Duration
+
+	// LagInterval is how often the lag of each consumer group is measured. Default 5s.
+	LagInterval time.Duration
+
+	// CloseTimeout bounds how long Run waits for handlers in flight when it stops. Default 30s.
+	CloseTimeout time.Duration
+}
+
+// RetryConfig is the retry schedule of one event (watermill's Retry middleware).
+type RetryConfig struct {
+	// MaxRetries is how often an event is retried after its first attempt before it goes to
+	// the dead letters. Errors that wrap domain.ErrRetryable (a read-model store was
+	// unreachable) are never dead-lettered: after MaxRetries the event is redelivered and the
+	// schedule starts again, so the projection pauses until the store is back. Default 5.
+	MaxRetries int
+	// InitialInterval is the wait before the first retry. Default 100ms.
+	InitialInterval time.Duration
+	// MaxInterval caps the exponential backoff. Default 5s.
+	MaxInterval time.Duration
+	// Multiplier scales the interval after each retry. Default 2.
+	Multiplier float64
+}
+
+// BatchConfig controls group commit across partitions. Kafka delivers one event per partition at
+// a time (the next only after the previous is acked), so a batch holds at most one event per
+// partition in flight; events of one conversation share a partition and keep their order.
+type BatchConfig struct {
+	// MaxEvents caps the events of one read-model transaction. Default 500.
+	MaxEvents int
+	// Flushers is how many batches may be written at the same time. Default 2.
+	Flushers int
+}
+
+// ParkingConfig configures the dead letters and parked events in Postgres.
+type ParkingConfig struct {
+	// DrainBatch is how many parked events a replay or skip applies per read-model call.
+	// Default 500.
+	DrainBatch int
+}
+
+func (c *Config) setDefaults() {
+	if c.InitialOffset == "" {
+		c.InitialOffset = OffsetOldest
+	}
+	c.Retry.setDefaults()
+	if c.Batch.MaxEvents == 0 {
+		c.Batch.MaxEvents = 500
+	}
+	if c.Batch.Flushers == 0 {
+		c.Batch.Flushers = 2
+	}
+	c.Parking.setDefaults()
+	if c.NackResendSleep == 0 {
+		c.NackResendSleep = 500 * time.Millisecond
+	}
+	if c.LagInterval == 0 {
+		c.LagInterval = 5 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 30 * time.Second
+	}
+}
+
+func (c *RetryConfig) setDefaults() {
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 5
+	}
+	if c.InitialInterval == 0 {
+		c.InitialInterval = 100 * time.Millisecond
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = 5 * time.Second
+	}
+	if c.Multiplier == 0 {
+		c.Multiplier = 2
+	}
+}
+
+func (c *ParkingConfig) setDefaults() {
+	if c.DrainBatch == 0 {
+		c.DrainBatch = 500
+	}
+}
+
+// Validate reports every problem of c, with defaults applied to unset fields, joined into one
+// error; nil means c can be used.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("projections: %w", err))
+	}
+	if c.InitialOffset != OffsetOldest && c.InitialOffset != OffsetNewest {
+		errs = append(errs, fmt.Errorf("projections: initial offset %q, want %q or %q", c.InitialOffset, OffsetOldest, OffsetNewest))
+	}
+	if c.Retry.MaxRetries < 0 {
+		errs = append(errs, fmt.Errorf("projections: retry: max retries %d, want >= 0", c.Retry.MaxRetries))
+	}
+	if c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < c.Retry.InitialInterval {
+		errs = append(errs, errors.New("projections: retry: want 0 <= initial interval <= max interval"))
+	}
+	if c.Retry.Multiplier < 1 {
+		errs = append(errs, fmt.Errorf("projections: retry: multiplier %v, want >= 1", c.Retry.Multiplier))
+	}
+	if c.Batch.MaxEvents < 1 || c.Batch.Flushers < 1 {
+		errs = append(errs, errors.New("projections: batch: max events and flushers must be >= 1"))
+	}
+	if c.Parking.DrainBatch < 1 {
+		errs = append(errs, errors.New("projections: parking: drain batch must be >= 1"))
+	}
+	if c.NackResendSleep < 0 || c.LagInterval <= 0 || c.CloseTimeout <= 0 {
+		errs = append(errs, errors.New("projections: nack resend sleep must be >= 0, lag interval and close timeout > 0"))
+	}
+	return errors.Join(errs...)
+}

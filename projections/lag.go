@@ -1,0 +1,140 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// GroupLag is how far one consumer group is behind.
+type GroupLag struct {
+	ConsumerGroup string
+	// Events is the sum over the group's partitions of high watermark − committed offset. A
+	// partition without a committed offset counts from its oldest retained offset.
+	Events int64
+	// Seconds is now − occurred_at of the newest event the group applied in this process, or 0
+	// when Events is 0.
+	Seconds float64
+	// Partitions is the events behind per topic and partition.
+	Partitions map[string]map[int32]int64
+}
+
+// groupTopics is a consumer group with the full names of the topics it consumes.
+type groupTopics struct {
+	group  string
+	topics []string
+}
+
+// measureLag computes the lag of each group from the brokers' high watermarks and committed
+// offsets.
+func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupTopics) ([]GroupLag, error) {
+	out := make([]GroupLag, 0, len(groups))
+	for _, g := range groups {
+		lag := GroupLag{ConsumerGroup: g.group, Partitions: map[string]map[int32]int64{}}
+		want := map[string][]int32{}
+		for _, t := range g.topics {
+			ps, err := client.Partitions(t)
+			if err != nil {
+				return nil, fmt.Errorf("projections: lag: partitions of %s: %w", t, err)
+			}
+			want[t] = ps
+		}
+		committed, err := admin.ListConsumerGroupOffsets(g.group, want)
+		if err != nil {
+			return nil, fmt.Errorf("projections: lag: offsets of %s: %w", g.group, err)
+		}
+		for t, ps := range want {
+			lag.Partitions[t] = map[int32]int64{}
+			for _, p := range ps {
+				behind, err := partitionLag(client, committed, t, p)
+				if err != nil {
+					return nil, err
+				}
+				lag.Partitions[t][p] = behind
+				lag.Events += behind
+			}
+		}
+		out = append(out, lag)
+	}
+	return out, nil
+}
+
+func partitionLag(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (int64, error) {
+	high, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+	if err != nil {
+		return 0, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", topic, p, err)
+	}
+	from := int64(-1)
+	if b := committed.GetBlock(topic, p); b != nil {
+		from = b.Offset
+	}
+	if from < 0 {
+		if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
+			return 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
+		}
+	}
+	if high > from {
+		return high - from, nil
+	}
+	return 0, nil
+}
+
+// lagLoop measures lag every interval and sets the lag gauges until ctx ends.
+func (p *Projector) lagLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := p.Lag(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("measure projection lag", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Lag measures how far each consumer group of the projector is behind and updates the lag
+// gauges. It connects to the brokers for each call; it fails if they do not answer.
+func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sc, err := p.saramaConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := sarama.NewClient(p.cfg.Kafka.Brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("projections: lag: connect: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
+	}
+	defer admin.Close() // closes client too
+	var groups []groupTopics
+	for _, pr := range p.projections {
+		g := groupTopics{group: pr.ConsumerGroup}
+		for _, t := range pr.Topics {
+			g.topics = append(g.topics, p.cfg.Kafka.Topic(t))
+		}
+		groups = append(groups, g)
+	}
+	lags, err := measureLag(client, admin, groups)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for i := range lags {
+		l := &lags[i]
+		l.Seconds = p.metrics.secondsBehind(l.ConsumerGroup, l.Events, now)
+		p.metrics.lagEvents.WithLabelValues(l.ConsumerGroup).Set(float64(l.Events))
+		p.metrics.lagSeconds.WithLabelValues(l.ConsumerGroup).Set(l.Seconds)
+	}
+	return lags, nil
+}

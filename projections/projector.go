@@ -1,0 +1,196 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	tkafka "github.com/imledger/imledger/transport/kafka"
+)
+
+// Deps are the projector's collaborators.
+type Deps struct {
+	// Postgres holds the dead letters and parked events (see EnsureSchema). Required.
+	Postgres *pgxpool.Pool
+	// Logger receives the projector's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics. Nil: metrics are kept but not registered.
+	Registerer prometheus.Registerer
+}
+
+// Projector runs projections: one watermill router per process, one handler per projection
+// and topic, each projection in its own Kafka consumer group. Every handler has the middleware
+// PoisonQueue (outermost), Retry with exponential backoff, then Recoverer.
+//
+// Delivery is at least once: an event is acked (its offset may be committed) only after its
+// read-model write committed, or after it was dead-lettered or parked in Postgres. Events of
+// one conversation share a partition and are applied in order; a dead letter parks the
+// conversation's later events until an operator replays or skips it (see DeadLetters).
+type Projector struct {
+	cfg         Config
+	projections []Projection
+	parking     parkingStore
+	metrics     *Metrics
+	log         *slog.Logger
+
+	mu      sync.Mutex
+	running bool
+}
+
+// NewProjector validates cfg and the projections and returns a Projector; nothing connects
+// until Run. Consumer groups must be distinct across projections.
+func NewProjector(cfg Config, deps Deps, projections ...Projection) (*Projector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	var errs []error
+	if deps.Postgres == nil {
+		errs = append(errs, errors.New("projections: deps: postgres pool is required"))
+	}
+	if len(projections) == 0 {
+		errs = append(errs, errors.New("projections: at least one projection is required"))
+	}
+	groups := map[string]bool{}
+	for _, p := range projections {
+		errs = append(errs, p.Validate())
+		if groups[p.ConsumerGroup] {
+			errs = append(errs, fmt.Errorf("projections: consumer group %s used twice", p.ConsumerGroup))
+		}
+		groups[p.ConsumerGroup] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m, err := NewMetrics(deps.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("projections: register metrics: %w", err)
+	}
+	return &Projector{cfg: cfg, projections: projections, parking: parkingStore{pool: deps.Postgres},
+		metrics: m, log: log.With("component", "projector")}, nil
+}
+
+// Metrics returns the projector's metrics.
+func (p *Projector) Metrics() *Metrics { return p.metrics }
+
+// saramaConfig is the consumer configuration shared by the projector's subscribers.
+func (p *Projector) saramaConfig() (*sarama.Config, error) {
+	sc, err := tkafka.NewSaramaConfig(p.cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	if p.cfg.InitialOffset == OffsetNewest {
+		sc.Consumer.Offsets.Initial = sarama.OffsetNewest
+	}
+	return sc, nil
+}
+
+// Run consumes until ctx ends or a subscriber fails for good, then waits for handlers in flight
+// (up to Config.CloseTimeout). It returns nil after ctx ended. Topics must exist (see
+// transport/kafka.EnsureTopics). A Projector runs once.
+func (p *Projector) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running {
+		p.mu.Unlock()
+		return errors.New("projections: projector already ran")
+	}
+	p.running = true
+	p.mu.Unlock()
+
+	producer, err := tkafka.NewSyncProducer(p.cfg.Kafka)
+	if err != nil {
+		return fmt.Errorf("projections: dead-letter producer: %w", err)
+	}
+	defer producer.Close()
+	wlog := watermill.NewSlogLoggerWithLevelMapping(p.log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: p.cfg.CloseTimeout}, wlog)
+	if err != nil {
+		return fmt.Errorf("projections: router: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var runners []*runner
+	for _, pr := range p.projections {
+		r := newRunner(pr, p.cfg, p.parking, p.metrics, p.log)
+		if err := p.addHandlers(router, r, producer, wlog); err != nil {
+			return err
+		}
+		runners = append(runners, r)
+	}
+	for _, r := range runners {
+		r.batch.start(runCtx)
+	}
+	go p.lagLoop(runCtx, p.cfg.LagInterval)
+	err = router.Run(runCtx)
+	cancel()
+	for _, r := range runners {
+		r.batch.wait()
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("projections: router: %w", err)
+	}
+	return nil
+}
+
+// addHandlers adds one handler per topic of r's projection, all in r's consumer group.
+func (p *Projector) addHandlers(router *message.Router, r *runner, producer sarama.SyncProducer, wlog watermill.LoggerAdapter) error {
+	pr := r.p
+	sink := &deadLetterSink{group: pr.ConsumerGroup, producer: producer, parking: p.parking, metrics: p.metrics, log: r.log}
+	poison, err := middleware.PoisonQueueWithFilter(sink, p.cfg.Kafka.Topic(tkafka.TopicDeadLetter),
+		func(err error) bool { return !isTransient(err) })
+	if err != nil {
+		return fmt.Errorf("projections: poison queue: %w", err)
+	}
+	retries := p.metrics.retries.WithLabelValues(pr.ConsumerGroup)
+	retry := middleware.Retry{
+		MaxRetries:          p.cfg.Retry.MaxRetries,
+		InitialInterval:     p.cfg.Retry.InitialInterval,
+		MaxInterval:         p.cfg.Retry.MaxInterval,
+		Multiplier:          p.cfg.Retry.Multiplier,
+		RandomizationFactor: 0.2,
+		ShouldRetry: func(rp middleware.RetryParams) bool {
+			_, again := classify(rp.Err)
+			if again {
+				retries.Inc()
+			}
+			return again
+		},
+		ResetContextOnRetry: true,
+	}
+	for _, base := range pr.Topics {
+		topic := p.cfg.Kafka.Topic(base)
+		sc, err := p.saramaConfig()
+		if err != nil {
+			return err
+		}
+		sub, err := wkafka.NewSubscriber(wkafka.SubscriberConfig{
+			Brokers:               p.cfg.Kafka.Brokers,
+			Unmarshaler:           envelopeUnmarshaler{},
+			OverwriteSaramaConfig: sc,
+			ConsumerGroup:         pr.ConsumerGroup,
+			NackResendSleep:       p.cfg.NackResendSleep,
+		}, wlog)
+		if err != nil {
+			return fmt.Errorf("projections: subscriber %s: %w", pr.ConsumerGroup, err)
+		}
+		h := router.AddConsumerHandler(pr.Name+"@"+topic, topic, sub, r.handle)
+		h.AddMiddleware(poison, retry.Middleware, middleware.Recoverer)
+	}
+	return nil
+}
