@@ -1,0 +1,321 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/domain"
+)
+
+// MaxTraceIDLen is the longest trace id a SendMessage may carry.
+const MaxTraceIDLen = 128
+
+// SendMessage asks to append one message to a conversation (DESIGN §4, seed 000 §5.4). Build it
+// with NewSendMessage from transport input; Handle checks it again.
+type SendMessage struct {
+	Tenant      domain.TenantID
+	From        domain.UserID
+	Topic       domain.Topic
+	ClientMsgID domain.ClientMsgID // the sender's idempotency id, unique per sender and topic
+	MsgType     domain.MsgType
+	Content     domain.Content
+	Head        domain.Head
+	TraceID     string
+	// Actor is who asked for the send; the zero value means the sender itself (a user).
+	Actor domain.Actor
+}
+
+// SendMessageInput is a send as transport receives it, before validation.
+type SendMessageInput struct {
+	Tenant      string
+	From        string // "123" or "usr123"
+	Topic       string // "grp<id>" or "p2p<low>_<high>"
+	ClientMsgID string
+	MsgType     string // empty means text
+	Content     json.RawMessage
+	Head        json.RawMessage // optional
+	TraceID     string
+}
+
+// NewSendMessage validates in. Bad input is a *domain.ValidationError naming the field
+// (tenant_id, from, topic, client_msg_id, msg_type, content, head, trace_id) and a stable reason;
+// a sender who is not one of the two users of a 1:1 topic is rejected as topic/not_party.
+// maxContentBytes <= 0 means domain.DefaultMaxContentBytes.
+func NewSendMessage(in SendMessageInput, maxContentBytes int) (SendMessage, error) {
+	var (
+		cmd SendMessage
+		err error
+	)
+	if cmd.Tenant, err = domain.NewTenantID(in.Tenant); err != nil {
+		return SendMessage{}, err
+	}
+	if cmd.From, err = domain.ParseUserID(in.From); err != nil {
+		return SendMessage{}, asField(err, "from")
+	}
+	if cmd.Topic, err = domain.ParseTopic(in.Topic); err != nil {
+		return SendMessage{}, asField(err, "topic")
+	}
+	if cmd.ClientMsgID, err = domain.NewClientMsgID(in.ClientMsgID); err != nil {
+		return SendMessage{}, err
+	}
+	if cmd.MsgType, err = domain.ParseMsgType(in.MsgType); err != nil {
+		return SendMessage{}, err
+	}
+	if cmd.Content, err = domain.NewContent(in.Content, maxContentBytes); err != nil {
+		return SendMessage{}, err
+	}
+	if len(in.Head) > 0 && string(in.Head) != "null" {
+		if err := json.Unmarshal(in.Head, &cmd.Head); err != nil {
+			return SendMessage{}, invalidField("head", "bad_json", err.Error())
+		}
+	}
+	cmd.TraceID = in.TraceID
+	if err := cmd.validate(maxContentBytes); err != nil {
+		return SendMessage{}, err
+	}
+	return cmd, nil
+}
+
+// validate checks a command that may have been built without NewSendMessage. It deduplicates the
+// head's mentions in a copy.
+func (c *SendMessage) validate(maxContentBytes int) error {
+	if maxContentBytes <= 0 {
+		maxContentBytes = domain.DefaultMaxContentBytes
+	}
+	switch {
+	case c.Tenant.IsZero():
+		return invalidField("tenant_id", "required", "")
+	case c.From <= 0:
+		return invalidField("from", "required", "")
+	case c.Topic.IsZero():
+		return invalidField("topic", "required", "")
+	case c.ClientMsgID.String() == "":
+		return invalidField("client_msg_id", "required", "")
+	case c.Content.Size() == 0:
+		return invalidField("content", "required", "")
+	case c.Content.Size() > maxContentBytes:
+		return invalidField("content", "too_large", fmt.Sprintf("at most %d bytes", maxContentBytes))
+	case c.Topic.Kind() == domain.TopicDirect && !c.Topic.Has(c.From):
+		return invalidField("topic", "not_party", "the sender is not one of the two users of this 1:1 topic")
+	case len(c.TraceID) > MaxTraceIDLen:
+		return invalidField("trace_id", "too_long", fmt.Sprintf("at most %d bytes", MaxTraceIDLen))
+	}
+	if _, err := domain.ParseMsgType(string(c.MsgType)); err != nil {
+		return err
+	}
+	c.Head.Mentions = append([]domain.UserID(nil), c.Head.Mentions...)
+	return c.Head.Validate()
+}
+
+// SendResult is the answer to a send. It is returned only after the event is committed.
+type SendResult struct {
+	Seq       int64     // the message's seq in its topic (the stream version)
+	MessageID string    // the message id, which is also the event id (UUIDv7)
+	Duplicate bool      // true when an earlier send with the same client_msg_id answered
+	SentAt    time.Time // when the message was first sent
+}
+
+// SendPolicy decides whether a user may send to a topic. CanSend returns nil to allow, a
+// *domain.DeniedError to refuse, or a retryable error when it could not decide.
+type SendPolicy interface {
+	CanSend(ctx context.Context, tenant domain.TenantID, from domain.UserID, topic domain.Topic) error
+}
+
+// AllowAll is the SendPolicy that allows every send.
+type AllowAll struct{}
+
+// CanSend always returns nil.
+func (AllowAll) CanSend(context.Context, domain.TenantID, domain.UserID, domain.Topic) error {
+	return nil
+}
+
+// MessageStore is the part of the event store SendMessage writes through.
+type MessageStore interface {
+	// AppendBatch writes events in one transaction, each at its own stream version, and reports
+	// Appended, VersionTaken or Duplicate (with the stored event) per event.
+	AppendBatch(ctx context.Context, events []domain.Envelope) ([]eventstore.AppendResult, error)
+	// LastVersion returns a stream's highest stored version, 0 when empty.
+	LastVersion(ctx context.Context, tenant domain.TenantID, streamID string) (int64, error)
+}
+
+var _ MessageStore = (*eventstore.Store)(nil)
+
+// seqAllocator is what the handler needs from commands/seq.
+type seqAllocator interface {
+	Allocate(ctx context.Context, keys []seq.Key) []seq.Allocation
+	Seed(ctx context.Context, topics []seq.TopicFloor) error
+	Reallocate(ctx context.Context, reqs []seq.Realloc) []seq.Allocation
+	MarkDone(ctx context.Context, done []seq.Done) error
+	MarkFailed(ctx context.Context, keys []seq.Key) error
+	Claim(ctx context.Context, k seq.Key) (seq.Claim, error)
+}
+
+var _ seqAllocator = (*seq.Allocator)(nil)
+
+// SendMessageDeps are the collaborators of a SendMessageHandler.
+type SendMessageDeps struct {
+	Store  MessageStore          // required
+	Redis  redis.UniversalClient // required: seqs and idempotency claims
+	Policy SendPolicy            // default AllowAll
+	Logger *slog.Logger          // default discards
+}
+
+// SendMessageHandler handles SendMessage. Sends are routed by tenant and topic to one of
+// Config.Partitions sequencer goroutines, which allocate seqs in Redis and append to the event
+// store in batches (group commit). Within one node a topic's seq order is its commit order.
+// Close stops it.
+type SendMessageHandler struct {
+	cfg    SendMessageConfig
+	store  MessageStore
+	seqs   seqAllocator
+	policy SendPolicy
+	log    *slog.Logger
+
+	parts  []*partition
+	mu     sync.RWMutex // guards closed against sends into closed queues
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewSendMessageHandler validates cfg and starts the partitions.
+func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMessageHandler, error) {
+	cfg.setDefaults()
+	var errs []error
+	if deps.Store == nil {
+		errs = append(errs, errors.New("Store is required"))
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	seqs, err := seq.New(deps.Redis, cfg.Seq)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("send message handler: %w", err)
+	}
+	if deps.Policy == nil {
+		deps.Policy = AllowAll{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, log: deps.Logger}
+	h.startPartitions()
+	return h, nil
+}
+
+// maxResubmits bounds how often one Handle call goes back to the sequencer after an identical
+// send it waited for failed.
+const maxResubmits = 2
+
+// Handle sends the message and returns its seq and message id once the event is committed.
+//
+// A repeated send (same tenant, topic, sender and client_msg_id) returns the first send's seq and
+// message id with Duplicate set and writes nothing: Redis answers within Seq.DoneTTL, the event
+// store's idempotency index after that. While an identical send is still in progress Handle waits
+// up to PendingWait for it, then fails with domain.ErrInProgress.
+//
+// Errors: *domain.ValidationError for bad input and *domain.DeniedError from the SendPolicy
+// (nothing written, no Redis key created); domain.ErrRetryable when Redis or PostgreSQL failed or
+// the handler is closed (the message was not committed; seqs already allocated become holes);
+// the context's error when ctx ends first, in which case the send may still commit and a retry
+// with the same client_msg_id answers it.
+func (h *SendMessageHandler) Handle(ctx context.Context, cmd SendMessage) (SendResult, error) {
+	if err := cmd.validate(h.cfg.MaxContentBytes); err != nil {
+		return SendResult{}, err
+	}
+	if cmd.Actor == (domain.Actor{}) {
+		cmd.Actor = domain.Actor{Type: domain.ActorUser, ID: cmd.From.String()}
+	}
+	if err := h.policy.CanSend(ctx, cmd.Tenant, cmd.From, cmd.Topic); err != nil {
+		return SendResult{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		out, err := h.submit(ctx, &cmd)
+		if err != nil {
+			return SendResult{}, err
+		}
+		if !out.pending {
+			return out.result, nil
+		}
+		res, again, err := h.awaitClaim(ctx, keyOf(&cmd))
+		if err != nil || !again {
+			return res, err
+		}
+		if attempt == maxResubmits {
+			return SendResult{}, domain.ErrInProgress
+		}
+	}
+}
+
+// awaitClaim polls the claim of an identical send in progress. It returns the send's result when
+// it is done, again=true when it failed or vanished (this send may claim it now), and
+// domain.ErrInProgress when it is still pending after PendingWait.
+func (h *SendMessageHandler) awaitClaim(ctx context.Context, key seq.Key) (SendResult, bool, error) {
+	deadline := time.Now().Add(h.cfg.PendingWait)
+	tick := time.NewTicker(h.cfg.PendingPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return SendResult{}, false, ctx.Err()
+		case <-tick.C:
+		}
+		c, err := h.seqs.Claim(ctx, key)
+		if err != nil {
+			return SendResult{}, false, err
+		}
+		switch c.State {
+		case seq.StateDone:
+			return claimResult(c), false, nil
+		case seq.StateFailed, seq.StateAbsent:
+			return SendResult{}, true, nil
+		}
+		if time.Now().After(deadline) {
+			return SendResult{}, false, domain.ErrInProgress
+		}
+	}
+}
+
+// claimResult answers a send from a done claim.
+func claimResult(c seq.Claim) SendResult {
+	return SendResult{Seq: c.Seq, MessageID: c.MessageID, Duplicate: true, SentAt: c.SentAt}
+}
+
+// keyOf returns the idempotency key of a send.
+func keyOf(cmd *SendMessage) seq.Key {
+	return seq.Key{Tenant: cmd.Tenant, Topic: cmd.Topic, From: cmd.From, ClientMsgID: cmd.ClientMsgID}
+}
+
+// idempotencyKey is the event store's idempotency key of a send: "<from>:<client_msg_id>",
+// unique within the topic's stream.
+func idempotencyKey(cmd *SendMessage) string {
+	return cmd.From.String() + ":" + cmd.ClientMsgID.String()
+}
+
+// Close stops taking sends, lets the partitions finish every send already queued and waits for
+// them. Later Handle calls fail with ErrClosed (retryable). Close is idempotent.
+func (h *SendMessageHandler) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	for _, p := range h.parts {
+		close(p.queue)
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+	return nil
+}

@@ -1,0 +1,395 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/domain"
+)
+
+// The sequencer: every topic maps to one partition goroutine, which takes whatever is queued (up
+// to MaxBatch sends) and runs one batch at a time:
+//
+//	Redis pipeline: claim + allocate a seq per send (seed missing counters from the store)
+//	→ one AppendBatch transaction (seq = stream version)
+//	→ sends whose seq was taken: re-seed from the store, new seq, append again (bounded)
+//	→ Redis pipeline: mark the claims done → answer the callers.
+//
+// Because a partition allocates a batch only after the previous one committed, a topic's seqs
+// are committed in seq order on this node, and the relay publishes them in that order.
+
+// partition is one sequencer goroutine and its queue.
+type partition struct {
+	queue chan *sendRequest
+}
+
+// sendRequest is one send travelling through a partition.
+type sendRequest struct {
+	ctx   context.Context
+	cmd   *SendMessage
+	key   seq.Key
+	reply chan sendOutcome // buffered: the partition never blocks on a caller
+
+	// Set while the batch is processed.
+	seq    int64
+	id     uuid.UUID
+	sentAt time.Time
+	result SendResult
+}
+
+// sendOutcome is what a partition answers: a result, "an identical send holds the claim", or an
+// error.
+type sendOutcome struct {
+	result  SendResult
+	pending bool
+	err     error
+}
+
+func (r *sendRequest) answer(o sendOutcome) { r.reply <- o }
+func (r *sendRequest) fail(err error)       { r.answer(sendOutcome{err: err}) }
+
+func (h *SendMessageHandler) startPartitions() {
+	h.parts = make([]*partition, h.cfg.Partitions)
+	for i := range h.parts {
+		p := &partition{queue: make(chan *sendRequest, h.cfg.QueueSize)}
+		h.parts[i] = p
+		h.wg.Add(1)
+		go h.runPartition(p)
+	}
+}
+
+// route picks the partition of a tenant's topic.
+func (h *SendMessageHandler) route(cmd *SendMessage) *partition {
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(cmd.Tenant.String()))
+	_, _ = f.Write([]byte{0})
+	_, _ = f.Write([]byte(cmd.Topic.String()))
+	return h.parts[f.Sum32()%uint32(len(h.parts))]
+}
+
+// submit queues a send on its partition and waits for the answer.
+func (h *SendMessageHandler) submit(ctx context.Context, cmd *SendMessage) (sendOutcome, error) {
+	r := &sendRequest{ctx: ctx, cmd: cmd, key: keyOf(cmd), reply: make(chan sendOutcome, 1)}
+	h.mu.RLock()
+	if h.closed {
+		h.mu.RUnlock()
+		return sendOutcome{}, domain.Retryable("send message", ErrClosed)
+	}
+	select {
+	case h.route(cmd).queue <- r:
+		h.mu.RUnlock()
+	case <-ctx.Done():
+		h.mu.RUnlock()
+		return sendOutcome{}, ctx.Err()
+	}
+	select {
+	case o := <-r.reply:
+		return o, o.err
+	case <-ctx.Done():
+		return sendOutcome{}, ctx.Err()
+	}
+}
+
+// runPartition processes batches until the queue is closed and drained.
+func (h *SendMessageHandler) runPartition(p *partition) {
+	defer h.wg.Done()
+	batch := make([]*sendRequest, 0, h.cfg.MaxBatch)
+	for r := range p.queue {
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < h.cfg.MaxBatch {
+			select {
+			case r, ok := <-p.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		h.processBatch(batch)
+		clear(batch)
+	}
+}
+
+// processBatch runs one group commit. Callers that gave up are dropped before any work is done.
+// The batch runs under a context of its own, bounded by BatchTimeout: one caller leaving must not
+// abort the others' sends.
+func (h *SendMessageHandler) processBatch(batch []*sendRequest) {
+	live := make([]*sendRequest, 0, len(batch))
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.fail(err)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), h.cfg.BatchTimeout)
+	defer cancel()
+	allocated := h.allocate(ctx, live)
+	if len(allocated) == 0 {
+		return
+	}
+	committed := h.commit(ctx, allocated)
+	if len(committed) == 0 {
+		return
+	}
+	done := make([]seq.Done, len(committed))
+	for i, r := range committed {
+		done[i] = seq.Done{Key: r.key, Seq: r.result.Seq, MessageID: r.result.MessageID, SentAt: r.result.SentAt}
+	}
+	if err := h.seqs.MarkDone(ctx, done); err != nil {
+		// The events are committed: a retry is answered by the store's idempotency index once
+		// the pending claims expire.
+		h.log.WarnContext(ctx, "mark sends done", slog.Int("sends", len(done)), slog.Any("error", err))
+	}
+	for _, r := range committed {
+		r.answer(sendOutcome{result: r.result})
+	}
+}
+
+// maxSeedRounds bounds how often one batch seeds missing counters (Redis losing them again
+// between seeding and allocating).
+const maxSeedRounds = 3
+
+// allocate claims and allocates a seq for every request, answering those that are already held
+// or failed, and returns the requests that got a seq.
+func (h *SendMessageHandler) allocate(ctx context.Context, reqs []*sendRequest) []*sendRequest {
+	var out []*sendRequest
+	for round := 1; len(reqs) > 0; round++ {
+		keys := make([]seq.Key, len(reqs))
+		for i, r := range reqs {
+			keys[i] = r.key
+		}
+		var unseeded []*sendRequest
+		for i, a := range h.seqs.Allocate(ctx, keys) {
+			r := reqs[i]
+			switch {
+			case a.Err != nil:
+				r.fail(a.Err)
+			case a.Outcome == seq.Allocated:
+				r.seq = a.Seq
+				out = append(out, r)
+			case a.Outcome == seq.NeedsSeed:
+				unseeded = append(unseeded, r)
+			case a.Claim.State == seq.StateDone:
+				r.answer(sendOutcome{result: claimResult(a.Claim)})
+			default:
+				r.answer(sendOutcome{pending: true})
+			}
+		}
+		if len(unseeded) == 0 {
+			break
+		}
+		err := h.seed(ctx, unseeded)
+		if err == nil && round == maxSeedRounds {
+			err = domain.Retryable("allocate seq", errors.New("seq counter keeps disappearing"))
+		}
+		if err != nil {
+			for _, r := range unseeded {
+				r.fail(err)
+			}
+			break
+		}
+		reqs = unseeded
+	}
+	return out
+}
+
+// topicOf identifies a conversation stream.
+type topicOf struct {
+	tenant domain.TenantID
+	topic  domain.Topic
+}
+
+// floors reads the highest stored seq of every topic the requests write to.
+func (h *SendMessageHandler) floors(ctx context.Context, reqs []*sendRequest) (map[topicOf]int64, error) {
+	out := make(map[topicOf]int64)
+	for _, r := range reqs {
+		t := topicOf{r.cmd.Tenant, r.cmd.Topic}
+		if _, ok := out[t]; ok {
+			continue
+		}
+		v, err := h.store.LastVersion(ctx, t.tenant, t.topic.String())
+		if err != nil {
+			return nil, retryable("read last seq", err)
+		}
+		out[t] = v
+	}
+	return out, nil
+}
+
+// seed sets the missing counters of the requests' topics from the event store.
+func (h *SendMessageHandler) seed(ctx context.Context, reqs []*sendRequest) error {
+	floors, err := h.floors(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	topics := make([]seq.TopicFloor, 0, len(floors))
+	for t, v := range floors {
+		topics = append(topics, seq.TopicFloor{Tenant: t.tenant, Topic: t.topic, Floor: v})
+	}
+	return h.seqs.Seed(ctx, topics)
+}
+
+// commit appends the allocated requests, giving a new seq to those whose seq was already taken,
+// and returns the requests that are committed (appended now or found as duplicates) with their
+// results set. Every other request is answered with an error and its claim marked failed.
+func (h *SendMessageHandler) commit(ctx context.Context, reqs []*sendRequest) []*sendRequest {
+	var committed []*sendRequest
+	for attempt := 1; len(reqs) > 0; attempt++ {
+		events, reqs2 := h.envelopes(reqs)
+		reqs = reqs2
+		if len(reqs) == 0 {
+			break
+		}
+		results, err := h.store.AppendBatch(ctx, events)
+		if err == nil && len(results) != len(events) {
+			err = errors.New("event store answered a different number of results")
+		}
+		if err != nil {
+			h.abandon(ctx, reqs, retryable("append message", err))
+			break
+		}
+		var taken []*sendRequest
+		for i, res := range results {
+			r := reqs[i]
+			switch res.Status {
+			case eventstore.Appended:
+				r.result = SendResult{Seq: r.seq, MessageID: r.id.String(), SentAt: r.sentAt}
+				committed = append(committed, r)
+			case eventstore.Duplicate:
+				r.result = storedResult(res.Existing)
+				committed = append(committed, r)
+			default:
+				taken = append(taken, r)
+			}
+		}
+		if len(taken) > 0 && attempt == h.cfg.MaxAppendAttempts {
+			h.abandon(ctx, taken, domain.Retryable("append message", domain.ErrConcurrency))
+			break
+		}
+		reqs = h.reallocate(ctx, taken)
+	}
+	return committed
+}
+
+// envelopes builds the sent event of every request at its current seq. The message id (= event
+// id) and send time are chosen once per request and kept when a new seq is needed. A request
+// whose envelope cannot be built is answered with the error and left out.
+func (h *SendMessageHandler) envelopes(reqs []*sendRequest) ([]domain.Envelope, []*sendRequest) {
+	events := make([]domain.Envelope, 0, len(reqs))
+	kept := reqs[:0]
+	for _, r := range reqs {
+		e, err := r.envelope()
+		if err != nil {
+			r.fail(err)
+			continue
+		}
+		events = append(events, e)
+		kept = append(kept, r)
+	}
+	return events, kept
+}
+
+// envelope builds the request's event at r.seq.
+func (r *sendRequest) envelope() (domain.Envelope, error) {
+	if r.id == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return domain.Envelope{}, err
+		}
+		// The store keeps microseconds; the answer must equal what a retry reads back.
+		r.id, r.sentAt = id, time.Now().UTC().Truncate(time.Microsecond)
+	}
+	c := r.cmd
+	p := domain.MessageSent{
+		MessageID: r.id.String(), Topic: c.Topic.String(), Seq: r.seq, From: c.From,
+		ClientMsgID: c.ClientMsgID.String(), MsgType: c.MsgType, Content: c.Content.Raw(),
+		Head: c.Head, SentAt: r.sentAt,
+	}
+	if c.Topic.Kind() == domain.TopicGroup {
+		p.GroupID = c.Topic.GroupID()
+	} else {
+		p.To = c.Topic.Peer(c.From)
+	}
+	e, err := domain.NewEnvelopeWithID(r.id, c.Tenant, c.Topic.String(), r.seq, domain.SentEventType(c.Topic.Kind()), c.Actor, p)
+	if err != nil {
+		return domain.Envelope{}, err
+	}
+	e.OccurredAt = r.sentAt
+	e.TraceID = c.TraceID
+	e.BizID = r.id.String()
+	e.IdempotencyKey = idempotencyKey(c)
+	return e, nil
+}
+
+// storedResult answers a send from the stored event of an earlier identical send.
+func storedResult(e domain.Envelope) SendResult {
+	res := SendResult{Seq: e.StreamVersion, MessageID: e.EventID.String(), Duplicate: true, SentAt: e.OccurredAt}
+	var p domain.MessageSent
+	if e.Decode(&p) == nil && p.MessageID != "" {
+		res.MessageID, res.SentAt = p.MessageID, p.SentAt
+	}
+	return res
+}
+
+// reallocate gives a new seq above the store's highest one to requests whose seq was taken, and
+// returns those that got one.
+func (h *SendMessageHandler) reallocate(ctx context.Context, reqs []*sendRequest) []*sendRequest {
+	if len(reqs) == 0 {
+		return nil
+	}
+	floors, err := h.floors(ctx, reqs)
+	if err != nil {
+		h.abandon(ctx, reqs, err)
+		return nil
+	}
+	rr := make([]seq.Realloc, len(reqs))
+	for i, r := range reqs {
+		rr[i] = seq.Realloc{Key: r.key, Floor: floors[topicOf{r.cmd.Tenant, r.cmd.Topic}]}
+	}
+	var out, failed []*sendRequest
+	var firstErr error
+	for i, a := range h.seqs.Reallocate(ctx, rr) {
+		if a.Err != nil {
+			failed = append(failed, reqs[i])
+			if firstErr == nil {
+				firstErr = a.Err
+			}
+			continue
+		}
+		reqs[i].seq = a.Seq
+		out = append(out, reqs[i])
+	}
+	if len(failed) > 0 {
+		h.abandon(ctx, failed, firstErr)
+	}
+	return out
+}
+
+// abandon marks the requests' claims failed (best effort: a pending claim also expires) and
+// answers them with err. Their seqs become holes.
+func (h *SendMessageHandler) abandon(ctx context.Context, reqs []*sendRequest, err error) {
+	keys := make([]seq.Key, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.key
+	}
+	if ferr := h.seqs.MarkFailed(ctx, keys); ferr != nil {
+		h.log.WarnContext(ctx, "mark sends failed", slog.Int("sends", len(keys)), slog.Any("error", ferr))
+	}
+	for _, r := range reqs {
+		r.fail(err)
+	}
+}
