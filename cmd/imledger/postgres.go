@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/imledger/imledger/internal/config"
+	"github.com/imledger/imledger/migrations"
+)
+
+// ensureDatabase creates the database named in url when it does not exist, connecting to the
+// "postgres" maintenance database of the same server for that. It reports whether it created it.
+func ensureDatabase(ctx context.Context, url string) (bool, error) {
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return false, errors.New("postgres.url: not a valid PostgreSQL connection URL")
+	}
+	name := cc.Database
+	if name == "" || name == "postgres" {
+		return false, nil
+	}
+	mc := cc.Copy()
+	mc.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, mc)
+	if err != nil {
+		return false, fmt.Errorf("connect to the postgres maintenance database: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return false, nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: created concurrently
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create database %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// migratePostgres creates the database if needed and applies the event store migrations.
+func migratePostgres(ctx context.Context, cfg config.PostgresConfig, log *slog.Logger) error {
+	created, err := ensureDatabase(ctx, cfg.URL)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.InfoContext(ctx, "created the event store database")
+	}
+	cc, err := pgx.ParseConfig(cfg.URL)
+	if err != nil {
+		return errors.New("postgres.url: not a valid PostgreSQL connection URL")
+	}
+	db := stdlib.OpenDB(*cc)
+	defer db.Close()
+	if err := migrations.UpPostgres(ctx, db); err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "event store migrations applied", "database", cc.Database)
+	return nil
+}
+
+// openPool connects the event store pool and checks that the server answers.
+func openPool(ctx context.Context, cfg config.PostgresConfig) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, errors.New("postgres.url: not a valid PostgreSQL connection URL")
+	}
+	pc.MaxConns = cfg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres ping: %w", err)
+	}
+	return pool, nil
+}
