@@ -46,7 +46,9 @@ func TestReadAllAndCount(t *testing.T) {
 		{"prefix", eventstore.Filter{StreamPrefix: "grp_"}, func(e domain.Envelope) bool { return e.StreamID != "usr_1" }},
 		{"prefix is not a pattern", eventstore.Filter{StreamPrefix: "grp%"}, func(domain.Envelope) bool { return false }},
 		{"all fields", eventstore.Filter{Tenant: other, EventTypes: []domain.EventType{sent}, StreamPrefix: "grp_2"},
-			func(e domain.Envelope) bool { return e.TenantID == other && e.EventType == sent && e.StreamID == "grp_2" }},
+			func(e domain.Envelope) bool {
+				return e.TenantID == other && e.EventType == sent && e.StreamID == "grp_2"
+			}},
 	}
 	for _, tt := range tests {
 		var want []domain.Envelope

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 )
