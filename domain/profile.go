@@ -1,0 +1,155 @@
+package domain
+
+import (
+	"time"
+)
+
+// User profile limits, in characters (runes).
+const (
+	MaxNicknameLen  = 32
+	MaxSignatureLen = 128
+)
+
+// EventUserProfileUpdated is the event type of a changed public user profile (Category business).
+const EventUserProfileUpdated EventType = "user.profile_updated.v1"
+
+// ProfileStreamID is the stream of one user's public profile: "user:<uid>".
+func ProfileStreamID(u UserID) string { return "user:" + u.String() }
+
+// UserProfile is a user's public profile: nickname (required), avatar URL and status signature.
+// It holds nothing secret: credentials and verification data never enter the model or its events.
+type UserProfile struct {
+	nickname, avatar, signature string
+}
+
+// NewUserProfile validates the profile: nickname 1..MaxNicknameLen characters on one line,
+// avatar at most MaxAvatarURLLen bytes without spaces, signature at most MaxSignatureLen
+// characters on one line. Failures are *ValidationError with field nickname, avatar or signature
+// and reason required, too_long or bad_format.
+func NewUserProfile(nickname, avatar, signature string) (UserProfile, error) {
+	if err := checkText("nickname", nickname, true, MaxNicknameLen, false); err != nil {
+		return UserProfile{}, err
+	}
+	if err := checkAvatar(avatar); err != nil {
+		return UserProfile{}, err
+	}
+	if err := checkText("signature", signature, false, MaxSignatureLen, false); err != nil {
+		return UserProfile{}, err
+	}
+	return UserProfile{nickname: nickname, avatar: avatar, signature: signature}, nil
+}
+
+// Nickname returns the nickname.
+func (p UserProfile) Nickname() string { return p.nickname }
+
+// Avatar returns the avatar URL, possibly empty.
+func (p UserProfile) Avatar() string { return p.avatar }
+
+// Signature returns the status signature, possibly empty.
+func (p UserProfile) Signature() string { return p.signature }
+
+// IsZero reports whether p is unset.
+func (p UserProfile) IsZero() bool { return p == UserProfile{} }
+
+// UserProfileUpdated is the payload of user.profile_updated.v1: the whole new public profile.
+type UserProfileUpdated struct {
+	User      UserID    `json:"user"`
+	Nickname  string    `json:"nickname"`
+	Avatar    string    `json:"avatar,omitempty"`
+	Signature string    `json:"signature,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ProfileState is a user's profile folded from its stream (ProfileStreamID).
+type ProfileState struct {
+	tenant    TenantID
+	user      UserID
+	version   int64
+	profile   UserProfile
+	updatedAt time.Time
+}
+
+// NewProfileState returns the empty profile state of user (no profile set yet).
+func NewProfileState(tenant TenantID, user UserID) (ProfileState, error) {
+	if tenant.IsZero() {
+		return ProfileState{}, invalid("tenant_id", "required", "")
+	}
+	if user <= 0 {
+		return ProfileState{}, invalid("user_id", "bad_format", "a positive 64-bit number")
+	}
+	return ProfileState{tenant: tenant, user: user}, nil
+}
+
+// FoldProfile builds the profile state of user from its events in stream order.
+func FoldProfile(tenant TenantID, user UserID, events []Envelope) (ProfileState, error) {
+	s, err := NewProfileState(tenant, user)
+	if err != nil {
+		return ProfileState{}, err
+	}
+	for _, e := range events {
+		if err := s.Apply(e); err != nil {
+			return ProfileState{}, err
+		}
+	}
+	return s, nil
+}
+
+// Apply folds the next event of the profile stream into s; ErrStreamMismatch when env does not
+// fit, leaving s unchanged.
+func (s *ProfileState) Apply(env Envelope) error {
+	p, err := decodePayload(env, s.tenant, s.StreamID(), s.version)
+	if err != nil {
+		return err
+	}
+	e, ok := p.(*UserProfileUpdated)
+	if !ok {
+		return unknownEvent(s.StreamID(), p)
+	}
+	s.profile = UserProfile{nickname: e.Nickname, avatar: e.Avatar, signature: e.Signature}
+	s.updatedAt = e.UpdatedAt
+	s.version = env.StreamVersion
+	return nil
+}
+
+// Tenant returns the tenant.
+func (s ProfileState) Tenant() TenantID { return s.tenant }
+
+// User returns the user.
+func (s ProfileState) User() UserID { return s.user }
+
+// StreamID returns the profile's stream id.
+func (s ProfileState) StreamID() string { return ProfileStreamID(s.user) }
+
+// Version returns the stream version folded so far.
+func (s ProfileState) Version() int64 { return s.version }
+
+// Profile returns the current profile; zero before the first update.
+func (s ProfileState) Profile() UserProfile { return s.profile }
+
+// UpdatedAt returns when the profile last changed.
+func (s ProfileState) UpdatedAt() time.Time { return s.updatedAt }
+
+// Update decides user.profile_updated.v1 with the whole new profile. Only the user changes their
+// own profile. Refusals: tenant_mismatch, not_self; a zero profile is a *ValidationError. An
+// unchanged profile decides nothing.
+func (s ProfileState) Update(p Principal, profile UserProfile, now time.Time) ([]PendingEvent, error) {
+	if p.Tenant != s.tenant {
+		return nil, Deny(ReasonTenantMismatch)
+	}
+	if p.User != s.user {
+		return nil, Deny(ReasonNotSelf)
+	}
+	if profile.IsZero() {
+		return nil, invalid("nickname", "required", "")
+	}
+	if profile == s.profile {
+		return nil, nil
+	}
+	return []PendingEvent{{StreamID: s.StreamID(), ExpectedVersion: s.version, Type: EventUserProfileUpdated,
+		Payload: &UserProfileUpdated{User: s.user, Nickname: profile.nickname, Avatar: profile.avatar,
+			Signature: profile.signature, UpdatedAt: now.UTC()}}}, nil
+}
+
+func init() {
+	registerBusiness(EventUserProfileUpdated, BizTypeUser, func() any { return &UserProfileUpdated{} })
+}

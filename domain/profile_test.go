@@ -1,0 +1,129 @@
+package domain_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/imledger/imledger/domain"
+)
+
+func TestNewUserProfileValidates(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, nickname, avatar, signature string
+		want                              string
+	}{
+		{"ok", "Mei", "https://cdn.example/a.png", "on call", ""},
+		{"cjk at the limit", strings.Repeat("梅", domain.MaxNicknameLen), "", strings.Repeat("签", domain.MaxSignatureLen), ""},
+		{"empty nickname", "", "", "", "invalid:nickname:required"},
+		{"blank nickname", "   ", "", "", "invalid:nickname:required"},
+		{"nickname too long", strings.Repeat("梅", domain.MaxNicknameLen+1), "", "", "invalid:nickname:too_long"},
+		{"nickname with newline", "Mei\nLi", "", "", "invalid:nickname:bad_format"},
+		{"nickname not utf-8", "Mei\xff", "", "", "invalid:nickname:bad_format"},
+		{"avatar with space", "Mei", "https://cdn.example/a b.png", "", "invalid:avatar:bad_format"},
+		{"avatar too long", "Mei", "https://" + strings.Repeat("a", domain.MaxAvatarURLLen), "", "invalid:avatar:too_long"},
+		{"signature too long", "Mei", "", strings.Repeat("x", domain.MaxSignatureLen+1), "invalid:signature:too_long"},
+		{"signature with control", "Mei", "", "a\x00b", "invalid:signature:bad_format"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := domain.NewUserProfile(c.nickname, c.avatar, c.signature)
+			if got := reasonOf(err); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+			if err != nil {
+				var v *domain.ValidationError
+				if !errors.As(err, &v) || !errors.Is(err, domain.ErrInvalid) {
+					t.Fatalf("error %T is not a *ValidationError wrapping ErrInvalid", err)
+				}
+				return
+			}
+			if p.Nickname() != c.nickname || p.Avatar() != c.avatar || p.Signature() != c.signature {
+				t.Fatalf("profile %q %q %q", p.Nickname(), p.Avatar(), p.Signature())
+			}
+		})
+	}
+}
+
+func TestProfileMatrix(t *testing.T) {
+	t.Parallel()
+	const me domain.UserID = 30
+	profile, _ := domain.NewUserProfile("Mei", "", "")
+	cases := []struct {
+		actor string
+		p     domain.Principal
+		want  string
+	}{
+		{"self", asIn(tenantA, me), ""},
+		{"other_user", asIn(tenantA, me+1), domain.ReasonNotSelf},
+		{"other_tenant", asIn(tenantB, me), domain.ReasonTenantMismatch},
+	}
+	for _, c := range cases {
+		s, _ := domain.NewProfileState(tenantA, me)
+		evs, err := s.Update(c.p, profile, t0)
+		if got := reasonOf(err); got != c.want {
+			t.Errorf("update by %s: got %q, want %q", c.actor, got, c.want)
+			continue
+		}
+		if err == nil && (len(evs) != 1 || evs[0].Type != domain.EventUserProfileUpdated || evs[0].StreamID != "user:30") {
+			t.Errorf("update by %s: events %+v", c.actor, evs)
+		}
+	}
+}
+
+func TestProfileRoundTrip(t *testing.T) {
+	t.Parallel()
+	const me domain.UserID = 31
+	s, err := domain.NewProfileState(tenantA, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := asIn(tenantA, me)
+	var log []domain.Envelope
+	step := func(evs []domain.PendingEvent, err error) { log = append(log, commit(t, tenantA, evs, err, &s)...) }
+
+	first, _ := domain.NewUserProfile("Mei", "https://cdn.example/mei.png", "")
+	step(s.Update(p, first, t0))
+	second, _ := domain.NewUserProfile("Mei Li", "", "night owl")
+	step(s.Update(p, second, t0.Add(1)))
+	if s.Profile() != second || s.Version() != 2 || !s.UpdatedAt().Equal(t0.Add(1)) {
+		t.Fatalf("profile %+v version %d updated %v", s.Profile(), s.Version(), s.UpdatedAt())
+	}
+	if evs, err := s.Update(p, second, t0.Add(2)); err != nil || evs != nil {
+		t.Errorf("unchanged profile decided %v, %v", evs, err)
+	}
+	if _, err := s.Update(p, domain.UserProfile{}, t0); reasonOf(err) != "invalid:nickname:required" {
+		t.Errorf("zero profile: %v", err)
+	}
+	folded, err := domain.FoldProfile(tenantA, me, toWire(t, log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(folded, s) {
+		t.Errorf("fold differs:\n%+v\n%+v", folded, s)
+	}
+	for _, e := range log {
+		for _, secret := range []string{"password", "hash", "token"} {
+			if strings.Contains(string(e.Payload), secret) {
+				t.Errorf("profile event carries %q: %s", secret, e.Payload)
+			}
+		}
+	}
+	if _, err := domain.FoldProfile(tenantA, me+1, log); !errors.Is(err, domain.ErrStreamMismatch) {
+		t.Errorf("another user's stream folded: %v", err)
+	}
+}
+
+func TestProfileEvents(t *testing.T) {
+	t.Parallel()
+	assertBusinessEvents(t, domain.EventUserProfileUpdated)
+	if got := domain.ProfileStreamID(7); got != "user:7" {
+		t.Errorf("ProfileStreamID = %q", got)
+	}
+	if _, err := domain.NewProfileState(tenantA, 0); !errors.Is(err, domain.ErrInvalid) {
+		t.Errorf("zero user: %v", err)
+	}
+}
