@@ -47,3 +47,11 @@ func (m *Message) Redact() {
 // Millis truncates t to the millisecond in UTC, the precision every read model stores, so a
 // message read from MySQL and from Redis compare equal.
 func Millis(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// HeadOf returns h, or nil when h carries nothing, which is how the stores keep an empty head.
+func HeadOf(h domain.Head) *domain.Head {
+	if len(h.Mentions) == 0 && !h.MentionAll && h.ReplySeq == 0 && h.RootSeq == 0 {
+		return nil
+	}
+	return &h
+}

@@ -1,0 +1,85 @@
+package msgstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// messageTable returns the table holding topic's messages.
+func messageTable(t Tables, topic domain.Topic) string {
+	if topic.Kind() == domain.TopicGroup {
+		return t.GroupMessages
+	}
+	return t.DirectMessages
+}
+
+// applyRecall marks the message recalled and drops its content. Assignments run left to right, so
+// the IF()s see the status before this statement changes it; a repeated recall changes nothing.
+func applyRecall(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
+	r := o.recall
+	table := messageTable(tables, o.topic)
+	at := o.at(r.RecalledAt)
+	stmt := "UPDATE " + q(table) + " SET" +
+		" version = IF(status = 'recalled', version, version + 1)," +
+		" recalled_at = IF(status = 'recalled', recalled_at, ?)," +
+		" recalled_by = IF(status = 'recalled', recalled_by, ?)," +
+		" updated_at = IF(status = 'recalled', updated_at, ?)," +
+		" content = NULL, head = NULL, mentioned_user_ids = NULL, mention_all = 0, content_size = 0," +
+		" status = 'recalled'" +
+		" WHERE topic = ? AND seqid = ?"
+	res, err := tx.ExecContext(ctx, stmt, at, r.By.Int64(), at, o.topic.String(), r.Seq)
+	if err != nil {
+		return tenantdb.WrapErr("apply: recall", err)
+	}
+	return requireRow(ctx, tx, table, o, res)
+}
+
+// applyEdit replaces the content if the edit is newer than the stored version and the message is
+// not recalled; otherwise it is a stale or moot edit and changes nothing.
+func applyEdit(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
+	e := o.edit
+	table := messageTable(tables, o.topic)
+	stmt := "UPDATE " + q(table) + " SET content = ?, content_size = ?, version = ?, updated_at = ?" +
+		" WHERE topic = ? AND seqid = ? AND status <> 'recalled' AND version < ?"
+	res, err := tx.ExecContext(ctx, stmt, string(e.Content), len(e.Content), e.EditVersion, o.at(e.EditedAt),
+		o.topic.String(), e.Seq, e.EditVersion)
+	if err != nil {
+		return tenantdb.WrapErr("apply: edit", err)
+	}
+	return requireRow(ctx, tx, table, o, res)
+}
+
+// requireRow turns "no row changed" into domain.ErrNotFound when the message is not in the read
+// model at all. Events of a conversation arrive in order, so a recall or edit of a message the
+// read model never received means its sent event was lost or parked.
+func requireRow(ctx context.Context, tx *sql.Tx, table string, o op, res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return tenantdb.WrapErr("apply: rows affected", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, "SELECT 1 FROM "+q(table)+" WHERE topic = ? AND seqid = ?", o.topic.String(), o.seq()).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s of %s seq %d: message not in the read model: %w", o.action, o.topic, o.seq(), domain.ErrNotFound)
+	}
+	return tenantdb.WrapErr("apply: find message", err)
+}
+
+// applyDeletion hides one message from one user.
+func applyDeletion(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
+	d := o.del
+	stmt := "INSERT INTO " + q(tables.Deletions) + " (user_id, topic, seqid, deleted_at) VALUES (?, ?, ?, ?)" +
+		" ON DUPLICATE KEY UPDATE user_id = user_id"
+	if _, err := tx.ExecContext(ctx, stmt, d.User.Int64(), o.topic.String(), d.Seq, o.at(d.DeletedAt)); err != nil {
+		return tenantdb.WrapErr("apply: delete for user", err)
+	}
+	return nil
+}

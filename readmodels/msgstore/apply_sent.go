@@ -1,0 +1,209 @@
+package msgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// Limits of one multi-row INSERT: rows per statement and bytes of content per statement (well
+// under the default 16 MiB max_allowed_packet).
+const (
+	maxRowsPerInsert  = 200
+	maxBytesPerInsert = 4 << 20
+)
+
+const groupColumns = "topic, group_id, seqid, from_user, client_msg_id, msg_type, status, content, head, " +
+	"mentioned_user_ids, mention_all, reply_seqid, root_seqid, content_size, version, created_at, updated_at"
+
+const directColumns = "topic, seqid, from_user, to_user, client_msg_id, msg_type, status, content, head, " +
+	"mentioned_user_ids, mention_all, reply_seqid, root_seqid, content_size, version, created_at, updated_at"
+
+const messageWidth = 17
+
+// markRow is one read-mark upsert.
+type markRow struct {
+	user       domain.UserID
+	topic      string
+	read, recv int64
+	at         time.Time
+}
+
+// insertSent inserts the messages of a run of sent events and moves the read marks they imply.
+func insertSent(ctx context.Context, tx *sql.Tx, tables Tables, run []op) error {
+	var group, direct []op
+	marks := map[[2]string]*markRow{}
+	mark := func(u domain.UserID, topic string, seq int64, at time.Time) {
+		k := [2]string{u.String(), topic}
+		m, ok := marks[k]
+		if !ok {
+			marks[k] = &markRow{user: u, topic: topic, read: seq, recv: seq, at: at}
+			return
+		}
+		if seq > m.read {
+			m.read, m.recv, m.at = seq, seq, at
+		}
+	}
+	for _, o := range run {
+		at := o.at(o.sent.SentAt)
+		mark(o.sent.From, o.topic.String(), o.sent.Seq, at)
+		if o.topic.Kind() == domain.TopicGroup {
+			group = append(group, o)
+			continue
+		}
+		direct = append(direct, o)
+		mark(receiver(o), o.topic.String(), 0, at)
+	}
+	if err := insertMessages(ctx, tx, tables.GroupMessages, groupColumns, group, groupRow); err != nil {
+		return err
+	}
+	if err := insertMessages(ctx, tx, tables.DirectMessages, directColumns, direct, directRow); err != nil {
+		return err
+	}
+	rows := make([]markRow, 0, len(marks))
+	for _, m := range marks {
+		rows = append(rows, *m)
+	}
+	return upsertReadMarks(ctx, tx, tables.ReadMarks, rows)
+}
+
+// receiver is the other party of a 1:1 message.
+func receiver(o op) domain.UserID {
+	if o.sent.To > 0 {
+		return o.sent.To
+	}
+	return o.topic.Peer(o.sent.From)
+}
+
+// insertMessages writes ops in multi-row INSERTs. A row whose topic and seq (or sender and client
+// message id) already exist is left as it is: the message was applied before, perhaps edited or
+// recalled since, and a redelivered sent event must not undo that.
+func insertMessages(ctx context.Context, tx *sql.Tx, table, columns string, ops []op, row func(op) []any) error {
+	prefix := "INSERT INTO " + q(table) + " (" + columns + ") VALUES "
+	const suffix = " ON DUPLICATE KEY UPDATE id = id"
+	for start := 0; start < len(ops); {
+		end, bytes := start, 0
+		for end < len(ops) && end-start < maxRowsPerInsert && (end == start || bytes+len(ops[end].sent.Content) <= maxBytesPerInsert) {
+			bytes += len(ops[end].sent.Content)
+			end++
+		}
+		args := make([]any, 0, (end-start)*messageWidth)
+		for _, o := range ops[start:end] {
+			args = append(args, row(o)...)
+		}
+		if _, err := tx.ExecContext(ctx, prefix+rowPlaceholders(end-start, messageWidth)+suffix, args...); err != nil {
+			return tenantdb.WrapErr("apply: insert messages into "+table, err)
+		}
+		start = end
+	}
+	return nil
+}
+
+func groupRow(o op) []any {
+	m := o.sent
+	common := sentColumns(o)
+	return append([]any{o.topic.String(), o.topic.GroupID(), m.Seq, m.From.Int64()}, common...)
+}
+
+func directRow(o op) []any {
+	m := o.sent
+	common := sentColumns(o)
+	return append([]any{o.topic.String(), m.Seq, m.From.Int64(), receiver(o).Int64()}, common...)
+}
+
+// sentColumns returns the values from client_msg_id to updated_at, shared by both tables.
+func sentColumns(o op) []any {
+	m := o.sent
+	at := o.at(m.SentAt)
+	msgType := m.MsgType
+	if msgType == "" {
+		msgType = domain.MsgText
+	}
+	var content any
+	if len(m.Content) > 0 {
+		content = string(m.Content)
+	}
+	return []any{
+		nullString(m.ClientMsgID), string(msgType), readmodels.StatusNormal, content, headJSON(m.Head),
+		mentionsJSON(m.Head.Mentions), m.Head.MentionAll, nullInt(m.Head.ReplySeq), nullInt(m.Head.RootSeq),
+		len(m.Content), 1, at, at,
+	}
+}
+
+// headJSON returns the head column value: NULL for an empty head.
+func headJSON(h domain.Head) any {
+	hp := readmodels.HeadOf(h)
+	if hp == nil {
+		return nil
+	}
+	b, err := json.Marshal(hp)
+	if err != nil {
+		return nil // a Head always marshals; unreachable
+	}
+	return string(b)
+}
+
+// mentionsJSON returns the mentioned_user_ids column: a JSON array of numbers, so JSON_CONTAINS
+// finds a user, or NULL.
+func mentionsJSON(ids []domain.UserID) any {
+	if len(ids) == 0 {
+		return nil
+	}
+	parts := make([]string, len(ids))
+	for i, u := range ids {
+		parts[i] = u.String()
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// upsertReadMarks moves read marks forward only. Rows are sorted so concurrent batches lock them
+// in the same order.
+func upsertReadMarks(ctx context.Context, tx *sql.Tx, table string, rows []markRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].user != rows[j].user {
+			return rows[i].user < rows[j].user
+		}
+		return rows[i].topic < rows[j].topic
+	})
+	// Assignments run left to right, so updated_at is decided before read_seq and recv_seq change.
+	const upsert = " ON DUPLICATE KEY UPDATE" +
+		" updated_at = IF(VALUES(read_seq) > read_seq OR VALUES(recv_seq) > recv_seq, GREATEST(updated_at, VALUES(updated_at)), updated_at)," +
+		" read_seq = GREATEST(read_seq, VALUES(read_seq))," +
+		" recv_seq = GREATEST(recv_seq, VALUES(recv_seq))"
+	for start := 0; start < len(rows); start += maxRowsPerInsert {
+		chunk := rows[start:min(start+maxRowsPerInsert, len(rows))]
+		args := make([]any, 0, 5*len(chunk))
+		for _, r := range chunk {
+			args = append(args, r.user.Int64(), r.topic, max(r.read, 0), max(r.recv, 0), r.at)
+		}
+		stmt := "INSERT INTO " + q(table) + " (user_id, topic, read_seq, recv_seq, updated_at) VALUES " + rowPlaceholders(len(chunk), 5) + upsert
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+			return tenantdb.WrapErr("apply: upsert read marks", err)
+		}
+	}
+	return nil
+}

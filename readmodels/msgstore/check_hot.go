@@ -1,0 +1,83 @@
+package msgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// HotCheck describes a page a cache could serve: the seq span it covers and what the cache holds
+// in that span.
+type HotCheck struct {
+	Topic  domain.Topic
+	Viewer domain.UserID // whose delete-for-me rows count; 0 for nobody's
+	From   int64         // first seq of the span, inclusive
+	To     int64         // last seq of the span, inclusive
+	Seqs   []int64       // the seqs the cache holds in the span
+	Live   []int64       // those of Seqs the cache holds as not recalled
+}
+
+// HotCheckResult is what MySQL says about a HotCheck.
+type HotCheckResult struct {
+	Missing  int64 // messages in the span the cache does not hold (a gap that is not a seq hole)
+	Recalled int64 // messages of Live that MySQL has as recalled (the cache is behind)
+	Deleted  int64 // the viewer's delete-for-me rows in the span
+}
+
+// OK reports whether the cache's page is complete and shows nothing MySQL hides.
+func (r HotCheckResult) OK() bool { return r.Missing == 0 && r.Recalled == 0 && r.Deleted == 0 }
+
+// CheckHot answers, in one round trip of index-only lookups, whether a page a cache holds may be
+// served as it is: every gap in it is a seq hole MySQL confirms, no message in it was recalled
+// behind the cache's back, and the viewer deleted none of it. It reads no message content, which
+// is what makes a cached page cheaper than reading the page from MySQL.
+func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tables, c HotCheck) (HotCheckResult, error) {
+	var res HotCheckResult
+	if c.Topic.IsZero() || c.From < 1 || c.To < c.From {
+		return res, fmt.Errorf("check hot page: topic and a seq span are required: %w", domain.ErrInvalid)
+	}
+	db, err := s.db(ctx, tenant, tables)
+	if err != nil {
+		return res, fmt.Errorf("check hot page: %w", err)
+	}
+	table := q(messageTable(tables, c.Topic))
+	topic := c.Topic.String()
+
+	missing := "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND seqid BETWEEN ? AND ?"
+	args := []any{topic, c.From, c.To}
+	if len(c.Seqs) > 0 {
+		missing += " AND seqid NOT IN (" + placeholders(len(c.Seqs)) + ")"
+		args = appendInt64s(args, c.Seqs)
+	}
+	recalled := "0"
+	if len(c.Live) > 0 {
+		if c.Topic.Kind() == domain.TopicGroup {
+			// idx_im_group_messages_group_status_seq covers this.
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND status = 'recalled' AND seqid IN (" + placeholders(len(c.Live)) + ")"
+			args = append(args, c.Topic.GroupID())
+		} else {
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND status = 'recalled' AND seqid IN (" + placeholders(len(c.Live)) + ")"
+			args = append(args, topic)
+		}
+		args = appendInt64s(args, c.Live)
+	}
+	deleted := "0"
+	if c.Viewer > 0 {
+		deleted = "SELECT COUNT(*) FROM " + q(tables.Deletions) + " WHERE user_id = ? AND topic = ? AND seqid BETWEEN ? AND ?"
+		args = append(args, c.Viewer.Int64(), topic, c.From, c.To)
+	}
+	stmt := "SELECT (" + missing + "), (" + recalled + "), (" + deleted + ")"
+	if err := db.QueryRowContext(ctx, stmt, args...).Scan(&res.Missing, &res.Recalled, &res.Deleted); err != nil {
+		return res, tenantdb.WrapErr("check hot page", err)
+	}
+	return res, nil
+}
+
+func appendInt64s(args []any, xs []int64) []any {
+	for _, x := range xs {
+		args = append(args, x)
+	}
+	return args
+}

@@ -1,0 +1,96 @@
+package msgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// TopicSummary is one topic's share of a Checksum.
+type TopicSummary struct {
+	Rows      int64  // message rows
+	Deletions int64  // delete-for-me rows
+	ReadMarks int64  // read-mark rows
+	Checksum  uint64 // XOR of a 64-bit hash of every row above; order-independent
+}
+
+// rowHash turns a canonical row string into 64 bits: the first 16 hex digits of its SHA-1.
+func rowHash(expr string) string {
+	return "CAST(CONV(LEFT(SHA1(" + expr + "), 16), 16, 10) AS UNSIGNED)"
+}
+
+// Checksum summarises the read model per topic so two copies (the live tables and a rebuild) can
+// be compared: a message row hashes its seq, sender, status, version, content, head and recall
+// author; a delete-for-me row its user and seq; a read mark its user and seqs. Timestamps of
+// processing are left out, so a rebuild from the same events matches the live tables exactly.
+func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tables) (map[string]TopicSummary, error) {
+	db, err := s.db(ctx, tenant, tables)
+	if err != nil {
+		return nil, fmt.Errorf("checksum: %w", err)
+	}
+	msgHash := rowHash("CONCAT_WS('|', 'm', seqid, from_user, status, version, COALESCE(content, ''), COALESCE(head, ''), COALESCE(recalled_by, 0))")
+	queries := []struct {
+		stmt string
+		add  func(*TopicSummary, int64, uint64)
+	}{
+		{"SELECT topic, COUNT(*), BIT_XOR(" + msgHash + ") FROM " + q(tables.GroupMessages) + " GROUP BY topic",
+			func(t *TopicSummary, n int64, h uint64) { t.Rows += n; t.Checksum ^= h }},
+		{"SELECT topic, COUNT(*), BIT_XOR(" + msgHash + ") FROM " + q(tables.DirectMessages) + " GROUP BY topic",
+			func(t *TopicSummary, n int64, h uint64) { t.Rows += n; t.Checksum ^= h }},
+		{"SELECT topic, COUNT(*), BIT_XOR(" + rowHash("CONCAT_WS('|', 'd', user_id, seqid)") + ") FROM " + q(tables.Deletions) + " GROUP BY topic",
+			func(t *TopicSummary, n int64, h uint64) { t.Deletions += n; t.Checksum ^= h }},
+		{"SELECT topic, COUNT(*), BIT_XOR(" + rowHash("CONCAT_WS('|', 'r', user_id, read_seq, recv_seq)") + ") FROM " + q(tables.ReadMarks) + " GROUP BY topic",
+			func(t *TopicSummary, n int64, h uint64) { t.ReadMarks += n; t.Checksum ^= h }},
+	}
+	out := map[string]TopicSummary{}
+	for _, qu := range queries {
+		rows, err := db.QueryContext(ctx, qu.stmt)
+		if err != nil {
+			return nil, tenantdb.WrapErr("checksum", err)
+		}
+		for rows.Next() {
+			var topic string
+			var n int64
+			var h uint64
+			if err := rows.Scan(&topic, &n, &h); err != nil {
+				rows.Close()
+				return nil, tenantdb.WrapErr("checksum", err)
+			}
+			sum := out[topic]
+			qu.add(&sum, n, h)
+			out[topic] = sum
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, tenantdb.WrapErr("checksum", err)
+		}
+	}
+	return out, nil
+}
+
+// TableCounts is the number of rows of each read-model table.
+type TableCounts struct {
+	GroupMessages  int64
+	DirectMessages int64
+	ReadMarks      int64
+	Deletions      int64
+	Processed      int64
+}
+
+// Counts returns the row count of every table of tables.
+func (s *Store) Counts(ctx context.Context, tenant domain.TenantID, tables Tables) (TableCounts, error) {
+	var c TableCounts
+	db, err := s.db(ctx, tenant, tables)
+	if err != nil {
+		return c, fmt.Errorf("counts: %w", err)
+	}
+	stmt := "SELECT (SELECT COUNT(*) FROM " + q(tables.GroupMessages) + "), (SELECT COUNT(*) FROM " + q(tables.DirectMessages) +
+		"), (SELECT COUNT(*) FROM " + q(tables.ReadMarks) + "), (SELECT COUNT(*) FROM " + q(tables.Deletions) +
+		"), (SELECT COUNT(*) FROM " + q(tables.Processed) + ")"
+	if err := db.QueryRowContext(ctx, stmt).Scan(&c.GroupMessages, &c.DirectMessages, &c.ReadMarks, &c.Deletions, &c.Processed); err != nil {
+		return c, tenantdb.WrapErr("counts", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,159 @@
+package msgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
+)
+
+// op is one decoded event, ready to apply.
+type op struct {
+	index  int
+	env    domain.Envelope
+	action domain.MessageAction // "" for event types this read model ignores
+	topic  domain.Topic
+	sent   domain.MessageSent
+	recall domain.MessageRecalled
+	edit   domain.MessageEdited
+	del    domain.MessageDeletedForUser
+	mark   domain.ReadMarked
+}
+
+// messageActions maps the event types this read model consumes to their action and topic kind.
+var messageActions = func() map[domain.EventType]struct {
+	action domain.MessageAction
+	kind   domain.TopicKind
+} {
+	out := map[domain.EventType]struct {
+		action domain.MessageAction
+		kind   domain.TopicKind
+	}{}
+	for _, k := range []domain.TopicKind{domain.TopicGroup, domain.TopicDirect} {
+		for _, a := range []domain.MessageAction{domain.ActionSent, domain.ActionRecalled, domain.ActionEdited, domain.ActionDeleted, domain.ActionReadMarked} {
+			out[domain.MessageEventType(k, a)] = struct {
+				action domain.MessageAction
+				kind   domain.TopicKind
+			}{a, k}
+		}
+	}
+	return out
+}()
+
+// decodeBatch decodes events in order, dropping repeats of an event id within the batch. Event
+// types outside the message model decode to an op with no action: they are recorded as processed
+// and otherwise ignored.
+func decodeBatch(tenant domain.TenantID, events []domain.Envelope) ([]op, error) {
+	ops := make([]op, 0, len(events))
+	seen := make(map[[16]byte]bool, len(events))
+	for i, env := range events {
+		if seen[env.EventID] {
+			continue
+		}
+		seen[env.EventID] = true
+		o, err := decodeOne(tenant, env)
+		if err != nil {
+			return nil, &EventError{Index: i, EventID: env.EventID, Err: err}
+		}
+		o.index = i
+		ops = append(ops, o)
+	}
+	return ops, nil
+}
+
+func bad(field, detail string) error {
+	return &domain.ValidationError{Field: field, Reason: "bad_event", Detail: detail}
+}
+
+func decodeOne(tenant domain.TenantID, env domain.Envelope) (op, error) {
+	o := op{env: env}
+	if env.TenantID != tenant {
+		return o, bad("tenant_id", fmt.Sprintf("event of tenant %q applied to tenant %q", env.TenantID, tenant))
+	}
+	info, ok := messageActions[env.EventType]
+	if !ok {
+		return o, nil
+	}
+	o.action = info.action
+	var topic string
+	var err error
+	switch info.action {
+	case domain.ActionSent:
+		err = env.Decode(&o.sent)
+		topic = o.sent.Topic
+		if err == nil && o.sent.Seq == 0 {
+			o.sent.Seq = env.StreamVersion
+		}
+		if err == nil && (o.sent.Seq <= 0 || o.sent.From <= 0) {
+			err = bad("payload", "sent event without seq or sender")
+		}
+		if err == nil && len(o.sent.Content) > 0 && !json.Valid(o.sent.Content) {
+			err = bad("payload", "content is not JSON")
+		}
+	case domain.ActionRecalled:
+		err = env.Decode(&o.recall)
+		topic = o.recall.Topic
+	case domain.ActionEdited:
+		err = env.Decode(&o.edit)
+		topic = o.edit.Topic
+		if err == nil && (o.edit.EditVersion < 2 || !json.Valid(o.edit.Content)) {
+			err = bad("payload", "edit without a version >= 2 and JSON content")
+		}
+	case domain.ActionDeleted:
+		err = env.Decode(&o.del)
+		topic = o.del.Topic
+		if err == nil && o.del.User <= 0 {
+			err = bad("payload", "deletion without a user")
+		}
+	case domain.ActionReadMarked:
+		err = env.Decode(&o.mark)
+		topic = o.mark.Topic
+		if err == nil && o.mark.User <= 0 {
+			err = bad("payload", "read mark without a user")
+		}
+	}
+	if err != nil {
+		if _, isValidation := err.(*domain.ValidationError); isValidation {
+			return o, err
+		}
+		return o, bad("payload", err.Error())
+	}
+	if o.topic, err = domain.ParseTopic(topic); err != nil {
+		return o, err
+	}
+	if o.topic.Kind() != info.kind {
+		return o, bad("topic", fmt.Sprintf("%s event on %s topic %s", info.kind, o.topic.Kind(), topic))
+	}
+	if o.action == domain.ActionSent && o.topic.Kind() == domain.TopicDirect && !o.topic.Has(o.sent.From) {
+		return o, bad("payload", "sender is not a party of the 1:1 topic")
+	}
+	if s := o.seq(); o.action != domain.ActionReadMarked && s <= 0 {
+		return o, bad("payload", "event without a seq")
+	}
+	return o, nil
+}
+
+// seq is the message seq an op addresses (0 for read marks).
+func (o op) seq() int64 {
+	switch o.action {
+	case domain.ActionSent:
+		return o.sent.Seq
+	case domain.ActionRecalled:
+		return o.recall.Seq
+	case domain.ActionEdited:
+		return o.edit.Seq
+	case domain.ActionDeleted:
+		return o.del.Seq
+	}
+	return 0
+}
+
+// at returns t in millisecond UTC, or the event's time when the payload left it unset.
+func (o op) at(t time.Time) time.Time {
+	if t.IsZero() {
+		t = o.env.OccurredAt
+	}
+	return readmodels.Millis(t)
+}

@@ -1,0 +1,46 @@
+package msgstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// Store reads and writes the message read model of every tenant through a tenant router. It is
+// safe for concurrent use.
+type Store struct {
+	router *tenantdb.Router
+}
+
+// NewStore returns a Store over router's tenant databases.
+func NewStore(router *tenantdb.Router) *Store { return &Store{router: router} }
+
+// EventError says which event of a batch could not be applied. Err wraps domain.ErrInvalid for an
+// event that can never be applied (bad payload, wrong tenant) and domain.ErrNotFound for a recall
+// or edit of a message the read model does not hold; a projector parks such an event instead of
+// retrying it.
+type EventError struct {
+	Index   int       // position in the batch
+	EventID uuid.UUID // the event's id
+	Err     error
+}
+
+func (e *EventError) Error() string {
+	return fmt.Sprintf("event %d (%s): %v", e.Index, e.EventID, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *EventError) Unwrap() error { return e.Err }
+
+// db returns tenant's pool after checking the table names.
+func (s *Store) db(ctx context.Context, tenant domain.TenantID, tables Tables) (*sql.DB, error) {
+	if err := tables.Validate(); err != nil {
+		return nil, err
+	}
+	return s.router.DB(ctx, tenant)
+}
