@@ -28,7 +28,9 @@ RETURNING event_id, position`
 // moved ahead, is behind, or a concurrent append took one of the versions) and when an event id
 // or idempotency key is already stored; domain.ErrInvalid for a bad envelope or more than
 // Config.MaxBatch events; domain.ErrRetryable when PostgreSQL was unreachable or timed out.
-// Nothing is written when an error is returned. An empty events slice is a no-op.
+// Nothing is written when an error is returned, except that a connection lost during COMMIT
+// leaves the outcome unknown: appending the same envelopes again then fails with ErrConcurrency
+// if they were stored, and the stream can be read to find out. An empty events slice is a no-op.
 func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, error) {
 	const op = "append events"
 	if len(events) == 0 {

@@ -78,6 +78,8 @@ WHERE e.idempotency_key IS NOT NULL`
 // Errors (then nothing is written): domain.ErrInvalid for a bad envelope or more than
 // Config.MaxBatch events, domain.ErrRetryable when PostgreSQL was unreachable, timed out or
 // chose the transaction as a deadlock victim. Conflicts are never errors: they are results.
+// Retrying the same envelopes is always safe, also after a connection lost during COMMIT: the
+// events that were stored come back as Duplicate of themselves (same event id).
 func (s *Store) AppendBatch(ctx context.Context, events []domain.Envelope) ([]AppendResult, error) {
 	const op = "append events"
 	if len(events) == 0 {

@@ -20,7 +20,7 @@ func TestAppendRejectsBadInput(t *testing.T) {
 	store, _ := newStore(t, eventstore.Config{MaxBatch: 3})
 	tenant := domain.MustTenantID("acme")
 	bad := func(mut func(*domain.Envelope)) []domain.Envelope {
-		e := event(tenant, "s", 0, "")
+		e := event(tenant, "s", 1, "")
 		mut(&e)
 		return []domain.Envelope{e}
 	}
@@ -28,27 +28,35 @@ func TestAppendRejectsBadInput(t *testing.T) {
 		name   string
 		stream string
 		events []domain.Envelope
+		// appendOK: fine for Append, which numbers the events itself.
+		// batchOK: fine for AppendBatch, which takes tenant and stream from the events.
+		appendOK, batchOK bool
 	}{
-		{"too many", "s", []domain.Envelope{event(tenant, "s", 0, ""), event(tenant, "s", 0, ""), event(tenant, "s", 0, ""), event(tenant, "s", 0, "")}},
-		{"no event id", "s", bad(func(e *domain.Envelope) { e.EventID = uuid.UUID{} })},
-		{"other tenant", "s", bad(func(e *domain.Envelope) { e.TenantID = domain.MustTenantID("other") })},
-		{"other stream", "s", bad(func(e *domain.Envelope) { e.StreamID = "x" })},
-		{"no stream", "", bad(func(e *domain.Envelope) { e.StreamID = "" })},
-		{"no event type", "s", bad(func(e *domain.Envelope) { e.EventType = "" })},
-		{"no time", "s", bad(func(e *domain.Envelope) { e.OccurredAt = time.Time{} })},
-		{"bad payload", "s", bad(func(e *domain.Envelope) { e.Payload = []byte(`{"a":`) })},
-		{"no payload", "s", bad(func(e *domain.Envelope) { e.Payload = nil })},
+		{"too many", "s", []domain.Envelope{event(tenant, "s", 1, ""), event(tenant, "s", 2, ""), event(tenant, "s", 3, ""), event(tenant, "s", 4, "")}, false, false},
+		{"no event id", "s", bad(func(e *domain.Envelope) { e.EventID = uuid.UUID{} }), false, false},
+		{"other tenant", "s", bad(func(e *domain.Envelope) { e.TenantID = domain.MustTenantID("other") }), false, true},
+		{"other stream", "s", bad(func(e *domain.Envelope) { e.StreamID = "x" }), false, true},
+		{"no stream", "", bad(func(e *domain.Envelope) { e.StreamID = "" }), false, false},
+		{"no version", "s", bad(func(e *domain.Envelope) { e.StreamVersion = 0 }), true, false},
+		{"no event type", "s", bad(func(e *domain.Envelope) { e.EventType = "" }), false, false},
+		{"no time", "s", bad(func(e *domain.Envelope) { e.OccurredAt = time.Time{} }), false, false},
+		{"bad payload", "s", bad(func(e *domain.Envelope) { e.Payload = []byte(`{"a":`) }), false, false},
+		{"no payload", "s", bad(func(e *domain.Envelope) { e.Payload = nil }), false, false},
 	}
 	for _, tt := range tests {
-		if _, err := store.Append(ctx, tenant, tt.stream, 0, tt.events); !errors.Is(err, domain.ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", tt.name, err)
+		if _, err := store.Append(ctx, tenant, tt.stream, 0, tt.events); !tt.appendOK && !errors.Is(err, domain.ErrInvalid) {
+			t.Errorf("%s: Append err = %v, want ErrInvalid", tt.name, err)
 		}
-		if _, err := store.AppendBatch(ctx, tt.events); tt.stream != "" && !errors.Is(err, domain.ErrInvalid) && tt.name != "other tenant" && tt.name != "other stream" {
+		if _, err := store.AppendBatch(ctx, tt.events); !tt.batchOK && !errors.Is(err, domain.ErrInvalid) {
 			t.Errorf("%s: AppendBatch err = %v, want ErrInvalid", tt.name, err)
 		}
 	}
-	if v, _ := store.LastVersion(ctx, tenant, "s"); v != 0 {
-		t.Fatalf("rejected appends wrote events: last version %d", v)
+	if _, err := store.Append(ctx, tenant, "s", -1, []domain.Envelope{event(tenant, "s", 0, "")}); !errors.Is(err, domain.ErrInvalid) {
+		t.Errorf("negative expected version: err = %v, want ErrInvalid", err)
+	}
+	// Only the three valid calls wrote: acme/s by Append, other/s and acme/x by AppendBatch.
+	if n, _ := store.Count(ctx, eventstore.Filter{}); n != 3 {
+		t.Fatalf("%d events stored, want 3: a rejected append wrote", n)
 	}
 }
 

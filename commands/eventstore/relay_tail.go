@@ -35,9 +35,10 @@ LIMIT $3`
 // ReadCommitted returns up to limit events after the cursor in (tx_id, position) order, never
 // one of a transaction that may still be running (limit <= 0 or above Config.MaxRead means
 // MaxRead). Saving the last record's Cursor and reading on from it visits every committed event
-// exactly once, even when transactions commit out of position order; a long-running writer
-// delays the tail until it ends. Errors: domain.ErrRetryable when PostgreSQL was unreachable or
-// timed out.
+// exactly once, even when transactions commit out of position order. The horizon is the oldest
+// transaction id still running anywhere in the PostgreSQL cluster, so any long transaction that
+// wrote something (in any database of the cluster) delays the tail until it ends.
+// Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) ReadCommitted(ctx context.Context, after Cursor, limit int) ([]Record, error) {
 	const op = "read committed events"
 	rows, err := s.pool.Query(ctx, readCommittedSQL, after.TxID, after.Position, s.cfg.limit(limit))
