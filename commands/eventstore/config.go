@@ -7,23 +7,24 @@ import (
 	"time"
 )
 
-// Config configures a Store. The zero value is usable: New fills in the defaults.
+// Config configures a Store. The zero value is usable: New fills in the defaults. The koanf tags
+// name the keys of the event_store configuration section.
 type Config struct {
 	// MaxBatch is the largest number of events one Append or AppendBatch call may write; larger
 	// calls fail with domain.ErrInvalid before touching the database. Default 1000.
-	MaxBatch int
+	MaxBatch int `koanf:"max_batch"`
 	// MaxRead caps the rows one ReadStream, ReadAll or ReadCommitted call returns. A limit that is
 	// zero, negative or above MaxRead means MaxRead. Default 1000.
-	MaxRead int
+	MaxRead int `koanf:"max_read"`
 	// NotifyChannel is the LISTEN/NOTIFY channel a committed append signals and Listen waits on.
 	// It is a hint only: listeners must still read from their checkpoint. Default "im_events".
-	NotifyChannel string
+	NotifyChannel string `koanf:"notify_channel"`
 	// ListenMinBackoff is the first pause before Listen reconnects after an error. Default 100ms.
-	ListenMinBackoff time.Duration
+	ListenMinBackoff time.Duration `koanf:"listen_min_backoff"`
 	// ListenMaxBackoff caps the doubling reconnect pause of Listen. Default 5s.
-	ListenMaxBackoff time.Duration
+	ListenMaxBackoff time.Duration `koanf:"listen_max_backoff"`
 	// Logger receives the reconnect warnings of Listen. Default: discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `koanf:"-"`
 }
 
 // Defaults of Config.
