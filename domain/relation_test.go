@@ -76,23 +76,28 @@ func relationSetups(t *testing.T) map[string]struct {
 	}
 }
 
-func TestRelationMatrix(t *testing.T) {
-	t.Parallel()
-	const skip = "-"
+type relCmd func(r domain.RelationState, p domain.Principal) ([]domain.PendingEvent, error)
+
+// relationRow is one command of the relation matrix with the expected reason per setup;
+// setups not listed expect not_party (non_party) or tenant_mismatch (other_tenant).
+type relationRow struct {
+	name    string
+	cmd     relCmd
+	okTypes map[string][]domain.EventType // per setup when it differs from okType
+	okType  domain.EventType
+	want    map[string]string
+}
+
+const skip = "-" // an expectation that does not apply
+
+func relationRows() []relationRow {
 	var (
 		ok         = ""
 		noPending  = domain.ReasonNoPendingRequest
 		notFriends = domain.ReasonNotFriends
 		notBlocked = domain.ReasonNotBlocked
 	)
-	type relCmd func(r domain.RelationState, p domain.Principal) ([]domain.PendingEvent, error)
-	rows := []struct {
-		name    string
-		cmd     relCmd
-		okTypes map[string][]domain.EventType // per setup when it differs from the default
-		okType  domain.EventType
-		want    map[string]string
-	}{
+	return []relationRow{
 		{name: "request", okType: domain.EventFriendRequested,
 			okTypes: map[string][]domain.EventType{"requested": {domain.EventFriendAccepted}},
 			cmd: func(r domain.RelationState, p domain.Principal) ([]domain.PendingEvent, error) {
@@ -137,6 +142,11 @@ func TestRelationMatrix(t *testing.T) {
 			want: map[string]string{"stranger": ok, "requester": ok, "requested": ok, "friend": ok,
 				"blocked": domain.ReasonBlocked, "friend_blocked": domain.ReasonBlocked, "blocker": ok, "other_tenant": skip}},
 	}
+}
+
+func TestRelationMatrix(t *testing.T) {
+	t.Parallel()
+	rows := relationRows()
 	setups := relationSetups(t)
 	for _, row := range rows {
 		for name, s := range setups {
