@@ -8,8 +8,17 @@ import (
 // batchItem is one event waiting for its batch to be written.
 type batchItem struct {
 	env  envelope
-	done chan error // buffered, receives exactly one result
+	done chan result // buffered, receives exactly one result
 }
+
+// result is the outcome of one item. A panic of the applier is carried back to the handler's
+// goroutine and re-raised there, so watermill's Recoverer middleware sees it.
+type result struct {
+	err      error
+	panicked any
+}
+
+func (it *batchItem) finish(err error) { it.done <- result{err: err} }
 
 // batcher is a group commit: handlers submit events and wait; flusher goroutines take
 // everything that queued up while the previous batch was written and write it as one batch.
@@ -68,7 +77,7 @@ func (b *batcher) failQueued(err error) {
 	for {
 		select {
 		case it := <-b.in:
-			it.done <- err
+			it.finish(err)
 		default:
 			return
 		}
@@ -78,15 +87,18 @@ func (b *batcher) failQueued(err error) {
 // submit queues env and waits for its result. It returns ctx's error if ctx ends first; the
 // event may still be written then, which consumers tolerate (at-least-once).
 func (b *batcher) submit(ctx context.Context, env envelope) error {
-	it := &batchItem{env: env, done: make(chan error, 1)}
+	it := &batchItem{env: env, done: make(chan result, 1)}
 	select {
 	case b.in <- it:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case err := <-it.done:
-		return err
+	case r := <-it.done:
+		if r.panicked != nil {
+			panic(r.panicked)
+		}
+		return r.err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -71,7 +71,7 @@ func (r *runner) flush(ctx context.Context, items []*batchItem) {
 	apply, err := r.parkBatch(ctx, items)
 	if err != nil {
 		for _, it := range items {
-			it.done <- err
+			it.finish(err)
 		}
 		return
 	}
@@ -117,7 +117,7 @@ func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchIte
 		outcome, err := r.parking.park(ctx, r.p.ConsumerGroup, k, it.env.parked())
 		switch {
 		case err != nil:
-			it.done <- err
+			it.finish(err)
 		case outcome == notParked:
 			apply = append(apply, it)
 		default:
@@ -126,7 +126,7 @@ func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchIte
 				r.log.Warn("event parked behind a dead letter", "tenant_id", k.tenant, "conversation", k.conv,
 					"event_id", it.env.EventID.String(), "event_type", string(it.env.EventType))
 			}
-			it.done <- nil
+			it.finish(nil)
 		}
 	}
 	return apply, nil
@@ -137,27 +137,38 @@ func (r *runner) applyTenant(ctx context.Context, tenant domain.TenantID, items 
 	for i, it := range items {
 		events[i] = it.env.Envelope
 	}
-	n, err := r.p.Applier.Apply(ctx, tenant, events)
-	if err == nil {
+	n, err, panicked := r.safeApply(ctx, tenant, events)
+	if err == nil && panicked == nil {
 		r.applied(n, events)
 		for _, it := range items {
-			it.done <- nil
+			it.finish(nil)
 		}
 		return
 	}
-	if isTransient(err) || len(items) == 1 {
+	if len(items) == 1 || panicked == nil && isTransient(err) {
 		for _, it := range items {
-			it.done <- err
+			it.done <- result{err: err, panicked: panicked}
 		}
 		return
 	}
 	for i, it := range items {
-		n, err := r.p.Applier.Apply(ctx, tenant, events[i:i+1])
-		if err == nil {
+		n, err, panicked := r.safeApply(ctx, tenant, events[i:i+1])
+		if err == nil && panicked == nil {
 			r.applied(n, events[i:i+1])
 		}
-		it.done <- err
+		it.done <- result{err: err, panicked: panicked}
 	}
+}
+
+// safeApply calls the applier and catches its panic.
+func (r *runner) safeApply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (n int, err error, panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = v
+		}
+	}()
+	n, err = r.p.Applier.Apply(ctx, tenant, events)
+	return n, err, nil
 }
 
 func (r *runner) applied(n int, events []domain.Envelope) {

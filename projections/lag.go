@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,6 +43,9 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 			want[t] = ps
 		}
 		committed, err := admin.ListConsumerGroupOffsets(g.group, want)
+		if errors.Is(err, sarama.ErrGroupIDNotFound) {
+			committed, err = &sarama.OffsetFetchResponse{}, nil // nothing committed yet
+		}
 		if err != nil {
 			return nil, fmt.Errorf("projections: lag: offsets of %s: %w", g.group, err)
 		}

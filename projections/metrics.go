@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the projection metrics, labelled by consumer group:
@@ -84,4 +85,26 @@ func (m *Metrics) secondsBehind(group string, eventsBehind int64, now time.Time)
 		return d
 	}
 	return 0
+}
+
+// Applied returns how many events group has applied in this process.
+func (m *Metrics) Applied(group string) float64 { return value(m.applied.WithLabelValues(group)) }
+
+// Retries returns how many retries group has made in this process.
+func (m *Metrics) Retries(group string) float64 { return value(m.retries.WithLabelValues(group)) }
+
+// DeadLetters returns how many events group has dead-lettered for reason in this process.
+func (m *Metrics) DeadLetters(group, reason string) float64 {
+	return value(m.deadLetters.WithLabelValues(group, reason))
+}
+
+// Parked returns how many events group has parked in this process.
+func (m *Metrics) Parked(group string) float64 { return value(m.parked.WithLabelValues(group)) }
+
+func value(c prometheus.Counter) float64 {
+	var d dto.Metric
+	if err := c.Write(&d); err != nil || d.Counter == nil {
+		return 0
+	}
+	return d.Counter.GetValue()
 }

@@ -166,7 +166,7 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 		RandomizationFactor: 0.2,
 		ShouldRetry: func(rp middleware.RetryParams) bool {
 			_, again := classify(rp.Err)
-			if again {
+			if again && rp.RetryNum < p.cfg.Retry.MaxRetries {
 				retries.Inc()
 			}
 			return again
