@@ -1,0 +1,117 @@
+package auth_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
+)
+
+// cheap keeps the tests fast; production uses DefaultPasswordParams.
+var cheap = auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+func TestHashAndVerifyPassword(t *testing.T) {
+	t.Parallel()
+	h, err := auth.HashPassword("correct horse battery staple", cheap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=1024,t=1,p=1$") {
+		t.Fatalf("hash %q is not an argon2id PHC string with the given parameters", h)
+	}
+	h2, _ := auth.HashPassword("correct horse battery staple", cheap)
+	if h == h2 {
+		t.Error("two hashes of one password are equal: the salt is not random")
+	}
+	tests := []struct {
+		name     string
+		password string
+		want     error
+	}{
+		{name: "match", password: "correct horse battery staple", want: nil},
+		{name: "other password", password: "correct horse battery stapler", want: auth.ErrPasswordMismatch},
+		{name: "case differs", password: "Correct horse battery staple", want: auth.ErrPasswordMismatch},
+		{name: "empty", password: "", want: auth.ErrPasswordMismatch},
+	}
+	for _, tt := range tests {
+		if err := auth.VerifyPassword(tt.password, h); !errors.Is(err, tt.want) {
+			t.Errorf("%s: VerifyPassword = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestDefaultParamsHash(t *testing.T) {
+	t.Parallel()
+	h, err := auth.HashPassword("pw", auth.DefaultPasswordParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=65536,t=3,p=4$") {
+		t.Errorf("hash = %q", h)
+	}
+	if err := auth.VerifyPassword("pw", h); err != nil {
+		t.Error(err)
+	}
+	if auth.NeedsRehash(h, auth.DefaultPasswordParams) {
+		t.Error("NeedsRehash with the same parameters = true")
+	}
+	if !auth.NeedsRehash(h, cheap) {
+		t.Error("NeedsRehash with other parameters = false")
+	}
+}
+
+func TestVerifyPasswordMalformedHash(t *testing.T) {
+	t.Parallel()
+	good, _ := auth.HashPassword("pw", cheap)
+	parts := strings.Split(good, "$")
+	tests := []struct {
+		name string
+		hash string
+	}{
+		{name: "empty", hash: ""},
+		{name: "bcrypt", hash: "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"},
+		{name: "argon2i", hash: strings.Replace(good, "argon2id", "argon2i", 1)},
+		{name: "version 16", hash: strings.Replace(good, "v=19", "v=16", 1)},
+		{name: "huge memory", hash: strings.Replace(good, "m=1024", "m=99999999", 1)},
+		{name: "reordered params", hash: strings.Replace(good, "m=1024,t=1,p=1", "t=1,m=1024,p=1", 1)},
+		{name: "trailing junk in params", hash: strings.Replace(good, "p=1", "p=1x", 1)},
+		{name: "short salt", hash: strings.Join([]string{"", parts[1], parts[2], parts[3], "c2FsdA", parts[5]}, "$")},
+		{name: "bad base64", hash: strings.Join([]string{"", parts[1], parts[2], parts[3], parts[4], "!!!"}, "$")},
+		{name: "missing hash", hash: strings.Join(parts[:5], "$")},
+	}
+	for _, tt := range tests {
+		if err := auth.VerifyPassword("pw", tt.hash); !errors.Is(err, auth.ErrBadPasswordHash) {
+			t.Errorf("%s: VerifyPassword = %v, want ErrBadPasswordHash", tt.name, err)
+		}
+		if !auth.NeedsRehash(tt.hash, cheap) {
+			t.Errorf("%s: NeedsRehash = false for a malformed hash", tt.name)
+		}
+	}
+}
+
+func TestHashPasswordRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		password string
+		params   auth.PasswordParams
+		reason   string // ValidationError reason; empty means a parameter error
+	}{
+		{name: "empty", password: "", params: cheap, reason: "required"},
+		{name: "too long", password: strings.Repeat("x", auth.MaxPasswordLen+1), params: cheap, reason: "too_long"},
+		{name: "zero params", password: "pw"},
+		{name: "short key", password: "pw", params: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 8}},
+	}
+	for _, tt := range tests {
+		_, err := auth.HashPassword(tt.password, tt.params)
+		var ve *domain.ValidationError
+		switch {
+		case err == nil:
+			t.Errorf("%s: HashPassword succeeded", tt.name)
+		case tt.reason != "" && (!errors.As(err, &ve) || ve.Field != "password" || ve.Reason != tt.reason):
+			t.Errorf("%s: HashPassword = %v, want password/%s", tt.name, err, tt.reason)
+		}
+	}
+}
