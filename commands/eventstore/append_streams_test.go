@@ -1,0 +1,84 @@
+package eventstore_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
+)
+
+func TestAppendStreamsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t, eventstore.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("multi")
+	ev := func(stream string) domain.Envelope { return event(tenant, stream, 0, "") }
+
+	out, err := store.AppendStreams(ctx, tenant, []eventstore.StreamAppend{
+		{StreamID: "group:1", ExpectedVersion: 0, Events: []domain.Envelope{ev("group:1")}},
+		{StreamID: "member:1:5", ExpectedVersion: 0, Events: []domain.Envelope{ev("member:1:5"), ev("member:1:5")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 3 || out[0].StreamVersion != 1 || out[2].StreamVersion != 2 || out[2].Position == 0 {
+		t.Fatalf("appended %+v", out)
+	}
+	// The second part is stale: nothing of the first part may be written either.
+	_, err = store.AppendStreams(ctx, tenant, []eventstore.StreamAppend{
+		{StreamID: "group:1", ExpectedVersion: 1, Events: []domain.Envelope{ev("group:1")}},
+		{StreamID: "member:1:5", ExpectedVersion: 1, Events: []domain.Envelope{ev("member:1:5")}},
+	})
+	if !errors.Is(err, domain.ErrConcurrency) {
+		t.Fatalf("stale part: %v, want ErrConcurrency", err)
+	}
+	if v, _ := store.LastVersion(ctx, tenant, "group:1"); v != 1 {
+		t.Fatalf("group stream at %d after a failed multi-stream append, want 1", v)
+	}
+}
+
+func TestAppendStreamsSerialisesOnSharedStream(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t, eventstore.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("multi")
+	// 20 writers each add their own member stream plus the shared group stream at version 0:
+	// exactly one may win.
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins int
+	)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			member := "member:1:" + string(rune('a'+i))
+			_, err := store.AppendStreams(ctx, tenant, []eventstore.StreamAppend{
+				{StreamID: "group:1", Events: []domain.Envelope{event(tenant, "group:1", 0, "")}},
+				{StreamID: member, Events: []domain.Envelope{event(tenant, member, 0, "")}},
+			})
+			switch {
+			case err == nil:
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			case !errors.Is(err, domain.ErrConcurrency):
+				t.Errorf("append: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d writers won, want 1", wins)
+	}
+	n, err := store.Count(ctx, eventstore.Filter{Tenant: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d events stored, want 2", n)
+	}
+}
