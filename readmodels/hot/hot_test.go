@@ -160,7 +160,9 @@ func TestSeqHoleMakesRangeIncomplete(t *testing.T) {
 
 type sizes map[int64]int
 
-func (s sizes) GroupSize(_ context.Context, _ domain.TenantID, id int64) (int, error) { return s[id], nil }
+func (s sizes) GroupSize(_ context.Context, _ domain.TenantID, id int64) (int, error) {
+	return s[id], nil
+}
 
 func TestOnlyLargeGroupsAreCached(t *testing.T) {
 	t.Parallel()
