@@ -1,0 +1,92 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/imledger/imledger/commands"
+)
+
+// MessageSender sends one message; *commands.SendMessageHandler is the implementation.
+type MessageSender interface {
+	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+}
+
+var _ MessageSender = (*commands.SendMessageHandler)(nil)
+
+// SendMessageRequest is the body of POST /v1/im/topics/{topic}/messages.
+type SendMessageRequest struct {
+	ClientMsgID string          `json:"client_msg_id,omitempty" doc:"Client-chosen idempotency id, 1-64 of [A-Za-z0-9._:-], unique per sender and topic. Required." example:"c-0001"`
+	MsgType     string          `json:"msg_type,omitempty" doc:"text (default), image, file, audio, video or system" example:"text"`
+	Content     json.RawMessage `json:"content,omitempty" doc:"Message content: any non-null JSON value, at most the configured size (64 KiB by default). Required."`
+	Head        json.RawMessage `json:"head,omitempty" doc:"Optional head: {mentions: [user id strings], mention_all, reply_seq, root_seq}"`
+}
+
+// SentMessage is the data of a send's answer.
+type SentMessage struct {
+	Topic       string `json:"topic" doc:"The conversation topic"`
+	ClientMsgID string `json:"client_msg_id" doc:"The client_msg_id of the request"`
+	Seq         string `json:"seq" doc:"The message's sequence number in its topic (64-bit, as a string)" example:"1"`
+	MessageID   string `json:"message_id" doc:"The message id (UUIDv7), also its event id"`
+	Duplicate   bool   `json:"duplicate" doc:"True when an earlier send with the same client_msg_id answered this one; nothing new was written"`
+	SentAt      string `json:"sent_at" doc:"When the message was first sent, UTC RFC 3339"`
+}
+
+type sendMessageInput struct {
+	Topic  string `path:"topic" doc:"Conversation topic: grp<group id> or p2p<low user id>_<high user id>" example:"grp1"`
+	Tenant string `header:"X-IM-Tenant" doc:"DEVELOPMENT ONLY: the caller's tenant id; replaced by token authentication later"`
+	User   string `header:"X-IM-User" doc:"DEVELOPMENT ONLY: the caller's user id; replaced by token authentication later"`
+	Body   SendMessageRequest
+}
+
+type sendMessageOutput struct {
+	Status int
+	Body   Envelope[SentMessage]
+}
+
+func (a *API) registerSendMessage(s MessageSender) {
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "send-message",
+		Method:      http.MethodPost,
+		Path:        "/v1/im/topics/{topic}/messages",
+		Summary:     "Send a message to a topic",
+		Description: "Appends a message to the topic and answers with its seq once it is committed. " +
+			"201 for a new message; 200 with duplicate=true when the same sender already sent this client_msg_id " +
+			"to this topic (the first answer's seq and message_id are returned and nothing is written).",
+		Tags:          []string{"messages"},
+		DefaultStatus: http.StatusCreated,
+		MaxBodyBytes:  a.cfg.MaxBodyBytes,
+		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, in *sendMessageInput) (*sendMessageOutput, error) {
+		p, err := devPrincipal(ctx, in.Tenant, in.User)
+		if err != nil {
+			return nil, err
+		}
+		cmd, err := commands.NewSendMessage(commands.SendMessageInput{
+			Tenant: p.Tenant.String(), From: p.User.String(), Topic: in.Topic,
+			ClientMsgID: in.Body.ClientMsgID, MsgType: in.Body.MsgType,
+			Content: in.Body.Content, Head: in.Body.Head,
+		}, a.cfg.MaxContentBytes)
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		res, err := s.Handle(ctx, cmd)
+		if err != nil {
+			return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String(), "topic", in.Topic)
+		}
+		status := http.StatusCreated
+		if res.Duplicate {
+			status = http.StatusOK
+		}
+		return &sendMessageOutput{Status: status, Body: ok(ctx, status, SentMessage{
+			Topic: cmd.Topic.String(), ClientMsgID: cmd.ClientMsgID.String(),
+			Seq: strconv.FormatInt(res.Seq, 10), MessageID: res.MessageID, Duplicate: res.Duplicate,
+			SentAt: res.SentAt.UTC().Format(time.RFC3339Nano),
+		})}, nil
+	})
+}
