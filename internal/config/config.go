@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/readmodels/tenantdb"
@@ -39,6 +40,10 @@ type Config struct {
 	// EventStore tunes the Postgres event store (commands/eventstore). Zero values take the
 	// package defaults.
 	EventStore eventstore.Config `koanf:"event_store"`
+	// Send tunes the SendMessage handler (commands): content limit, sequencer partitions and
+	// batching, and under send.seq the Redis key prefix and idempotency TTLs. Zero values take
+	// the package defaults.
+	Send commands.SendMessageConfig `koanf:"send"`
 	// Redis configures the Redis server used for seq allocation, idempotency and hot state.
 	Redis RedisConfig `koanf:"redis"`
 	// Kafka configures the Kafka cluster the relay publishes to.
@@ -119,7 +124,7 @@ var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Validate reports every invalid field at once (errors.Join), each error naming its key. Component
 // sections whose packages apply their defaults inside Validate (kafka, kafka.embedded) are fully
-// checked here; the others (event_store, the pool sizes of mysql) are checked by their
+// checked here; the others (event_store, send, the pool sizes of mysql) are checked by their
 // constructors when serve starts.
 func (c Config) Validate() error {
 	var errs []error

@@ -63,6 +63,8 @@ kafka: {brokers: ["file-kafka:9092"]}
 		"IM_POSTGRES_URL=postgres://env@db:5432/e?sslmode=disable",
 		"IM_KAFKA_BROKERS=k1:9092,k2:9092",
 		"IM_MYSQL_DATABASE_TEMPLATE=env_{tenant}",
+		"IM_SEND_SEQ_KEY_PREFIX=env:",
+		"IM_SEND_PENDING_WAIT=3s",
 		"IM_NOT_A_KEY=1",
 		"PATH=/usr/bin",
 	}
@@ -84,7 +86,8 @@ kafka: {brokers: ["file-kafka:9092"]}
 		}},
 		{"env over file", []string{"--config", file}, environ, func(t *testing.T, c config.Config) {
 			if c.HTTP.Addr != ":7001" || c.Postgres.URL != "postgres://env@db:5432/e?sslmode=disable" ||
-				c.MySQL.DatabaseTemplate != "env_{tenant}" {
+				c.MySQL.DatabaseTemplate != "env_{tenant}" || c.Send.Seq.KeyPrefix != "env:" ||
+				c.Send.PendingWait != 3*time.Second {
 				t.Errorf("env values not applied: %+v", c)
 			}
 			if !slices.Equal(c.Kafka.Brokers, []string{"k1:9092", "k2:9092"}) {
@@ -197,7 +200,7 @@ func TestKeysHaveDistinctEnvNames(t *testing.T) {
 			t.Errorf("%s: env %s lacks the IM_ prefix", k.Name, k.Env)
 		}
 	}
-	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_SERVER_DSN", "IM_EVENT_STORE_MAX_BATCH", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
+	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_SERVER_DSN", "IM_EVENT_STORE_MAX_BATCH", "IM_SEND_SEQ_KEY_PREFIX", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
 		if _, ok := seen[want]; !ok {
 			t.Errorf("no key is set by %s", want)
 		}
