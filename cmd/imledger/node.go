@@ -16,12 +16,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/transport/httpserver"
 	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/transport/rest"
 )
 
 // node is one running imledger process: its connections, background workers and HTTP server.
@@ -37,6 +39,7 @@ type node struct {
 	rdb    *redis.Client
 	mysql  *sql.DB     // readiness ping only; nil when MySQL is disabled
 	kping  *kgo.Client // readiness ping of Kafka
+	send   *commands.SendMessageHandler
 
 	ops  *httpserver.Ops
 	srv  *http.Server
@@ -71,6 +74,11 @@ func (n *node) start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := n.openRedis(ctx); err != nil {
+		return err
+	}
+	if n.send, err = commands.NewSendMessageHandler(commands.SendMessageDeps{
+		Store: n.store, Redis: n.rdb, Logger: n.log.With("component", "send"),
+	}, n.cfg.Send); err != nil {
 		return err
 	}
 	if n.cfg.MySQLEnabled() {
@@ -137,6 +145,12 @@ func (n *node) startHTTP() error {
 	n.ops = ops
 	mux := http.NewServeMux()
 	ops.Register(mux)
+	if _, err := rest.New(mux, rest.Config{
+		Version: buildVersion(), MaxBodyBytes: n.cfg.HTTP.MaxBodyBytes,
+		MaxContentBytes: n.cfg.Send.MaxContentBytes, Logger: n.log.With("component", "rest"),
+	}, rest.Handlers{Send: n.send}); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("http listen on %s: %w", n.cfg.HTTP.Addr, err)
@@ -170,8 +184,8 @@ func (n *node) wait(ctx context.Context) error {
 }
 
 // shutdown stops the node within cfg.ShutdownTimeout: readiness off, HTTP stops accepting and
-// drains in-flight requests, then the pools and the embedded broker close. Past the deadline,
-// remaining HTTP connections are cut.
+// drains in-flight requests, the send handler finishes what is queued, then the pools and the
+// embedded broker close. Past the deadline, remaining HTTP connections are cut.
 func (n *node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
@@ -197,6 +211,9 @@ func (n *node) shutdown() error {
 func (n *node) closeResources() {
 	if n.ln != nil && n.srv == nil {
 		_ = n.ln.Close()
+	}
+	if n.send != nil {
+		_ = n.send.Close()
 	}
 	if n.kping != nil {
 		n.kping.Close()
