@@ -16,6 +16,9 @@ const (
 	// provisioned by an operator command, never implicitly by an event, so this is an operator
 	// problem: provision the tenant, then replay the dead letter. Never retried.
 	ReasonUnknownTenant = "unknown_tenant"
+	// ReasonBadEvent: the envelope decodes but the read model rejects its payload (domain.ErrInvalid).
+	// Never retried.
+	ReasonBadEvent = "bad_event"
 	// ReasonRetriesExhausted: applying the event failed with a non-transient error on every
 	// attempt of the retry schedule.
 	ReasonRetriesExhausted = "retries_exhausted"
