@@ -1,0 +1,144 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/IBM/sarama"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
+)
+
+// Kafka record headers set on every published event.
+const (
+	HeaderEventID       = "event_id"
+	HeaderEventType     = "event_type"
+	HeaderTenantID      = "tenant_id"
+	HeaderStreamVersion = "stream_version"
+	HeaderTraceparent   = "traceparent" // only when the envelope's trace_id is a W3C traceparent
+)
+
+// Key returns the Kafka key of an event: tenant id, ':' and the stream's conversation key, so all
+// events of one conversation land on one partition in order.
+func Key(env domain.Envelope) string {
+	return env.TenantID.String() + ":" + domain.ConversationKey(env.StreamID)
+}
+
+// outMsg is one event ready to publish; a fresh sarama.ProducerMessage is made from it for
+// every attempt, because the producer keeps retry state in the messages it is given.
+type outMsg struct {
+	topic   string
+	key     sarama.Encoder
+	value   sarama.Encoder
+	headers []sarama.RecordHeader
+}
+
+func (m outMsg) producerMessage() *sarama.ProducerMessage {
+	return &sarama.ProducerMessage{Topic: m.topic, Key: m.key, Value: m.value, Headers: m.headers}
+}
+
+// errUnknownType marks an event whose type is not in this build's registry.
+type errUnknownType struct {
+	eventType domain.EventType
+	cursor    eventstore.Cursor
+}
+
+func (e *errUnknownType) Error() string {
+	return fmt.Sprintf("relay: event type %q at (tx %d, position %d) is not registered in this build", e.eventType, e.cursor.TxID, e.cursor.Position)
+}
+
+// encode turns records into messages, stopping before the first record whose event type is not
+// registered; it returns the messages of the records before it and an *errUnknownType.
+func (r *Relay) encode(recs []eventstore.Record) ([]outMsg, error) {
+	out := make([]outMsg, 0, len(recs))
+	for _, rec := range recs {
+		env := rec.Envelope
+		info, ok := domain.LookupEventType(env.EventType)
+		var topic string
+		if ok {
+			topic, ok = r.topics.CategoryTopic(info.Category)
+		}
+		if !ok {
+			return out, &errUnknownType{eventType: env.EventType, cursor: rec.Cursor}
+		}
+		env.Position = rec.Cursor.Position
+		value, err := marshalEnvelope(env)
+		if err != nil {
+			// An envelope read from the store always marshals; this is a broken payload column.
+			return out, fmt.Errorf("relay: encode event %s: %w", env.EventID, err)
+		}
+		headers := make([]sarama.RecordHeader, 4, 5)
+		headers[0] = sarama.RecordHeader{Key: []byte(HeaderEventID), Value: []byte(env.EventID.String())}
+		headers[1] = sarama.RecordHeader{Key: []byte(HeaderEventType), Value: []byte(env.EventType)}
+		headers[2] = sarama.RecordHeader{Key: []byte(HeaderTenantID), Value: []byte(env.TenantID.String())}
+		headers[3] = sarama.RecordHeader{Key: []byte(HeaderStreamVersion), Value: strconv.AppendInt(nil, env.StreamVersion, 10)}
+		if IsTraceparent(env.TraceID) {
+			headers = append(headers, sarama.RecordHeader{Key: []byte(HeaderTraceparent), Value: []byte(env.TraceID)})
+		}
+		out = append(out, outMsg{topic: topic, key: sarama.StringEncoder(Key(env)), value: sarama.ByteEncoder(value), headers: headers})
+	}
+	return out, nil
+}
+
+// payloadTail is how json.Marshal ends an envelope whose Payload is nil: Payload is its last
+// field.
+var payloadTail = []byte(`"payload":null}`)
+
+// marshalEnvelope is json.Marshal(env) without re-validating and compacting the payload, which
+// is most of the cost of encoding an event: the payload comes from a jsonb column, so it is valid
+// JSON already. If the envelope's layout ever stops ending with the payload it falls back to
+// json.Marshal.
+func marshalEnvelope(env domain.Envelope) ([]byte, error) {
+	payload := env.Payload
+	if len(payload) == 0 {
+		return json.Marshal(env)
+	}
+	env.Payload = nil
+	b, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasSuffix(b, payloadTail) {
+		env.Payload = payload
+		return json.Marshal(env)
+	}
+	b = b[:len(b)-len("null}")]
+	out := make([]byte, 0, len(b)+len(payload)+1)
+	out = append(append(append(out, b...), payload...), '}')
+	return out, nil
+}
+
+// IsTraceparent reports whether s is a W3C Trace Context traceparent header value in the
+// version-00 layout "vv-<32 hex trace id>-<16 hex parent id>-<2 hex flags>", lower-case hex,
+// version not ff, trace and parent ids not all zero.
+func IsTraceparent(s string) bool {
+	if len(s) != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	if !lowerHex(s[0:2]) || s[0:2] == "ff" || !lowerHex(s[3:35]) || !lowerHex(s[36:52]) || !lowerHex(s[53:55]) {
+		return false
+	}
+	return !allZero(s[3:35]) && !allZero(s[36:52])
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '0' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,195 @@
+package relay
+
+import (
+	"errors"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/imledger/imledger/commands/eventstore"
+)
+
+// batch is a page of events read after a cursor and encoded for Kafka. msgs covers recs up to
+// the first record that cannot be published, which encErr then describes.
+type batch struct {
+	recs   []eventstore.Record
+	msgs   []outMsg
+	encErr error
+}
+
+type readResult struct {
+	b   batch
+	err error
+}
+
+// read reads and encodes the batch after cursor.
+func (t *term) read(after eventstore.Cursor) (batch, error) {
+	recs, err := t.r.store.ReadCommitted(t.work, after, t.r.cfg.BatchSize)
+	if err != nil {
+		return batch{}, err
+	}
+	msgs, encErr := t.r.encode(recs)
+	return batch{recs: recs, msgs: msgs, encErr: encErr}, nil
+}
+
+// readAhead reads the batch after cursor on another goroutine, so reading and encoding the next
+// batch overlaps with publishing the current one.
+func (t *term) readAhead(after eventstore.Cursor) <-chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		b, err := t.read(after)
+		ch <- readResult{b, err}
+	}()
+	return ch
+}
+
+// tail relays batches from cursor until the term ends. While a batch is published, the next one
+// is already being read; a batch read ahead is dropped unpublished if the term ends. An empty
+// read pauses (MinPoll doubling to MaxPoll, cut short by a store hint) before the next one.
+func (t *term) tail(cursor eventstore.Cursor) error {
+	r := t.r
+	poll := newBackoff(r.cfg.MinPoll, r.cfg.MaxPoll)
+	retry := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
+	var ahead <-chan readResult
+	for {
+		if stop, err := t.end(); stop {
+			return err
+		}
+		var b batch
+		var err error
+		if ahead != nil {
+			res := <-ahead // the read ends early if work ends
+			ahead, b, err = nil, res.b, res.err
+		} else {
+			b, err = t.read(cursor)
+		}
+		if err != nil {
+			r.m.storeErrors.Inc()
+			r.log.Warn("read committed events", "err", err)
+			if stop, err := t.pause(retry.next(), false); stop {
+				return err
+			}
+			continue
+		}
+		retry.reset()
+		if len(b.recs) == 0 {
+			r.m.lagSeconds.Set(0)
+			if stop, err := t.pause(poll.next(), true); stop {
+				return err
+			}
+			continue
+		}
+		if b.encErr == nil {
+			ahead = t.readAhead(b.recs[len(b.recs)-1].Cursor)
+		}
+		next, stop, err := t.relayBatch(b)
+		if stop {
+			return err
+		}
+		cursor = next
+		poll.reset()
+	}
+}
+
+// relayBatch publishes b, waits for the acks and saves the checkpoint, returning the new cursor.
+// Once read, the batch is finished even if ctx ends meanwhile, unless a publish or save fails
+// then, or work ends; stop reports that the term is over. A record that cannot be published ends
+// the batch before it and the term with errBlocked.
+func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error) {
+	r := t.r
+	start := time.Now()
+	recs, msgs, encErr := b.recs, b.msgs, b.encErr
+	r.m.blocked.Set(0)
+	if encErr != nil {
+		r.m.blocked.Set(1)
+		if len(msgs) == 0 {
+			return eventstore.Cursor{}, true, errors.Join(errBlocked, encErr)
+		}
+	}
+	done := recs[:len(msgs)]
+	if stop, err := t.publish(msgs); stop {
+		return eventstore.Cursor{}, true, err
+	}
+	last := done[len(done)-1]
+	if stop, err := t.saveCheckpoint(last.Cursor); stop {
+		return eventstore.Cursor{}, true, err
+	}
+	r.countBatch(msgs, last, time.Since(start))
+	if encErr != nil {
+		return eventstore.Cursor{}, true, errors.Join(errBlocked, encErr)
+	}
+	return last.Cursor, false, nil
+}
+
+// publish sends msgs as one batch until every message is acked, retrying with backoff. It gives
+// up when work ends, or when ctx has ended and an attempt fails: the checkpoint stays, so
+// nothing is lost.
+func (t *term) publish(msgs []outMsg) (bool, error) {
+	r := t.r
+	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
+	pms := make([]*sarama.ProducerMessage, len(msgs))
+	for {
+		for i := range msgs {
+			pms[i] = msgs[i].producerMessage()
+		}
+		err := r.producer.SendMessages(pms)
+		if err == nil {
+			return false, nil
+		}
+		r.m.publishErrors.Inc()
+		r.log.Warn("publish batch to Kafka; retrying without moving the checkpoint", "events", len(msgs), "err", firstProducerError(err))
+		if t.ctx.Err() != nil {
+			return t.end()
+		}
+		if stop, err := t.pause(bo.next(), false); stop {
+			return true, err
+		}
+	}
+}
+
+func (t *term) saveCheckpoint(c eventstore.Cursor) (bool, error) {
+	r := t.r
+	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
+	for {
+		err := r.store.SaveCheckpoint(t.work, r.cfg.Name, c)
+		if err == nil {
+			return false, nil
+		}
+		r.m.storeErrors.Inc()
+		r.log.Warn("save relay checkpoint", "err", err, "tx_id", c.TxID, "position", c.Position)
+		if t.ctx.Err() != nil {
+			return t.end()
+		}
+		if stop, err := t.pause(bo.next(), false); stop {
+			return true, err
+		}
+	}
+}
+
+func (r *Relay) countBatch(msgs []outMsg, last eventstore.Record, took time.Duration) {
+	perTopic := map[string]int{}
+	for _, m := range msgs {
+		perTopic[m.topic]++
+	}
+	for topic, n := range perTopic {
+		r.m.events.WithLabelValues(topic).Add(float64(n))
+	}
+	r.m.batches.Inc()
+	r.m.lastPosition.Set(float64(last.Cursor.Position))
+	r.m.lagSeconds.Set(max(0, time.Since(last.Envelope.OccurredAt).Seconds()))
+	r.m.batchSeconds.Observe(took.Seconds())
+	r.events.Add(int64(len(msgs)))
+	r.batches.Add(1)
+	r.txID.Store(last.Cursor.TxID)
+	r.pos.Store(last.Cursor.Position)
+}
+
+// firstProducerError unwraps the first per-message error of a failed batch send, which says more
+// than the batch's "failed to deliver N messages".
+func firstProducerError(err error) error {
+	var perrs sarama.ProducerErrors
+	if errors.As(err, &perrs) && len(perrs) > 0 {
+		return errors.Join(err, perrs[0].Err)
+	}
+	return err
+}
