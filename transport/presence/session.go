@@ -1,0 +1,181 @@
+package presence
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Session is one connection's presence. Its methods are safe for concurrent use; after Logout
+// they do nothing.
+//
+// Redis failures are returned wrapped as domain.ErrRetryable and counted, but never undo the
+// in-memory state: the next Touch writes the whole session again, so presence heals once Redis
+// is back.
+type Session struct {
+	st     *Store
+	tenant domain.TenantID
+	user   domain.UserID
+	id     string
+	ua     string
+
+	mu        sync.Mutex
+	topics    map[string]domain.Topic
+	lastTouch time.Time
+	closed    bool
+}
+
+// LoginInfo describes a session that has just authenticated.
+type LoginInfo struct {
+	Tenant    domain.TenantID
+	User      domain.UserID
+	SessionID string // unique per connection
+	UA        string // client user agent, stored for diagnostics; may be empty
+}
+
+// Login marks the session online: the user's hash and sessions, and this node's user set. It
+// always returns a usable Session; a non-nil error means Redis was not written (the next Touch
+// tries again).
+func (st *Store) Login(ctx context.Context, in LoginInfo) (*Session, error) {
+	s := &Session{st: st, tenant: in.Tenant, user: in.User, id: in.SessionID, ua: in.UA,
+		topics: map[string]domain.Topic{}, lastTouch: time.Now()}
+	st.addLocalUser(userKey{in.Tenant, in.User})
+	err := st.pipelined(ctx, func(p redis.Pipeliner) {
+		s.writeOnline(ctx, p, st.cfg.NodeID, in.UA)
+	})
+	return s, s.fail(ctx, "login", err)
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// writeOnline queues the user's online script and this node's user set.
+func (s *Session) writeOnline(ctx context.Context, p redis.Pipeliner, node, ua string) {
+	st := s.st
+	onlineScript.EvalSha(ctx, p, []string{st.keys.user(s.tenant, s.user), st.keys.userSessions(s.tenant, s.user)},
+		s.id, st.cfg.TTL.Milliseconds(), st.cfg.LastSeenTTL.Milliseconds(), node, ua)
+	nodeUsers := st.keys.nodeUsers(s.tenant, st.cfg.NodeID)
+	p.SAdd(ctx, nodeUsers, s.user.String())
+	p.PExpire(ctx, nodeUsers, 3*st.cfg.TTL)
+}
+
+// Touch refreshes the session's TTLs and those of its topic memberships. It is cheap to call on
+// every inbound frame: it writes at most once per TouchInterval and otherwise returns at once.
+func (s *Session) Touch(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || time.Since(s.lastTouch) < s.st.cfg.TouchInterval {
+		s.mu.Unlock()
+		return nil
+	}
+	s.lastTouch = time.Now()
+	topics := make([]domain.Topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		topics = append(topics, t)
+	}
+	s.mu.Unlock()
+	err := s.st.pipelined(ctx, func(p redis.Pipeliner) {
+		s.writeOnline(ctx, p, s.st.cfg.NodeID, s.ua)
+		for _, t := range topics {
+			s.writeJoin(ctx, p, t)
+		}
+	})
+	return s.fail(ctx, "touch", err)
+}
+
+// Join records the session as an online member of topic on this node. Joining a topic twice
+// refreshes it.
+func (s *Session) Join(ctx context.Context, topic domain.Topic) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	if _, ok := s.topics[topic.String()]; !ok {
+		s.topics[topic.String()] = topic
+		s.st.addLocalTopic(topicUserKey{s.tenant, topic.String(), s.user})
+	}
+	s.mu.Unlock()
+	err := s.st.pipelined(ctx, func(p redis.Pipeliner) { s.writeJoin(ctx, p, topic) })
+	return s.fail(ctx, "join", err)
+}
+
+func (s *Session) writeJoin(ctx context.Context, p redis.Pipeliner, topic domain.Topic) {
+	st := s.st
+	joinScript.EvalSha(ctx, p, st.keys.topicKeys(s.tenant, topic, st.cfg.NodeID),
+		s.user.String(), st.cfg.NodeID, st.cfg.TTL.Milliseconds())
+}
+
+// Leave removes the session from topic's online members. The user stays a member on this node
+// while another local session of theirs is in the topic, and in the topic's members while
+// another node has them.
+func (s *Session) Leave(ctx context.Context, topic domain.Topic) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	_, ok := s.topics[topic.String()]
+	delete(s.topics, topic.String())
+	s.mu.Unlock()
+	if !ok || !s.st.dropLocalTopic(topicUserKey{s.tenant, topic.String(), s.user}) {
+		return nil
+	}
+	err := s.st.pipelined(ctx, func(p redis.Pipeliner) { s.writeLeave(ctx, p, topic) })
+	return s.fail(ctx, "leave", err)
+}
+
+func (s *Session) writeLeave(ctx context.Context, p redis.Pipeliner, topic domain.Topic) {
+	st := s.st
+	leaveScript.EvalSha(ctx, p, st.keys.topicKeys(s.tenant, topic, st.cfg.NodeID),
+		s.user.String(), st.cfg.NodeID, st.keys.topicNodePrefix(s.tenant, topic), topicNodeSuffix)
+}
+
+// Logout leaves every topic and removes the session; the user's last session marks them offline
+// with last_seen_at. Logout is idempotent.
+func (s *Session) Logout(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var leave []domain.Topic
+	for _, t := range s.topics {
+		if s.st.dropLocalTopic(topicUserKey{s.tenant, t.String(), s.user}) {
+			leave = append(leave, t)
+		}
+	}
+	s.topics = nil
+	s.mu.Unlock()
+	st := s.st
+	lastHere := st.dropLocalUser(userKey{s.tenant, s.user})
+	err := st.pipelined(ctx, func(p redis.Pipeliner) {
+		for _, t := range leave {
+			s.writeLeave(ctx, p, t)
+		}
+		offlineScript.EvalSha(ctx, p, []string{st.keys.user(s.tenant, s.user), st.keys.userSessions(s.tenant, s.user)},
+			s.id, st.cfg.LastSeenTTL.Milliseconds())
+		if lastHere {
+			p.SRem(ctx, st.keys.nodeUsers(s.tenant, st.cfg.NodeID), s.user.String())
+		}
+	})
+	return s.fail(ctx, "logout", err)
+}
+
+// fail counts a Redis failure and wraps it as retryable; nil stays nil.
+func (s *Session) fail(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.st.errs.WithLabelValues(op).Inc()
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return domain.Retryable("presence: "+op+" of session "+s.id+" user "+strconv.FormatInt(s.user.Int64(), 10), err)
+}
