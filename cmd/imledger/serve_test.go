@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/imledger/imledger/internal/testenv"
+)
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServe runs `imledger serve --config <file>` in-process with a fresh database, its own
+// Redis key prefix and the embedded Kafka broker on a free port. It returns the base URL and a
+// stop function that cancels the command (as SIGTERM does) and returns its error.
+func startServe(t *testing.T) (base, dbURL, prefix string, stop func() error) {
+	t.Helper()
+	dbURL = missingDatabaseURL(t) // serve creates it
+	_, prefix = testenv.Redis(t)
+	testenv.MySQLServer(t)
+	addr := freeAddr(t)
+	yaml := fmt.Sprintf(`
+shutdown_timeout: 10s
+log: {level: warn, format: json}
+http: {addr: %q}
+postgres: {url: %q}
+kafka: {embedded: {addr: "127.0.0.1:0"}}
+send: {seq: {key_prefix: %q}}
+`, addr, dbURL, prefix)
+	file := filepath.Join(t.TempDir(), "imledger.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRootCmd()
+	var logs bytes.Buffer
+	root.SetOut(io.Discard)
+	root.SetErr(&logs)
+	root.SetArgs([]string{"serve", "--config", file})
+	errc := make(chan error, 1)
+	go func() { errc <- root.ExecuteContext(ctx) }()
+	base = "http://" + addr
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-errc:
+			cancel()
+			t.Fatalf("serve exited before it was ready: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve not ready after 45s (last error %v)\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(20 * time.Second):
+			return fmt.Errorf("serve did not stop within 20s\n%s", logs.String())
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return base, dbURL, prefix, stop
+}
+
+type sendAnswer struct {
+	status int
+	Code   int               `json:"code"`
+	Reason string            `json:"reason"`
+	Data   map[string]any    `json:"data"`
+	Detail map[string]string `json:"details"`
+	raw    string
+}
+
+func send(t *testing.T, base, topic, body string) sendAnswer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/im/topics/"+topic+"/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-IM-Tenant", "demo")
+	req.Header.Set("X-IM-User", "42")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := sendAnswer{status: resp.StatusCode, raw: string(raw)}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	return a
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	base, dbURL, _, stop := startServe(t)
+
+	first := send(t, base, "grp1", `{"client_msg_id":"m-1","content":"hello"}`)
+	if first.status != http.StatusCreated || first.Data["seq"] != "1" {
+		t.Fatalf("first send: %d %s", first.status, first.raw)
+	}
+	again := send(t, base, "grp1", `{"client_msg_id":"m-1","content":"hello"}`)
+	if again.status != http.StatusOK || again.Data["seq"] != "1" || again.Data["duplicate"] != true ||
+		again.Data["message_id"] != first.Data["message_id"] {
+		t.Fatalf("repeated send: %d %s", again.status, again.raw)
+	}
+	bad := send(t, base, "grp1", `{"client_msg_id":"","content":"hello"}`)
+	if bad.status != http.StatusBadRequest || bad.Reason != "invalid" || bad.Detail["field"] != "client_msg_id" || bad.Detail["reason"] != "required" {
+		t.Fatalf("bad send: %d %s", bad.status, bad.raw)
+	}
+
+	code, body := get(t, base+"/readyz")
+	for _, dep := range []string{`"postgres":"ok"`, `"redis":"ok"`, `"kafka":"ok"`, `"mysql":"ok"`} {
+		if code != http.StatusOK || !strings.Contains(body, dep) {
+			t.Errorf("readyz: %d %s, want %s", code, body, dep)
+		}
+	}
+	code, body = get(t, base+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `imledger_http_requests_total{code="201",method="POST",route="POST /v1/im/topics/{topic}/messages"} 1`) {
+		t.Errorf("metrics do not count the send: %d", code)
+	}
+	if code, _ := get(t, base+"/openapi.json"); code != http.StatusOK {
+		t.Errorf("openapi.json: %d", code)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("HTTP still answers after shutdown")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	var version int64
+	if err := conn.QueryRow(ctx, "SELECT count(*), max(stream_version) FROM events WHERE tenant_id = 'demo' AND stream_id = 'grp1'").Scan(&n, &version); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || version != 1 {
+		t.Fatalf("events in grp1: %d (max version %d), want exactly the one accepted send", n, version)
+	}
+}
