@@ -17,6 +17,10 @@ type HotCheck struct {
 	To     int64         // last seq of the span, inclusive
 	Seqs   []int64       // the seqs the cache holds in the span
 	Live   []int64       // those of Seqs the cache holds as not recalled
+	// Beyond is the seq of the cached message just past the page (0 if none), which tells the
+	// reader there is more; the viewer's deletions are counted up to it too, so a deleted one
+	// cannot make a page claim more than there is.
+	Beyond int64
 }
 
 // HotCheckResult is what MySQL says about a HotCheck.
@@ -65,8 +69,12 @@ func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tab
 	}
 	deleted := "0"
 	if c.Viewer > 0 {
+		from, to := c.From, c.To
+		if c.Beyond > 0 {
+			from, to = min(from, c.Beyond), max(to, c.Beyond)
+		}
 		deleted = "SELECT COUNT(*) FROM " + q(tables.Deletions) + " WHERE user_id = ? AND topic = ? AND seqid BETWEEN ? AND ?"
-		args = append(args, c.Viewer.Int64(), topic, c.From, c.To)
+		args = append(args, c.Viewer.Int64(), topic, from, to)
 	}
 	stmt := "SELECT (" + missing + "), (" + recalled + "), (" + deleted + ")"
 	if err := db.QueryRowContext(ctx, stmt, args...).Scan(&res.Missing, &res.Recalled, &res.Deleted); err != nil {
