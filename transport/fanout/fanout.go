@@ -1,0 +1,177 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Deliverer hands a message to this node's online sessions of its topic. It must not block:
+// it runs on the sender's and the receiver's path.
+type Deliverer interface {
+	Deliver(m *Message)
+}
+
+// NodeFinder lists the nodes with online members of a topic (transport/presence implements it).
+type NodeFinder interface {
+	NodesForTopic(ctx context.Context, tenant domain.TenantID, topic domain.Topic) ([]string, error)
+}
+
+// Deps are the collaborators of a Fanout.
+type Deps struct {
+	Redis      redis.UniversalClient // required
+	Nodes      NodeFinder            // required
+	Local      Deliverer             // required: this node's sessions
+	Logger     *slog.Logger          // default discards
+	Registerer prometheus.Registerer // optional
+}
+
+// Fanout delivers messages to a topic's online sessions on every node.
+//
+// Guarantees: a published message is delivered to this node's sessions at once, and sent at
+// most once to each other node that presence lists for the topic when its worker gets to it;
+// messages of one topic published on one node leave, and arrive, in Publish order. Nothing is
+// retried: a message dropped on a full queue, a Redis error or a node's missed subscription is
+// lost for realtime delivery, and clients catch up with a history query after their last seq.
+type Fanout struct {
+	cfg     Config
+	rdb     redis.UniversalClient
+	nodes   NodeFinder
+	local   Deliverer
+	log     *slog.Logger
+	metrics *metrics
+
+	queues []chan *Message
+	mu     sync.RWMutex // guards closed against sends on closed queues
+	closed bool
+	cancel context.CancelFunc
+	pubsub *redis.PubSub
+	wg     sync.WaitGroup
+}
+
+// New validates cfg and returns a Fanout; Start makes it run.
+func New(deps Deps, cfg Config) (*Fanout, error) {
+	cfg.setDefaults()
+	var errs []error
+	if deps.Redis == nil || deps.Nodes == nil || deps.Local == nil {
+		errs = append(errs, errors.New("fanout: Redis, Nodes and Local are required"))
+	}
+	errs = append(errs, cfg.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fanout{cfg: cfg, rdb: deps.Redis, nodes: deps.Nodes, local: deps.Local, log: deps.Logger, metrics: m}
+	for range cfg.Workers {
+		f.queues = append(f.queues, make(chan *Message, cfg.QueueSize))
+	}
+	return f, nil
+}
+
+// Start subscribes to this node's channel, waits until Redis confirmed the subscription, and
+// starts the workers and the receiver. They run until ctx ends or Close is called. Start fails
+// when Redis does not confirm the subscription; the Pub/Sub connection reconnects by itself
+// afterwards, and messages sent while it is down are lost.
+func (f *Fanout) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	ps := f.rdb.Subscribe(ctx, Channel(f.cfg.KeyPrefix, f.cfg.NodeID))
+	if _, err := ps.Receive(ctx); err != nil {
+		cancel()
+		_ = ps.Close()
+		return fmt.Errorf("fanout: subscribe: %w", err)
+	}
+	f.cancel, f.pubsub = cancel, ps
+	ch := ps.Channel(redis.WithChannelSize(f.cfg.ReceiveBuffer))
+	f.wg.Add(1 + len(f.queues))
+	go func() {
+		defer f.wg.Done()
+		f.receive(ctx, ch)
+	}()
+	for _, q := range f.queues {
+		go func() {
+			defer f.wg.Done()
+			f.work(ctx, q)
+		}()
+	}
+	return nil
+}
+
+// Publish delivers m to this node's sessions now and queues it for the other nodes. It never
+// blocks; see Fanout for what it guarantees.
+func (f *Fanout) Publish(m *Message) {
+	f.local.Deliver(m)
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		f.metrics.dropped.WithLabelValues("closed").Inc()
+		return
+	}
+	select {
+	case f.queues[f.shard(m)] <- m:
+	default:
+		f.metrics.dropped.WithLabelValues("queue_full").Inc()
+	}
+}
+
+func (f *Fanout) shard(m *Message) int {
+	h := fnv.New32a()
+	h.Write([]byte(m.Tenant.String()))
+	h.Write([]byte{0})
+	h.Write([]byte(m.Topic.String()))
+	return int(h.Sum32() % uint32(len(f.queues)))
+}
+
+// receive delivers the messages other nodes sent to this node.
+func (f *Fanout) receive(ctx context.Context, ch <-chan *redis.Message) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case rm, ok := <-ch:
+			if !ok {
+				return
+			}
+			m, err := decode([]byte(rm.Payload))
+			if err != nil {
+				f.metrics.dropped.WithLabelValues("bad_payload").Inc()
+				f.log.WarnContext(ctx, "fanout: dropping a message", "err", err)
+				continue
+			}
+			f.metrics.received.Inc()
+			f.local.Deliver(m)
+		}
+	}
+}
+
+// Close stops the workers and the receiver and waits for them. Queued messages are dropped.
+// Close is idempotent.
+func (f *Fanout) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.mu.Unlock()
+	var err error
+	if f.cancel != nil {
+		f.cancel()
+		err = f.pubsub.Close()
+	}
+	f.wg.Wait()
+	return err
+}
