@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/kafka"
@@ -44,6 +46,10 @@ type Config struct {
 	// batching, and under send.seq the Redis key prefix and idempotency TTLs. Zero values take
 	// the package defaults.
 	Send commands.SendMessageConfig `koanf:"send"`
+	// Relay tunes the outbox relay that publishes events to Kafka (commands/relay). Its Kafka
+	// settings are the kafka section's; relay.kafka is not a key. Zero values take the package
+	// defaults.
+	Relay relay.Config `koanf:"relay"`
 	// Redis configures the Redis server used for seq allocation, idempotency and hot state.
 	Redis RedisConfig `koanf:"redis"`
 	// Kafka configures the Kafka cluster the relay publishes to.
@@ -135,7 +141,10 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("shutdown_timeout: must be positive"))
 	}
 	errs = append(errs, c.Log.Validate(), c.HTTP.Validate(), c.Postgres.Validate(),
-		validateMySQL(c.MySQL), c.Redis.Validate(), c.Kafka.Validate())
+		validateMySQL(c.MySQL), c.Redis.Validate(), c.Kafka.Validate(), c.Relay.Validate())
+	if !reflect.ValueOf(c.Relay.Kafka).IsZero() {
+		errs = append(errs, errors.New("relay.kafka: not a key; the relay uses the kafka section"))
+	}
 	return errors.Join(errs...)
 }
 

@@ -144,8 +144,9 @@ func TestLoadRejects(t *testing.T) {
 		}, []string{"log.level", "log.format", "http.addr", "postgres.url", "mysql.database_template", "kafka.brokers", "node_id"}},
 		{"mysql dsn with a database", "", []string{"IM_MYSQL_SERVER_DSN=root@tcp(127.0.0.1:3306)/im"}, []string{"mysql.server_dsn"}},
 		{"bad duration", "", []string{"IM_SHUTDOWN_TIMEOUT=soon"}, []string{"shutdown_timeout"}},
-		{"component validation", "kafka: {topic_prefix: \"a/b\", embedded: {addr: \"0.0.0.0:9092\"}}\n", nil,
-			[]string{"topic prefix", "kafkabroker: addr"}},
+		{"component validation", "kafka: {topic_prefix: \"a/b\", embedded: {addr: \"0.0.0.0:9092\"}}\nrelay: {min_poll: 1s, max_poll: 1ms}\n", nil,
+			[]string{"topic prefix", "kafkabroker: addr", "relay: poll"}},
+		{"relay.kafka is not a key", "relay: {kafka: {topic_prefix: x.}}\n", nil, []string{"relay.kafka"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,11 +197,14 @@ func TestKeysHaveDistinctEnvNames(t *testing.T) {
 			t.Errorf("%s and %s both map to %s", other, k.Name, k.Env)
 		}
 		seen[k.Env] = k.Name
+		if strings.HasPrefix(k.Name, "relay.kafka") {
+			t.Errorf("%s: the relay's Kafka settings come from the kafka section", k.Name)
+		}
 		if !strings.HasPrefix(k.Env, "IM_") {
 			t.Errorf("%s: env %s lacks the IM_ prefix", k.Name, k.Env)
 		}
 	}
-	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_SERVER_DSN", "IM_EVENT_STORE_MAX_BATCH", "IM_SEND_SEQ_KEY_PREFIX", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
+	for _, want := range []string{"IM_POSTGRES_URL", "IM_KAFKA_BROKERS", "IM_MYSQL_SERVER_DSN", "IM_EVENT_STORE_MAX_BATCH", "IM_SEND_SEQ_KEY_PREFIX", "IM_RELAY_BATCH_SIZE", "IM_REDIS_ADDR", "IM_HTTP_ADDR", "IM_NODE_ID"} {
 		if _, ok := seen[want]; !ok {
 			t.Errorf("no key is set by %s", want)
 		}

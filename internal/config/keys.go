@@ -20,6 +20,10 @@ func flatten(v any) map[string]any {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
+// excluded are component fields that are not configuration keys because the binary fills them
+// from another section: the relay publishes with the kafka section's settings.
+var excluded = map[string]bool{"relay.kafka": true}
+
 func walk(v reflect.Value, prefix string, out map[string]any) {
 	t := v.Type()
 	for i := range t.NumField() {
@@ -37,6 +41,9 @@ func walk(v reflect.Value, prefix string, out map[string]any) {
 		}
 		if prefix != "" {
 			key = prefix + "." + key
+		}
+		if excluded[key] {
+			continue
 		}
 		fv := v.Field(i)
 		switch {
