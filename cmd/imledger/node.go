@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/IBM/sarama"
 	_ "github.com/go-sql-driver/mysql" // MySQL driver for the readiness ping
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/internal/telemetry"
@@ -40,6 +42,11 @@ type node struct {
 	mysql  *sql.DB     // readiness ping only; nil when MySQL is disabled
 	kping  *kgo.Client // readiness ping of Kafka
 	send   *commands.SendMessageHandler
+
+	producer  sarama.SyncProducer
+	relay     *relay.Relay
+	stopRelay context.CancelFunc
+	relayDone chan struct{} // closed when the relay's Run returned
 
 	ops  *httpserver.Ops
 	srv  *http.Server
@@ -93,7 +100,34 @@ func (n *node) start(ctx context.Context) (err error) {
 	if n.kping, err = kgo.NewClient(kgo.SeedBrokers(n.cfg.Kafka.Brokers...)); err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
+	if err := n.startRelay(ctx); err != nil {
+		return err
+	}
 	return n.startHTTP()
+}
+
+// startRelay starts the outbox relay in the background with the kafka section's settings. It
+// runs under its own context so that shutdown can stop it after HTTP has drained.
+func (n *node) startRelay(ctx context.Context) error {
+	p, err := kafka.NewSyncProducer(n.cfg.Kafka.Config)
+	if err != nil {
+		return err
+	}
+	n.producer = p
+	rcfg := n.cfg.Relay
+	rcfg.Kafka = n.cfg.Kafka.Config
+	if n.relay, err = relay.New(n.store, p, n.pool, rcfg, n.log.With("component", "relay"), n.reg); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.stopRelay, n.relayDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.relayDone)
+		if err := n.relay.Run(rctx); err != nil {
+			n.errc <- fmt.Errorf("relay: %w", err)
+		}
+	}()
+	return nil
 }
 
 // startKafkaBroker starts the embedded broker when no brokers are configured and points the
@@ -184,8 +218,10 @@ func (n *node) wait(ctx context.Context) error {
 }
 
 // shutdown stops the node within cfg.ShutdownTimeout: readiness off, HTTP stops accepting and
-// drains in-flight requests, the send handler finishes what is queued, then the pools and the
-// embedded broker close. Past the deadline, remaining HTTP connections are cut.
+// drains in-flight requests, the send handler finishes what is queued, the relay finishes its
+// batch (publish and checkpoint), then the producer, the pools and the embedded broker close.
+// Past the deadline, remaining HTTP connections are cut and the relay is no longer waited for;
+// its unsaved batch is published again by the next active relay.
 func (n *node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
@@ -201,19 +237,47 @@ func (n *node) shutdown() error {
 			_ = n.srv.Close()
 		}
 	}
+	if n.send != nil {
+		_ = n.send.Close()
+	}
+	if err := n.waitRelay(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	n.closeResources()
 	n.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond))
 	return errors.Join(errs...)
 }
 
-// closeResources closes clients and pools, then the embedded broker. It tolerates a partly
-// started node.
+// waitRelay cancels the relay and waits for it to finish its batch, at most until ctx ends.
+func (n *node) waitRelay(ctx context.Context) error {
+	if n.stopRelay == nil {
+		return nil
+	}
+	n.stopRelay()
+	n.stopRelay = nil // closeResources must not wait again
+	select {
+	case <-n.relayDone:
+		return nil
+	case <-ctx.Done():
+		return errors.New("relay did not stop before the shutdown deadline")
+	}
+}
+
+// closeResources stops what is still running (when start failed half-way), then closes the
+// producer, clients and pools, and the embedded broker last.
 func (n *node) closeResources() {
 	if n.ln != nil && n.srv == nil {
 		_ = n.ln.Close()
 	}
 	if n.send != nil {
 		_ = n.send.Close()
+	}
+	if n.stopRelay != nil {
+		n.stopRelay()
+		<-n.relayDone
+	}
+	if n.producer != nil {
+		_ = n.producer.Close()
 	}
 	if n.kping != nil {
 		n.kping.Close()

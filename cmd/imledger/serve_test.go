@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/internal/testenv"
 )
@@ -30,23 +31,30 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startServe runs `imledger serve --config <file>` in-process with a fresh database, its own
-// Redis key prefix and the embedded Kafka broker on a free port. It returns the base URL and a
-// stop function that cancels the command (as SIGTERM does) and returns its error.
-func startServe(t *testing.T) (base, dbURL, prefix string, stop func() error) {
+// startServe runs `imledger serve --config <file>` in-process with a fresh database and its own
+// Redis key prefix, publishing to brokers or, when brokers is empty, to the embedded Kafka broker
+// on a free port. It returns the base URL and a stop function that cancels the command (as
+// SIGTERM does) and returns its error.
+func startServe(t *testing.T, brokers []string) (base, dbURL, prefix string, stop func() error) {
 	t.Helper()
 	dbURL = missingDatabaseURL(t) // serve creates it
 	_, prefix = testenv.Redis(t)
 	testenv.MySQLServer(t)
 	addr := freeAddr(t)
+	kafkaYAML := `{embedded: {addr: "127.0.0.1:0"}}`
+	if len(brokers) > 0 {
+		b, _ := json.Marshal(brokers)
+		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e."}`, b)
+	}
 	yaml := fmt.Sprintf(`
 shutdown_timeout: 10s
 log: {level: warn, format: json}
 http: {addr: %q}
 postgres: {url: %q}
-kafka: {embedded: {addr: "127.0.0.1:0"}}
+kafka: %s
 send: {seq: {key_prefix: %q}}
-`, addr, dbURL, prefix)
+relay: {min_poll: 1ms, max_poll: 20ms}
+`, addr, dbURL, kafkaYAML, prefix)
 	file := filepath.Join(t.TempDir(), "imledger.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -141,9 +149,38 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+func TestServeEmbeddedKafka(t *testing.T) {
+	t.Parallel()
+	base, _, _, stop := startServe(t, nil)
+	if a := send(t, base, "grp7", `{"client_msg_id":"e-1","content":"hi"}`); a.status != http.StatusCreated || a.Data["seq"] != "1" {
+		t.Fatalf("send: %d %s", a.status, a.raw)
+	}
+	waitMetric(t, base, `imledger_relay_events_total{relay="default",topic="im.group.message.persist"} 1`)
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+}
+
+// waitMetric polls /metrics until it holds line.
+func waitMetric(t *testing.T, base, line string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := get(t, base+"/metrics")
+		if strings.Contains(body, line) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed %s", line)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestServeEndToEnd(t *testing.T) {
 	t.Parallel()
-	base, dbURL, _, stop := startServe(t)
+	brokers := testenv.Kafka(t)
+	base, dbURL, _, stop := startServe(t, brokers)
 
 	first := send(t, base, "grp1", `{"client_msg_id":"m-1","content":"hello"}`)
 	if first.status != http.StatusCreated || first.Data["seq"] != "1" {
@@ -173,6 +210,17 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("openapi.json: %d", code)
 	}
 
+	// The relay publishes the one committed event, keyed by conversation, under the prefix.
+	recs := consume(t, brokers, "e2e.im.group.message.persist", 1)
+	r := recs[0]
+	headers := map[string]string{}
+	for _, h := range r.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if string(r.Key) != "demo:grp1" || headers["event_id"] != first.Data["message_id"] || headers["stream_version"] != "1" {
+		t.Errorf("published record: key %q headers %v, want key demo:grp1, event_id %v", r.Key, headers, first.Data["message_id"])
+	}
+
 	if err := stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
@@ -195,4 +243,29 @@ func TestServeEndToEnd(t *testing.T) {
 	if n != 1 || version != 1 {
 		t.Fatalf("events in grp1: %d (max version %d), want exactly the one accepted send", n, version)
 	}
+	var checkpoint int64
+	if err := conn.QueryRow(ctx, "SELECT position FROM relay_checkpoints WHERE name = 'default'").Scan(&checkpoint); err != nil || checkpoint < 1 {
+		t.Fatalf("relay checkpoint after shutdown: %d, %v", checkpoint, err)
+	}
+}
+
+// consume reads want records of topic from the start and fails after 20 s.
+func consume(t *testing.T, brokers []string, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records from %s", len(recs), want, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	}
+	return recs
 }
