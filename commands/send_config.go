@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/imledger/imledger/commands/seq"
@@ -15,7 +16,10 @@ type SendMessageConfig struct {
 	MaxContentBytes int
 	// Partitions is the number of sequencer goroutines. Every topic is routed to one of them by
 	// hash, and each partition commits one batch at a time, so it needs one database connection:
-	// the store's pool should hold at least Partitions connections. Default 8.
+	// the store's pool should hold at least Partitions connections. Fewer partitions make larger
+	// batches and fewer transactions; more hide database latency when the database has cores to
+	// spare. Default GOMAXPROCS, at least 2 (on two cores 2 partitions sent about twice as many
+	// messages per second as 8, with a third of the p99 latency).
 	Partitions int
 	// MaxBatch is the most sends one partition allocates and commits together. It must not exceed
 	// the event store's MaxBatch. Default 256.
@@ -44,7 +48,7 @@ func (c *SendMessageConfig) setDefaults() {
 		c.MaxContentBytes = domain.DefaultMaxContentBytes
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 8
+		c.Partitions = max(2, runtime.GOMAXPROCS(0))
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 256
