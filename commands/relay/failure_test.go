@@ -158,3 +158,46 @@ func TestCrashBeforeCheckpointRepublishesBatch(t *testing.T) {
 		t.Errorf("%d duplicates, want the 10 events of the batch whose checkpoint was lost", dups)
 	}
 }
+
+// A produce request the broker never answers does not hold up a stop past StopTimeout, and the
+// checkpoint does not move.
+func TestStopTimeoutBoundsHangingPublish(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	var hang atomic.Bool
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		return nil, nil, hang.Load() // handled without a response: the client waits
+	})
+	e := newEnv(t, cluster.ListenAddrs(), true)
+	e.kcfg.DialTimeout = 300 * time.Millisecond // so the producer itself gives up within seconds
+	e.kcfg.ProduceRetries = 1
+	tenant := domain.MustTenantID("acme")
+	cfg := e.fastConfig()
+	cfg.StopTimeout = 300 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	r := e.newRelay(cfg, reg)
+	stop := start(t, e.ctx, r)
+	c := e.collector()
+	first := e.appendEvents(tenant, "grp1", domain.EventGroupMessageSent, 3, "")
+	c.waitFor(e.ctx, first, 10*time.Second)
+	waitUntil(t, 5*time.Second, func() bool { return r.Stats().Events == 3 })
+	cp := r.Stats().Cursor
+
+	hang.Store(true)
+	e.appendEvents(tenant, "grp1", domain.EventGroupMessageSent, 3, "")
+	time.Sleep(200 * time.Millisecond) // the relay is now waiting for acks that do not come
+	begin := time.Now()
+	stop()
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Errorf("Run took %s to return with StopTimeout %s", took, cfg.StopTimeout)
+	}
+	if got, err := e.store.LoadCheckpoint(e.ctx, "default"); err != nil || got != cp {
+		t.Errorf("checkpoint %+v (err %v), want it unchanged at %+v", got, err, cp)
+	}
+	hang.Store(false)
+}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -127,12 +128,12 @@ func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error
 func (t *term) publish(msgs []outMsg) (bool, error) {
 	r := t.r
 	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
-	pms := make([]*sarama.ProducerMessage, len(msgs))
 	for {
+		pms := make([]*sarama.ProducerMessage, len(msgs))
 		for i := range msgs {
 			pms[i] = msgs[i].producerMessage()
 		}
-		err := r.producer.SendMessages(pms)
+		err := t.send(pms)
 		if err == nil {
 			return false, nil
 		}
@@ -144,6 +145,20 @@ func (t *term) publish(msgs []outMsg) (bool, error) {
 		if stop, err := t.pause(bo.next(), false); stop {
 			return true, err
 		}
+	}
+}
+
+// send is the producer's SendMessages, abandoned when work ends: a send to an unreachable cluster
+// can block for the producer's whole retry budget, and a lost lock or the stop timeout must not
+// wait for it. An abandoned send may still deliver, which at-least-once allows.
+func (t *term) send(pms []*sarama.ProducerMessage) error {
+	done := make(chan error, 1)
+	go func() { done <- t.r.producer.SendMessages(pms) }()
+	select {
+	case err := <-done:
+		return err
+	case <-t.work.Done():
+		return context.Cause(t.work)
 	}
 }
 
