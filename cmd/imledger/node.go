@@ -57,15 +57,29 @@ type node struct {
 // startNode starts every component in dependency order and the HTTP listener last. On failure
 // it closes what it had opened.
 func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node, error) {
-	n := &node{cfg: cfg, log: log, reg: telemetry.NewRegistry(buildVersion()), errc: make(chan error, 4)}
-	if err := n.start(ctx); err != nil {
+	n := newNode(cfg, log)
+	err := n.startCore(ctx)
+	if err == nil {
+		err = n.startRelay(ctx)
+	}
+	if err == nil {
+		err = n.startHTTP()
+	}
+	if err != nil {
 		n.closeResources()
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *node) start(ctx context.Context) (err error) {
+func newNode(cfg config.Config, log *slog.Logger) *node {
+	return &node{cfg: cfg, log: log, reg: telemetry.NewRegistry(buildVersion()), errc: make(chan error, 4)}
+}
+
+// startCore connects everything the write path needs: the Kafka broker (embedded when none is
+// configured) and its topics, the migrated event store, Redis, the send handler and the MySQL
+// and Kafka readiness clients.
+func (n *node) startCore(ctx context.Context) (err error) {
 	if err := n.startKafkaBroker(); err != nil {
 		return err
 	}
@@ -100,10 +114,7 @@ func (n *node) start(ctx context.Context) (err error) {
 	if n.kping, err = kgo.NewClient(kgo.SeedBrokers(n.cfg.Kafka.Brokers...)); err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	if err := n.startRelay(ctx); err != nil {
-		return err
-	}
-	return n.startHTTP()
+	return nil
 }
 
 // startRelay starts the outbox relay in the background with the kafka section's settings. It

@@ -20,7 +20,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	config.RegisterFlags(root.PersistentFlags())
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/domain"
+)
+
+// benchRelayName is the relay that bench write runs: its own checkpoint and lock, so it neither
+// waits for nor disturbs the relay of a serve process on the same database.
+const benchRelayName = "bench"
+
+func newBenchWriteCmd() *cobra.Command {
+	var (
+		tenant  string
+		opts    commands.BenchWriteOptions
+		noRelay bool
+		drain   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "write",
+		Short: "Send group messages through the SendMessage handler and report sends/s and latency",
+		Long: "bench write sends text messages from --senders concurrent users over --topics group topics\n" +
+			"through the same SendMessage handler serve uses (Redis seqs, group commit to PostgreSQL) and\n" +
+			"prints sends/s, p50, p99 and max latency and the error count. Unless --no-relay, it also runs\n" +
+			"a relay named \"bench\" that publishes to topics prefixed \"bench.\" and reports the events/s it\n" +
+			"published until it caught up with the writes. The first run's relay also publishes the events\n" +
+			"already in the database.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := domain.NewTenantID(tenant)
+			if err != nil {
+				return fmt.Errorf("--tenant: %w", err)
+			}
+			opts.Tenant = t
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), cfg)
+			if err != nil {
+				return err
+			}
+			cfg.Relay.Name = benchRelayName
+			cfg.Kafka.TopicPrefix += "bench."
+			n := newNode(cfg, log)
+			defer func() { _ = n.shutdown() }()
+			if err := n.startCore(cmd.Context()); err != nil {
+				return err
+			}
+			if !noRelay {
+				if err := n.startRelay(cmd.Context()); err != nil {
+					return err
+				}
+			}
+			return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, opts, drain)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", "bench", "tenant that receives the messages")
+	f.IntVar(&opts.Senders, "senders", 50, "concurrent senders (users 1..N, one send in flight each)")
+	f.IntVar(&opts.Topics, "topics", 100, "group topics written to, grp<first-group>...")
+	f.Int64Var(&opts.FirstGroupID, "first-group", 1, "group id of the first topic")
+	f.IntVar(&opts.Count, "count", 0, "stop after this many sends in total (0: run for --duration)")
+	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "run this long when --count is 0")
+	f.IntVar(&opts.ContentBytes, "content-bytes", 100, "size of each text message")
+	f.BoolVar(&noRelay, "no-relay", false, "do not run and measure the relay")
+	f.DurationVar(&drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
+	return cmd
+}
+
+// runBenchWrite runs the write benchmark on n and, when n runs a relay, waits for it to publish
+// everything written and reports its rate.
+func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts commands.BenchWriteOptions, drain time.Duration) error {
+	start := time.Now()
+	res, err := commands.BenchWrite(ctx, n.send, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "write: sends=%d errors=%d elapsed=%s sends/s=%.0f p50=%s p99=%s max=%s\n",
+		res.Sends, res.Errors, res.Elapsed.Round(time.Millisecond), res.SendsPerSec, res.P50, res.P99, res.Max)
+	if res.FirstError != nil {
+		fmt.Fprintf(out, "write: first error: %v\n", res.FirstError)
+	}
+	if n.relay == nil {
+		return nil
+	}
+	var last int64
+	if err := n.pool.QueryRow(ctx, "SELECT coalesce(max(position), 0) FROM events").Scan(&last); err != nil {
+		return fmt.Errorf("read the last event position: %w", err)
+	}
+	deadline := time.Now().Add(drain)
+	for n.relay.Stats().Cursor.Position < last {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			st := n.relay.Stats()
+			fmt.Fprintf(out, "relay: did not catch up within %s: events=%d position=%d of %d\n", drain, st.Events, st.Cursor.Position, last)
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st, took := n.relay.Stats(), time.Since(start)
+	fmt.Fprintf(out, "relay: events=%d batches=%d elapsed=%s events/s=%.0f caught_up_after_writes=%s\n",
+		st.Events, st.Batches, took.Round(time.Millisecond), float64(st.Events)/took.Seconds(),
+		(took - res.Elapsed).Round(time.Millisecond))
+	return nil
+}
