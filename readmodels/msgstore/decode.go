@@ -2,6 +2,7 @@ package msgstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,7 +116,8 @@ func decodeOne(tenant domain.TenantID, env domain.Envelope) (op, error) {
 		}
 	}
 	if err != nil {
-		if _, isValidation := err.(*domain.ValidationError); isValidation {
+		var ve *domain.ValidationError
+		if errors.As(err, &ve) {
 			return o, err
 		}
 		return o, bad("payload", err.Error())
