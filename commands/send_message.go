@@ -151,10 +151,9 @@ var _ MessageStore = (*eventstore.Store)(nil)
 
 // seqAllocator is what the handler needs from commands/seq.
 type seqAllocator interface {
-	Allocate(ctx context.Context, keys []seq.Key) []seq.Allocation
+	MarkDoneAndAllocate(ctx context.Context, done []seq.Done, keys []seq.Key) ([]seq.Allocation, error)
 	Seed(ctx context.Context, topics []seq.TopicFloor) error
 	Reallocate(ctx context.Context, reqs []seq.Realloc) []seq.Allocation
-	MarkDone(ctx context.Context, done []seq.Done) error
 	MarkFailed(ctx context.Context, keys []seq.Key) error
 	Claim(ctx context.Context, k seq.Key) (seq.Claim, error)
 }

@@ -20,7 +20,8 @@ import (
 //	Redis pipeline: claim + allocate a seq per send (seed missing counters from the store)
 //	→ one AppendBatch transaction (seq = stream version)
 //	→ sends whose seq was taken: re-seed from the store, new seq, append again (bounded)
-//	→ Redis pipeline: mark the claims done → answer the callers.
+//	→ Redis pipeline: mark the claims done (together with the next batch's allocations)
+//	→ answer the callers.
 //
 // Because a partition allocates a batch only after the previous one committed, a topic's seqs
 // are committed in seq order on this node, and the relay publishes them in that order.
@@ -97,33 +98,50 @@ func (h *SendMessageHandler) submit(ctx context.Context, cmd *SendMessage) (send
 	}
 }
 
-// runPartition processes batches until the queue is closed and drained.
+// runPartition processes batches until the queue is closed and drained. The sends a batch
+// committed are marked done in the same Redis round trip that starts the next batch (or alone
+// when nothing is queued), and answered right after it.
 func (h *SendMessageHandler) runPartition(p *partition) {
 	defer h.wg.Done()
-	batch := make([]*sendRequest, 0, h.cfg.MaxBatch)
-	for r := range p.queue {
-		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < h.cfg.MaxBatch {
-			select {
-			case r, ok := <-p.queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
+	var committed []*sendRequest
+	for {
+		batch, open := h.take(p, len(committed) == 0)
+		if !open && len(batch) == 0 && len(committed) == 0 {
+			return
 		}
-		h.processBatch(batch)
-		clear(batch)
+		committed = h.processBatch(committed, batch)
 	}
 }
 
-// processBatch runs one group commit. Callers that gave up are dropped before any work is done.
-// The batch runs under a context of its own, bounded by BatchTimeout: one caller leaving must not
-// abort the others' sends.
-func (h *SendMessageHandler) processBatch(batch []*sendRequest) {
+// take returns up to MaxBatch queued sends, waiting for the first one when wait is set. open is
+// false once the queue is closed and empty.
+func (h *SendMessageHandler) take(p *partition, wait bool) (batch []*sendRequest, open bool) {
+	if wait {
+		r, ok := <-p.queue
+		if !ok {
+			return nil, false
+		}
+		batch = append(batch, r)
+	}
+	for len(batch) < h.cfg.MaxBatch {
+		select {
+		case r, ok := <-p.queue:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, r)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// processBatch marks the previous batch's committed sends done and answers them, then runs one
+// group commit for batch and returns its committed sends. Callers that gave up are dropped
+// before any work is done. The work runs under a context of its own, bounded by BatchTimeout:
+// one caller leaving must not abort the others' sends.
+func (h *SendMessageHandler) processBatch(prev, batch []*sendRequest) []*sendRequest {
 	live := make([]*sendRequest, 0, len(batch))
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -132,48 +150,39 @@ func (h *SendMessageHandler) processBatch(batch []*sendRequest) {
 		}
 		live = append(live, r)
 	}
-	if len(live) == 0 {
-		return
+	if len(live) == 0 && len(prev) == 0 {
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), h.cfg.BatchTimeout)
+	first := prev
+	if len(live) > 0 {
+		first = live
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(first[0].ctx), h.cfg.BatchTimeout)
 	defer cancel()
-	allocated := h.allocate(ctx, live)
+	allocated := h.allocate(ctx, prev, live)
 	if len(allocated) == 0 {
-		return
+		return nil
 	}
-	committed := h.commit(ctx, allocated)
-	if len(committed) == 0 {
-		return
-	}
-	done := make([]seq.Done, len(committed))
-	for i, r := range committed {
-		done[i] = seq.Done{Key: r.key, Seq: r.result.Seq, MessageID: r.result.MessageID, SentAt: r.result.SentAt}
-	}
-	if err := h.seqs.MarkDone(ctx, done); err != nil {
-		// The events are committed: a retry is answered by the store's idempotency index once
-		// the pending claims expire.
-		h.log.WarnContext(ctx, "mark sends done", slog.Int("sends", len(done)), slog.Any("error", err))
-	}
-	for _, r := range committed {
-		r.answer(sendOutcome{result: r.result})
-	}
+	return h.commit(ctx, allocated)
 }
 
 // maxSeedRounds bounds how often one batch seeds missing counters (Redis losing them again
 // between seeding and allocating).
 const maxSeedRounds = 3
 
-// allocate claims and allocates a seq for every request, answering those that are already held
-// or failed, and returns the requests that got a seq.
-func (h *SendMessageHandler) allocate(ctx context.Context, reqs []*sendRequest) []*sendRequest {
+// allocate marks prev done and answers it, claims and allocates a seq for every request of
+// reqs, answers those that are already held or failed, and returns the requests that got a seq.
+func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendRequest) []*sendRequest {
 	var out []*sendRequest
-	for round := 1; len(reqs) > 0; round++ {
+	for round := 1; len(reqs) > 0 || len(prev) > 0; round++ {
 		keys := make([]seq.Key, len(reqs))
 		for i, r := range reqs {
 			keys[i] = r.key
 		}
+		allocs := h.markDoneAndAllocate(ctx, prev, keys)
+		prev = nil
 		var unseeded []*sendRequest
-		for i, a := range h.seqs.Allocate(ctx, keys) {
+		for i, a := range allocs {
 			r := reqs[i]
 			switch {
 			case a.Err != nil:
@@ -205,6 +214,24 @@ func (h *SendMessageHandler) allocate(ctx context.Context, reqs []*sendRequest) 
 		reqs = unseeded
 	}
 	return out
+}
+
+// markDoneAndAllocate marks the committed sends done and allocates for keys in one round trip,
+// then answers the committed sends. A failed done mark is only logged: the events are committed,
+// and once the pending claims expire a retry is answered by the store's idempotency index.
+func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed []*sendRequest, keys []seq.Key) []seq.Allocation {
+	done := make([]seq.Done, len(committed))
+	for i, r := range committed {
+		done[i] = seq.Done{Key: r.key, Seq: r.result.Seq, MessageID: r.result.MessageID, SentAt: r.result.SentAt}
+	}
+	allocs, err := h.seqs.MarkDoneAndAllocate(ctx, done, keys)
+	if err != nil {
+		h.log.WarnContext(ctx, "mark sends done", slog.Int("sends", len(done)), slog.Any("error", err))
+	}
+	for _, r := range committed {
+		r.answer(sendOutcome{result: r.result})
+	}
+	return allocs
 }
 
 // topicOf identifies a conversation stream.

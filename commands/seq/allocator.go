@@ -132,16 +132,25 @@ func (a *Allocator) pendingArgs() (string, int64) {
 // processed in order, so a key repeated in the batch is Held by its first occurrence. A failed
 // claim is taken again. The i-th allocation answers keys[i].
 func (a *Allocator) Allocate(ctx context.Context, keys []Key) []Allocation {
+	out, _ := a.MarkDoneAndAllocate(ctx, nil, keys)
+	return out
+}
+
+// MarkDoneAndAllocate is MarkDone followed by Allocate in the same round trip, for a sequencer
+// that finishes one batch while it starts the next. The error is MarkDone's.
+func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, keys []Key) ([]Allocation, error) {
 	pending, ttl := a.pendingArgs()
 	calls := make([]scriptCall, len(keys))
 	for i, k := range keys {
 		calls[i] = scriptCall{allocateScript, []string{a.ClaimKey(k), a.CounterKey(k.Tenant, k.Topic)}, []any{pending, ttl}}
 	}
+	var sets []*redis.StatusCmd
+	cmds := a.runScripts(ctx, calls, func(p redis.Pipeliner) { sets = a.queueDone(ctx, p, done) })
 	out := make([]Allocation, len(keys))
-	for i, cmd := range a.runScripts(ctx, calls) {
+	for i, cmd := range cmds {
 		out[i] = parseAllocate(cmd)
 	}
-	return out
+	return out, doneErr(sets)
 }
 
 func parseAllocate(cmd *redis.Cmd) Allocation {
@@ -188,7 +197,7 @@ func (a *Allocator) Seed(ctx context.Context, topics []TopicFloor) error {
 		calls[i] = scriptCall{seedScript, []string{a.CounterKey(t.Tenant, t.Topic)}, []any{t.Floor}}
 	}
 	var errs []error
-	for _, cmd := range a.runScripts(ctx, calls) {
+	for _, cmd := range a.runScripts(ctx, calls, nil) {
 		if err := cmd.Err(); err != nil {
 			errs = append(errs, redisErr("seed seq", err))
 		}
@@ -213,7 +222,7 @@ func (a *Allocator) Reallocate(ctx context.Context, reqs []Realloc) []Allocation
 			[]string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)}, []any{r.Floor, pending, ttl}}
 	}
 	out := make([]Allocation, len(reqs))
-	for i, cmd := range a.runScripts(ctx, calls) {
+	for i, cmd := range a.runScripts(ctx, calls, nil) {
 		seq, err := cmd.Int64()
 		if err != nil {
 			out[i] = Allocation{Err: redisErr("reallocate seq", err)}
@@ -235,16 +244,31 @@ type Done struct {
 // MarkDone stores each send as done with its seq and message id for DoneTTL, in one round trip.
 // The claim is overwritten whatever its state: the event store has spoken.
 func (a *Allocator) MarkDone(ctx context.Context, done []Done) error {
-	now := time.Now().UTC()
-	cmds := make([]*redis.StatusCmd, len(done))
+	if len(done) == 0 {
+		return nil
+	}
+	var sets []*redis.StatusCmd
 	_, _ = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, d := range done {
-			sentAt := d.SentAt.UTC()
-			v := encodeClaim(claimValue{Status: "done", Seq: d.Seq, MessageID: d.MessageID, SentAt: &sentAt, CreatedAt: now})
-			cmds[i] = p.Set(ctx, a.ClaimKey(d.Key), v, a.cfg.DoneTTL)
-		}
+		sets = a.queueDone(ctx, p, done)
 		return nil
 	})
+	return doneErr(sets)
+}
+
+// queueDone queues the done marks on p.
+func (a *Allocator) queueDone(ctx context.Context, p redis.Pipeliner, done []Done) []*redis.StatusCmd {
+	now := time.Now().UTC()
+	cmds := make([]*redis.StatusCmd, len(done))
+	for i, d := range done {
+		sentAt := d.SentAt.UTC()
+		v := encodeClaim(claimValue{Status: "done", Seq: d.Seq, MessageID: d.MessageID, SentAt: &sentAt, CreatedAt: now})
+		cmds[i] = p.Set(ctx, a.ClaimKey(d.Key), v, a.cfg.DoneTTL)
+	}
+	return cmds
+}
+
+// doneErr collects the errors of queued done marks.
+func doneErr(cmds []*redis.StatusCmd) error {
 	var errs []error
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
@@ -263,7 +287,7 @@ func (a *Allocator) MarkFailed(ctx context.Context, keys []Key) error {
 		calls[i] = scriptCall{failScript, []string{a.ClaimKey(k)}, []any{v, a.cfg.FailedTTL.Milliseconds()}}
 	}
 	var errs []error
-	for _, cmd := range a.runScripts(ctx, calls) {
+	for _, cmd := range a.runScripts(ctx, calls, nil) {
 		if err := cmd.Err(); err != nil {
 			errs = append(errs, redisErr("mark send failed", err))
 		}

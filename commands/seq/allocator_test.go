@@ -113,6 +113,20 @@ func TestClaimLifecycle(t *testing.T) {
 		t.Errorf("done TTL = %v, want about 24h", ttl)
 	}
 
+	// Marking done and allocating share a round trip; the marks go first.
+	k3 := key(t, "p2p1_2", 1, "b")
+	got = a.Allocate(ctx, []seq.Key{k3})
+	if got[0].Seq != 3 {
+		t.Fatalf("allocate k3 = %+v, want seq 3", got[0])
+	}
+	got, err := a.MarkDoneAndAllocate(ctx, []seq.Done{{Key: k3, Seq: 3, MessageID: "m-three", SentAt: sent}}, []seq.Key{k3, key(t, "p2p1_2", 1, "c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Outcome != seq.Held || got[0].Claim.State != seq.StateDone || got[0].Claim.Seq != 3 || got[1].Seq != 4 {
+		t.Fatalf("MarkDoneAndAllocate = %+v, want k3 held done at 3 and a new seq 4", got)
+	}
+
 	// A failed claim may be taken again and gets a new seq; done is never marked failed.
 	if err := a.MarkFailed(ctx, []seq.Key{k1, k2}); err != nil {
 		t.Fatal(err)
@@ -127,8 +141,8 @@ func TestClaimLifecycle(t *testing.T) {
 		t.Errorf("failed TTL = %v, want (0, 5m]", ttl)
 	}
 	got = a.Allocate(ctx, []seq.Key{k2})
-	if got[0].Outcome != seq.Allocated || got[0].Seq != 3 {
-		t.Fatalf("allocate of a failed send = %+v, want seq 3", got[0])
+	if got[0].Outcome != seq.Allocated || got[0].Seq != 5 {
+		t.Fatalf("allocate of a failed send = %+v, want seq 5", got[0])
 	}
 
 	if c, err := a.Claim(ctx, key(t, "p2p1_2", 1, "never")); err != nil || c.State != seq.StateAbsent {

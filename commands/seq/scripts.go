@@ -35,13 +35,17 @@ type scriptCall struct {
 	args   []any
 }
 
-// runScripts sends every call as EVALSHA in one pipeline round trip. Calls the server answers
-// with NOSCRIPT (its script cache was flushed or never had them) are sent again with EVAL, which
-// also caches the script; a NOSCRIPT reply means the script did not run, so nothing runs twice.
-// Each returned command carries its own result or error.
-func (a *Allocator) runScripts(ctx context.Context, calls []scriptCall) []*redis.Cmd {
+// runScripts sends every call as EVALSHA in one pipeline round trip, after the commands pre
+// queues (pre may be nil). Calls the server answers with NOSCRIPT (its script cache was flushed
+// or never had them) are sent again with EVAL, which also caches the script; a NOSCRIPT reply
+// means the script did not run, so nothing runs twice. Each returned command carries its own
+// result or error.
+func (a *Allocator) runScripts(ctx context.Context, calls []scriptCall, pre func(redis.Pipeliner)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if pre != nil {
+			pre(p)
+		}
 		for i, c := range calls {
 			cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 		}

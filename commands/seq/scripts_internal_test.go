@@ -26,7 +26,7 @@ func TestRunScriptsFallsBackToEval(t *testing.T) {
 	if exists, _ := rdb.ScriptExists(ctx, fresh.Hash()).Result(); len(exists) != 1 || exists[0] {
 		t.Fatalf("fresh script unexpectedly cached: %v", exists)
 	}
-	cmds := a.runScripts(ctx, calls)
+	cmds := a.runScripts(ctx, calls, nil)
 	for i, c := range cmds {
 		if c.Err() != nil {
 			t.Fatalf("call %d: %v", i, c.Err())
