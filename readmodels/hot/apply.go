@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
@@ -30,6 +33,47 @@ import (
 // domain.ErrRetryable. A GroupSizer error does not fail Apply: the message is cached, which is
 // always safe.
 func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, env domain.Envelope) error {
+	_, err := s.ApplyBatch(ctx, tenant, []domain.Envelope{env})
+	return err
+}
+
+// ApplyBatch applies events in order, as Apply does, sending all their scripts in one pipelined
+// round trip; Redis runs one connection's commands in order, so the result is that of applying
+// them one by one. If an event does not decode, the events before it are applied and its index
+// is returned with an error wrapping domain.ErrInvalid. On a Redis failure some scripts may have
+// run; applying the batch again is safe.
+func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (applied int, err error) {
+	b := batch{s: s, tenant: tenant, hot: map[int64]bool{}}
+	var decodeErr error
+	for i, env := range events {
+		if decodeErr = b.add(ctx, env); decodeErr != nil {
+			events = events[:i]
+			break
+		}
+	}
+	if err := s.run(ctx, b.calls); err != nil {
+		return 0, err
+	}
+	return len(events), decodeErr
+}
+
+// call is one script invocation.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// batch collects the script calls of a run of events.
+type batch struct {
+	s      *Store
+	tenant domain.TenantID
+	hot    map[int64]bool // group id -> cached, asked of the GroupSizer once per batch
+	calls  []call
+}
+
+func (b *batch) add(ctx context.Context, env domain.Envelope) error {
+	s, tenant := b.s, b.tenant
 	switch env.EventType {
 	case domain.EventGroupMessageSent, domain.EventDirectMessageSent:
 		var p domain.MessageSent
@@ -40,35 +84,130 @@ func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, env domain.En
 		if p.Seq == 0 {
 			p.Seq = env.StreamVersion
 		}
-		return s.applySent(ctx, tenant, topic, p, env.OccurredAt)
+		return b.addSent(ctx, topic, p, env.OccurredAt)
 	case domain.EventGroupMessageRecalled, domain.EventDirectMessageRecalled:
 		var p domain.MessageRecalled
 		topic, err := decode(env, &p, func() string { return p.Topic })
 		if err != nil {
 			return err
 		}
-		at := stamp(p.RecalledAt, env.OccurredAt)
-		err = recallScript.Run(ctx, s.rdb, []string{s.msgKey(tenant, topic.String(), p.Seq)},
-			at, p.By.String(), s.tombstoneTTL(topic)).Err()
-		return redisErr("hot: apply recall", err)
+		b.calls = append(b.calls, call{recallScript, []string{s.msgKey(tenant, topic.String(), p.Seq)},
+			[]any{stamp(p.RecalledAt, env.OccurredAt), p.By.String(), s.tombstoneTTL(topic)}})
 	case domain.EventGroupMessageEdited, domain.EventDirectMessageEdited:
 		var p domain.MessageEdited
 		topic, err := decode(env, &p, func() string { return p.Topic })
 		if err != nil {
 			return err
 		}
-		err = editScript.Run(ctx, s.rdb, []string{s.msgKey(tenant, topic.String(), p.Seq)},
-			p.EditVersion, string(p.Content), stamp(p.EditedAt, env.OccurredAt), s.tombstoneTTL(topic)).Err()
-		return redisErr("hot: apply edit", err)
+		b.calls = append(b.calls, call{editScript, []string{s.msgKey(tenant, topic.String(), p.Seq)},
+			[]any{p.EditVersion, string(p.Content), stamp(p.EditedAt, env.OccurredAt), s.tombstoneTTL(topic)}})
 	case domain.EventGroupReadMarked, domain.EventDirectReadMarked:
 		var p domain.ReadMarked
 		topic, err := decode(env, &p, func() string { return p.Topic })
 		if err != nil {
 			return err
 		}
-		return s.RaiseReadSeq(ctx, tenant, p.User, topic, p.ReadSeq)
+		b.calls = append(b.calls, s.raiseReadSeqCall(tenant, p.User, topic, p.ReadSeq))
 	}
 	return nil
+}
+
+func (b *batch) addSent(ctx context.Context, topic domain.Topic, p domain.MessageSent, occurred time.Time) error {
+	s := b.s
+	sentAt := p.SentAt
+	if sentAt.IsZero() {
+		sentAt = occurred
+	}
+	sentAt = readmodels.Millis(sentAt)
+	var ttl int64
+	if b.isHot(ctx, topic) {
+		ttl = max(time.Until(sentAt.Add(s.cfg.TTL)).Milliseconds(), 0)
+	}
+	snap := Message{
+		Topic: topic.String(), Seq: p.Seq, From: p.From, ClientMsgID: p.ClientMsgID, MsgType: p.MsgType,
+		Status: readmodels.StatusNormal, Head: readmodels.HeadOf(p.Head), SentAt: sentAt,
+	}
+	if snap.MsgType == "" {
+		snap.MsgType = domain.MsgText
+	}
+	if topic.Kind() == domain.TopicDirect {
+		snap.To = p.To
+		if snap.To == 0 {
+			snap.To = topic.Peer(p.From)
+		}
+	}
+	meta, err := json.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("hot: snapshot: %w", err)
+	}
+	t := topic.String()
+	b.calls = append(b.calls,
+		call{sentScript, []string{s.msgKey(b.tenant, t, p.Seq), s.seqsKey(b.tenant, t), s.lastSeqKey(b.tenant, t)},
+			[]any{p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}},
+		s.raiseReadSeqCall(b.tenant, p.From, topic, p.Seq))
+	if topic.Kind() == domain.TopicDirect {
+		b.calls = append(b.calls, s.raiseReadSeqCall(b.tenant, snap.To, topic, 0))
+	}
+	return nil
+}
+
+// isHot reports whether topic's messages are cached: group topics at or above MinGroupSize.
+func (b *batch) isHot(ctx context.Context, topic domain.Topic) bool {
+	if topic.Kind() != domain.TopicGroup {
+		return false
+	}
+	s := b.s
+	if s.sizer == nil || s.cfg.MinGroupSize <= 0 {
+		return true
+	}
+	if hot, ok := b.hot[topic.GroupID()]; ok {
+		return hot
+	}
+	n, err := s.sizer.GroupSize(ctx, b.tenant, topic.GroupID())
+	hot := err != nil || n >= s.cfg.MinGroupSize
+	b.hot[topic.GroupID()] = hot
+	return hot
+}
+
+// run sends calls in one pipeline with EVALSHA. If Redis lost the scripts (a restart or SCRIPT
+// FLUSH) it loads them and sends the whole pipeline again, which is safe because every script
+// is idempotent.
+func (s *Store) run(ctx context.Context, calls []call) error {
+	switch len(calls) {
+	case 0:
+		return nil
+	case 1:
+		c := calls[0]
+		return redisErr("hot: apply", c.script.Run(ctx, s.rdb, c.keys, c.args...).Err())
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(calls))
+		for i, c := range calls {
+			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 || !isNoScript(cmds) {
+			return redisErr("hot: apply", err)
+		}
+		for _, sc := range []*redis.Script{sentScript, recallScript, editScript, maxSetScript, maxHSet} {
+			if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+				return redisErr("hot: load scripts", err)
+			}
+		}
+	}
+}
+
+func isNoScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
 }
 
 // decode unmarshals the payload and parses the topic it names.
@@ -101,60 +240,9 @@ func (s *Store) tombstoneTTL(topic domain.Topic) int64 {
 	return s.cfg.TTL.Milliseconds()
 }
 
-func (s *Store) applySent(ctx context.Context, tenant domain.TenantID, topic domain.Topic, p domain.MessageSent, occurred time.Time) error {
-	sentAt := p.SentAt
-	if sentAt.IsZero() {
-		sentAt = occurred
-	}
-	sentAt = readmodels.Millis(sentAt)
-	var ttl int64
-	if s.isHot(ctx, tenant, topic) {
-		ttl = max(time.Until(sentAt.Add(s.cfg.TTL)).Milliseconds(), 0)
-	}
-	snap := Message{
-		Topic: topic.String(), Seq: p.Seq, From: p.From, ClientMsgID: p.ClientMsgID, MsgType: p.MsgType,
-		Status: readmodels.StatusNormal, Head: readmodels.HeadOf(p.Head), SentAt: sentAt,
-	}
-	if snap.MsgType == "" {
-		snap.MsgType = domain.MsgText
-	}
-	if topic.Kind() == domain.TopicDirect {
-		snap.To = p.To
-		if snap.To == 0 {
-			snap.To = topic.Peer(p.From)
-		}
-	}
-	meta, err := json.Marshal(snap)
-	if err != nil {
-		return fmt.Errorf("hot: snapshot: %w", err)
-	}
-	t := topic.String()
-	err = sentScript.Run(ctx, s.rdb,
-		[]string{s.msgKey(tenant, t, p.Seq), s.seqsKey(tenant, t), s.lastSeqKey(tenant, t)},
-		p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic,
-	).Err()
-	if err != nil {
-		return redisErr("hot: apply sent", err)
-	}
-	if err := s.RaiseReadSeq(ctx, tenant, p.From, topic, p.Seq); err != nil {
-		return err
-	}
-	if topic.Kind() == domain.TopicDirect {
-		return s.RaiseReadSeq(ctx, tenant, snap.To, topic, 0)
-	}
-	return nil
-}
-
-// isHot reports whether topic's messages are cached: group topics at or above MinGroupSize.
-func (s *Store) isHot(ctx context.Context, tenant domain.TenantID, topic domain.Topic) bool {
-	if topic.Kind() != domain.TopicGroup {
-		return false
-	}
-	if s.sizer == nil || s.cfg.MinGroupSize <= 0 {
-		return true
-	}
-	n, err := s.sizer.GroupSize(ctx, tenant, topic.GroupID())
-	return err != nil || n >= s.cfg.MinGroupSize
+func (s *Store) raiseReadSeqCall(tenant domain.TenantID, user domain.UserID, topic domain.Topic, seq int64) call {
+	return call{maxHSet, []string{s.readMarksKey(tenant, user)},
+		[]any{topic.String(), strconv.FormatInt(max(seq, 0), 10), s.cfg.StateTTL.Milliseconds()}}
 }
 
 // RaiseLastSeq raises topic's last projected seq to seq if that is higher. Readers use it to write
@@ -166,7 +254,6 @@ func (s *Store) RaiseLastSeq(ctx context.Context, tenant domain.TenantID, topic 
 
 // RaiseReadSeq raises user's read seq in topic to seq if that is higher (0 creates the field).
 func (s *Store) RaiseReadSeq(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic, seq int64) error {
-	err := maxHSet.Run(ctx, s.rdb, []string{s.readMarksKey(tenant, user)},
-		topic.String(), strconv.FormatInt(max(seq, 0), 10), s.cfg.StateTTL.Milliseconds()).Err()
-	return redisErr("hot: raise read seq", err)
+	c := s.raiseReadSeqCall(tenant, user, topic, seq)
+	return redisErr("hot: raise read seq", c.script.Run(ctx, s.rdb, c.keys, c.args...).Err())
 }

@@ -18,7 +18,7 @@ import (
 
 var tenant = domain.MustTenantID("acme")
 
-func newStore(t *testing.T, cfg hot.Config, sizer hot.GroupSizer) (context.Context, *hot.Store, *redis.Client, string) {
+func newStore(t testing.TB, cfg hot.Config, sizer hot.GroupSizer) (context.Context, *hot.Store, *redis.Client, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -275,5 +275,46 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := hot.NewStore(redis.NewClient(&redis.Options{}), cfg, nil); err == nil {
 			t.Errorf("accepted %+v", cfg)
 		}
+	}
+}
+
+func TestApplyBatchMatchesOneByOne(t *testing.T) {
+	t.Parallel()
+	ctx, s, _, _ := newStore(t, hot.Config{}, nil)
+	var events []domain.Envelope
+	for seq := int64(1); seq <= 5; seq++ {
+		events = append(events, rmtest.Sent(t, tenant, "grp7", seq, 10, "v1"))
+	}
+	events = append(events,
+		rmtest.Recalled(t, tenant, "grp7", 3, 10),
+		rmtest.Edited(t, tenant, "grp7", 2, 10, 3, "v3"),
+		rmtest.Edited(t, tenant, "grp7", 2, 10, 2, "v2"),
+		rmtest.Sent(t, tenant, "grp7", 2, 10, "v1"),
+		rmtest.ReadMarked(t, tenant, "grp7", 20, 4, 4),
+		rmtest.Sent(t, tenant, "p2p10_20", 1, 10, "d"))
+	bad := rmtest.Sent(t, tenant, "grp7", 6, 10, "x")
+	bad.Payload = []byte(`{"topic": 7}`)
+	n, err := s.ApplyBatch(ctx, tenant, append(events, bad, rmtest.Sent(t, tenant, "grp7", 7, 10, "after")))
+	if n != len(events) || !errors.Is(err, domain.ErrInvalid) {
+		t.Fatalf("batch with a bad event: applied %d, %v", n, err)
+	}
+	if _, err := s.ApplyBatch(ctx, tenant, events); err != nil { // redelivered
+		t.Fatal(err)
+	}
+	msgs, complete, err := s.Range(ctx, tenant, rmtest.Topic(t, "grp7"), 1, 5)
+	if err != nil || !complete || len(msgs) != 5 {
+		t.Fatalf("range: %d %v %v", len(msgs), complete, err)
+	}
+	if content(t, msgs[1]) != "v3" || msgs[1].Version != 3 || msgs[2].Content != nil || msgs[2].Status != readmodels.StatusRecalled {
+		t.Fatalf("batch result: seq 2 %+v, seq 3 %+v", msgs[1], msgs[2])
+	}
+	if last, _, _ := s.LastSeq(ctx, tenant, rmtest.Topic(t, "grp7")); last != 5 {
+		t.Fatalf("last seq %d: the event after the bad one was applied", last)
+	}
+	if n, _, _ := s.ReadSeq(ctx, tenant, 20, rmtest.Topic(t, "grp7")); n != 4 {
+		t.Fatalf("read seq %d", n)
+	}
+	if n, found, _ := s.ReadSeq(ctx, tenant, 20, rmtest.Topic(t, "p2p10_20")); !found || n != 0 {
+		t.Fatalf("1:1 receiver field %d %v", n, found)
 	}
 }
