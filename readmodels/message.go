@@ -26,7 +26,7 @@ type Message struct {
 	Status      string          `json:"status"`
 	Content     json.RawMessage `json:"content"`
 	Head        *domain.Head    `json:"head,omitempty"`
-	Version     int64           `json:"version,string"` // content version: 1 as sent, 2 after the first edit
+	Version     int64           `json:"version"` // content version: 1 as sent, 2 after the first edit (a recall adds 1)
 	SentAt      time.Time       `json:"sent_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
 	RecalledAt  *time.Time      `json:"recalled_at,omitempty"`
