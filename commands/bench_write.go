@@ -43,7 +43,8 @@ type BenchWriteOptions struct {
 	Duration time.Duration
 	// ContentBytes is the approximate size of each text message. Default 100.
 	ContentBytes int
-	// RunID prefixes every client_msg_id so runs never collide. Default: random.
+	// RunID prefixes every client_msg_id so runs never collide: up to 47 of [A-Za-z0-9._:-].
+	// Default: random.
 	RunID string
 }
 
@@ -105,7 +106,7 @@ func (o BenchWriteOptions) Validate() error {
 	if o.Count < 0 || o.Duration < 0 {
 		errs = append(errs, errors.New("Count and Duration must not be negative"))
 	}
-	if _, err := domain.NewClientMsgID(o.RunID + "-0-0"); err != nil {
+	if _, err := domain.NewClientMsgID(o.RunID + "-99999-9999999999"); err != nil {
 		errs = append(errs, fmt.Errorf("RunID: %w", err))
 	}
 	return errors.Join(errs...)
@@ -119,75 +120,94 @@ func BenchWrite(ctx context.Context, h MessageSender, opts BenchWriteOptions) (B
 	if err := opts.Validate(); err != nil {
 		return BenchWriteResult{}, fmt.Errorf("bench write: %w", err)
 	}
-	topics := make([]domain.Topic, opts.Topics)
-	for i := range topics {
+	run := &benchRun{h: h, opts: opts, all: newLatencyHistogram()}
+	run.topics = make([]domain.Topic, opts.Topics)
+	for i := range run.topics {
 		t, err := domain.GroupTopic(opts.FirstGroupID + int64(i))
 		if err != nil {
 			return BenchWriteResult{}, fmt.Errorf("bench write: %w", err)
 		}
-		topics[i] = t
+		run.topics[i] = t
 	}
-	content, err := domain.TextContent(strings.Repeat("x", opts.ContentBytes), 0)
-	if err != nil {
+	var err error
+	if run.content, err = domain.TextContent(strings.Repeat("x", opts.ContentBytes), 0); err != nil {
 		return BenchWriteResult{}, fmt.Errorf("bench write: %w", err)
 	}
-	var (
-		budget   = int64(opts.Count)
-		claimed  atomic.Int64
-		sends    atomic.Int64
-		failures atomic.Int64
-		firstErr atomic.Pointer[error]
-		mu       sync.Mutex
-		all      = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-		wg       sync.WaitGroup
-	)
 	start := time.Now()
-	deadline := start.Add(opts.Duration)
-	more := func() bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		if budget > 0 {
-			return claimed.Add(1) <= budget
-		}
-		return time.Now().Before(deadline)
-	}
+	run.deadline = start.Add(opts.Duration)
+	var wg sync.WaitGroup
 	for s := range opts.Senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-			cmd := SendMessage{Tenant: opts.Tenant, From: domain.UserID(s + 1), MsgType: domain.MsgText, Content: content}
-			for n := 0; more(); n++ {
-				cmd.Topic = topics[(s+n)%len(topics)]
-				cmd.ClientMsgID, _ = domain.NewClientMsgID(opts.RunID + "-" + strconv.Itoa(s) + "-" + strconv.Itoa(n))
-				t0 := time.Now()
-				_, err := h.Handle(ctx, cmd)
-				if err != nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-					continue
-				}
-				_ = hist.RecordValue(time.Since(t0).Microseconds())
-				sends.Add(1)
-			}
-			mu.Lock()
-			all.Merge(hist)
-			mu.Unlock()
+			run.sender(ctx, s)
 		}()
 	}
 	wg.Wait()
 	res := BenchWriteResult{
-		Sends:   sends.Load(),
-		Errors:  failures.Load(),
+		Sends:   run.sends.Load(),
+		Errors:  run.failures.Load(),
 		Elapsed: time.Since(start),
-		P50:     time.Duration(all.ValueAtQuantile(50)) * time.Microsecond,
-		P99:     time.Duration(all.ValueAtQuantile(99)) * time.Microsecond,
-		Max:     time.Duration(all.Max()) * time.Microsecond,
+		P50:     time.Duration(run.all.ValueAtQuantile(50)) * time.Microsecond,
+		P99:     time.Duration(run.all.ValueAtQuantile(99)) * time.Microsecond,
+		Max:     time.Duration(run.all.Max()) * time.Microsecond,
 	}
-	if p := firstErr.Load(); p != nil {
+	if p := run.firstErr.Load(); p != nil {
 		res.FirstError = *p
 	}
 	res.SendsPerSec = float64(res.Sends) / res.Elapsed.Seconds()
 	return res, nil
+}
+
+// benchRun is the shared state of one BenchWrite.
+type benchRun struct {
+	h        MessageSender
+	opts     BenchWriteOptions
+	topics   []domain.Topic
+	content  domain.Content
+	deadline time.Time
+
+	claimed  atomic.Int64 // sends started, against opts.Count
+	sends    atomic.Int64
+	failures atomic.Int64
+	firstErr atomic.Pointer[error]
+	mu       sync.Mutex // guards all
+	all      *hdrhistogram.Histogram
+}
+
+// newLatencyHistogram records microseconds from 1 µs to a minute with 3 significant digits.
+func newLatencyHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+}
+
+// more reports whether another send should start.
+func (r *benchRun) more(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if r.opts.Count > 0 {
+		return r.claimed.Add(1) <= int64(r.opts.Count)
+	}
+	return time.Now().Before(r.deadline)
+}
+
+// sender is one sender's loop: user s+1 cycling through the topics.
+func (r *benchRun) sender(ctx context.Context, s int) {
+	hist := newLatencyHistogram()
+	cmd := SendMessage{Tenant: r.opts.Tenant, From: domain.UserID(s + 1), MsgType: domain.MsgText, Content: r.content}
+	for n := 0; r.more(ctx); n++ {
+		cmd.Topic = r.topics[(s+n)%len(r.topics)]
+		cmd.ClientMsgID, _ = domain.NewClientMsgID(r.opts.RunID + "-" + strconv.Itoa(s) + "-" + strconv.Itoa(n))
+		t0 := time.Now()
+		if _, err := r.h.Handle(ctx, cmd); err != nil {
+			r.failures.Add(1)
+			r.firstErr.CompareAndSwap(nil, &err)
+			continue
+		}
+		_ = hist.RecordValue(time.Since(t0).Microseconds())
+		r.sends.Add(1)
+	}
+	r.mu.Lock()
+	r.all.Merge(hist)
+	r.mu.Unlock()
 }

@@ -167,22 +167,28 @@ func TestRedisLosingItsKeysMidRun(t *testing.T) {
 	// The counters and claims are gone again: resending early messages is answered by the event
 	// store's idempotency index with the original seq, and nothing new is written.
 	e.loseRedisKeys(t)
-	for _, a := range answers[:20] {
+	checkResendsAreDuplicates(t, e, answers[:20])
+	if n := e.countEvents(t); n != senders*perSender {
+		t.Errorf("%d events stored, want %d", n, senders*perSender)
+	}
+}
+
+// checkResendsAreDuplicates sends each answered message again and expects the first answer.
+func checkResendsAreDuplicates(t *testing.T, e *sendEnv, answers []sent) {
+	t.Helper()
+	for _, a := range answers {
 		var from domain.UserID
 		var cmid string
 		if _, err := fmt.Sscanf(a.key, "%d:%s", &from, &cmid); err != nil {
 			t.Fatal(err)
 		}
-		res, err := e.h.Handle(ctx, e.cmd(t, a.topic, from, cmid, "x"))
+		res, err := e.h.Handle(testCtx(t), e.cmd(t, a.topic, from, cmid, "x"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !res.Duplicate || res.Seq != a.res.Seq || res.MessageID != a.res.MessageID {
 			t.Errorf("resend of %s = %+v, want duplicate of %+v", a.key, res, a.res)
 		}
-	}
-	if n := e.countEvents(t); n != senders*perSender {
-		t.Errorf("%d events stored, want %d", n, senders*perSender)
 	}
 }
 
