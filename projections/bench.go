@@ -1,0 +1,181 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/transport/kafka"
+)
+
+// BenchLiveOptions configures BenchLive.
+type BenchLiveOptions struct {
+	// Config is the projector configuration; Kafka.Brokers is required. The topics are created
+	// if missing.
+	Config Config
+	// Postgres holds the parking tables (EnsureSchema is run).
+	Postgres *pgxpool.Pool
+	// Store is the MySQL message store; Tenant must be provisioned in it.
+	Store MessageStore
+	// Tenant receives the events. Use a fresh tenant: the benchmark writes into its live tables.
+	Tenant domain.TenantID
+	// Events is how many group messages are sent. Default 200000.
+	Events int
+	// Topics is how many group conversations they are spread over. Default 100.
+	Topics int
+	// Out receives progress and the result. Nil discards.
+	Out io.Writer
+	// Logger receives the projector's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// BenchResult is a throughput measurement.
+type BenchResult struct {
+	Events   int
+	Duration time.Duration
+	// PerSecond is Events / Duration.
+	PerSecond float64
+}
+
+func (r BenchResult) String() string {
+	return fmt.Sprintf("%d events in %s: %.0f events/s", r.Events, r.Duration.Round(time.Millisecond), r.PerSecond)
+}
+
+// BenchLive measures the live messages-mysql projection: it publishes Events group-message
+// events over Topics conversations to Kafka (not timed), then runs a projector in a consumer
+// group of its own from the oldest offset and times it from start until every event is in MySQL.
+// The time includes joining the consumer group.
+func BenchLive(ctx context.Context, o BenchLiveOptions) (BenchResult, error) {
+	if o.Events <= 0 {
+		o.Events = 200_000
+	}
+	if o.Topics <= 0 {
+		o.Topics = 100
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Postgres == nil || o.Store == nil || o.Tenant.IsZero() {
+		return BenchResult{}, errors.New("projections: bench: postgres, store and tenant are required")
+	}
+	if err := EnsureSchema(ctx, o.Postgres); err != nil {
+		return BenchResult{}, err
+	}
+	if err := tkafka.EnsureTopics(ctx, o.Config.Kafka); err != nil {
+		return BenchResult{}, err
+	}
+	fmt.Fprintf(o.Out, "publishing %d group-message events over %d topics\n", o.Events, o.Topics)
+	if err := publishBenchEvents(o.Config.Kafka, o.Tenant, o.Events, o.Topics); err != nil {
+		return BenchResult{}, err
+	}
+	group := "imledger.bench.messages.mysql." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	o.Config.InitialOffset = OffsetOldest
+	p, err := NewProjector(o.Config, Deps{Postgres: o.Postgres, Logger: o.Logger}, MessagesMySQL(o.Store, group))
+	if err != nil {
+		return BenchResult{}, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.Run(runCtx) }()
+	fmt.Fprintf(o.Out, "projecting in consumer group %s\n", group)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := start
+	for int(p.Metrics().Applied(group)) < o.Events {
+		select {
+		case err := <-done:
+			return BenchResult{}, fmt.Errorf("projections: bench: projector stopped: %v", err)
+		case <-ctx.Done():
+			return BenchResult{}, ctx.Err()
+		case now := <-tick.C:
+			if now.Sub(lastReport) >= 2*time.Second {
+				lastReport = now
+				fmt.Fprintf(o.Out, "  %d/%d applied after %s\n", int(p.Metrics().Applied(group)), o.Events, now.Sub(start).Round(time.Millisecond))
+			}
+		}
+	}
+	d := time.Since(start)
+	cancel()
+	<-done
+	res := BenchResult{Events: o.Events, Duration: d, PerSecond: float64(o.Events) / d.Seconds()}
+	fmt.Fprintf(o.Out, "live projection into MySQL: %s\n", res)
+	return res, nil
+}
+
+// benchEvents builds n group-message sent events over topics conversations, seqs in order.
+func benchEvents(tenant domain.TenantID, n, topics int, each func(domain.Envelope) error) error {
+	content, _ := json.Marshal("benchmark message with a little bit of text in it")
+	for i := 0; i < n; i++ {
+		g := int64(i%topics + 1)
+		seq := int64(i/topics + 1)
+		topic := "grp" + strconv.FormatInt(g, 10)
+		env, err := domain.NewEnvelope(tenant, topic, seq, domain.EventGroupMessageSent,
+			domain.Actor{Type: domain.ActorUser, ID: strconv.FormatInt(g, 10)},
+			domain.MessageSent{MessageID: topic + "-" + strconv.FormatInt(seq, 10), Topic: topic, GroupID: g, Seq: seq,
+				From: domain.UserID(1 + i%50), ClientMsgID: "b" + strconv.Itoa(i), MsgType: domain.MsgText,
+				Content: content, SentAt: time.Now().UTC()})
+		if err != nil {
+			return err
+		}
+		if err := each(env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func publishBenchEvents(kcfg tkafka.Config, tenant domain.TenantID, n, topics int) error {
+	producer, err := tkafka.NewSyncProducer(kcfg)
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	topic := kcfg.Topic(tkafka.TopicGroupMessagePersist)
+	batch := make([]*sarama.ProducerMessage, 0, 5000)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := producer.SendMessages(batch)
+		batch = batch[:0]
+		return err
+	}
+	err = benchEvents(tenant, n, topics, func(env domain.Envelope) error {
+		value, err := json.Marshal(env)
+		if err != nil {
+			return err
+		}
+		batch = append(batch, &sarama.ProducerMessage{Topic: topic,
+			Key:   sarama.StringEncoder(tenant.String() + ":" + env.StreamID),
+			Value: sarama.ByteEncoder(value),
+			Headers: []sarama.RecordHeader{{Key: []byte("event_id"), Value: []byte(env.EventID.String())},
+				{Key: []byte("event_type"), Value: []byte(env.EventType)},
+				{Key: []byte("tenant_id"), Value: []byte(tenant.String())},
+				{Key: []byte("stream_version"), Value: []byte(strconv.FormatInt(env.StreamVersion, 10))}}})
+		if len(batch) == cap(batch) {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("projections: bench: publish: %w", err)
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("projections: bench: publish: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package projections_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/imledger/imledger/projections"
+)
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func benchEvents() int {
+	if n, err := strconv.Atoi(os.Getenv("IM_BENCH_EVENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 200_000
+}
+
+// BenchmarkLive runs projections.BenchLive once against the local MariaDB and an embedded Kafka
+// broker: go test -run '^$' -bench Live -benchtime 1x ./projections/
+func BenchmarkLive(b *testing.B) {
+	h := newHarness(b)
+	m := newMySQL(b)
+	tn := m.tenant("benchlive")
+	cfg := h.config()
+	// Topics of the benchmark are created with IM_BENCH_PARTITIONS partitions (default 12, the
+	// transport/kafka default); the live projection's parallelism is one event per partition.
+	cfg.Kafka.TopicPrefix = "bench."
+	cfg.Kafka.Partitions = int32(envInt("IM_BENCH_PARTITIONS", 12))
+	cfg.Batch.Flushers = envInt("IM_BENCH_FLUSHERS", 0)
+	for i := 0; i < b.N; i++ {
+		res, err := projections.BenchLive(testCtx(b), projections.BenchLiveOptions{Config: cfg, Postgres: h.pool,
+			Store: m.store, Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.PerSecond, "events/s")
+	}
+}
+
+type benchWriter struct{ b *testing.B }
+
+func (w benchWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return len(p), nil }
+
+func benchOut(b *testing.B) benchWriter { return benchWriter{b} }
