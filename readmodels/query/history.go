@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
 
@@ -52,7 +53,7 @@ type HistoryPage struct {
 // page's span is cached, or is a hole that MySQL confirms, no cached message was recalled behind
 // the cache's back, and viewer deleted nothing in the span. Those checks are one MySQL query of
 // index-only lookups, no message content; anything unsure reads the page from MySQL. A Redis
-// failure is logged and answered from MySQL. Errors: a bad query wraps domain.ErrInvalid; MySQL
+// failure is logged and answered from MySQL, and Redis is left alone for RedisBackoff. Errors: a bad query wraps domain.ErrInvalid; MySQL
 // unreachable, domain.ErrRetryable; an unprovisioned tenant, domain.ErrNotFound.
 func (r *Reader) History(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (HistoryPage, error) {
 	if topic.IsZero() || q.AfterSeq < 0 || q.BeforeSeq < 0 || q.Limit < 0 {
@@ -62,10 +63,10 @@ func (r *Reader) History(ctx context.Context, tenant domain.TenantID, topic doma
 		q.Limit = DefaultLimit
 	}
 	q.Limit = min(q.Limit, MaxLimit)
-	if r.hot != nil && topic.Kind() == domain.TopicGroup {
-		page, ok, err := r.historyFromHot(ctx, tenant, topic, viewer, q)
+	if h := r.hotStore(); h != nil && topic.Kind() == domain.TopicGroup {
+		page, ok, err := r.historyFromHot(ctx, h, tenant, topic, viewer, q)
 		if err != nil {
-			r.log.WarnContext(ctx, "hot history unavailable, reading MySQL", "tenant_id", tenant.String(), "topic", topic.String(), "error", err)
+			r.redisFailed(ctx, tenant, "history of "+topic.String(), err)
 		} else if ok {
 			return page, nil
 		}
@@ -93,14 +94,14 @@ func (r *Reader) historyFromMySQL(ctx context.Context, tenant domain.TenantID, t
 
 // historyFromHot returns the page from Redis when it is provably complete; ok is false when MySQL
 // must answer. A non-nil error is a Redis failure.
-func (r *Reader) historyFromHot(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (page HistoryPage, ok bool, err error) {
+func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (page HistoryPage, ok bool, err error) {
 	newest := q.AfterSeq == 0
 	lo, hi := q.AfterSeq+1, int64(math.MaxInt64)
 	if q.BeforeSeq > 0 {
 		hi = q.BeforeSeq - 1
 	}
 	// One entry beyond the page tells whether there is more.
-	w, err := r.hot.Window(ctx, tenant, topic, lo, hi, q.Limit+1, newest)
+	w, err := h.Window(ctx, tenant, topic, lo, hi, q.Limit+1, newest)
 	if err != nil {
 		return page, false, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -348,9 +349,24 @@ func TestRedisDownReadsMySQL(t *testing.T) {
 	t.Parallel()
 	ctx, f := setup(t)
 	f.both(ctx, t, rmtest.Sent(t, f.tenant, "grp7", 1, 10, "m"), rmtest.Sent(t, f.tenant, "grp7", 2, 10, "m"))
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = dead.Close() })
-	h, err := hot.NewStore(dead, hot.Config{Prefix: f.prefix}, nil)
+	// A Redis that accepts connections and never answers: every command runs into the timeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	hung := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ReadTimeout: 400 * time.Millisecond, WriteTimeout: 400 * time.Millisecond})
+	t.Cleanup(func() { _ = hung.Close() })
+	h, err := hot.NewStore(hung, hot.Config{Prefix: f.prefix}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +375,19 @@ func TestRedisDownReadsMySQL(t *testing.T) {
 	if err != nil || p.Source != query.SourceMySQL || seqs(p) != "1,2" {
 		t.Fatalf("history with Redis down: %+v %v", p, err)
 	}
+	// Within the backoff Redis is not asked again, so the timeout is not paid again.
+	start := time.Now()
 	if n, err := r.Unread(ctx, f.tenant, 20, rmtest.Topic(t, "grp7")); err != nil || n != 2 {
 		t.Fatalf("unread with Redis down: %d %v", n, err)
 	}
 	if total, _, err := r.UnreadTotal(ctx, f.tenant, 10); err != nil || total != 0 {
 		t.Fatalf("unread total with Redis down: %d %v", total, err)
+	}
+	if _, err := r.History(ctx, f.tenant, rmtest.Topic(t, "grp7"), 20, query.HistoryQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 400*time.Millisecond {
+		t.Fatalf("queries after a Redis failure took %v: Redis was asked again", d)
 	}
 }
 

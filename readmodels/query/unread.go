@@ -75,8 +75,9 @@ func (r *Reader) UnreadTotal(ctx context.Context, tenant domain.TenantID, user d
 	return total, per, nil
 }
 
-// cacheUse is the Redis side of one query. After the first Redis failure it stops using Redis
-// for the rest of the query, so a Redis outage costs one timeout per query, not one per topic.
+// cacheUse is the Redis side of one query. After a Redis failure it stops using Redis for the
+// rest of the query (and the Reader for RedisBackoff), so an outage costs one timeout, not one
+// per topic.
 type cacheUse struct {
 	r      *Reader
 	hot    *hot.Store // nil: answer from MySQL only
@@ -84,11 +85,11 @@ type cacheUse struct {
 }
 
 func (r *Reader) cache(tenant domain.TenantID) *cacheUse {
-	return &cacheUse{r: r, hot: r.hot, tenant: tenant}
+	return &cacheUse{r: r, hot: r.hotStore(), tenant: tenant}
 }
 
 func (c *cacheUse) failed(ctx context.Context, what string, err error) {
-	c.r.log.WarnContext(ctx, "redis unavailable, reading MySQL", "tenant_id", c.tenant.String(), "what", what, "error", err)
+	c.r.redisFailed(ctx, c.tenant, what, err)
 	c.hot = nil
 }
 
