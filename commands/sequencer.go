@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"time"
@@ -276,7 +277,7 @@ func (h *SendMessageHandler) seed(ctx context.Context, reqs []*sendRequest) erro
 func (h *SendMessageHandler) commit(ctx context.Context, reqs []*sendRequest) []*sendRequest {
 	var committed []*sendRequest
 	for attempt := 1; len(reqs) > 0; attempt++ {
-		events, reqs2 := h.envelopes(reqs)
+		events, reqs2 := h.envelopes(ctx, reqs)
 		reqs = reqs2
 		if len(reqs) == 0 {
 			break
@@ -314,14 +315,14 @@ func (h *SendMessageHandler) commit(ctx context.Context, reqs []*sendRequest) []
 
 // envelopes builds the sent event of every request at its current seq. The message id (= event
 // id) and send time are chosen once per request and kept when a new seq is needed. A request
-// whose envelope cannot be built is answered with the error and left out.
-func (h *SendMessageHandler) envelopes(reqs []*sendRequest) ([]domain.Envelope, []*sendRequest) {
+// whose envelope cannot be built is abandoned and left out.
+func (h *SendMessageHandler) envelopes(ctx context.Context, reqs []*sendRequest) ([]domain.Envelope, []*sendRequest) {
 	events := make([]domain.Envelope, 0, len(reqs))
-	kept := reqs[:0]
+	kept := make([]*sendRequest, 0, len(reqs))
 	for _, r := range reqs {
 		e, err := r.envelope()
 		if err != nil {
-			r.fail(err)
+			h.abandon(ctx, []*sendRequest{r}, fmt.Errorf("build message event: %w", err))
 			continue
 		}
 		events = append(events, e)
