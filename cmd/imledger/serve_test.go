@@ -269,3 +269,72 @@ func consume(t *testing.T, brokers []string, topic string, want int) []*kgo.Reco
 	}
 	return recs
 }
+
+// TestServeShutdownKeepsEveryAcknowledgedSend stops the node while clients are sending: every
+// send answered 201 must be in the event store, and no request may fail with a server error.
+func TestServeShutdownKeepsEveryAcknowledgedSend(t *testing.T) {
+	t.Parallel()
+	base, dbURL, _, stop := startServe(t, nil)
+	type ack struct{ id, status string }
+	acks := make(chan ack, 100000)
+	done := make(chan struct{})
+	client := &http.Client{Timeout: 15 * time.Second}
+	for s := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; ; i++ {
+				body := fmt.Sprintf(`{"client_msg_id":"s%d-%d","content":"x"}`, s, i)
+				req, _ := http.NewRequest(http.MethodPost, base+"/v1/im/topics/grp"+fmt.Sprint(s%3+1)+"/messages", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-IM-Tenant", "demo")
+				req.Header.Set("X-IM-User", fmt.Sprint(s+1))
+				resp, err := client.Do(req)
+				if err != nil {
+					return // the listener is closed
+				}
+				var env struct {
+					Data struct {
+						MessageID string `json:"message_id"`
+					} `json:"data"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&env)
+				resp.Body.Close()
+				acks <- ack{id: env.Data.MessageID, status: fmt.Sprint(resp.StatusCode)}
+			}
+		}()
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop under load: %v", err)
+	}
+	for range 8 {
+		<-done
+	}
+	close(acks)
+	var ids []string
+	for a := range acks {
+		if a.status != "201" {
+			t.Errorf("a send during shutdown got %s", a.status)
+			continue
+		}
+		ids = append(ids, a.id)
+	}
+	if len(ids) == 0 {
+		t.Fatal("no send was acknowledged before shutdown; the test proves nothing")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var stored int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM events WHERE event_id::text = ANY($1)", ids).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != len(ids) {
+		t.Fatalf("%d sends were acknowledged, %d of them are in the event store", len(ids), stored)
+	}
+	t.Logf("%d sends acknowledged before shutdown, all stored", len(ids))
+}
