@@ -49,3 +49,21 @@ type benchWriter struct{ b *testing.B }
 func (w benchWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return len(p), nil }
 
 func benchOut(b *testing.B) benchWriter { return benchWriter{b} }
+
+// BenchmarkRebuild runs projections.BenchRebuild once against the local Postgres and MariaDB:
+// go test -run '^$' -bench Rebuild -benchtime 1x ./projections/
+func BenchmarkRebuild(b *testing.B) {
+	h := newHarness(b)
+	m := newMySQL(b)
+	tn := m.tenant("benchrebuild")
+	store := newEventStore(b, h.pool)
+	for i := 0; i < b.N; i++ {
+		res, err := projections.BenchRebuild(testCtx(b), projections.BenchRebuildOptions{
+			Deps:   projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
+			Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.PerSecond, "events/s")
+	}
+}

@@ -23,10 +23,11 @@ type MessageStore interface {
 	Apply(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables msgstore.Tables, events []domain.Envelope) (int, error)
 }
 
-// HotStore is what the messages-hot projection needs of readmodels/hot: Apply writes one event
-// to Redis and is idempotent by construction.
+// HotStore is what the messages-hot projection needs of readmodels/hot: ApplyBatch writes a
+// batch of one tenant's events to Redis in order and is idempotent by construction; an event
+// that does not decode fails with domain.ErrInvalid after the events before it were applied.
 type HotStore interface {
-	Apply(ctx context.Context, tenant domain.TenantID, env domain.Envelope) error
+	ApplyBatch(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (applied int, err error)
 }
 
 // isMessageEvent reports whether t is an event of a conversation's message log (sent, recalled,
@@ -120,13 +121,9 @@ func MessagesHot(store HotStore, group string) Projection {
 type hotApplier struct{ store HotStore }
 
 func (a hotApplier) Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
-	for i, e := range events {
-		if err := a.store.Apply(ctx, tenant, e); err != nil {
-			if errors.Is(err, domain.ErrInvalid) {
-				return i, permanent(ReasonBadEvent, err)
-			}
-			return i, err
-		}
+	n, err := a.store.ApplyBatch(ctx, tenant, events)
+	if err != nil && errors.Is(err, domain.ErrInvalid) && !errors.Is(err, domain.ErrRetryable) {
+		return n, permanent(ReasonBadEvent, err)
 	}
-	return len(events), nil
+	return n, err
 }

@@ -252,10 +252,8 @@ func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o Rebuild
 	bar := newBar(o.Progress, total, "rebuild hot "+t.String())
 	var read int64
 	err = r.readPages(ctx, t, 0, o.BatchSize, func(page []domain.Envelope) error {
-		for _, e := range page {
-			if err := r.d.Hot.Apply(ctx, t, e); err != nil {
-				return fmt.Errorf("apply event %s: %w", e.EventID, err)
-			}
+		if _, err := r.d.Hot.ApplyBatch(ctx, t, page); err != nil {
+			return err
 		}
 		read += int64(len(page))
 		if bar != nil {

@@ -1,0 +1,115 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
+)
+
+// EventAppender writes events at their own stream versions (commands/eventstore.Store).
+type EventAppender interface {
+	AppendBatch(ctx context.Context, events []domain.Envelope) ([]eventstore.AppendResult, error)
+}
+
+// BenchRebuildOptions configures BenchRebuild.
+type BenchRebuildOptions struct {
+	// Deps are the rebuild's collaborators; Events must also be an EventAppender to seed.
+	Deps RebuildDeps
+	// Tenant is rebuilt; it must be provisioned. Use a fresh tenant.
+	Tenant domain.TenantID
+	// Events is how many group messages the tenant's history holds. If it has fewer message
+	// events, the missing ones are appended first (not timed). Default 200000.
+	Events int
+	// Topics is how many group conversations seeded events are spread over. Default 100.
+	Topics int
+	// BatchSize is RebuildOptions.BatchSize.
+	BatchSize int
+	// Out receives progress and the result; nil discards.
+	Out io.Writer
+}
+
+// BenchRebuild measures Rebuild of messages-mysql for one tenant from the event store and
+// returns its throughput in events read and applied per second.
+func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, error) {
+	if o.Events <= 0 {
+		o.Events = 200_000
+	}
+	if o.Topics <= 0 {
+		o.Topics = 100
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Deps.Logger == nil {
+		o.Deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	rb, err := NewRebuilder(o.Deps)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	appender, ok := o.Deps.Events.(EventAppender)
+	if !ok {
+		return BenchResult{}, errors.New("projections: bench: the event reader cannot append")
+	}
+	have, err := o.Deps.Events.Count(ctx, eventstore.Filter{Tenant: o.Tenant, EventTypes: messageEventTypes()})
+	if err != nil {
+		return BenchResult{}, err
+	}
+	if missing := o.Events - int(have); missing > 0 {
+		fmt.Fprintf(o.Out, "appending %d group-message events over %d topics to the event store\n", missing, o.Topics)
+		if err := seedEvents(ctx, appender, o.Tenant, missing, o.Topics); err != nil {
+			return BenchResult{}, err
+		}
+	}
+	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", ProjectionMessagesMySQL, o.Tenant)
+	start := time.Now()
+	res, err := rb.Rebuild(ctx, RebuildOptions{Projection: ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Out, BatchSize: o.BatchSize})
+	if err != nil {
+		return BenchResult{}, err
+	}
+	d := time.Since(start)
+	out := BenchResult{Events: int(res.Events), Duration: d, PerSecond: float64(res.Events) / d.Seconds()}
+	fmt.Fprintf(o.Out, "rebuild from the event store into MySQL: %s\n", out)
+	return out, nil
+}
+
+// seedEvents appends n group-message events of a fresh history (seqs from 1 per topic).
+func seedEvents(ctx context.Context, s EventAppender, tenant domain.TenantID, n, topics int) error {
+	batch := make([]domain.Envelope, 0, 1000)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := s.AppendBatch(ctx, batch)
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			if r.Status != eventstore.Appended {
+				return fmt.Errorf("append %s/%d: %s (seed a fresh tenant)", batch[i].StreamID, batch[i].StreamVersion, r.Status)
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	err := benchEvents(tenant, n, topics, func(e domain.Envelope) error {
+		batch = append(batch, e)
+		if len(batch) == cap(batch) {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("projections: bench: seed event store: %w", err)
+	}
+	return nil
+}
