@@ -314,3 +314,44 @@ func mustTopic(t *testing.T, s string) domain.Topic {
 	}
 	return topic
 }
+
+// TestRunKeepsQuietSessionsOnline: a session that never touches stays online while Run runs,
+// a logged-out one is not brought back, and everything lapses within TTL once Run stops (the
+// node died).
+func TestRunKeepsQuietSessionsOnline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, presence.Config{TTL: time.Second, TouchInterval: 300 * time.Millisecond})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	grp, _ := domain.GroupTopic(3)
+	quiet := login(t, e.a, 1, "quiet")
+	if err := quiet.Join(ctx, grp); err != nil {
+		t.Fatal(err)
+	}
+	gone := login(t, e.a, 2, "gone")
+	if err := gone.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.a.Run(ctx) }()
+	time.Sleep(2500 * time.Millisecond)
+	if p := get(t, e.b, 1); !p.Online {
+		t.Fatalf("quiet session lapsed while Run was running: %+v", p)
+	}
+	if nodes, _ := e.b.NodesForTopic(testCtx(t), acme, grp); !slices.Equal(nodes, []string{"node-a"}) {
+		t.Errorf("nodes = %v, want [node-a]", nodes)
+	}
+	if p := get(t, e.b, 2); p.Online {
+		t.Errorf("logged-out session came back: %+v", p)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v", err)
+	}
+	stopped := time.Now()
+	for get(t, e.b, 1).Online {
+		if time.Since(stopped) > 1500*time.Millisecond {
+			t.Fatal("still online 1.5 s after Run stopped, TTL is 1 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

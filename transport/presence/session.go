@@ -46,6 +46,7 @@ func (st *Store) Login(ctx context.Context, in LoginInfo) (*Session, error) {
 	s := &Session{st: st, tenant: in.Tenant, user: in.User, id: in.SessionID, ua: in.UA,
 		topics: map[string]domain.Topic{}, lastTouch: time.Now()}
 	st.addLocalUser(userKey{in.Tenant, in.User})
+	st.addSession(s)
 	err := st.pipelined(ctx, func(p redis.Pipeliner) {
 		s.writeOnline(ctx, p, st.cfg.NodeID, in.UA)
 	})
@@ -67,25 +68,38 @@ func (s *Session) writeOnline(ctx context.Context, p redis.Pipeliner, node, ua s
 
 // Touch refreshes the session's TTLs and those of its topic memberships. It is cheap to call on
 // every inbound frame: it writes at most once per TouchInterval and otherwise returns at once.
+// Store.Run refreshes sessions that send nothing.
 func (s *Session) Touch(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed || time.Since(s.lastTouch) < s.st.cfg.TouchInterval {
-		s.mu.Unlock()
+	topics, due := s.due(time.Now())
+	if !due {
 		return nil
 	}
-	s.lastTouch = time.Now()
+	err := s.st.pipelined(ctx, func(p redis.Pipeliner) { s.writeRefresh(ctx, p, topics) })
+	return s.fail(ctx, "touch", err)
+}
+
+// due reports whether the session should be refreshed at now, and if so marks it refreshed and
+// returns its topics.
+func (s *Session) due(now time.Time) ([]domain.Topic, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || now.Sub(s.lastTouch) < s.st.cfg.TouchInterval {
+		return nil, false
+	}
+	s.lastTouch = now
 	topics := make([]domain.Topic, 0, len(s.topics))
 	for _, t := range s.topics {
 		topics = append(topics, t)
 	}
-	s.mu.Unlock()
-	err := s.st.pipelined(ctx, func(p redis.Pipeliner) {
-		s.writeOnline(ctx, p, s.st.cfg.NodeID, s.ua)
-		for _, t := range topics {
-			s.writeJoin(ctx, p, t)
-		}
-	})
-	return s.fail(ctx, "touch", err)
+	return topics, true
+}
+
+// writeRefresh queues the session's online script, node set and topic memberships.
+func (s *Session) writeRefresh(ctx context.Context, p redis.Pipeliner, topics []domain.Topic) {
+	s.writeOnline(ctx, p, s.st.cfg.NodeID, s.ua)
+	for _, t := range topics {
+		s.writeJoin(ctx, p, t)
+	}
 }
 
 // Join records the session as an online member of topic on this node. Joining a topic twice
@@ -154,6 +168,7 @@ func (s *Session) Logout(ctx context.Context) error {
 	s.topics = nil
 	s.mu.Unlock()
 	st := s.st
+	st.dropSession(s)
 	lastHere := st.dropLocalUser(userKey{s.tenant, s.user})
 	err := st.pipelined(ctx, func(p redis.Pipeliner) {
 		for _, t := range leave {

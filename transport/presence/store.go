@@ -59,6 +59,7 @@ type Store struct {
 	errs *prometheus.CounterVec
 
 	mu          sync.Mutex
+	sessions    map[*Session]struct{}
 	localUsers  map[userKey]int
 	localTopics map[topicUserKey]int
 }
@@ -94,6 +95,7 @@ func New(deps Deps, cfg Config) (*Store, error) {
 			Name: "imledger_presence_redis_errors_total",
 			Help: "Presence operations that failed because Redis did not answer, by operation.",
 		}, []string{"op"}),
+		sessions:    map[*Session]struct{}{},
 		localUsers:  map[userKey]int{},
 		localTopics: map[topicUserKey]int{},
 	}
@@ -187,6 +189,18 @@ func (s *Store) pipelined(ctx context.Context, fn func(redis.Pipeliner)) error {
 	}
 	_, err = s.rdb.Pipelined(ctx, run)
 	return err
+}
+
+func (s *Store) addSession(sess *Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions[sess] = struct{}{}
+}
+
+func (s *Store) dropSession(sess *Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, sess)
 }
 
 // addLocalUser counts a session of user on this node and reports whether it is the first.
