@@ -1,0 +1,112 @@
+package ws
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Config configures a Gateway. The zero value is usable.
+type Config struct {
+	// MaxFrameSize bounds one client message (all its fragments), in bytes. A larger one is
+	// answered with ctrl 413 frame_too_large and a close 1009. Default 64 KiB.
+	MaxFrameSize int64 `koanf:"max_frame_size"`
+	// MaxContentBytes bounds a pub's content. Default domain.DefaultMaxContentBytes.
+	MaxContentBytes int `koanf:"max_content_bytes"`
+	// SendQueueSize is each session's outbound queue, in frames. A session whose queue is full
+	// when a frame is due is disconnected: nobody waits for a slow client. Default 256.
+	SendQueueSize int `koanf:"send_queue_size"`
+	// WriteTimeout bounds one write to a client. Default 10 s.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// IdleTimeout closes a connection that sent no frame (a ping counts) for this long. Clients
+	// should ping at least every IdleTimeout/2. Default 60 s.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// LoginTimeout closes a connection that has not logged in this long after connecting.
+	// Default 30 s.
+	LoginTimeout time.Duration `koanf:"login_timeout"`
+	// RequestTimeout bounds the work of one client frame (a send, a history page). Default 10 s.
+	RequestTimeout time.Duration `koanf:"request_timeout"`
+	// CloseGrace is how long a closing connection waits for the client's close frame before the
+	// socket is closed. Default 1 s.
+	CloseGrace time.Duration `koanf:"close_grace"`
+	// HandshakeTimeout bounds writing the upgrade response. Default 5 s.
+	HandshakeTimeout time.Duration `koanf:"handshake_timeout"`
+	// AllowedOrigins lists the browser origins allowed to connect, as "https://app.example.com"
+	// or "https://*.example.com"; "*" allows any. Empty means the page's own host only: the
+	// Origin's host must equal the request's Host. A request without an Origin header (a
+	// non-browser client) is always allowed; it needs a token anyway.
+	AllowedOrigins []string `koanf:"allowed_origins"`
+	// MaxTopicsPerSession bounds the topics one connection may subscribe to. Default 1000.
+	MaxTopicsPerSession int `koanf:"max_topics_per_session"`
+	// HistoryDefaultLimit is a get's page size when it names none. Default 50.
+	HistoryDefaultLimit int `koanf:"history_default_limit"`
+	// HistoryMaxLimit caps a get's page size; it must leave room in the send queue. Default 100.
+	HistoryMaxLimit int `koanf:"history_max_limit"`
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = 64 << 10
+	}
+	if c.MaxContentBytes == 0 {
+		c.MaxContentBytes = domain.DefaultMaxContentBytes
+	}
+	if c.SendQueueSize == 0 {
+		c.SendQueueSize = 256
+	}
+	setDuration(&c.WriteTimeout, 10*time.Second)
+	setDuration(&c.IdleTimeout, 60*time.Second)
+	setDuration(&c.LoginTimeout, 30*time.Second)
+	setDuration(&c.RequestTimeout, 10*time.Second)
+	setDuration(&c.CloseGrace, time.Second)
+	setDuration(&c.HandshakeTimeout, 5*time.Second)
+	if c.MaxTopicsPerSession == 0 {
+		c.MaxTopicsPerSession = 1000
+	}
+	if c.HistoryDefaultLimit == 0 {
+		c.HistoryDefaultLimit = 50
+	}
+	if c.HistoryMaxLimit == 0 {
+		c.HistoryMaxLimit = 100
+	}
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+// Validate reports every invalid field at once, with defaults applied.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if c.MaxFrameSize < 1024 {
+		errs = append(errs, fmt.Errorf("ws: max_frame_size %d: want at least 1024", c.MaxFrameSize))
+	}
+	if c.MaxContentBytes <= 0 {
+		errs = append(errs, errors.New("ws: max_content_bytes must be positive"))
+	}
+	if c.SendQueueSize < 8 {
+		errs = append(errs, errors.New("ws: send_queue_size must be at least 8"))
+	}
+	for name, d := range map[string]time.Duration{"write_timeout": c.WriteTimeout, "idle_timeout": c.IdleTimeout,
+		"login_timeout": c.LoginTimeout, "request_timeout": c.RequestTimeout, "close_grace": c.CloseGrace,
+		"handshake_timeout": c.HandshakeTimeout} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("ws: %s must be positive", name))
+		}
+	}
+	if c.MaxTopicsPerSession <= 0 {
+		errs = append(errs, errors.New("ws: max_topics_per_session must be positive"))
+	}
+	if c.HistoryDefaultLimit <= 0 || c.HistoryDefaultLimit > c.HistoryMaxLimit {
+		errs = append(errs, errors.New("ws: history_default_limit must be in [1, history_max_limit]"))
+	}
+	if c.HistoryMaxLimit+2 > c.SendQueueSize {
+		errs = append(errs, errors.New("ws: history_max_limit must leave room in send_queue_size (at most send_queue_size-2)"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,107 @@
+package ws
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/presence"
+)
+
+// TokenVerifier turns a login token into a principal (transport/auth.Signer implements it).
+// Errors wrap auth.ErrTokenInvalid or auth.ErrTokenExpired.
+type TokenVerifier interface {
+	Verify(token string) (auth.Principal, error)
+}
+
+// MessageSender sends a message (commands.SendMessageHandler implements it).
+type MessageSender interface {
+	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+}
+
+// ReadMarker records read and receive marks (commands.MessageOpsHandler implements it).
+type ReadMarker interface {
+	MarkRead(ctx context.Context, cmd commands.MarkRead) (commands.MarkResult, error)
+}
+
+// HistoryQuery selects a page of a topic's messages: seqs after AfterSeq and before BeforeSeq
+// (0 means unbounded), at most Limit of them.
+type HistoryQuery struct {
+	AfterSeq  int64
+	BeforeSeq int64
+	Limit     int
+}
+
+// HistoryPage is a page of messages in seq order. LastSeq is the topic's last seq, so a client
+// knows it caught up even across seq holes; HasMore says whether more messages match.
+type HistoryPage struct {
+	Messages []readmodels.Message
+	LastSeq  int64
+	HasMore  bool
+}
+
+// HistoryReader reads a topic's history as viewer sees it (the readmodels query side).
+type HistoryReader interface {
+	History(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (HistoryPage, error)
+}
+
+// PresenceStore writes this node's sessions' presence (transport/presence.Store implements it).
+type PresenceStore interface {
+	Login(ctx context.Context, in presence.LoginInfo) (*presence.Session, error)
+}
+
+// Publisher delivers a message to a topic's online sessions on every node
+// (transport/fanout.Fanout implements it). Publish must not block.
+type Publisher interface {
+	Publish(m *fanout.Message)
+}
+
+// Policy decides who may subscribe to (and read) a topic, and who may post to it. A refusal is
+// a *domain.DeniedError, answered 403 with its reason; a retryable error is answered 503.
+type Policy interface {
+	CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error
+	CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error
+}
+
+// DefaultPolicy lets anyone subscribe and post to a group topic, and only its two parties to a
+// 1:1 topic; others are refused with reason "not_member". Group membership checks replace it
+// once memberships are queryable.
+type DefaultPolicy struct{}
+
+// CanSubscribe implements Policy.
+func (DefaultPolicy) CanSubscribe(_ context.Context, _ domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	if topic.Kind() == domain.TopicDirect && !topic.Has(user) {
+		return domain.Deny(ReasonNotMember)
+	}
+	return nil
+}
+
+// CanPublish implements Policy.
+func (p DefaultPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	return p.CanSubscribe(ctx, tenant, user, topic)
+}
+
+// Deps are the collaborators of a Gateway.
+type Deps struct {
+	Tokens  TokenVerifier // required
+	Sender  MessageSender // required
+	Marks   ReadMarker    // optional: without it read/recv notes are answered 501
+	History HistoryReader // optional: without it get is answered 501
+	// Presence records sessions and topic members in Redis. Optional: without it nothing is
+	// written and other nodes never learn about this node's sessions.
+	Presence PresenceStore
+	// Hub is this node's topic registry. Default: a new Hub. Pass the Hub given to fanout.New
+	// as its Local deliverer.
+	Hub *Hub
+	// Publisher delivers to every node. Default: the Hub alone (a single node).
+	Publisher  Publisher
+	Policy     Policy                // default DefaultPolicy
+	Logger     *slog.Logger          // default discards
+	Registerer prometheus.Registerer // optional
+}

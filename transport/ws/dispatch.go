@@ -1,0 +1,143 @@
+package ws
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/fanout"
+)
+
+// frameTypes are the client frame types, for metric labels.
+var frameTypes = map[string]bool{"hi": true, "login": true, "sub": true, "leave": true, "pub": true,
+	"get": true, "note": true, "ping": true}
+
+// handle decodes one client message and dispatches it. A message must be a JSON object with
+// exactly one key, the frame type.
+func (s *session) handle(ctx context.Context, payload []byte) {
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &env); err != nil || len(env) != 1 {
+		s.refuse(errCtrl("", http.StatusBadRequest, ReasonBadFrame, "a frame is a JSON object with exactly one key"))
+		return
+	}
+	for typ, body := range env {
+		label := typ
+		if !frameTypes[typ] {
+			label = "unknown"
+		}
+		s.g.metrics.frames.WithLabelValues(label).Inc()
+		ctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
+		s.dispatch(ctx, typ, body)
+		cancel()
+	}
+}
+
+func (s *session) dispatch(ctx context.Context, typ string, body json.RawMessage) {
+	switch typ {
+	case "hi":
+		var f hiFrame
+		if s.decode(body, &f) {
+			s.onHi(f)
+		}
+	case "login":
+		var f loginFrame
+		if s.decode(body, &f) {
+			s.onLogin(ctx, f)
+		}
+	case "sub":
+		var f topicFrame
+		if s.decode(body, &f) {
+			s.onSub(ctx, f)
+		}
+	case "leave":
+		var f topicFrame
+		if s.decode(body, &f) {
+			s.onLeave(ctx, f)
+		}
+	case "pub":
+		var f pubFrame
+		if s.decode(body, &f) {
+			s.onPub(ctx, f)
+		}
+	case "get":
+		var f getFrame
+		if s.decode(body, &f) {
+			s.onGet(ctx, f)
+		}
+	case "note":
+		var f noteFrame
+		if s.decode(body, &f) {
+			s.onNote(ctx, f)
+		}
+	case "ping":
+		var f pingFrame
+		if s.decode(body, &f) {
+			s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusOK, Text: "pong"})
+		}
+	default:
+		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonUnknownFrame, "unknown frame type "+quote(typ)))
+	}
+}
+
+// decode unmarshals a frame body; a body that does not fit is answered 400 bad_frame.
+func (s *session) decode(body json.RawMessage, v any) bool {
+	if err := json.Unmarshal(body, v); err != nil {
+		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonBadFrame, "malformed frame: "+err.Error()))
+		return false
+	}
+	return true
+}
+
+// refuse answers a refused frame and counts it.
+func (s *session) refuse(c ctrl) {
+	s.g.metrics.refused.WithLabelValues(c.Reason).Inc()
+	s.sendCtrl(c)
+}
+
+// fail answers frame id with the mapping of err.
+func (s *session) fail(ctx context.Context, id string, err error) {
+	c := mapError(id, err)
+	if c.Code >= 500 {
+		s.g.log.WarnContext(ctx, "ws: frame failed", "tenant_id", s.tenant.String(), "code", c.Code, "err", err)
+	}
+	s.refuse(c)
+}
+
+// authenticated reports whether the session may act; if not it answers frame id with 401.
+func (s *session) authenticated(id string) bool {
+	switch {
+	case s.user == 0:
+		s.refuse(errCtrl(id, http.StatusUnauthorized, ReasonNotAuthenticated, "login first"))
+		return false
+	case !time.Now().Before(s.expires):
+		s.refuse(errCtrl(id, http.StatusUnauthorized, ReasonTokenExpired, "token expired, login again"))
+		return false
+	}
+	return true
+}
+
+// topicOf parses a frame's topic, answering frame id with 400 when it is bad.
+func (s *session) topicOf(ctx context.Context, id, name string) (domain.Topic, bool) {
+	t, err := domain.ParseTopic(name)
+	if err != nil {
+		s.fail(ctx, id, err)
+		return domain.Topic{}, false
+	}
+	return t, true
+}
+
+// publishPres tells a topic's other sessions that this user came ("on") or went ("off").
+func (s *session) publishPres(t domain.Topic, what string) {
+	s.g.deps.Publisher.Publish(&fanout.Message{Kind: fanout.KindPres, Tenant: s.tenant, Topic: t, From: s.user,
+		What: what, TS: time.Now().UTC(), SkipSession: s.id})
+}
+
+func quote(s string) string {
+	if len(s) > 32 {
+		s = s[:32]
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,229 @@
+package ws
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/transport/fanout"
+)
+
+// ProtocolVersion is the frame protocol version a hi answers with.
+const ProtocolVersion = "1"
+
+// Client frames. Every frame is a JSON object with exactly one key naming its type.
+
+type hiFrame struct {
+	ID  string `json:"id"`
+	Ver string `json:"ver"`
+	UA  string `json:"ua"`
+}
+
+type loginFrame struct {
+	ID    string `json:"id"`
+	Token string `json:"token"`
+}
+
+type topicFrame struct { // sub and leave
+	ID    string `json:"id"`
+	Topic string `json:"topic"`
+}
+
+type pubFrame struct {
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	ClientMsgID string          `json:"client_msg_id"`
+	MsgType     string          `json:"msg_type"`
+	Content     json.RawMessage `json:"content"`
+	Head        json.RawMessage `json:"head"`
+}
+
+type getFrame struct {
+	ID        string   `json:"id"`
+	Topic     string   `json:"topic"`
+	AfterSeq  seqParam `json:"after_seq"`
+	BeforeSeq seqParam `json:"before_seq"`
+	Limit     int      `json:"limit"`
+}
+
+type noteFrame struct {
+	Topic string   `json:"topic"`
+	What  string   `json:"what"`
+	Seq   seqParam `json:"seq"`
+}
+
+type pingFrame struct {
+	ID string `json:"id"`
+}
+
+// seqParam is a seq as a client sends it: a decimal string ("42") as the protocol says, or a
+// JSON number for convenience. Negative values are rejected.
+type seqParam int64
+
+func (s *seqParam) UnmarshalJSON(b []byte) error {
+	b = bytes.Trim(b, `"`)
+	if len(b) == 0 || string(b) == "null" {
+		*s = 0
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 {
+		return errors.New("seq must be a non-negative 64-bit integer")
+	}
+	*s = seqParam(n)
+	return nil
+}
+
+// frameID extracts the "id" of a frame body that did not decode, so the error answer can echo
+// it; "" when there is none.
+func frameID(body json.RawMessage) string {
+	var v struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(v.ID, &id) == nil {
+		return id
+	}
+	return ""
+}
+
+// Server frames.
+
+// ctrl answers a client frame, or reports a session-level error.
+type ctrl struct {
+	ID     string         `json:"id,omitempty"`
+	Code   int            `json:"code"`
+	Text   string         `json:"text"`
+	Reason string         `json:"reason,omitempty"`
+	Params map[string]any `json:"params,omitempty"`
+	TS     string         `json:"ts"`
+}
+
+type presFrame struct {
+	Topic string `json:"topic"`
+	What  string `json:"what"`
+	Src   string `json:"src"`
+}
+
+type infoFrame struct {
+	Topic string `json:"topic"`
+	From  string `json:"from"`
+	What  string `json:"what"`
+	Seq   string `json:"seq,omitempty"`
+}
+
+// timestamp formats t as the protocol's ts: UTC RFC 3339 with milliseconds.
+func timestamp(t time.Time) string {
+	return t.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+func encodeCtrl(c ctrl) []byte {
+	if c.TS == "" {
+		c.TS = timestamp(time.Now())
+	}
+	b, err := json.Marshal(map[string]ctrl{"ctrl": c})
+	if err != nil {
+		// Params hold strings, numbers and booleans only.
+		panic("ws: encode ctrl: " + err.Error())
+	}
+	return b
+}
+
+// dataFields are the fields of a data frame.
+type dataFields struct {
+	Topic     string
+	Seq       int64
+	From      string
+	MessageID string // omitted when empty (history rows do not carry it)
+	MsgType   string
+	Status    string // "" for a normal message, "recalled" for a recalled one (history only)
+	Head      any    // nil, or a value encoding the head
+	TS        time.Time
+	Content   json.RawMessage // spliced verbatim
+}
+
+// encodeData builds a data frame by hand so content appears byte for byte as the sender sent it:
+// encoding/json would compact and HTML-escape it. Content was validated as JSON on the way in.
+func encodeData(d dataFields) []byte {
+	var b bytes.Buffer
+	b.Grow(160 + len(d.Content))
+	b.WriteString(`{"data":{"topic":`)
+	writeString(&b, d.Topic)
+	b.WriteString(`,"seq":"`)
+	b.WriteString(strconv.FormatInt(d.Seq, 10))
+	b.WriteString(`","from":"`)
+	b.WriteString(d.From) // a decimal user id
+	b.WriteString(`"`)
+	if d.MessageID != "" {
+		b.WriteString(`,"message_id":`)
+		writeString(&b, d.MessageID)
+	}
+	if d.MsgType != "" && d.MsgType != "text" {
+		b.WriteString(`,"msg_type":`)
+		writeString(&b, d.MsgType)
+	}
+	if d.Status != "" {
+		b.WriteString(`,"status":`)
+		writeString(&b, d.Status)
+	}
+	if d.Head != nil {
+		if h, err := json.Marshal(d.Head); err == nil {
+			b.WriteString(`,"head":`)
+			b.Write(h)
+		}
+	}
+	b.WriteString(`,"ts":"`)
+	b.WriteString(timestamp(d.TS))
+	b.WriteString(`"`)
+	if len(d.Content) > 0 {
+		b.WriteString(`,"content":`)
+		b.Write(d.Content)
+	}
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s)
+	b.Write(q)
+}
+
+// dataFromFanout is the data frame of a committed message.
+func dataFromFanout(m *fanout.Message) []byte {
+	d := dataFields{Topic: m.Topic.String(), Seq: m.Seq, From: m.From.String(), MessageID: m.MessageID,
+		MsgType: string(m.MsgType), TS: m.TS, Content: m.Content}
+	if m.Head != nil {
+		d.Head = m.Head
+	}
+	return encodeData(d)
+}
+
+// dataFromHistory is the data frame of a stored message.
+func dataFromHistory(m readmodels.Message) []byte {
+	m.Redact()
+	d := dataFields{Topic: m.Topic, Seq: m.Seq, From: m.From.String(),
+		MsgType: string(m.MsgType), TS: m.SentAt, Content: m.Content}
+	if m.Status != "" && m.Status != readmodels.StatusNormal {
+		d.Status = m.Status
+	}
+	if m.Head != nil {
+		d.Head = m.Head
+	}
+	return encodeData(d)
+}
+
+func encodePres(p presFrame) []byte {
+	b, _ := json.Marshal(map[string]presFrame{"pres": p})
+	return b
+}
+
+func encodeInfo(i infoFrame) []byte {
+	b, _ := json.Marshal(map[string]infoFrame{"info": i})
+	return b
+}

@@ -1,0 +1,213 @@
+package ws
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/gobwas/ws"
+)
+
+// Path is where the gateway is mounted.
+const Path = "/v1/im/ws"
+
+// Gateway is the WebSocket endpoint: an http.Handler that upgrades requests at Path and runs
+// one session per connection. It is safe for concurrent use.
+type Gateway struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	metrics  *metrics
+	upgrader ws.HTTPUpgrader
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	closing  bool
+	wg       sync.WaitGroup
+}
+
+var _ http.Handler = (*Gateway)(nil)
+
+// New validates cfg and deps and returns a Gateway.
+func New(deps Deps, cfg Config) (*Gateway, error) {
+	cfg.setDefaults()
+	var errs []error
+	if deps.Tokens == nil {
+		errs = append(errs, errors.New("ws: Tokens is required"))
+	}
+	if deps.Sender == nil {
+		errs = append(errs, errors.New("ws: Sender is required"))
+	}
+	errs = append(errs, cfg.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if deps.Hub == nil {
+		deps.Hub = NewHub()
+	}
+	if deps.Publisher == nil {
+		deps.Publisher = deps.Hub
+	}
+	if deps.Policy == nil {
+		deps.Policy = DefaultPolicy{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Gateway{
+		cfg: cfg, deps: deps, log: deps.Logger, metrics: m,
+		upgrader: ws.HTTPUpgrader{Timeout: cfg.HandshakeTimeout},
+		sessions: map[*session]struct{}{},
+	}, nil
+}
+
+// Hub returns the gateway's topic registry.
+func (g *Gateway) Hub() *Hub { return g.deps.Hub }
+
+// ServeHTTP upgrades the request and runs the session until the connection ends. A request whose
+// Origin is not allowed is refused with 403 before the upgrade; during Shutdown every request is
+// refused with 503.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.originAllowed(r) {
+		g.metrics.refused.WithLabelValues("origin").Inc()
+		http.Error(w, "origin not allowed", http.StatusForbidden)
+		return
+	}
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	defer g.wg.Done()
+
+	conn, rw, _, err := g.upgrader.Upgrade(r, w)
+	if err != nil {
+		if conn != nil {
+			_ = conn.Close()
+		}
+		g.metrics.refused.WithLabelValues("handshake").Inc()
+		g.log.DebugContext(r.Context(), "ws: upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	s := newSession(g, conn, rw.Reader, r.RemoteAddr)
+	if !g.track(s) {
+		s.kill(closeGoingAway)
+		return
+	}
+	defer g.untrack(s)
+	// The request context lives until ServeHTTP returns, which is after the session ended.
+	s.run(r.Context())
+}
+
+func (g *Gateway) track(s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.sessions[s] = struct{}{}
+	g.metrics.connections.Inc()
+	return true
+}
+
+func (g *Gateway) untrack(s *session) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.sessions, s)
+	g.metrics.connections.Dec()
+}
+
+// Sessions returns the number of open connections.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
+// Shutdown refuses new connections, closes every session with 1001 (going away), logging its
+// user out of presence, and waits for them until ctx ends. Clients reconnect to another node
+// and catch up by seq.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	g.closing = true
+	open := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		open = append(open, s)
+	}
+	g.mu.Unlock()
+	for _, s := range open {
+		s.goAway()
+	}
+	done := make(chan struct{})
+	go func() {
+		g.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, s := range open {
+			s.kill(closeGoingAway)
+		}
+		return ctx.Err()
+	}
+}
+
+// originAllowed implements the Origin check; see Config.AllowedOrigins.
+func (g *Gateway) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if len(g.cfg.AllowedOrigins) == 0 {
+		return strings.EqualFold(u.Host, r.Host)
+	}
+	for _, allowed := range g.cfg.AllowedOrigins {
+		if originMatches(allowed, u) {
+			return true
+		}
+	}
+	return false
+}
+
+// originMatches matches "*", "scheme://host[:port]" exactly, or "scheme://*.domain" against any
+// subdomain, case-insensitively.
+func originMatches(allowed string, origin *url.URL) bool {
+	if allowed == "*" {
+		return true
+	}
+	scheme, host, ok := strings.Cut(allowed, "://")
+	if !ok || !strings.EqualFold(scheme, origin.Scheme) {
+		return false
+	}
+	if suffix, wild := strings.CutPrefix(host, "*."); wild {
+		h := strings.ToLower(origin.Host)
+		return strings.HasSuffix(h, "."+strings.ToLower(suffix))
+	}
+	return strings.EqualFold(host, origin.Host)
+}
+
+// newSessionID returns 16 random hex characters.
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

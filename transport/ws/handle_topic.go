@@ -1,0 +1,110 @@
+package ws
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/imledger/imledger/domain"
+)
+
+func formatSeq(n int64) string { return strconv.FormatInt(n, 10) }
+
+// onSub subscribes the session to a topic: it receives the topic's data, info and pres frames
+// from then on. Subscribing twice is answered 200 again.
+func (s *session) onSub(ctx context.Context, f topicFrame) {
+	if !s.authenticated(f.ID) {
+		return
+	}
+	t, ok := s.topicOf(ctx, f.ID, f.Topic)
+	if !ok {
+		return
+	}
+	okCtrl := ctrl{ID: f.ID, Code: http.StatusOK, Text: "ok", Params: map[string]any{"topic": t.String()}}
+	if _, dup := s.topics[t.String()]; dup {
+		s.sendCtrl(okCtrl)
+		return
+	}
+	if len(s.topics) >= s.g.cfg.MaxTopicsPerSession {
+		s.refuse(errCtrl(f.ID, http.StatusBadRequest, ReasonTooManyTopics, "too many topics on one connection"))
+		return
+	}
+	if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
+		s.fail(ctx, f.ID, err)
+		return
+	}
+	s.topics[t.String()] = t
+	s.g.deps.Hub.join(hubKey{s.tenant, t.String()}, s)
+	if s.pres != nil {
+		if err := s.pres.Join(ctx, t); err != nil {
+			// Local delivery works; other nodes learn about this member at the next refresh.
+			s.g.log.WarnContext(ctx, "ws: presence join failed", "tenant_id", s.tenant.String(), "topic", t.String(), "err", err)
+		}
+	}
+	s.publishPres(t, "on")
+	s.sendCtrl(okCtrl)
+}
+
+// onLeave unsubscribes the session from a topic; leaving a topic not subscribed is answered 200.
+func (s *session) onLeave(ctx context.Context, f topicFrame) {
+	if !s.authenticated(f.ID) {
+		return
+	}
+	t, ok := s.topicOf(ctx, f.ID, f.Topic)
+	if !ok {
+		return
+	}
+	if _, in := s.topics[t.String()]; in {
+		delete(s.topics, t.String())
+		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
+		if s.pres != nil {
+			if err := s.pres.Leave(ctx, t); err != nil {
+				s.g.log.WarnContext(ctx, "ws: presence leave failed", "tenant_id", s.tenant.String(), "topic", t.String(), "err", err)
+			}
+		}
+		s.publishPres(t, "off")
+	}
+	s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusOK, Text: "ok", Params: map[string]any{"topic": t.String()}})
+}
+
+// onGet answers a history query with one data frame per message, then a ctrl with the page's
+// count, the topic's last seq and whether more messages match.
+func (s *session) onGet(ctx context.Context, f getFrame) {
+	if !s.authenticated(f.ID) {
+		return
+	}
+	t, ok := s.topicOf(ctx, f.ID, f.Topic)
+	if !ok {
+		return
+	}
+	if s.g.deps.History == nil {
+		s.refuse(errCtrl(f.ID, http.StatusNotImplemented, ReasonNotImplemented, "history is not served here"))
+		return
+	}
+	limit := f.Limit
+	switch {
+	case limit < 0:
+		s.fail(ctx, f.ID, &domain.ValidationError{Field: "limit", Reason: "bad_format", Detail: "non-negative"})
+		return
+	case limit == 0:
+		limit = s.g.cfg.HistoryDefaultLimit
+	case limit > s.g.cfg.HistoryMaxLimit:
+		limit = s.g.cfg.HistoryMaxLimit
+	}
+	if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
+		s.fail(ctx, f.ID, err)
+		return
+	}
+	page, err := s.g.deps.History.History(ctx, s.tenant, t, s.user,
+		HistoryQuery{AfterSeq: int64(f.AfterSeq), BeforeSeq: int64(f.BeforeSeq), Limit: limit})
+	if err != nil {
+		s.fail(ctx, f.ID, err)
+		return
+	}
+	for _, m := range page.Messages {
+		s.send(dataFromHistory(m))
+	}
+	s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusOK, Text: "ok", Params: map[string]any{
+		"topic": t.String(), "count": len(page.Messages), "last_seq": formatSeq(page.LastSeq), "has_more": page.HasMore,
+	}})
+}

@@ -1,0 +1,464 @@
+package ws_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/migrations"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/ws"
+)
+
+var acme = domain.MustTenantID("acme")
+
+func testCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cluster is what nodes share: one event store, one Redis key prefix, one token key.
+type cluster struct {
+	store  *eventstore.Store
+	rdb    *redis.Client
+	prefix string
+	tokens *auth.Signer
+	send   *commands.SendMessageHandler
+	marks  *commands.MessageOpsHandler
+}
+
+func newCluster(t testing.TB) *cluster {
+	t.Helper()
+	ctx := testCtx(t)
+	url := testenv.Postgres(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrations.UpPostgres(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c := &cluster{}
+	if c.store, err = eventstore.New(pool, eventstore.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	c.rdb, c.prefix = testenv.Redis(t)
+	if c.tokens, err = auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.send = c.sendHandler(t, c.rdb)
+	if c.marks, err = commands.NewMessageOpsHandler(c.store, commands.MessageOpsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sendHandler is a real send handler over the cluster's store and the given Redis.
+func (c *cluster) sendHandler(t testing.TB, rdb redis.UniversalClient) *commands.SendMessageHandler {
+	t.Helper()
+	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: c.store, Redis: rdb},
+		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: c.prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+// token issues a token for user of acme.
+func (c *cluster) token(t testing.TB, user domain.UserID) string {
+	t.Helper()
+	tok, err := c.tokens.Issue(acme, user, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// events counts the stored events.
+func (c *cluster) events(t testing.TB) int64 {
+	t.Helper()
+	n, err := c.store.Count(testCtx(t), eventstore.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// storeHistory answers get from the event store's message stream: the real write-side data,
+// standing in for the read models in these tests.
+type storeHistory struct{ store *eventstore.Store }
+
+func (h storeHistory) History(ctx context.Context, tenant domain.TenantID, topic domain.Topic, _ domain.UserID, q ws.HistoryQuery) (ws.HistoryPage, error) {
+	events, err := h.store.ReadStream(ctx, tenant, topic.String(), q.AfterSeq, q.Limit+1)
+	if err != nil {
+		return ws.HistoryPage{}, domain.Retryable("read history", err)
+	}
+	last, err := h.store.LastVersion(ctx, tenant, topic.String())
+	if err != nil {
+		return ws.HistoryPage{}, domain.Retryable("read history", err)
+	}
+	page := ws.HistoryPage{LastSeq: last, HasMore: len(events) > q.Limit}
+	for i, e := range events {
+		if i == q.Limit || (q.BeforeSeq > 0 && e.StreamVersion >= q.BeforeSeq) {
+			break
+		}
+		var p domain.MessageSent
+		if err := e.Decode(&p); err != nil {
+			return ws.HistoryPage{}, err
+		}
+		page.Messages = append(page.Messages, readmodels.Message{Topic: topic.String(), Seq: e.StreamVersion, From: p.From,
+			MsgType: p.MsgType, Status: readmodels.StatusNormal, Content: p.Content, SentAt: p.SentAt})
+	}
+	return page, nil
+}
+
+// node is one gateway: its own presence store, hub, fanout and HTTP server.
+type node struct {
+	id       string
+	pres     *presence.Store
+	fan      *fanout.Fanout
+	gw       *ws.Gateway
+	srv      *httptest.Server
+	registry *prometheus.Registry
+}
+
+type nodeOpts struct {
+	cfg         ws.Config
+	presenceTTL time.Duration
+	rdb         *redis.Client                   // default: the cluster's
+	sender      ws.MessageSender                // default: the cluster's handler
+	history     ws.HistoryReader                // default: storeHistory
+	logger      *slog.Logger                    // default: discard
+	mux         func(http.Handler) http.Handler // optional wrapper
+}
+
+func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
+	t.Helper()
+	rdb := o.rdb
+	if rdb == nil {
+		rdb = c.rdb
+	}
+	n := &node{id: id, registry: prometheus.NewRegistry()}
+	var err error
+	n.pres, err = presence.New(presence.Deps{Redis: rdb}, presence.Config{KeyPrefix: c.prefix, NodeID: id, TTL: o.presenceTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	t.Cleanup(stopRun)
+	go func() { _ = n.pres.Run(runCtx) }()
+	hub := ws.NewHub()
+	n.fan, err = fanout.New(fanout.Deps{Redis: rdb, Nodes: n.pres, Local: hub}, fanout.Config{KeyPrefix: c.prefix, NodeID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.fan.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.fan.Close() })
+	deps := ws.Deps{Tokens: c.tokens, Sender: c.send, Marks: c.marks, History: storeHistory{c.store},
+		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry}
+	if o.sender != nil {
+		deps.Sender = o.sender
+	}
+	if o.history != nil {
+		deps.History = o.history
+	}
+	n.gw, err = ws.New(deps, o.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(ws.Path, n.gw)
+	n.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.gw.Shutdown(ctx)
+		n.srv.Close()
+	})
+	return n
+}
+
+func (n *node) url() string { return "ws" + strings.TrimPrefix(n.srv.URL, "http") + ws.Path }
+
+// counter reads a counter of the node's registry.
+func (n *node) counter(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := n.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metric
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// Server frames as a client sees them.
+type (
+	ctrlFrame struct {
+		ID     string         `json:"id"`
+		Code   int            `json:"code"`
+		Text   string         `json:"text"`
+		Reason string         `json:"reason"`
+		Params map[string]any `json:"params"`
+		TS     string         `json:"ts"`
+	}
+	dataFrame struct {
+		Topic     string          `json:"topic"`
+		Seq       string          `json:"seq"`
+		From      string          `json:"from"`
+		MessageID string          `json:"message_id"`
+		Head      json.RawMessage `json:"head"`
+		TS        string          `json:"ts"`
+		Content   json.RawMessage `json:"content"`
+	}
+	presFrame   struct{ Topic, What, Src string }
+	infoFrame   struct{ Topic, From, What, Seq string }
+	serverFrame struct {
+		Ctrl *ctrlFrame `json:"ctrl"`
+		Data *dataFrame `json:"data"`
+		Pres *presFrame `json:"pres"`
+		Info *infoFrame `json:"info"`
+		at   time.Time
+	}
+)
+
+// client is a test WebSocket client that records every frame it receives.
+type client struct {
+	t    testing.TB
+	name string
+	c    *websocket.Conn
+
+	mu       sync.Mutex
+	frames   []serverFrame
+	closeErr error
+	done     chan struct{}
+}
+
+type dialOpts struct {
+	origin  string
+	readBuf int  // SO_RCVBUF of the client socket; 0 leaves the default
+	noRead  bool // never read the socket (a stuck client)
+}
+
+func dial(t testing.TB, n *node, name string, o dialOpts) *client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+	defer cancel()
+	opts := &websocket.DialOptions{HTTPHeader: http.Header{}}
+	if o.origin != "" {
+		opts.HTTPHeader.Set("Origin", o.origin)
+	}
+	if o.readBuf > 0 {
+		d := &net.Dialer{}
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				_ = conn.(*net.TCPConn).SetReadBuffer(o.readBuf)
+			}
+			return conn, err
+		}}}
+	}
+	c, _, err := websocket.Dial(ctx, n.url(), opts)
+	if err != nil {
+		t.Fatalf("%s: dial: %v", name, err)
+	}
+	c.SetReadLimit(1 << 20)
+	cl := &client{t: t, name: name, c: c, done: make(chan struct{})}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	if !o.noRead {
+		go cl.readLoop()
+	}
+	return cl
+}
+
+func (cl *client) readLoop() {
+	defer close(cl.done)
+	for {
+		_, b, err := cl.c.Read(context.Background())
+		if err != nil {
+			cl.mu.Lock()
+			cl.closeErr = err
+			cl.mu.Unlock()
+			return
+		}
+		var f serverFrame
+		if err := json.Unmarshal(b, &f); err != nil {
+			cl.t.Errorf("%s: undecodable server frame %q: %v", cl.name, b, err)
+			continue
+		}
+		f.at = time.Now()
+		cl.mu.Lock()
+		cl.frames = append(cl.frames, f)
+		cl.mu.Unlock()
+	}
+}
+
+// write sends one frame, given as JSON text or a value to encode.
+func (cl *client) write(v any) {
+	cl.t.Helper()
+	b, ok := v.(string)
+	if !ok {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		b = string(raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.c.Write(ctx, websocket.MessageText, []byte(b)); err != nil {
+		cl.t.Fatalf("%s: write: %v", cl.name, err)
+	}
+}
+
+func (cl *client) snapshot() []serverFrame {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	out := make([]serverFrame, len(cl.frames))
+	copy(out, cl.frames)
+	return out
+}
+
+// waitFor polls cond over the received frames until it holds or 15 s pass.
+func (cl *client) waitFor(what string, cond func([]serverFrame) bool) []serverFrame {
+	cl.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		fs := cl.snapshot()
+		if cond(fs) {
+			return fs
+		}
+		if time.Now().After(deadline) {
+			cl.t.Fatalf("%s: timed out waiting for %s; got %d frames", cl.name, what, len(fs))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ctrl waits for the ctrl answering frame id.
+func (cl *client) ctrl(id string) ctrlFrame {
+	cl.t.Helper()
+	var got ctrlFrame
+	cl.waitFor("ctrl "+id, func(fs []serverFrame) bool {
+		for _, f := range fs {
+			if f.Ctrl != nil && f.Ctrl.ID == id {
+				got = *f.Ctrl
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// call writes a frame and waits for its ctrl.
+func (cl *client) call(id string, v any) ctrlFrame {
+	cl.t.Helper()
+	cl.write(v)
+	return cl.ctrl(id)
+}
+
+// login logs in as user and fails the test on anything but 200.
+func (cl *client) login(c *cluster, user domain.UserID) {
+	cl.t.Helper()
+	if r := cl.call("login", map[string]any{"login": map[string]any{"id": "login", "token": c.token(cl.t, user)}}); r.Code != 200 {
+		cl.t.Fatalf("%s: login = %+v", cl.name, r)
+	}
+}
+
+// sub subscribes and fails the test on anything but 200.
+func (cl *client) sub(topic string) {
+	cl.t.Helper()
+	id := "sub-" + topic
+	if r := cl.call(id, map[string]any{"sub": map[string]any{"id": id, "topic": topic}}); r.Code != 200 {
+		cl.t.Fatalf("%s: sub %s = %+v", cl.name, topic, r)
+	}
+}
+
+// data returns the data frames received so far.
+func (cl *client) data() []dataFrame {
+	var out []dataFrame
+	for _, f := range cl.snapshot() {
+		if f.Data != nil {
+			out = append(out, *f.Data)
+		}
+	}
+	return out
+}
+
+// closed waits until the server closed the connection and returns the close status.
+func (cl *client) closed(within time.Duration) (websocket.StatusCode, string) {
+	cl.t.Helper()
+	select {
+	case <-cl.done:
+	case <-time.After(within):
+		cl.t.Fatalf("%s: connection still open after %s", cl.name, within)
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var ce websocket.CloseError
+	if errors.As(cl.closeErr, &ce) {
+		return ce.Code, ce.Reason
+	}
+	return -1, fmt.Sprint(cl.closeErr)
+}
+
+// authSignerAt is a signer with the cluster's key whose clock reads at.
+func authSignerAt(at time.Time) (*auth.Signer, error) {
+	return auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}, Now: func() time.Time { return at }})
+}

@@ -1,0 +1,90 @@
+package ws
+
+import (
+	"sync"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/fanout"
+)
+
+// Hub is this node's topic registry: which local sessions are subscribed to which topic of
+// which tenant. It implements fanout.Deliverer. It is safe for concurrent use.
+type Hub struct {
+	mu     sync.RWMutex
+	topics map[hubKey]map[*session]struct{}
+}
+
+// hubKey names a topic of a tenant; tenants never share topics (seed 004 §5.2).
+type hubKey struct {
+	tenant domain.TenantID
+	topic  string
+}
+
+var _ fanout.Deliverer = (*Hub)(nil)
+
+// NewHub returns an empty Hub.
+func NewHub() *Hub { return &Hub{topics: map[hubKey]map[*session]struct{}{}} }
+
+func (h *Hub) join(k hubKey, s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.topics[k]
+	if set == nil {
+		set = map[*session]struct{}{}
+		h.topics[k] = set
+	}
+	set[s] = struct{}{}
+}
+
+func (h *Hub) leave(k hubKey, s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.topics[k]
+	delete(set, s)
+	if len(set) == 0 {
+		delete(h.topics, k)
+	}
+}
+
+// Subscribers returns the number of local sessions subscribed to a topic.
+func (h *Hub) Subscribers(tenant domain.TenantID, topic domain.Topic) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.topics[hubKey{tenant, topic.String()}])
+}
+
+// Deliver queues m, as one encoded frame, to every local session subscribed to its topic except
+// m.SkipSession. It never blocks: a session whose queue is full is disconnected instead.
+func (h *Hub) Deliver(m *fanout.Message) {
+	frame := encodeMessage(m)
+	if frame == nil {
+		return
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for s := range h.topics[hubKey{m.Tenant, m.Topic.String()}] {
+		if s.id != m.SkipSession {
+			s.send(frame) // never blocks, so holding the read lock is cheap
+		}
+	}
+}
+
+// Publish delivers m on this node only; it makes a Hub a Publisher for a single node.
+func (h *Hub) Publish(m *fanout.Message) { h.Deliver(m) }
+
+// encodeMessage is the server frame of a fanout message; nil for an unknown kind.
+func encodeMessage(m *fanout.Message) []byte {
+	switch m.Kind {
+	case fanout.KindData:
+		return dataFromFanout(m)
+	case fanout.KindInfo:
+		i := infoFrame{Topic: m.Topic.String(), From: m.From.String(), What: m.What}
+		if m.Seq > 0 {
+			i.Seq = formatSeq(m.Seq)
+		}
+		return encodeInfo(i)
+	case fanout.KindPres:
+		return encodePres(presFrame{Topic: m.Topic.String(), What: m.What, Src: m.From.String()})
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package ws_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/transport/presence"
+)
+
+func (n *node) presence(t *testing.T, user domain.UserID) presence.Presence {
+	t.Helper()
+	p, err := n.pres.Get(testCtx(t), acme, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPresenceAcrossNodes logs in on one node and reads presence from the other; closing the
+// last session marks the user offline, a second session keeps them online.
+func TestPresenceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	a := c.node(t, "node-a", nodeOpts{})
+	b := c.node(t, "node-b", nodeOpts{})
+	if p := a.presence(t, 5); p.Online {
+		t.Fatalf("user 5 online before logging in: %+v", p)
+	}
+	s1 := dial(t, b, "s1", dialOpts{})
+	s1.login(c, 5)
+	s1.sub("grp3")
+	if p := a.presence(t, 5); !p.Online || p.Node != "node-b" || p.Sessions != 1 {
+		t.Fatalf("from node a after login on b: %+v", p)
+	}
+	if nodes, _ := a.pres.NodesForTopic(testCtx(t), acme, mustTopic(t, "grp3")); !slices.Equal(nodes, []string{"node-b"}) {
+		t.Errorf("nodes for grp3 = %v, want [node-b]", nodes)
+	}
+	s2 := dial(t, a, "s2", dialOpts{})
+	s2.login(c, 5)
+	if p := b.presence(t, 5); !p.Online || p.Sessions != 2 {
+		t.Fatalf("with sessions on both nodes: %+v", p)
+	}
+
+	_ = s1.c.CloseNow()
+	waitUntil(t, "one session left", func() bool { p := a.presence(t, 5); return p.Online && p.Sessions == 1 })
+	if nodes, _ := a.pres.NodesForTopic(testCtx(t), acme, mustTopic(t, "grp3")); len(nodes) != 0 {
+		t.Errorf("nodes for grp3 after its only member left = %v", nodes)
+	}
+	closed := time.Now()
+	_ = s2.c.CloseNow()
+	waitUntil(t, "offline", func() bool { return !a.presence(t, 5).Online })
+	p := b.presence(t, 5)
+	if p.Status != presence.StatusOffline || p.LastSeen.Before(closed.Add(-time.Second)) {
+		t.Errorf("after the last session closed: %+v", p)
+	}
+}
+
+// TestCrashedNodeUsersGoOfflineWithinTTL stops a node without any cleanup: its Redis connection
+// dies first, so its sessions' logouts never arrive. Its users must go offline, and leave the
+// topic's node list, within the presence TTL.
+func TestCrashedNodeUsersGoOfflineWithinTTL(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	const ttl = time.Second
+	a := c.node(t, "node-a", nodeOpts{presenceTTL: ttl})
+	crashRedis := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr, MaxRetries: -1})
+	crashed := c.node(t, "node-c", nodeOpts{presenceTTL: ttl, rdb: crashRedis})
+
+	watcher := dial(t, a, "watcher", dialOpts{})
+	watcher.login(c, 1)
+	watcher.sub("grp4")
+	victim := dial(t, crashed, "victim", dialOpts{})
+	victim.login(c, 2)
+	victim.sub("grp4")
+	if p := a.presence(t, 2); !p.Online || p.Node != "node-c" {
+		t.Fatalf("victim before the crash: %+v", p)
+	}
+	// The watcher on node a sees the victim's pres "on" through fanout.
+	watcher.waitFor("pres on", func(fs []serverFrame) bool {
+		for _, f := range fs {
+			if f.Pres != nil && f.Pres.Src == "2" && f.Pres.What == "on" && f.Pres.Topic == "grp4" {
+				return true
+			}
+		}
+		return false
+	})
+
+	_ = crashRedis.Close()
+	crashedAt := time.Now()
+	_ = victim.c.CloseNow()
+	waitUntil(t, "the crashed node's user offline", func() bool { return !a.presence(t, 2).Online })
+	if took := time.Since(crashedAt); took > ttl+500*time.Millisecond {
+		t.Errorf("offline after %s, want within the %s TTL", took, ttl)
+	}
+	waitUntil(t, "node-c gone from grp4", func() bool {
+		nodes, _ := a.pres.NodesForTopic(testCtx(t), acme, mustTopic(t, "grp4"))
+		return slices.Equal(nodes, []string{"node-a"})
+	})
+	if p := a.presence(t, 1); !p.Online {
+		t.Errorf("the live node's user went offline: %+v", p)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mustTopic(t *testing.T, s string) domain.Topic {
+	t.Helper()
+	topic, err := domain.ParseTopic(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topic
+}

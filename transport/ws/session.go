@@ -1,0 +1,314 @@
+package ws
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/presence"
+)
+
+// outFrame is one queued server frame.
+type outFrame struct {
+	op      ws.OpCode
+	payload []byte
+}
+
+// closeCause is why a connection ends: the close frame to send (code 0: none) and a metric label.
+type closeCause struct {
+	code   ws.StatusCode
+	reason string
+	label  string
+}
+
+var (
+	closeClient       = closeCause{ws.StatusNormalClosure, "", "client_close"}
+	closeGone         = closeCause{0, "", "connection_lost"}
+	closeGoingAway    = closeCause{ws.StatusGoingAway, "server shutting down", "shutdown"}
+	closeIdle         = closeCause{ws.StatusPolicyViolation, "idle timeout", "idle"}
+	closeLoginTimeout = closeCause{ws.StatusPolicyViolation, "login timeout", "login_timeout"}
+	closeTooLarge     = closeCause{ws.StatusMessageTooBig, "frame too large", "frame_too_large"}
+	closeBadUTF8      = closeCause{ws.StatusInvalidFramePayloadData, "invalid utf-8", "bad_utf8"}
+	closeProtocol     = closeCause{ws.StatusProtocolError, "protocol error", "protocol_error"}
+	closeSlow         = closeCause{0, "", "slow_consumer"}
+	closeWriteFailed  = closeCause{0, "", "write_failed"}
+)
+
+// session is one connection. The reader goroutine (run) owns the fields below "reader state";
+// the writer goroutine owns the socket's write side; anyone may call send and kill.
+type session struct {
+	g           *Gateway
+	id          string
+	conn        net.Conn
+	br          *bufio.Reader
+	remote      string
+	connectedAt time.Time
+
+	out        chan outFrame
+	killed     chan struct{}
+	killOnce   sync.Once
+	cause      atomic.Pointer[closeCause]
+	closing    atomic.Bool // a close frame is queued
+	writerDone chan struct{}
+
+	// reader state
+	ua      string
+	tenant  domain.TenantID
+	user    domain.UserID
+	expires time.Time
+	pres    *presence.Session
+	topics  map[string]domain.Topic
+}
+
+func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
+	return &session{
+		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(),
+		out: make(chan outFrame, g.cfg.SendQueueSize), killed: make(chan struct{}), writerDone: make(chan struct{}),
+		topics: map[string]domain.Topic{},
+	}
+}
+
+// send queues a text frame without ever blocking. A full queue means the client does not keep
+// up: it is disconnected at once, and nobody else waits for it.
+func (s *session) send(payload []byte) bool {
+	return s.enqueue(outFrame{op: ws.OpText, payload: payload})
+}
+
+func (s *session) enqueue(f outFrame) bool {
+	select {
+	case <-s.killed:
+		return false
+	default:
+	}
+	select {
+	case s.out <- f:
+		return true
+	default:
+		s.kill(closeSlow)
+		return false
+	}
+}
+
+func (s *session) sendCtrl(c ctrl) { s.send(encodeCtrl(c)) }
+
+// kill closes the socket at once, which ends both goroutines. The first cause is kept.
+func (s *session) kill(cause closeCause) {
+	s.killOnce.Do(func() {
+		s.cause.CompareAndSwap(nil, &cause)
+		close(s.killed)
+		_ = s.conn.Close()
+	})
+}
+
+// closeWith queues a close frame after whatever is queued; the writer stops after writing it.
+func (s *session) closeWith(cause closeCause) {
+	if !s.closing.CompareAndSwap(false, true) {
+		return
+	}
+	s.cause.CompareAndSwap(nil, &cause)
+	if cause.code == 0 {
+		s.kill(cause)
+		return
+	}
+	s.enqueue(outFrame{op: ws.OpClose, payload: ws.NewCloseFrameBody(cause.code, cause.reason)})
+}
+
+// goAway starts a server-side close (shutdown) and kills the connection if the client has not
+// finished closing within CloseGrace.
+func (s *session) goAway() {
+	s.closeWith(closeGoingAway)
+	time.AfterFunc(s.g.cfg.CloseGrace+s.g.cfg.WriteTimeout, func() { s.kill(closeGoingAway) })
+}
+
+// run serves the connection until it ends, then cleans up.
+func (s *session) run(ctx context.Context) {
+	go s.writeLoop()
+	cause := s.readLoop(ctx)
+	s.closeWith(cause)
+	s.finish(ctx)
+}
+
+// finish waits for the writer to send the close frame, gives the client CloseGrace to answer it
+// (so unread input does not turn the close into a reset), closes the socket and cleans up.
+func (s *session) finish(ctx context.Context) {
+	select {
+	case <-s.writerDone:
+	case <-time.After(s.g.cfg.WriteTimeout + time.Second):
+		s.kill(closeWriteFailed)
+		<-s.writerDone
+	}
+	select {
+	case <-s.killed:
+	default:
+		_ = s.conn.SetReadDeadline(time.Now().Add(s.g.cfg.CloseGrace))
+		_, _ = io.Copy(io.Discard, s.br)
+	}
+	s.kill(closeGone)
+	if c := s.cause.Load(); c != nil {
+		s.g.metrics.disconnects.WithLabelValues(c.label).Inc()
+	}
+	s.cleanup(ctx)
+}
+
+// readLoop reads client messages until the connection ends and returns how it should close.
+func (s *session) readLoop(ctx context.Context) closeCause {
+	max := s.g.cfg.MaxFrameSize
+	rd := &wsutil.Reader{Source: s.br, State: ws.StateServerSide, CheckUTF8: true, MaxFrameSize: max, MaxMessageSize: max}
+	rd.OnIntermediate = func(h ws.Header, r io.Reader) error { return s.control(ctx, h, r) }
+	for {
+		_ = s.conn.SetReadDeadline(s.readDeadline())
+		hdr, err := rd.NextFrame()
+		if err != nil {
+			return s.readError(err)
+		}
+		if hdr.OpCode.IsControl() {
+			if err := s.control(ctx, hdr, rd); err != nil {
+				return s.readError(err)
+			}
+			continue
+		}
+		payload, err := io.ReadAll(rd)
+		if err != nil {
+			return s.readError(err)
+		}
+		s.touch(ctx)
+		s.handle(ctx, payload)
+	}
+}
+
+// readDeadline is the idle deadline, or the login deadline while not logged in.
+func (s *session) readDeadline() time.Time {
+	d := time.Now().Add(s.g.cfg.IdleTimeout)
+	if s.user == 0 {
+		if login := s.connectedAt.Add(s.g.cfg.LoginTimeout); login.Before(d) {
+			return login
+		}
+	}
+	return d
+}
+
+// clientClosed is the client's close frame, as an error that ends the read loop.
+type clientClosed struct{ code ws.StatusCode }
+
+func (clientClosed) Error() string { return "client closed" }
+
+// control answers a control frame: pong to ping, the close handshake to close.
+func (s *session) control(ctx context.Context, h ws.Header, r io.Reader) error {
+	payload, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	switch h.OpCode {
+	case ws.OpPing:
+		s.touch(ctx)
+		s.enqueue(outFrame{op: ws.OpPong, payload: payload})
+	case ws.OpClose:
+		code, _ := ws.ParseCloseFrameData(payload)
+		return clientClosed{code: code}
+	}
+	return nil
+}
+
+// readError turns a read failure into the way the connection closes.
+func (s *session) readError(err error) closeCause {
+	var (
+		cc clientClosed
+		ne net.Error
+		pe ws.ProtocolError
+	)
+	switch {
+	case errors.As(err, &cc):
+		c := closeClient
+		if cc.code != 0 && !cc.code.IsProtocolReserved() {
+			c.code = cc.code // echo the client's code
+		}
+		return c
+	case errors.Is(err, wsutil.ErrFrameTooLarge), errors.Is(err, wsutil.ErrMessageTooLarge):
+		s.g.metrics.refused.WithLabelValues(ReasonFrameTooLarge).Inc()
+		s.sendCtrl(errCtrl("", 413, ReasonFrameTooLarge, "frame too large"))
+		return closeTooLarge
+	case errors.Is(err, wsutil.ErrInvalidUTF8):
+		return closeBadUTF8
+	case errors.As(err, &pe):
+		return closeProtocol
+	case errors.As(err, &ne) && ne.Timeout():
+		if s.user == 0 && !time.Now().Before(s.connectedAt.Add(s.g.cfg.LoginTimeout)) {
+			return closeLoginTimeout
+		}
+		return closeIdle
+	}
+	return closeGone
+}
+
+// writeLoop writes queued frames, flushing when the queue runs dry, until a close frame is
+// written, a write fails or the session is killed.
+func (s *session) writeLoop() {
+	defer close(s.writerDone)
+	bw := bufio.NewWriterSize(s.conn, 8<<10)
+	for {
+		var f outFrame
+		select {
+		case <-s.killed:
+			return
+		case f = <-s.out:
+		}
+		for n := 0; ; n++ {
+			if n%32 == 0 {
+				_ = s.conn.SetWriteDeadline(time.Now().Add(s.g.cfg.WriteTimeout))
+			}
+			if err := ws.WriteFrame(bw, ws.NewFrame(f.op, true, f.payload)); err != nil {
+				s.kill(closeWriteFailed)
+				return
+			}
+			if f.op == ws.OpClose {
+				_ = bw.Flush()
+				return
+			}
+			select {
+			case f = <-s.out:
+				continue
+			default:
+			}
+			break
+		}
+		if err := bw.Flush(); err != nil {
+			s.kill(closeWriteFailed)
+			return
+		}
+	}
+}
+
+// touch refreshes the session's presence; every inbound frame calls it (Touch is rate-limited).
+func (s *session) touch(ctx context.Context) {
+	if s.pres == nil {
+		return
+	}
+	if err := s.pres.Touch(ctx); err != nil {
+		s.g.log.DebugContext(ctx, "ws: presence refresh failed", "tenant_id", s.tenant.String(), "err", err)
+	}
+}
+
+// cleanup removes the session from the hub and presence, and tells the topics it left.
+func (s *session) cleanup(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.g.cfg.RequestTimeout)
+	defer cancel()
+	for _, t := range s.topics {
+		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
+		s.publishPres(t, "off")
+	}
+	s.topics = nil
+	if s.pres != nil {
+		if err := s.pres.Logout(ctx); err != nil {
+			s.g.log.WarnContext(ctx, "ws: presence logout failed", "tenant_id", s.tenant.String(), "err", err)
+		}
+	}
+}
