@@ -30,6 +30,8 @@ type BenchRebuildOptions struct {
 	Topics int
 	// BatchSize is RebuildOptions.BatchSize.
 	BatchSize int
+	// Workers is RebuildOptions.Workers.
+	Workers int
 	// Out receives progress and the result; nil discards.
 	Out io.Writer
 }
@@ -69,7 +71,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	}
 	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", ProjectionMessagesMySQL, o.Tenant)
 	start := time.Now()
-	res, err := rb.Rebuild(ctx, RebuildOptions{Projection: ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Out, BatchSize: o.BatchSize})
+	res, err := rb.Rebuild(ctx, RebuildOptions{Projection: ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Out, BatchSize: o.BatchSize, Workers: o.Workers})
 	if err != nil {
 		return BenchResult{}, err
 	}

@@ -60,7 +60,7 @@ func BenchmarkRebuild(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		res, err := projections.BenchRebuild(testCtx(b), projections.BenchRebuildOptions{
 			Deps:   projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
-			Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
+			Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0), Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)
 		}

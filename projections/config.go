@@ -46,6 +46,12 @@ type Config struct {
 	// Parking configures the dead-letter and parking store in Postgres.
 	Parking ParkingConfig
 
+	// ChannelBufferSize is how many fetched records the Kafka client buffers per partition.
+	// A partition whose buffer is full holds up the next fetch for every partition of its
+	// broker (Sarama's MaxProcessingTime), so a projector that applies slowly per partition
+	// wants a deep buffer. Default 1024.
+	ChannelBufferSize int
+
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
 	// handler failed with a retryable error after the retries. Default 500ms.
 	NackResendSleep time.Duration
@@ -101,6 +107,9 @@ func (c *Config) setDefaults() {
 		c.Batch.Flushers = 2
 	}
 	c.Parking.setDefaults()
+	if c.ChannelBufferSize == 0 {
+		c.ChannelBufferSize = 1024
+	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
 	}
@@ -158,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if c.Parking.DrainBatch < 1 {
 		errs = append(errs, errors.New("projections: parking: drain batch must be >= 1"))
+	}
+	if c.ChannelBufferSize < 1 {
+		errs = append(errs, fmt.Errorf("projections: channel buffer size %d, want >= 1", c.ChannelBufferSize))
 	}
 	if c.NackResendSleep < 0 || c.LagInterval <= 0 || c.CloseTimeout <= 0 {
 		errs = append(errs, errors.New("projections: nack resend sleep must be >= 0, lag interval and close timeout > 0"))

@@ -94,6 +94,7 @@ func (p *Projector) saramaConfig() (*sarama.Config, error) {
 		return nil, err
 	}
 	sc.Consumer.Return.Errors = true
+	sc.ChannelBufferSize = p.cfg.ChannelBufferSize
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	if p.cfg.InitialOffset == OffsetNewest {
 		sc.Consumer.Offsets.Initial = sarama.OffsetNewest

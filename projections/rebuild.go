@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -80,6 +82,9 @@ type RebuildOptions struct {
 	// BatchSize is how many events are read per page and written per Apply. Default 1000 (the
 	// event store's default read cap).
 	BatchSize int
+	// Workers is how many Apply calls run at once; each owns the conversations that hash to it.
+	// Default 4.
+	Workers int
 	// Suffix names the fresh tables of a MySQL rebuild. Default "_rebuild".
 	Suffix string
 	// CatchUpWindow is how many positions before the end of the first pass are read again after
@@ -91,6 +96,9 @@ type RebuildOptions struct {
 func (o *RebuildOptions) setDefaults() {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 1000
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
 	}
 	if o.Suffix == "" {
 		o.Suffix = "_rebuild"
@@ -193,7 +201,7 @@ func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o Rebui
 	if err := msgstore.SwapTables(ctx, db, live, rebuilt); err != nil {
 		return TenantRebuild{}, err
 	}
-	caught, _, _, err := r.applyStore(ctx, t, live, max(0, last-o.CatchUpWindow), o.BatchSize, nil)
+	caught, _, _, err := r.applyStore(ctx, t, live, max(0, last-o.CatchUpWindow), o.BatchSize, o.Workers, nil)
 	if err != nil {
 		return TenantRebuild{}, fmt.Errorf("catch up after swap: %w", err)
 	}
@@ -215,7 +223,7 @@ func (r *Rebuilder) fillTables(ctx context.Context, db *sql.DB, t domain.TenantI
 		return 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
 	bar := newBar(o.Progress, total, label)
-	applied, last, read, err = r.applyStore(ctx, t, tables, 0, o.BatchSize, bar)
+	applied, last, read, err = r.applyStore(ctx, t, tables, 0, o.BatchSize, o.Workers, bar)
 	if bar != nil {
 		_ = bar.Finish()
 	}
@@ -223,23 +231,79 @@ func (r *Rebuilder) fillTables(ctx context.Context, db *sql.DB, t domain.TenantI
 }
 
 // applyStore reads t's message events after position from the store and applies them to
-// tables, reading the next page while the current one is written.
-func (r *Rebuilder) applyStore(ctx context.Context, t domain.TenantID, tables msgstore.Tables, after int64, batch int, bar *progressbar.ProgressBar) (applied, last, read int64, err error) {
+// tables: the next page is read while the current one is written, and a page is split by
+// conversation over workers concurrent Apply calls, so each conversation's events stay in order.
+func (r *Rebuilder) applyStore(ctx context.Context, t domain.TenantID, tables msgstore.Tables, after int64, batch, workers int, bar *progressbar.ProgressBar) (applied, last, read int64, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	shards := make([]chan []domain.Envelope, workers)
+	for i := range shards {
+		shards[i] = make(chan []domain.Envelope, 2)
+		wg.Add(1)
+		go func(in <-chan []domain.Envelope) {
+			defer wg.Done()
+			for events := range in {
+				if ctx.Err() != nil {
+					continue
+				}
+				n, err := r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, tables, events)
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				mu.Lock()
+				applied += int64(n)
+				mu.Unlock()
+				if bar != nil {
+					_ = bar.Add(len(events))
+				}
+			}
+		}(shards[i])
+	}
 	last = after
-	err = r.readPages(ctx, t, after, batch, func(page []domain.Envelope) error {
-		n, err := r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, tables, page)
-		if err != nil {
-			return err
+	readErr := r.readPages(ctx, t, after, batch, func(page []domain.Envelope) error {
+		for i, part := range splitByConversation(page, workers) {
+			if len(part) == 0 {
+				continue
+			}
+			select {
+			case shards[i] <- part:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
 		}
-		applied += int64(n)
 		read += int64(len(page))
 		last = page[len(page)-1].Position
-		if bar != nil {
-			_ = bar.Add(len(page))
-		}
 		return nil
 	})
-	return applied, last, read, err
+	for _, c := range shards {
+		close(c)
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return applied, last, read, err
+	}
+	return applied, last, read, readErr
+}
+
+// splitByConversation splits events into n parts by a hash of their conversation key, keeping
+// the order within each part.
+func splitByConversation(events []domain.Envelope, n int) [][]domain.Envelope {
+	if n == 1 {
+		return [][]domain.Envelope{events}
+	}
+	parts := make([][]domain.Envelope, n)
+	for _, e := range events {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(domain.ConversationKey(e.StreamID)))
+		i := int(h.Sum32() % uint32(n))
+		parts[i] = append(parts[i], e)
+	}
+	return parts
 }
 
 func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {

@@ -60,7 +60,7 @@ func (r *Rebuilder) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, 
 	if out == nil {
 		out = io.Discard
 	}
-	ro := RebuildOptions{BatchSize: o.BatchSize, Suffix: "_verify"}
+	ro := RebuildOptions{BatchSize: o.BatchSize, Suffix: "_verify", Progress: o.Progress}
 	ro.setDefaults()
 	db, err := r.d.Tenants.DB(ctx, o.Tenant)
 	if err != nil {
@@ -68,7 +68,7 @@ func (r *Rebuilder) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, 
 	}
 	check := msgstore.DefaultTables().WithSuffix(ro.Suffix)
 	defer func() { _ = msgstore.DropTables(context.WithoutCancel(ctx), db, check) }()
-	_, _, events, err := r.fillTables(ctx, db, o.Tenant, check, RebuildOptions{BatchSize: ro.BatchSize, Progress: o.Progress}, "verify "+o.Tenant.String())
+	_, _, events, err := r.fillTables(ctx, db, o.Tenant, check, ro, "verify "+o.Tenant.String())
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
 	}
