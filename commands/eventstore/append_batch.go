@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/imledger/imledger/domain"
@@ -53,11 +52,18 @@ type AppendResult struct {
 }
 
 // appendBatchSQL writes every row that violates no unique constraint; later rows of the batch
-// that conflict with earlier ones are skipped the same way as conflicts with stored rows.
-const appendBatchSQL = `INSERT INTO events (` + insertColumns + `)
+// that conflict with earlier ones are skipped the same way as conflicts with stored rows. It runs
+// as one statement in an implicit transaction — one round trip instead of BEGIN, INSERT, NOTIFY,
+// COMMIT — and signals the notify channel ($20) when it inserted anything; that extra row has a
+// NULL event id.
+const appendBatchSQL = `WITH ins AS (
+INSERT INTO events (` + insertColumns + `)
 SELECT * FROM ` + unnestRows + `
 ON CONFLICT DO NOTHING
-RETURNING event_id, position`
+RETURNING event_id, position)
+SELECT event_id, position FROM ins
+UNION ALL
+SELECT NULL::uuid, 0::bigint FROM (SELECT pg_notify($20, '')) AS n WHERE EXISTS (SELECT 1 FROM ins)`
 
 // lookupSQL finds the stored events that made rows of a batch conflict: by event id ($1) and by
 // (tenant, stream, idempotency key) ($2, $3, $4). It runs in the batch's transaction, so it sees
@@ -98,21 +104,19 @@ func (s *Store) AppendBatch(ctx context.Context, events []domain.Envelope) ([]Ap
 		prepared[i] = p
 		arrays.add(p)
 	}
-	var results []AppendResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		results, err = s.appendBatchTx(ctx, tx, prepared, arrays)
-		return err
-	})
+	results, err := s.appendBatch(ctx, prepared, arrays)
 	if err != nil {
 		return nil, wrapErr(op, err)
 	}
 	return results, nil
 }
 
-// appendBatchTx inserts the batch, resolves the rows that were not inserted and notifies.
-func (s *Store) appendBatchTx(ctx context.Context, tx pgx.Tx, events []domain.Envelope, arrays *eventArrays) ([]AppendResult, error) {
-	positions, err := insertReturning(ctx, tx, appendBatchSQL, arrays.args())
+// appendBatch inserts the batch in one statement and resolves the rows that were not inserted.
+// The statement has committed by the time it returns: ON CONFLICT waits for a conflicting
+// transaction in flight, so the lookup sees every row that made one of ours conflict (a row whose
+// writer rolled back leaves a VersionTaken result, and the caller simply retries at a new version).
+func (s *Store) appendBatch(ctx context.Context, events []domain.Envelope, arrays *eventArrays) ([]AppendResult, error) {
+	positions, err := insertBatch(ctx, s.pool, append(arrays.args(), s.cfg.NotifyChannel))
 	if err != nil {
 		return nil, err
 	}
@@ -128,23 +132,41 @@ func (s *Store) appendBatchTx(ctx context.Context, tx pgx.Tx, events []domain.En
 		pending = append(pending, i)
 	}
 	if len(pending) > 0 {
-		if err := resolveConflicts(ctx, tx, events, pending, results); err != nil {
-			return nil, err
-		}
-	}
-	if len(pending) < len(events) {
-		if err := s.notify(ctx, tx); err != nil {
+		if err := resolveConflicts(ctx, s.pool, events, pending, results); err != nil {
 			return nil, err
 		}
 	}
 	return results, nil
 }
 
+// insertBatch runs appendBatchSQL and maps inserted event ids to positions.
+func insertBatch(ctx context.Context, q querier, args []any) (map[[16]byte]int64, error) {
+	rows, err := q.Query(ctx, appendBatchSQL, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	positions := make(map[[16]byte]int64)
+	for rows.Next() {
+		var (
+			id  pgtype.UUID
+			pos int64
+		)
+		if err := rows.Scan(&id, &pos); err != nil {
+			return nil, err
+		}
+		if id.Valid {
+			positions[id.Bytes] = pos
+		}
+	}
+	return positions, rows.Err()
+}
+
 // streamKey identifies an idempotency key within a stream.
 type streamKey struct{ tenant, stream, key string }
 
 // resolveConflicts fills results[i] for every pending index with Duplicate or VersionTaken.
-func resolveConflicts(ctx context.Context, tx pgx.Tx, events []domain.Envelope, pending []int, results []AppendResult) error {
+func resolveConflicts(ctx context.Context, tx querier, events []domain.Envelope, pending []int, results []AppendResult) error {
 	ids := make([]pgtype.UUID, 0, len(pending))
 	var tenants, streams, keys []string
 	for _, i := range pending {
