@@ -18,6 +18,10 @@ type Config struct {
 	// SendQueueSize is each session's outbound queue, in frames. A session whose queue is full
 	// when a frame is due is disconnected: nobody waits for a slow client. Default 256.
 	SendQueueSize int `koanf:"send_queue_size"`
+	// SocketSendBuffer sets SO_SNDBUF of each connection in bytes; 0 keeps the OS default, which
+	// on Linux grows to megabytes. A small buffer bounds the memory a stuck client pins in the
+	// kernel and gets it disconnected sooner (its send queue fills instead).
+	SocketSendBuffer int `koanf:"socket_send_buffer"`
 	// WriteTimeout bounds one write to a client. Default 10 s.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
 	// IdleTimeout closes a connection that sent no frame (a ping counts) for this long. Clients
@@ -98,6 +102,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("ws: %s must be positive", name))
 		}
+	}
+	if c.SocketSendBuffer < 0 {
+		errs = append(errs, errors.New("ws: socket_send_buffer must not be negative"))
 	}
 	if c.MaxTopicsPerSession <= 0 {
 		errs = append(errs, errors.New("ws: max_topics_per_session must be positive"))

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -101,6 +102,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.metrics.refused.WithLabelValues("handshake").Inc()
 		g.log.DebugContext(r.Context(), "ws: upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok && g.cfg.SocketSendBuffer > 0 {
+		_ = tc.SetWriteBuffer(g.cfg.SocketSendBuffer)
 	}
 	s := newSession(g, conn, rw.Reader, r.RemoteAddr)
 	if !g.track(s) {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,14 +305,15 @@ func dial(t testing.TB, n *node, name string, o dialOpts) *client {
 		opts.HTTPHeader.Set("Origin", o.origin)
 	}
 	if o.readBuf > 0 {
-		d := &net.Dialer{}
-		opts.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := d.DialContext(ctx, network, addr)
-			if err == nil {
-				_ = conn.(*net.TCPConn).SetReadBuffer(o.readBuf)
-			}
-			return conn, err
-		}}}
+		// Set before connect, so the small window is what the handshake advertises.
+		d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.readBuf)
+			})
+			return errors.Join(err, serr)
+		}}
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	}
 	c, _, err := websocket.Dial(ctx, n.url(), opts)
 	if err != nil {
@@ -462,3 +464,5 @@ func (cl *client) closed(within time.Duration) (websocket.StatusCode, string) {
 func authSignerAt(at time.Time) (*auth.Signer, error) {
 	return auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}, Now: func() time.Time { return at }})
 }
+
+func userID(i int) domain.UserID { return domain.UserID(i) }
