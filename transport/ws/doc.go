@@ -1,4 +1,65 @@
 // Package ws is the WebSocket gateway at /v1/im/ws (DESIGN §6): JSON frames in the style of
 // Tinode over gobwas/ws, one reader and one writer goroutine per connection, a bounded send queue
 // that never blocks the sender, and a per-node hub of topic subscriptions fed by fanout.
+//
+// # Frames
+//
+// Every WebSocket message is one JSON object with exactly one key, the frame type. Seqs and
+// 64-bit ids are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
+// frames: ctrl (the answer to a frame with an id, echoing it; code and a stable reason on
+// errors), data (a message; content exactly as its sender sent it), pres (a user came "on" or
+// went "off" in a topic), info (a note: typing "kp", a "read" or "recv" receipt).
+//
+// A session, frame by frame (> client, < server; tokens and ids shortened):
+//
+//	> {"hi":{"id":"1","ver":"1","ua":"demo/1.0"}}
+//	< {"ctrl":{"id":"1","code":201,"text":"created","params":{"idle_timeout_s":60,"max_frame_size":65536,"sid":"f607bd7e2d0166c3","ver":"1"},"ts":"2026-11-29T07:55:43.056Z"}}
+//	> {"pub":{"id":"2","topic":"grp7","client_msg_id":"c-1","content":"hello"}}
+//	< {"ctrl":{"id":"2","code":401,"text":"login first","reason":"not_authenticated","ts":"2026-11-29T07:55:43.207Z"}}
+//	> {"login":{"id":"3","token":"eyJhbGciOiJIUzI1NiIs...LGzTMyrK3w37X6Qum6Xm5e_8JYq6ZkLs3PO4ZxlvjhE"}}
+//	< {"ctrl":{"id":"3","code":200,"text":"ok","params":{"expires":"2026-11-29T08:55:43.000Z","tenant":"acme","user":"42"},"ts":"2026-11-29T07:55:43.359Z"}}
+//	> {"sub":{"id":"4","topic":"grp7"}}
+//	< {"ctrl":{"id":"4","code":200,"text":"ok","params":{"topic":"grp7"},"ts":"2026-11-29T07:55:43.509Z"}}
+//	> {"pub":{"id":"5","topic":"grp7","client_msg_id":"c-1","content":{"text":"hello <b>world</b>", "n": 1},"head":{"mentions":["43"]}}}
+//	< {"ctrl":{"id":"5","code":202,"text":"accepted","params":{"message_id":"01a2264d-82b3-79e7-8538-2cf8c77ad357","seq":"1","topic":"grp7","ts":"2026-11-29T07:55:43.667Z"},"ts":"2026-11-29T07:55:43.670Z"}}
+//	< {"data":{"topic":"grp7","seq":"1","from":"42","message_id":"01a2264d-82b3-79e7-8538-2cf8c77ad357","head":{"mentions":["43"]},"ts":"2026-11-29T07:55:43.667Z","content":{"text":"hello <b>world</b>", "n": 1}}}
+//	< {"data":{"topic":"grp7","seq":"2","from":"43","message_id":"01a2264d-8344-7251-ba48-2ed7353cfd9b","ts":"2026-11-29T07:55:43.812Z","content":"hi 42"}}
+//	> {"get":{"id":"6","topic":"grp7","after_seq":"0","limit":10}}
+//	< {"data":{"topic":"grp7","seq":"1","from":"42","ts":"2026-11-29T07:55:43.667Z","content":{"n": 1, "text": "hello <b>world</b>"}}}
+//	< {"data":{"topic":"grp7","seq":"2","from":"43","ts":"2026-11-29T07:55:43.812Z","content":"hi 42"}}
+//	< {"ctrl":{"id":"6","code":200,"text":"ok","params":{"count":2,"has_more":false,"last_seq":"2","topic":"grp7"},"ts":"2026-11-29T07:55:43.963Z"}}
+//	> {"note":{"topic":"grp7","what":"read","seq":"2"}}
+//	> {"note":{"topic":"grp7","what":"kp"}}
+//	< {"info":{"topic":"grp7","from":"43","what":"kp"}}
+//	> {"pub":{"id":"7","topic":"p2p5_6","client_msg_id":"c-2","content":"x"}}
+//	< {"ctrl":{"id":"7","code":403,"text":"forbidden","reason":"not_member","ts":"2026-11-29T07:55:44.566Z"}}
+//	> {"pub":{"id":"8","topic":"grp7","content":"x"}}
+//	< {"ctrl":{"id":"8","code":400,"text":"invalid client_msg_id: required","reason":"invalid","params":{"field":"client_msg_id","reason":"required"},"ts":"2026-11-29T07:55:44.716Z"}}
+//	> {"frob":{"id":"9"}}
+//	< {"ctrl":{"id":"9","code":400,"text":"unknown frame type \"frob\"","reason":"unknown_frame","ts":"2026-11-29T07:55:44.867Z"}}
+//	> {"ping":{"id":"10"}}
+//	< {"ctrl":{"id":"10","code":200,"text":"pong","ts":"2026-11-29T07:55:45.018Z"}}
+//	> {"leave":{"id":"11","topic":"grp7"}}
+//	< {"ctrl":{"id":"11","code":200,"text":"ok","params":{"topic":"grp7"},"ts":"2026-11-29T07:55:45.168Z"}}
+//
+// A pub is acked (202, with seq and message_id) only after its event is committed; then it goes
+// to every online session of the topic, the sender's own included, on every node. A resend with
+// the same client_msg_id is acked with the first seq and "duplicate":true and not delivered
+// again. History pages come from the read models, which store content as JSON values: a get may
+// return content re-serialized (key order, spacing), the realtime data frame never does.
+//
+// # Delivery and recovery
+//
+// Realtime delivery is best effort: a client that reconnects, or sees a gap in a topic's seqs,
+// sends get with after_seq set to the last seq it has. Seq holes are possible (a failed send
+// keeps its seq); last_seq in the get answer tells the client it has caught up.
+//
+// # Connections
+//
+// A client that sends nothing for IdleTimeout is closed (1008 "idle timeout"); WebSocket pings
+// and {"ping":{}} both count, so clients ping every IdleTimeout/2. Every inbound frame refreshes
+// the session's presence. A client whose send queue is full is disconnected at once. A message
+// over MaxFrameSize is answered with ctrl 413 frame_too_large and a close 1009. Browsers must
+// come from an allowed Origin (by default the page's own host); requests without an Origin
+// header are non-browser clients and are let through, since they must log in with a token.
 package ws
