@@ -1,0 +1,65 @@
+package account
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/imledger/imledger/transport/auth"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Password is the argon2id cost of new hashes. A stored hash made with other parameters is
+	// rehashed at the next successful login. Default auth.DefaultPasswordParams. New fails on
+	// parameters auth.HashPassword rejects.
+	Password auth.PasswordParams
+	// MinPasswordLen is the shortest password Register accepts, in bytes. Default 8.
+	MinPasswordLen int
+	// PendingTimeout is how long a registration may hold a login name before its event is
+	// committed. An unconfirmed claim older than this is taken to be abandoned (the process died
+	// between the two writes) and the name is free again. Keep it well above the longest request
+	// time. Default 2 minutes.
+	PendingTimeout time.Duration
+	// MaxIDDraws bounds how often Register draws a new user id when the drawn one is taken.
+	// Default 5.
+	MaxIDDraws int
+	// APIKeyCacheTTL is how long a verified API key is trusted without asking PostgreSQL again;
+	// a revocation takes up to this long to reach other nodes. Default 30 s; negative disables
+	// the cache.
+	APIKeyCacheTTL time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Password == (auth.PasswordParams{}) {
+		c.Password = auth.DefaultPasswordParams
+	}
+	if c.MinPasswordLen == 0 {
+		c.MinPasswordLen = 8
+	}
+	if c.PendingTimeout == 0 {
+		c.PendingTimeout = 2 * time.Minute
+	}
+	if c.MaxIDDraws == 0 {
+		c.MaxIDDraws = 5
+	}
+	if c.APIKeyCacheTTL == 0 {
+		c.APIKeyCacheTTL = 30 * time.Second
+	}
+}
+
+// Validate reports every problem of c, with defaults applied, joined into one error.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if c.MinPasswordLen < 1 || c.MinPasswordLen > auth.MaxPasswordLen {
+		errs = append(errs, fmt.Errorf("account: min_password_len must be 1 to %d", auth.MaxPasswordLen))
+	}
+	if c.PendingTimeout < 0 {
+		errs = append(errs, errors.New("account: pending_timeout must not be negative"))
+	}
+	if c.MaxIDDraws < 1 {
+		errs = append(errs, errors.New("account: max_id_draws must be at least 1"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,6 @@
+// Package account registers users and checks their passwords, and keeps the tenants' API keys.
+// A registration appends user.registered.v1 (and the first public profile) to the user's stream
+// in the event store; the argon2id password hash stays in the credentials table, never in an
+// event. Login answers one stable ErrInvalidCredentials for an unknown login and a wrong password
+// alike, after the same amount of hashing work.
+package account

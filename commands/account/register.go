@@ -1,0 +1,241 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
+)
+
+// Register asks for a new account of a tenant.
+type Register struct {
+	Tenant   domain.TenantID
+	Login    string // 3..32 of [a-z0-9_.-]; upper-case ASCII is folded to lower case
+	Password string // at least Config.MinPasswordLen bytes, at most auth.MaxPasswordLen
+	// Nickname, Avatar and Signature are the first public profile; an empty nickname becomes
+	// the login name.
+	Nickname, Avatar, Signature string
+	TraceID                     string
+}
+
+// Registered is a committed registration.
+type Registered struct {
+	User         domain.UserID
+	Login        domain.Login
+	RegisteredAt time.Time
+}
+
+const constraintUserID = "credentials_tenant_id_user_id_key"
+
+// errIDTaken means a drawn user id already belongs to an account.
+var errIDTaken = errors.New("user id taken")
+
+// Register creates an account: it claims the login name in the credentials table, then appends
+// user.registered.v1 and user.profile_updated.v1 to the new user's stream (expected version 0),
+// then marks the credential confirmed.
+//
+// The event store offers no transaction to share, so the two writes are ordered to fail safe:
+// when the append fails, the claim is deleted again; when the process dies between the two, an
+// unconfirmed claim remains, which Login refuses and which a registration of the same name
+// reclaims after Config.PendingTimeout. Should a registration stall for longer than that between
+// its two writes, a second registration may reclaim the name and both accounts' events exist;
+// the stalled one then reports success for an account that cannot log in (its claim is gone).
+// A failed confirmation is repaired by the next Login or Register of the name, which find the
+// event.
+//
+// Errors: *domain.ValidationError for a bad tenant, login, password or profile;
+// *domain.DeniedError login_taken; domain.ErrInProgress while another registration of the name
+// is between its two writes; domain.ErrRetryable when PostgreSQL failed.
+func (s *Service) Register(ctx context.Context, cmd Register) (Registered, error) {
+	login, profile, hash, err := s.prepare(cmd)
+	if err != nil {
+		return Registered{}, err
+	}
+	for draw := 1; ; draw++ {
+		uid, err := s.ids.NewUserID(ctx)
+		if err != nil {
+			return Registered{}, domain.Retryable("draw user id", err)
+		}
+		if uid <= 0 {
+			return Registered{}, fmt.Errorf("register: id generator drew %d", uid)
+		}
+		res, err := s.registerAs(ctx, cmd, login, profile, hash, uid)
+		if errors.Is(err, errIDTaken) && draw < s.cfg.MaxIDDraws {
+			continue
+		}
+		if errors.Is(err, errIDTaken) {
+			return Registered{}, domain.Retryable("register", err)
+		}
+		return res, err
+	}
+}
+
+// prepare validates cmd and hashes the password.
+func (s *Service) prepare(cmd Register) (domain.Login, domain.UserProfile, string, error) {
+	if cmd.Tenant.IsZero() {
+		return domain.Login{}, domain.UserProfile{}, "", &domain.ValidationError{Field: "tenant_id", Reason: "required"}
+	}
+	login, err := domain.NewLogin(cmd.Login)
+	if err != nil {
+		return domain.Login{}, domain.UserProfile{}, "", err
+	}
+	nickname := cmd.Nickname
+	if strings.TrimSpace(nickname) == "" {
+		nickname = login.String()
+	}
+	profile, err := domain.NewUserProfile(nickname, cmd.Avatar, cmd.Signature)
+	if err != nil {
+		return domain.Login{}, domain.UserProfile{}, "", err
+	}
+	if cmd.Password != "" && len(cmd.Password) < s.cfg.MinPasswordLen {
+		return domain.Login{}, domain.UserProfile{}, "", &domain.ValidationError{Field: "password", Reason: "too_short",
+			Detail: fmt.Sprintf("at least %d bytes", s.cfg.MinPasswordLen)}
+	}
+	hash, err := auth.HashPassword(cmd.Password, s.cfg.Password)
+	if err != nil {
+		return domain.Login{}, domain.UserProfile{}, "", err
+	}
+	return login, profile, hash, nil
+}
+
+// registerAs registers with user id uid; errIDTaken when uid already has an account.
+func (s *Service) registerAs(ctx context.Context, cmd Register, login domain.Login, profile domain.UserProfile, hash string, uid domain.UserID) (Registered, error) {
+	if err := s.claim(ctx, cmd.Tenant, login, uid, hash); err != nil {
+		return Registered{}, err
+	}
+	now := s.now().UTC()
+	events, err := domain.Register(cmd.Tenant, uid, login, profile, now)
+	if err == nil {
+		err = s.appendRegistration(ctx, cmd, uid, events)
+	}
+	if err != nil {
+		s.release(ctx, cmd.Tenant, login, uid)
+		if errors.Is(err, domain.ErrConcurrency) {
+			return Registered{}, fmt.Errorf("register: stream of user %d is not empty: %w", uid, errIDTaken)
+		}
+		return Registered{}, err
+	}
+	s.confirm(ctx, cmd.Tenant, login, uid)
+	return Registered{User: uid, Login: login, RegisteredAt: now}, nil
+}
+
+func (s *Service) appendRegistration(ctx context.Context, cmd Register, uid domain.UserID, events []domain.PendingEvent) error {
+	envs, err := domain.NewEnvelopes(cmd.Tenant, domain.Actor{Type: domain.ActorUser, ID: uid.String()}, events)
+	if err != nil {
+		return err
+	}
+	stream := domain.ProfileStreamID(uid)
+	for i := range envs {
+		envs[i].TraceID, envs[i].BizID = cmd.TraceID, stream
+	}
+	if _, err := s.store.Append(ctx, cmd.Tenant, stream, 0, envs); err != nil {
+		if errors.Is(err, domain.ErrConcurrency) || errors.Is(err, domain.ErrRetryable) {
+			return err
+		}
+		return domain.Retryable("append registration", err)
+	}
+	return nil
+}
+
+// claim inserts the unconfirmed credential. A name already claimed is login_taken when its
+// account exists, reclaimed when its claim was abandoned, and ErrInProgress otherwise.
+func (s *Service) claim(ctx context.Context, tenant domain.TenantID, login domain.Login, uid domain.UserID, hash string) error {
+	for attempt := 0; attempt < 2; attempt++ {
+		tag, err := s.pool.Exec(ctx, `INSERT INTO credentials (tenant_id, login, user_id, password_hash, created_at)
+			VALUES ($1, $2, $3, $4, now()) ON CONFLICT (tenant_id, login) DO NOTHING`,
+			tenant.String(), login.String(), int64(uid), hash)
+		switch {
+		case uniqueViolation(err, constraintUserID):
+			return errIDTaken
+		case err != nil:
+			return dbErr("claim login", err)
+		case tag.RowsAffected() == 1:
+			return nil
+		}
+		reclaim, err := s.existingClaim(ctx, tenant, login)
+		if err != nil || !reclaim {
+			return err
+		}
+	}
+	return fmt.Errorf("register %s: %w", login, domain.ErrInProgress)
+}
+
+// existingClaim decides about a login name that is already claimed: an error when it is taken
+// or being registered, true when an abandoned claim was deleted and the name is free again.
+func (s *Service) existingClaim(ctx context.Context, tenant domain.TenantID, login domain.Login) (bool, error) {
+	var (
+		uid       int64
+		confirmed bool
+		stale     bool
+	)
+	err := s.pool.QueryRow(ctx, `SELECT user_id, confirmed, created_at < now() - make_interval(secs => $3)
+		FROM credentials WHERE tenant_id = $1 AND login = $2`,
+		tenant.String(), login.String(), s.cfg.PendingTimeout.Seconds()).Scan(&uid, &confirmed, &stale)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil // released meanwhile: try again
+	}
+	if err != nil {
+		return false, dbErr("read claim", err)
+	}
+	if confirmed {
+		return false, domain.Deny(ReasonLoginTaken)
+	}
+	registered, err := s.registered(ctx, tenant, domain.UserID(uid))
+	if err != nil {
+		return false, err
+	}
+	if registered {
+		s.confirm(ctx, tenant, login, domain.UserID(uid))
+		return false, domain.Deny(ReasonLoginTaken)
+	}
+	if !stale {
+		return false, fmt.Errorf("register %s: %w", login, domain.ErrInProgress)
+	}
+	_, err = s.pool.Exec(ctx, `DELETE FROM credentials WHERE tenant_id = $1 AND login = $2 AND user_id = $3 AND NOT confirmed`,
+		tenant.String(), login.String(), uid)
+	return err == nil, dbErr("reclaim login", err)
+}
+
+// registered reports whether uid's user stream holds its registration.
+func (s *Service) registered(ctx context.Context, tenant domain.TenantID, uid domain.UserID) (bool, error) {
+	v, err := s.store.LastVersion(ctx, tenant, domain.ProfileStreamID(uid))
+	if err != nil {
+		if errors.Is(err, domain.ErrRetryable) {
+			return false, err
+		}
+		return false, domain.Retryable("read user stream", err)
+	}
+	return v > 0, nil
+}
+
+// release deletes an unconfirmed claim after a failed append. A failure is logged: the claim
+// is reclaimed after Config.PendingTimeout.
+func (s *Service) release(ctx context.Context, tenant domain.TenantID, login domain.Login, uid domain.UserID) {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `DELETE FROM credentials WHERE tenant_id = $1 AND login = $2 AND user_id = $3 AND NOT confirmed`,
+		tenant.String(), login.String(), int64(uid))
+	if err != nil {
+		s.log.WarnContext(ctx, "could not release a login claim; it frees itself after the pending timeout",
+			"tenant_id", tenant.String(), "user_id", uid.String(), "err", err)
+	}
+}
+
+// confirm marks a claim whose registration is committed. A failure is logged: Login and
+// Register confirm it later from the event store.
+func (s *Service) confirm(ctx context.Context, tenant domain.TenantID, login domain.Login, uid domain.UserID) {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `UPDATE credentials SET confirmed = true WHERE tenant_id = $1 AND login = $2 AND user_id = $3`,
+		tenant.String(), login.String(), int64(uid))
+	if err != nil {
+		s.log.WarnContext(ctx, "could not confirm a registered login; the next login confirms it",
+			"tenant_id", tenant.String(), "user_id", uid.String(), "err", err)
+	}
+}

@@ -1,0 +1,143 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
+)
+
+// Errors of the account operations. Transport answers both with a fixed 401 and no detail.
+var (
+	// ErrInvalidCredentials is every failed login: unknown login, wrong password, an account
+	// whose registration never completed.
+	ErrInvalidCredentials = errors.New("invalid credentials")
+	// ErrInvalidAPIKey is an API key that is malformed, unknown or revoked.
+	ErrInvalidAPIKey = errors.New("invalid API key")
+)
+
+// ReasonLoginTaken is the *domain.DeniedError reason of a registration whose login name is taken.
+const ReasonLoginTaken = "login_taken"
+
+// Store is what the Service needs from the event store. *eventstore.Store satisfies it.
+type Store interface {
+	Append(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, error)
+	LastVersion(ctx context.Context, tenant domain.TenantID, streamID string) (int64, error)
+}
+
+var _ Store = (*eventstore.Store)(nil)
+
+// Deps are the collaborators of a Service.
+type Deps struct {
+	// Pool is the event store's PostgreSQL pool, where the credentials and API key tables live
+	// (migrations/postgres). Required.
+	Pool *pgxpool.Pool
+	// Store is the event store. Required.
+	Store Store
+	// IDs draws new user ids. Default: a Snowflake with a random node id.
+	IDs IDGenerator
+	// Logger receives best-effort failures (a credential that could not be released or
+	// confirmed). Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Service registers users, checks logins and manages tenant API keys. It is safe for
+// concurrent use.
+type Service struct {
+	cfg   Config
+	pool  *pgxpool.Pool
+	store Store
+	ids   IDGenerator
+	log   *slog.Logger
+	now   func() time.Time
+
+	// dummyHash is verified against when a login is unknown, so that an unknown login costs
+	// the same hashing work as a wrong password.
+	dummyHash string
+
+	keysMu sync.Mutex
+	keys   map[[32]byte]cachedKey
+}
+
+// New validates deps and cfg and returns a Service. It hashes one password to prepare the
+// unknown-login path, which takes as long as a login does.
+func New(deps Deps, cfg Config) (*Service, error) {
+	cfg.setDefaults()
+	var errs []error
+	if deps.Pool == nil {
+		errs = append(errs, errors.New("account: Pool is required"))
+	}
+	if deps.Store == nil {
+		errs = append(errs, errors.New("account: Store is required"))
+	}
+	errs = append(errs, cfg.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, pool: deps.Pool, store: deps.Store, ids: deps.IDs, log: deps.Logger, now: deps.Now,
+		keys: map[[32]byte]cachedKey{}}
+	if s.ids == nil {
+		s.ids = randomSnowflake()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	dummy, err := auth.HashPassword("imledger: no such login", cfg.Password)
+	if err != nil {
+		return nil, fmt.Errorf("account: %w", err)
+	}
+	s.dummyHash = dummy
+	return s, nil
+}
+
+// Config returns the configuration with defaults applied.
+func (s *Service) Config() Config { return s.cfg }
+
+// dbErr wraps a PostgreSQL failure for op: unreachable, timed out or overloaded is a
+// *domain.RetryableError; a cancelled context and anything else stay plain wrapped errors.
+func dbErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 08: connection exception, 40: transaction rollback, 53: insufficient resources,
+		// 57: operator intervention.
+		for _, class := range []string{"08", "40", "53", "57"} {
+			if strings.HasPrefix(pgErr.Code, class) {
+				return domain.Retryable(op, err)
+			}
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return domain.Retryable(op, err)
+}
+
+// uniqueViolation reports whether err is a unique violation of constraint.
+func uniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+// detached returns a context for cleanup that must run even when ctx was cancelled.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+}
