@@ -1,0 +1,201 @@
+package wsbench_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/migrations"
+	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/ws"
+	"github.com/imledger/imledger/transport/ws/wsbench"
+)
+
+// gateway starts n gateway nodes over a fresh database and key prefix and returns their URLs
+// and the token signer.
+func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.Postgres(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrations.UpPostgres(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := eventstore.New(pool, eventstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, prefix := testenv.Redis(t)
+	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb},
+		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = send.Close() })
+	tokens, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("b", 32)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i := range nodes {
+		id := string(rune('a' + i))
+		pres, err := presence.New(presence.Deps{Redis: rdb}, presence.Config{KeyPrefix: prefix, NodeID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hub := ws.NewHub()
+		fan, err := fanout.New(fanout.Deps{Redis: rdb, Nodes: pres, Local: hub}, fanout.Config{KeyPrefix: prefix, NodeID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fan.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = fan.Close() })
+		gw, err := ws.New(ws.Deps{Tokens: tokens, Sender: send, Presence: pres, Hub: hub, Publisher: fan}, ws.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(ws.Path, gw)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = gw.Shutdown(ctx)
+			srv.Close()
+		})
+		urls = append(urls, "ws"+strings.TrimPrefix(srv.URL, "http")+ws.Path)
+	}
+	return urls, tokens, store
+}
+
+func TestRunMeasuresEveryMessage(t *testing.T) {
+	t.Parallel()
+	urls, tokens, store := gateway(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := wsbench.Run(ctx, wsbench.Options{URLs: urls, Tenant: domain.MustTenantID("bench"), Tokens: tokens,
+		Clients: 20, Groups: 4, Rate: 200, Duration: 2 * time.Second, Drain: 5 * time.Second, ContentBytes: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := res.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	// 200 msg/s for 2 s, within scheduling slack.
+	if res.Sent < 300 || res.Sent > 440 {
+		t.Errorf("sent %d, want about 400", res.Sent)
+	}
+	if res.Acked != res.Sent || res.ErrorCount() != 0 {
+		t.Errorf("acked %d of %d, errors %v", res.Acked, res.Sent, res.Errors)
+	}
+	// Groups of 5: every message reaches the 4 other members.
+	if res.Expected != 4*res.Acked || res.Delivered != res.Expected {
+		t.Errorf("delivered %d, expected %d (4 per acked message: %d)", res.Delivered, res.Expected, 4*res.Acked)
+	}
+	if res.Ack.Count != res.Acked || res.Ack.P50 <= 0 || res.Ack.P99 < res.Ack.P50 || res.Ack.Max < res.Ack.P99 {
+		t.Errorf("ack latency %+v", res.Ack)
+	}
+	if res.Deliver.Count != res.Delivered || res.Deliver.P50 <= 0 {
+		t.Errorf("deliver latency %+v", res.Deliver)
+	}
+	n, err := store.Count(ctx, eventstore.Filter{})
+	if err != nil || n != res.Acked {
+		t.Errorf("%d events stored (%v), want %d", n, err, res.Acked)
+	}
+	for _, want := range []string{"sent", "acked", "delivered", "errors", "ack latency", "send->deliver", "p99"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestRunFailsWhenClientsCannotLogIn(t *testing.T) {
+	t.Parallel()
+	urls, _, _ := gateway(t, 1)
+	other, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("z", 32)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = wsbench.Run(ctx, wsbench.Options{URLs: urls, Tenant: domain.MustTenantID("bench"), Tokens: other,
+		Clients: 3, Groups: 1, Duration: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "token_invalid") {
+		t.Errorf("Run with foreign tokens = %v, want a login refusal", err)
+	}
+	if err := (wsbench.Options{}).Validate(); err == nil {
+		t.Error("empty options validated")
+	}
+}
+
+// BenchmarkGateway runs the load client against two gateway nodes over the local PostgreSQL and
+// Redis and reports the rates and latencies. Run it with
+//
+//	go test -run '^$' -bench Gateway -benchtime 1x ./transport/ws/wsbench
+//
+// and set IMLEDGER_BENCH_CLIENTS, _GROUPS, _RATE and _SECONDS to change the load.
+func BenchmarkGateway(b *testing.B) {
+	urls, tokens, _ := gateway(b, 2)
+	o := wsbench.Options{URLs: urls, Tenant: domain.MustTenantID("bench"), Tokens: tokens,
+		Clients: envInt("IMLEDGER_BENCH_CLIENTS", 200), Groups: envInt("IMLEDGER_BENCH_GROUPS", 20),
+		Rate: float64(envInt("IMLEDGER_BENCH_RATE", 2000)), Duration: time.Duration(envInt("IMLEDGER_BENCH_SECONDS", 10)) * time.Second}
+	for i := range b.N {
+		o.FirstGroup = int64(1_000_000 + i*o.Groups) // fresh topics each round
+		res, err := wsbench.Run(context.Background(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out bytes.Buffer
+		_ = res.Print(&out)
+		b.Logf("\n%s", out.String())
+		secs := res.Duration.Seconds()
+		b.ReportMetric(float64(res.Acked)/secs, "acked/s")
+		b.ReportMetric(float64(res.Delivered)/secs, "delivered/s")
+		b.ReportMetric(float64(res.Ack.P99.Microseconds())/1000, "ack-p99-ms")
+		b.ReportMetric(float64(res.Deliver.P99.Microseconds())/1000, "deliver-p99-ms")
+		b.ReportMetric(float64(res.ErrorCount()), "errors")
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
