@@ -197,3 +197,14 @@ func (r *recorder) take() (changes, streams []string) {
 	r.changes, r.streams = nil, nil
 	return changes, streams
 }
+
+// failingStore fails every call, for tests that must not reach the store.
+type failingStore struct{}
+
+func (failingStore) ReadStream(context.Context, domain.TenantID, string, int64, int) ([]domain.Envelope, error) {
+	return nil, errors.New("store reached")
+}
+
+func (failingStore) AppendStreams(context.Context, domain.TenantID, []eventstore.StreamAppend) ([]domain.Envelope, error) {
+	return nil, errors.New("store reached")
+}
