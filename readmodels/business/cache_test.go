@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +291,57 @@ func TestDissolvedAndUnknownGroups(t *testing.T) {
 	}
 	if _, err := f.store.Group(ctx, f.tenant, 0); !errors.Is(err, domain.ErrInvalid) {
 		t.Errorf("group id 0: %v", err)
+	}
+}
+
+func TestConcurrentReadersNeverKeepAStaleEntry(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	w := f.w
+	f.apply(ctx, t, concat(w.create(7, 1, "team"), w.join(7, 2, 3, 4))...)
+	stop := make(chan struct{})
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err1 := f.store.IsMember(ctx, f.tenant, 7, 9)
+				_, err2 := f.store.Friends(ctx, f.tenant, 9)
+				_, err3 := f.store.MemberCount(ctx, f.tenant, 7)
+				if err := errors.Join(err1, err2, err3); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := range 40 {
+		if i%2 == 0 {
+			f.apply(ctx, t, concat(w.join(7, 9), w.befriend(9, 1))...)
+		} else {
+			f.apply(ctx, t, concat(w.leave(7, 9), w.unfriend(9, 1))...)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The last change was a leave: whatever the readers filled meanwhile, the caches say so.
+	if must[bool](t)(f.store.IsMember(ctx, f.tenant, 7, 9)) {
+		t.Fatal("cache says user 9 is a member after it left")
+	}
+	if fr := must[[]domain.UserID](t)(f.store.Friends(ctx, f.tenant, 9)); len(fr) != 0 {
+		t.Fatalf("cache says user 9 has friends %v", fr)
+	}
+	if n := must[int](t)(f.store.MemberCount(ctx, f.tenant, 7)); n != 4 {
+		t.Fatalf("cached member count %d, want 4", n)
 	}
 }
