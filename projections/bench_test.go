@@ -1,9 +1,11 @@
 package projections_test
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/projections"
 )
@@ -35,13 +37,19 @@ func BenchmarkLive(b *testing.B) {
 	cfg.Kafka.Partitions = int32(envInt("IM_BENCH_PARTITIONS", 12))
 	cfg.Batch.Flushers = envInt("IM_BENCH_FLUSHERS", 0)
 	for i := 0; i < b.N; i++ {
-		res, err := projections.BenchLive(testCtx(b), projections.BenchLiveOptions{Config: cfg, Postgres: h.pool,
+		res, err := projections.BenchLive(benchCtx(b), projections.BenchLiveOptions{Config: cfg, Postgres: h.pool,
 			Store: m.store, Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(res.PerSecond, "events/s")
 	}
+}
+
+func benchCtx(b *testing.B) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	b.Cleanup(cancel)
+	return ctx
 }
 
 type benchWriter struct{ b *testing.B }
@@ -58,7 +66,7 @@ func BenchmarkRebuild(b *testing.B) {
 	tn := m.tenant("benchrebuild")
 	store := newEventStore(b, h.pool)
 	for i := 0; i < b.N; i++ {
-		res, err := projections.BenchRebuild(testCtx(b), projections.BenchRebuildOptions{
+		res, err := projections.BenchRebuild(benchCtx(b), projections.BenchRebuildOptions{
 			Deps:   projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
 			Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0), Out: benchOut(b)})
 		if err != nil {

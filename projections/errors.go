@@ -24,11 +24,6 @@ const (
 	ReasonRetriesExhausted = "retries_exhausted"
 )
 
-const (
-	reasonBadEnvelope   = ReasonBadEnvelope
-	reasonUnknownTenant = ReasonUnknownTenant
-)
-
 // ErrUnknownTenant is returned by an Applier for an event whose tenant has no read model. The
 // event is dead-lettered with ReasonUnknownTenant without retries.
 var ErrUnknownTenant = errors.New("unknown tenant")

@@ -20,7 +20,8 @@ import (
 
 // Deps are the projector's collaborators.
 type Deps struct {
-	// Postgres holds the dead letters and parked events (see EnsureSchema). Required.
+	// Postgres holds the dead letters and parked events (see EnsureSchema). Required. While it
+	// is unreachable events are retried, never applied unchecked or dropped.
 	Postgres *pgxpool.Pool
 	// Logger receives the projector's logs. Default: slog.Default().
 	Logger *slog.Logger

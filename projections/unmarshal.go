@@ -74,15 +74,15 @@ func sourceOf(msg *message.Message) source {
 func decodeEnvelope(payload []byte) (domain.Envelope, error) {
 	var env domain.Envelope
 	if err := json.Unmarshal(payload, &env); err != nil {
-		return env, permanent(reasonBadEnvelope, fmt.Errorf("decode envelope: %w", err))
+		return env, permanent(ReasonBadEnvelope, fmt.Errorf("decode envelope: %w", err))
 	}
 	switch {
 	case env.TenantID.IsZero():
-		return env, permanent(reasonBadEnvelope, fmt.Errorf("decode envelope %s: no tenant_id", env.EventID))
+		return env, permanent(ReasonBadEnvelope, fmt.Errorf("decode envelope %s: no tenant_id", env.EventID))
 	case env.StreamID == "":
-		return env, permanent(reasonBadEnvelope, fmt.Errorf("decode envelope %s: no stream_id", env.EventID))
+		return env, permanent(ReasonBadEnvelope, fmt.Errorf("decode envelope %s: no stream_id", env.EventID))
 	case env.EventType == "":
-		return env, permanent(reasonBadEnvelope, fmt.Errorf("decode envelope %s: no event_type", env.EventID))
+		return env, permanent(ReasonBadEnvelope, fmt.Errorf("decode envelope %s: no event_type", env.EventID))
 	}
 	return env, nil
 }
