@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
@@ -31,6 +32,12 @@ import (
 // gateway starts n gateway nodes over a fresh database and key prefix and returns their URLs
 // and the token signer.
 func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store) {
+	urls, tokens, store, _ := gatewayWithMetrics(t, nodes)
+	return urls, tokens, store
+}
+
+// gatewayWithMetrics is gateway plus a registry holding every node's gateway metrics.
+func gatewayWithMetrics(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store, *prometheus.Registry) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -69,6 +76,7 @@ func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store
 		t.Fatal(err)
 	}
 	var urls []string
+	reg := prometheus.NewRegistry()
 	for i := range nodes {
 		id := string(rune('a' + i))
 		pres, err := presence.New(presence.Deps{Redis: rdb}, presence.Config{KeyPrefix: prefix, NodeID: id})
@@ -84,7 +92,8 @@ func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = fan.Close() })
-		gw, err := ws.New(ws.Deps{Tokens: tokens, Sender: send, Presence: pres, Hub: hub, Publisher: fan}, ws.Config{})
+		gw, err := ws.New(ws.Deps{Tokens: tokens, Sender: send, Presence: pres, Hub: hub, Publisher: fan,
+			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg)}, ws.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +108,7 @@ func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store
 		})
 		urls = append(urls, "ws"+strings.TrimPrefix(srv.URL, "http")+ws.Path)
 	}
-	return urls, tokens, store
+	return urls, tokens, store, reg
 }
 
 func TestRunMeasuresEveryMessage(t *testing.T) {
@@ -171,7 +180,7 @@ func TestRunFailsWhenClientsCannotLogIn(t *testing.T) {
 //
 // and set IMLEDGER_BENCH_CLIENTS, _GROUPS, _RATE and _SECONDS to change the load.
 func BenchmarkGateway(b *testing.B) {
-	urls, tokens, _ := gateway(b, 2)
+	urls, tokens, _, reg := gatewayWithMetrics(b, 2)
 	o := wsbench.Options{URLs: urls, Tenant: domain.MustTenantID("bench"), Tokens: tokens,
 		Clients: envInt("IMLEDGER_BENCH_CLIENTS", 200), Groups: envInt("IMLEDGER_BENCH_GROUPS", 20),
 		Rate: float64(envInt("IMLEDGER_BENCH_RATE", 2000)), Duration: time.Duration(envInt("IMLEDGER_BENCH_SECONDS", 10)) * time.Second}
@@ -191,6 +200,29 @@ func BenchmarkGateway(b *testing.B) {
 		b.ReportMetric(float64(res.Deliver.P99.Microseconds())/1000, "deliver-p99-ms")
 		b.ReportMetric(float64(res.ErrorCount()), "errors")
 	}
+	b.Logf("gateway disconnects by cause: %v", disconnects(b, reg))
+}
+
+// disconnects sums imledger_ws_disconnects_total by cause over the nodes.
+func disconnects(t testing.TB, reg *prometheus.Registry) map[string]float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "imledger_ws_disconnects_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cause" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 func envInt(name string, def int) int {
