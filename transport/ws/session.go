@@ -155,6 +155,8 @@ func (s *session) finish(ctx context.Context) {
 	s.kill(closeGone)
 	if c := s.cause.Load(); c != nil {
 		s.g.metrics.disconnects.WithLabelValues(c.label).Inc()
+		s.g.log.DebugContext(ctx, "ws: connection closed", "cause", c.label, "tenant_id", s.tenant.String(),
+			"session", s.id, "remote", s.remote, "duration", time.Since(s.connectedAt).Round(time.Millisecond))
 	}
 	s.cleanup(ctx)
 }

@@ -66,35 +66,7 @@ func TestStuckClientIsDisconnectedWithoutDelayingOthers(t *testing.T) {
 		}
 	}
 
-	var delays, fromCommit []time.Duration
-	for _, cl := range fast {
-		fs := cl.waitFor("every message", func(fs []serverFrame) bool { return countData(fs) >= messages })
-		seen := map[string]bool{}
-		for _, f := range fs {
-			if f.Data == nil {
-				continue
-			}
-			if seen[f.Data.Seq] {
-				t.Fatalf("%s got seq %s twice", cl.name, f.Data.Seq)
-			}
-			seen[f.Data.Seq] = true
-			var body struct {
-				SentNS int64 `json:"sent_ns"`
-			}
-			if err := json.Unmarshal(f.Data.Content, &body); err != nil {
-				t.Fatal(err)
-			}
-			delays = append(delays, f.at.Sub(time.Unix(0, body.SentNS)))
-			committed, err := time.Parse(time.RFC3339Nano, f.Data.TS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fromCommit = append(fromCommit, f.at.Sub(committed))
-		}
-		if len(seen) != messages {
-			t.Fatalf("%s got %d distinct messages, want %d", cl.name, len(seen), messages)
-		}
-	}
+	delays, fromCommit := deliveryDelays(t, fast, messages)
 	if after, ok := <-cutOff; ok {
 		t.Logf("stuck client disconnected %s after the first send (~%d messages)", after.Round(time.Millisecond), int(after/interval))
 	}
@@ -113,6 +85,41 @@ func TestStuckClientIsDisconnectedWithoutDelayingOthers(t *testing.T) {
 	if commitP(0.99) > 500*time.Millisecond {
 		t.Errorf("p99 commit->deliver %s: the stuck client held the others up", commitP(0.99))
 	}
+}
+
+// deliveryDelays checks that every client got each of the messages once and returns the
+// send->deliver delays (from the time inside the content) and commit->deliver delays (from ts).
+func deliveryDelays(t *testing.T, clients []*client, messages int) (fromSend, fromCommit []time.Duration) {
+	t.Helper()
+	for _, cl := range clients {
+		fs := cl.waitFor("every message", func(fs []serverFrame) bool { return countData(fs) >= messages })
+		seen := map[string]bool{}
+		for _, f := range fs {
+			if f.Data == nil {
+				continue
+			}
+			if seen[f.Data.Seq] {
+				t.Fatalf("%s got seq %s twice", cl.name, f.Data.Seq)
+			}
+			seen[f.Data.Seq] = true
+			var body struct {
+				SentNS int64 `json:"sent_ns"`
+			}
+			if err := json.Unmarshal(f.Data.Content, &body); err != nil {
+				t.Fatal(err)
+			}
+			fromSend = append(fromSend, f.at.Sub(time.Unix(0, body.SentNS)))
+			committed, err := time.Parse(time.RFC3339Nano, f.Data.TS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromCommit = append(fromCommit, f.at.Sub(committed))
+		}
+		if len(seen) != messages {
+			t.Fatalf("%s got %d distinct messages, want %d", cl.name, len(seen), messages)
+		}
+	}
+	return fromSend, fromCommit
 }
 
 // quantiles sorts d and returns its quantile function.
