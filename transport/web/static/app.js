@@ -346,9 +346,7 @@
     setTime(li, d.ts);
     place(li, seq);
     if (d.live && gapFrom > 0 && seq > gapFrom + 1) {
-      // Messages between were missed (or are holes): ask once for what lies between.
-      history({ topic: state.topic, after_seq: String(gapFrom), before_seq: String(seq), limit: CATCH_UP_PAGE })
-        .catch(function () { /* the next reconnect catches up */ });
+      fillGap(state.topic, gapFrom, seq, 0); // messages between were missed, or are holes
     }
     markRead();
   }
@@ -576,7 +574,8 @@
       .then(function () {
         if (topic !== state.topic) { return; }
         state.subscribed = true;
-        return state.maxSeq ? catchUp(topic) : latest(topic);
+        if (!state.maxSeq) { return latest(topic); }
+        return catchUp(topic).then(function (last) { watchLag(topic, last, 0); });
       })
       .then(function () {
         if (topic !== state.topic) { return; }
@@ -594,17 +593,51 @@
     return wsRequest('get', body).finally(function () { historyInFlight--; });
   }
 
+  // History comes from read models, which may trail the newest seqs by a moment. A page whose
+  // last_seq is beyond what it holds is asked for again a few times, with growing pauses; seqs
+  // that stay missing are holes (sends that failed after drawing a seq).
+  var LAG_RETRIES = 4;
+
+  function later(tries, f) { setTimeout(f, 400 * Math.pow(2, tries)); }
+
   function latest(topic) {
     return history({ topic: topic, limit: HISTORY_PAGE }).then(function (c) {
       el.older.hidden = !(c.params && c.params.has_more);
       el.messages.scrollTop = el.messages.scrollHeight;
+      watchLag(topic, Number(c.params && c.params.last_seq) || 0, 0);
     });
   }
 
+  // catchUp loads every message after the highest seq shown, page by page, and resolves with
+  // the topic's last seq.
   function catchUp(topic) {
     return history({ topic: topic, after_seq: String(state.maxSeq), limit: CATCH_UP_PAGE }).then(function (c) {
-      if (topic === state.topic && c.params && c.params.has_more && Number(c.params.count) > 0) { return catchUp(topic); }
+      if (topic !== state.topic || !c.params) { return 0; }
+      if (c.params.has_more && Number(c.params.count) > 0) { return catchUp(topic); }
+      return Number(c.params.last_seq) || 0;
     });
+  }
+
+  // watchLag catches up again while the topic's last seq is beyond the highest seq shown.
+  function watchLag(topic, lastSeq, tries) {
+    if (lastSeq <= state.maxSeq || tries >= LAG_RETRIES) { return; }
+    later(tries, function () {
+      if (topic !== state.topic || !state.subscribed) { return; }
+      catchUp(topic).then(function (last) { watchLag(topic, last, tries + 1); })
+        .catch(function () { /* the next reconnect catches up */ });
+    });
+  }
+
+  // fillGap asks for the messages between two seqs shown, again while none of them turns up.
+  function fillGap(topic, after, before, tries) {
+    history({ topic: topic, after_seq: String(after), before_seq: String(before), limit: CATCH_UP_PAGE })
+      .then(function () {
+        var found = Array.from(state.bySeq.keys()).some(function (k) { return k > after && k < before; });
+        if (!found && topic === state.topic && tries + 1 < LAG_RETRIES) {
+          later(tries, function () { fillGap(topic, after, before, tries + 1); });
+        }
+      })
+      .catch(function () { /* the next reconnect catches up */ });
   }
 
   // ---- start ---------------------------------------------------------------------------------
