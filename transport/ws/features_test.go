@@ -244,3 +244,36 @@ func TestShutdownClosesSessionsAndLogsOut(t *testing.T) {
 		t.Errorf("dial after Shutdown: %v", err)
 	}
 }
+
+// TestFragmentedMessage sends a pub split over several WebSocket frames, with a ping between
+// fragments; it is one message to the gateway.
+func TestFragmentedMessage(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	n := c.node(t, "node-a", nodeOpts{})
+	cl := dial(t, n, "frag", dialOpts{})
+	cl.login(c, 1)
+	frame := `{"pub":{"id":"f","topic":"grp5","client_msg_id":"frag-1","content":"` + strings.Repeat("ab", 3000) + `"}}`
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
+	defer cancel()
+	w, err := cl.c.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, part := range []string{frame[:100], frame[100:4000], frame[4000:]} {
+		if _, err := w.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := cl.c.Ping(ctx); err != nil { // answered in the middle of the message
+				t.Fatalf("ping between fragments: %v", err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := cl.ctrl("f"); r.Code != 202 || r.Params["seq"] != "1" {
+		t.Fatalf("fragmented pub = %+v", r)
+	}
+}

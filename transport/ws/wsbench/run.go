@@ -89,7 +89,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		go func() {
 			defer wg.Done()
 			// Spread the clients over one interval so they do not send in bursts.
-			c.sendLoop(sendCtx, interval, time.Duration(i)*interval/time.Duration(len(clients)))
+			c.sendLoop(ctx, sendCtx, interval, time.Duration(i)*interval/time.Duration(len(clients)))
 		}()
 	}
 	wg.Wait()
@@ -281,10 +281,11 @@ func (c *client) answered(id string, code int, reason string, now time.Time) {
 	c.st.record(c.st.ack, now.Sub(sent))
 }
 
-// sendLoop publishes one message per interval, after an initial offset, until ctx ends.
-func (c *client) sendLoop(ctx context.Context, interval, offset time.Duration) {
+// sendLoop publishes one message per interval, after an initial offset, until sending ends.
+// Writes run under ctx, not under sending: a write cut off by its context closes the connection.
+func (c *client) sendLoop(ctx, sending context.Context, interval, offset time.Duration) {
 	select {
-	case <-ctx.Done():
+	case <-sending.Done():
 		return
 	case <-time.After(offset):
 	}
@@ -300,19 +301,30 @@ func (c *client) sendLoop(ctx context.Context, interval, offset time.Duration) {
 			return
 		}
 		select {
-		case <-ctx.Done():
+		case <-sending.Done():
 			return
 		case <-tick.C:
 		case <-keepAlive.C:
 			// Slow senders still show the gateway they are alive.
-			_ = c.conn.Write(ctx, websocket.MessageText, []byte(`{"ping":{}}`))
+			if err := c.write(ctx, []byte(`{"ping":{}}`)); err != nil {
+				return
+			}
 			select {
-			case <-ctx.Done():
+			case <-sending.Done():
 				return
 			case <-tick.C:
 			}
 		}
 	}
+}
+
+// writeTimeout bounds one frame write.
+const writeTimeout = 10 * time.Second
+
+func (c *client) write(ctx context.Context, b []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return c.conn.Write(ctx, websocket.MessageText, b)
 }
 
 func (c *client) publish(ctx context.Context, k int) error {
@@ -323,7 +335,7 @@ func (c *client) publish(ctx context.Context, k int) error {
 	c.mu.Lock()
 	c.pending[id] = now
 	c.mu.Unlock()
-	if err := c.conn.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+	if err := c.write(ctx, []byte(frame)); err != nil {
 		c.mu.Lock()
 		delete(c.pending, id)
 		c.mu.Unlock()
