@@ -5,9 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/commands/group"
 )
 
 // Config configures the REST API.
@@ -21,6 +26,34 @@ type Config struct {
 	MaxContentBytes int
 	// Logger receives the causes of 5xx answers, which clients never see. Default: discard.
 	Logger *slog.Logger
+
+	// DevAuth also accepts the development headers X-IM-Tenant and X-IM-User as the principal
+	// of a request without an Authorization header. Anyone can claim any user with them: for
+	// tests and the local demo only. Default off.
+	DevAuth bool
+	// RequireAPIKey makes the tenant API key (X-IM-API-Key) mandatory on every request besides
+	// the bearer token, and on register and login. A key given when not required is still
+	// checked. Default off (the demo has no keys).
+	RequireAPIKey bool
+	// TokenTTL is the lifetime of the tokens login issues. Default 24 h.
+	TokenTTL time.Duration
+
+	// IdempotencyTTL is how long an Idempotency-Key and its stored answer are kept. Default 24 h.
+	IdempotencyTTL time.Duration
+	// IdempotencyPendingTimeout is how long a request may hold its key unfinished; a claim older
+	// than this is taken to be abandoned (the node died) and the next request with the key runs
+	// again. Keep it above the longest request time. Default 1 min.
+	IdempotencyPendingTimeout time.Duration
+
+	// RateLimitPrefix prefixes the Redis keys of the login and register rate limits.
+	// Default "im:rl:".
+	RateLimitPrefix string
+	// LoginPerIP is how many logins one client address may try per minute. Default 30.
+	LoginPerIP int
+	// LoginPerName is how many logins of one login name may be tried per minute. Default 10.
+	LoginPerName int
+	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
+	RegisterPerIP int
 }
 
 func (c *Config) setDefaults() {
@@ -32,6 +65,27 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TokenTTL == 0 {
+		c.TokenTTL = 24 * time.Hour
+	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = 24 * time.Hour
+	}
+	if c.IdempotencyPendingTimeout == 0 {
+		c.IdempotencyPendingTimeout = time.Minute
+	}
+	if c.RateLimitPrefix == "" {
+		c.RateLimitPrefix = "im:rl:"
+	}
+	if c.LoginPerIP == 0 {
+		c.LoginPerIP = 30
+	}
+	if c.LoginPerName == 0 {
+		c.LoginPerName = 10
+	}
+	if c.RegisterPerIP == 0 {
+		c.RegisterPerIP = 10
 	}
 }
 
@@ -45,32 +99,110 @@ func (c Config) Validate() error {
 	if c.MaxContentBytes < 0 {
 		errs = append(errs, errors.New("rest: MaxContentBytes must not be negative"))
 	}
+	if c.TokenTTL < 0 || c.IdempotencyTTL < 0 || c.IdempotencyPendingTimeout < 0 {
+		errs = append(errs, errors.New("rest: TokenTTL, IdempotencyTTL and IdempotencyPendingTimeout must not be negative"))
+	}
+	if c.IdempotencyPendingTimeout >= c.IdempotencyTTL {
+		errs = append(errs, errors.New("rest: IdempotencyPendingTimeout must be shorter than IdempotencyTTL"))
+	}
+	if c.LoginPerIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+		errs = append(errs, errors.New("rest: rate limits must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 
-// Handlers are the command handlers behind the endpoints. A nil handler leaves its endpoints out
-// of the API and the OpenAPI document.
+// Handlers are the collaborators behind the endpoints. A nil field leaves its endpoints out of
+// the API and the OpenAPI document; New refuses combinations that cannot work (authenticated
+// endpoints without a way to authenticate, writes without an idempotency store, login without
+// a token issuer or rate limiter).
 type Handlers struct {
 	// Send serves POST /v1/im/topics/{topic}/messages.
 	Send MessageSender
+	// MessageOps serves recall, edit, delete-for-me and read marks.
+	MessageOps MessageOperator
+	// History serves GET /v1/im/topics/{topic}/messages; Unread the unread counts.
+	History HistoryReader
+	Unread  UnreadReader
+	// ReadPolicy decides who may read a topic (history, unread, delete-for-me, read marks) and
+	// a group's member list. Required with History, Unread, MessageOps or Business.
+	ReadPolicy ReadPolicy
+	// Presence serves GET /v1/im/users/{uid}/presence.
+	Presence PresenceReader
+	// Groups are the group, relation and profile command handlers (POST/PUT/PATCH/DELETE under
+	// /v1/im/groups, /v1/im/friends, /v1/im/blocks and PATCH /v1/im/users/me).
+	Groups *group.Handlers
+	// Business serves the reads of groups, members, friends, blocks and profiles.
+	Business BusinessReader
+
+	// Accounts serves POST /v1/im/auth/register and /v1/im/auth/login.
+	Accounts AccountService
+	// Tokens verifies bearer tokens and issues them at login (*auth.Signer). Required unless
+	// Config.DevAuth is on.
+	Tokens TokenService
+	// APIKeys verifies tenant API keys. Required with Config.RequireAPIKey.
+	APIKeys APIKeyVerifier
+	// Idempotency stores Idempotency-Key records. Required when any write endpoint is served.
+	Idempotency IdempotencyStore
+	// Redis holds the login and register rate limits. Required with Accounts.
+	Redis redis.UniversalClient
 }
 
 // API is the REST API mounted on a ServeMux.
 type API struct {
-	cfg  Config
-	huma huma.API
+	cfg     Config
+	h       Handlers
+	huma    huma.API
+	limiter *redis_rate.Limiter
 }
 
 // New mounts the API on mux: the endpoints of the non-nil handlers and the OpenAPI 3.1 document
-// at GET /openapi.json (and /openapi.yaml). It fails when cfg is invalid.
+// at GET /openapi.json (and /openapi.yaml). It fails when cfg is invalid or h misses a
+// collaborator the served endpoints need.
 func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkHandlers(cfg, h); err != nil {
+		return nil, err
+	}
+	a := &API{cfg: cfg, h: h, huma: humago.New(mux, humaConfig(cfg))}
+	if h.Redis != nil {
+		a.limiter = redis_rate.NewLimiter(h.Redis)
+	}
+	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent)
+	a.registerAll()
+	return a, nil
+}
+
+func checkHandlers(cfg Config, h Handlers) error {
+	var errs []error
+	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil
+	reads := h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil
+	if (writes || reads) && h.Tokens == nil && !cfg.DevAuth {
+		errs = append(errs, errors.New("rest: Tokens is required to authenticate requests (or turn DevAuth on)"))
+	}
+	if writes && h.Idempotency == nil {
+		errs = append(errs, errors.New("rest: Idempotency is required for the write endpoints"))
+	}
+	if (h.History != nil || h.Unread != nil || h.MessageOps != nil || h.Business != nil) && h.ReadPolicy == nil {
+		errs = append(errs, errors.New("rest: ReadPolicy is required for topic reads and member lists"))
+	}
+	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
+		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
+	}
+	if cfg.RequireAPIKey && h.APIKeys == nil {
+		errs = append(errs, errors.New("rest: RequireAPIKey needs APIKeys"))
+	}
+	return errors.Join(errs...)
+}
+
+func humaConfig(cfg Config) huma.Config {
 	hc := huma.DefaultConfig("imledger API", cfg.Version)
 	hc.Info.Description = "imledger instant-messaging API. Every answer is the envelope " +
-		"{code, data, reason, message, details, request_id, server_time}; 64-bit numbers are strings."
+		"{code, data, reason, message, details, request_id, server_time}; 64-bit numbers are strings. " +
+		"Authenticated endpoints take `Authorization: Bearer <token>` from POST /v1/im/auth/login" +
+		" (and X-IM-API-Key when the server requires tenant API keys); their writes take an Idempotency-Key."
 	hc.DocsPath = ""    // the built-in docs page loads scripts from a CDN
 	hc.SchemasPath = "" // schemas stay inline in the document
 	hc.CreateHooks = nil
@@ -78,12 +210,44 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 		"application/json": huma.DefaultJSONFormat,
 		"json":             huma.DefaultJSONFormat,
 	}
-	a := &API{cfg: cfg, huma: humago.New(mux, hc)}
-	a.huma.UseMiddleware(withRequestID)
-	if h.Send != nil {
-		a.registerSendMessage(h.Send)
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		securityBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
+			Description: "Access token from POST /v1/im/auth/login."},
+		securityAPIKey: {Type: "apiKey", In: "header", Name: HeaderAPIKey,
+			Description: "Tenant API key; required when the server runs with require_api_key."},
 	}
-	return a, nil
+	return hc
+}
+
+// registerAll registers the endpoints of the configured handlers.
+func (a *API) registerAll() {
+	if a.h.Accounts != nil {
+		a.registerAuth()
+	}
+	if a.h.Send != nil {
+		a.registerSendMessage(a.h.Send)
+	}
+	if a.h.History != nil {
+		a.registerHistory()
+	}
+	if a.h.Unread != nil {
+		a.registerUnread()
+	}
+	if a.h.MessageOps != nil {
+		a.registerMessageOps()
+	}
+	if a.h.Presence != nil {
+		a.registerPresence()
+	}
+	if a.h.Groups != nil {
+		a.registerGroupCommands()
+		a.registerMemberCommands()
+		a.registerRelationCommands()
+		a.registerUpdateProfile()
+	}
+	if a.h.Business != nil {
+		a.registerBusinessReads()
+	}
 }
 
 // OpenAPI returns the API's OpenAPI document.

@@ -129,3 +129,22 @@ func fieldOf(location string) string {
 	}
 	return location
 }
+
+// reply is the output of an operation: its status and the envelope.
+type reply[T any] struct {
+	Status int
+	Body   Envelope[T]
+}
+
+// respond builds a success reply.
+func respond[T any](ctx context.Context, status int, data T) *reply[T] {
+	return &reply[T]{Status: status, Body: ok(ctx, status, data)}
+}
+
+// rfc3339 formats t in UTC with fractional seconds, or "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

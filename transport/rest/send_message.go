@@ -38,55 +38,45 @@ type SentMessage struct {
 }
 
 type sendMessageInput struct {
-	Topic  string `path:"topic" doc:"Conversation topic: grp<group id> or p2p<low user id>_<high user id>" example:"grp1"`
-	Tenant string `header:"X-IM-Tenant" doc:"DEVELOPMENT ONLY: the caller's tenant id; replaced by token authentication later"`
-	User   string `header:"X-IM-User" doc:"DEVELOPMENT ONLY: the caller's user id; replaced by token authentication later"`
-	Body   SendMessageRequest
+	IdempotencyHeader
+	TopicParam
+	Body SendMessageRequest
 }
 
-type sendMessageOutput struct {
-	Status int
-	Body   Envelope[SentMessage]
+// TopicParam is the {topic} path parameter.
+type TopicParam struct {
+	Topic string `path:"topic" doc:"Conversation topic: grp<group id> or p2p<low user id>_<high user id>" example:"grp1"`
 }
 
 func (a *API) registerSendMessage(s MessageSender) {
-	huma.Register(a.huma, huma.Operation{
-		OperationID: "send-message",
-		Method:      http.MethodPost,
-		Path:        "/v1/im/topics/{topic}/messages",
-		Summary:     "Send a message to a topic",
-		Description: "Appends a message to the topic and answers with its seq once it is committed. " +
+	huma.Register(a.huma, a.build(op{id: "send-message", method: http.MethodPost, path: "/v1/im/topics/{topic}/messages",
+		summary: "Send a message to a topic", tag: "messages", status: http.StatusCreated,
+		desc: "Appends a message to the topic and answers with its seq once it is committed. " +
 			"201 for a new message; 200 with duplicate=true when the same sender already sent this client_msg_id " +
 			"to this topic (the first answer's seq and message_id are returned and nothing is written).",
-		Tags:          []string{"messages"},
-		DefaultStatus: http.StatusCreated,
-		MaxBodyBytes:  a.cfg.MaxBodyBytes,
-		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
-	}, func(ctx context.Context, in *sendMessageInput) (*sendMessageOutput, error) {
-		p, err := devPrincipal(ctx, in.Tenant, in.User)
-		if err != nil {
-			return nil, err
-		}
-		cmd, err := commands.NewSendMessage(commands.SendMessageInput{
-			Tenant: p.Tenant.String(), From: p.User.String(), Topic: in.Topic,
-			ClientMsgID: in.Body.ClientMsgID, MsgType: in.Body.MsgType,
-			Content: in.Body.Content, Head: in.Body.Head,
-		}, a.cfg.MaxContentBytes)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		res, err := s.Handle(ctx, cmd)
-		if err != nil {
-			return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String(), "topic", in.Topic)
-		}
-		status := http.StatusCreated
-		if res.Duplicate {
-			status = http.StatusOK
-		}
-		return &sendMessageOutput{Status: status, Body: ok(ctx, status, SentMessage{
-			Topic: cmd.Topic.String(), ClientMsgID: cmd.ClientMsgID.String(),
-			Seq: strconv.FormatInt(res.Seq, 10), MessageID: res.MessageID, Duplicate: res.Duplicate,
-			SentAt: res.SentAt.UTC().Format(time.RFC3339Nano),
-		})}, nil
-	})
+		errs: []int{http.StatusForbidden, http.StatusNotFound, http.StatusRequestEntityTooLarge}}),
+		func(ctx context.Context, in *sendMessageInput) (*reply[SentMessage], error) {
+			p := principal(ctx)
+			cmd, err := commands.NewSendMessage(commands.SendMessageInput{
+				Tenant: p.Tenant.String(), From: p.User.String(), Topic: in.Topic,
+				ClientMsgID: in.Body.ClientMsgID, MsgType: in.Body.MsgType,
+				Content: in.Body.Content, Head: in.Body.Head, TraceID: RequestID(ctx),
+			}, a.cfg.MaxContentBytes)
+			if err != nil {
+				return nil, a.fail(ctx, err)
+			}
+			res, err := s.Handle(ctx, cmd)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String(), "topic", in.Topic)
+			}
+			status := http.StatusCreated
+			if res.Duplicate {
+				status = http.StatusOK
+			}
+			return respond(ctx, status, SentMessage{
+				Topic: cmd.Topic.String(), ClientMsgID: cmd.ClientMsgID.String(),
+				Seq: strconv.FormatInt(res.Seq, 10), MessageID: res.MessageID, Duplicate: res.Duplicate,
+				SentAt: res.SentAt.UTC().Format(time.RFC3339Nano),
+			}), nil
+		})
 }

@@ -1,0 +1,166 @@
+package rest
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/domain"
+)
+
+// AccountService registers users and checks logins; *account.Service implements it.
+type AccountService interface {
+	Register(ctx context.Context, cmd account.Register) (account.Registered, error)
+	Login(ctx context.Context, tenant domain.TenantID, login, password string) (domain.UserID, error)
+}
+
+var _ AccountService = (*account.Service)(nil)
+
+// RegisterRequest is the body of POST /v1/im/auth/register.
+type RegisterRequest struct {
+	Tenant    string `json:"tenant,omitempty" doc:"Tenant id. Required unless X-IM-API-Key names the tenant; must match the key's tenant when both are sent." example:"demo"`
+	Login     string `json:"login" doc:"Login name, 3-32 of [a-z0-9_.-]; upper-case letters are folded to lower case" example:"alice"`
+	Password  string `json:"password" doc:"Password, at least 8 bytes" example:"correct horse battery staple"`
+	Nickname  string `json:"nickname,omitempty" doc:"Public nickname; the login name when empty" example:"Alice"`
+	Avatar    string `json:"avatar,omitempty" doc:"Avatar URL"`
+	Signature string `json:"signature,omitempty" doc:"Status signature"`
+}
+
+// RegisteredUser is the data of a registration's answer.
+type RegisteredUser struct {
+	UserID       string `json:"user_id" doc:"The new user's id (64-bit, as a string)" example:"7231001234567890"`
+	Login        string `json:"login" doc:"The login name as stored (lower case)" example:"alice"`
+	RegisteredAt string `json:"registered_at" doc:"UTC RFC 3339"`
+}
+
+// LoginRequest is the body of POST /v1/im/auth/login.
+type LoginRequest struct {
+	Tenant   string `json:"tenant,omitempty" doc:"Tenant id. Required unless X-IM-API-Key names the tenant." example:"demo"`
+	Login    string `json:"login" doc:"Login name" example:"alice"`
+	Password string `json:"password" doc:"Password" example:"correct horse battery staple"`
+}
+
+// LoginResult is the data of a login's answer.
+type LoginResult struct {
+	Token     string `json:"token" doc:"Access token for Authorization: Bearer <token>"`
+	ExpiresAt string `json:"expires_at" doc:"When the token expires, UTC RFC 3339"`
+	UserID    string `json:"user_id" doc:"The user's id (64-bit, as a string)"`
+}
+
+// APIKeyHeader is the optional tenant API key header of the public endpoints.
+type APIKeyHeader struct {
+	APIKey string `header:"X-IM-API-Key" doc:"Tenant API key; required when the server requires API keys"`
+}
+
+type registerInput struct {
+	APIKeyHeader
+	Body RegisterRequest
+}
+
+type loginInput struct {
+	APIKeyHeader
+	Body LoginRequest
+}
+
+func (a *API) registerAuth() {
+	huma.Register(a.huma, a.build(op{id: "register", method: http.MethodPost, path: "/v1/im/auth/register",
+		summary: "Register a user", tag: "auth", status: http.StatusCreated, public: true,
+		desc: "Creates an account: the login name and password hash are stored, user.registered.v1 and the first " +
+			"profile are appended to the user's stream. Rate limited per client address; 403 login_taken when the " +
+			"name is taken.", errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}}),
+		func(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
+			if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
+				return nil, err
+			}
+			tenant, err := a.publicTenant(ctx, in.Body.Tenant, in.APIKey)
+			if err != nil {
+				return nil, err
+			}
+			res, err := a.h.Accounts.Register(ctx, account.Register{Tenant: tenant, Login: in.Body.Login,
+				Password: in.Body.Password, Nickname: in.Body.Nickname, Avatar: in.Body.Avatar,
+				Signature: in.Body.Signature, TraceID: RequestID(ctx)})
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			return respond(ctx, http.StatusCreated, RegisteredUser{UserID: res.User.String(), Login: res.Login.String(),
+				RegisteredAt: rfc3339(res.RegisteredAt)}), nil
+		})
+	huma.Register(a.huma, a.build(op{id: "login", method: http.MethodPost, path: "/v1/im/auth/login",
+		summary: "Log in", tag: "auth", public: true,
+		desc: "Checks the login name and password and issues an access token. 401 invalid_credentials for an unknown " +
+			"login and a wrong password alike. Rate limited per client address and per login name (429 rate_limited).",
+		errs: []int{http.StatusTooManyRequests}}),
+		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
+			name := strings.ToLower(in.Body.Login)
+			if len(name) > 64 {
+				name = name[:64]
+			}
+			tenant, err := a.publicTenant(ctx, in.Body.Tenant, in.APIKey)
+			if err != nil {
+				return nil, err
+			}
+			if err := a.limit(ctx, rule{"login:ip:" + clientIP(ctx), a.cfg.LoginPerIP},
+				rule{"login:name:" + tenant.String() + ":" + name, a.cfg.LoginPerName}); err != nil {
+				return nil, err
+			}
+			uid, err := a.h.Accounts.Login(ctx, tenant, in.Body.Login, in.Body.Password)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			token, err := a.h.Tokens.Issue(tenant, uid, a.cfg.TokenTTL)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			p, err := a.h.Tokens.Verify(token)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			return respond(ctx, http.StatusOK, LoginResult{Token: token, ExpiresAt: rfc3339(p.ExpiresAt), UserID: uid.String()}), nil
+		})
+}
+
+// publicTenant is the tenant of a register or login request: the API key's when one is sent
+// (required with Config.RequireAPIKey), else the body's.
+func (a *API) publicTenant(ctx context.Context, named, key string) (domain.TenantID, error) {
+	fromKey, ok, err := a.apiKeyTenant(ctx, key)
+	if err != nil {
+		return domain.TenantID{}, a.fail(ctx, err)
+	}
+	if ok {
+		if named != "" && named != fromKey.String() {
+			return domain.TenantID{}, unauthorized(RequestID(ctx), ReasonAPIKeyInvalid, "the API key belongs to another tenant",
+				map[string]any{"header": HeaderAPIKey})
+		}
+		return fromKey, nil
+	}
+	t, err := domain.NewTenantID(named)
+	if err != nil {
+		if ve, isVE := err.(*domain.ValidationError); isVE {
+			ve.Field = "tenant"
+		}
+		return domain.TenantID{}, a.fail(ctx, err)
+	}
+	return t, nil
+}
+
+type remoteAddrKey struct{}
+
+// withRemoteAddr is huma middleware that keeps the client address in the context for the rate
+// limits of the public endpoints.
+func withRemoteAddr(ctx huma.Context, next func(huma.Context)) {
+	next(huma.WithValue(ctx, remoteAddrKey{}, ctx.RemoteAddr()))
+}
+
+// clientIP is the request's peer address without the port. Behind a proxy it is the proxy's:
+// put the limits in the proxy then, or terminate clients directly.
+func clientIP(ctx context.Context) string {
+	addr, _ := ctx.Value(remoteAddrKey{}).(string)
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}

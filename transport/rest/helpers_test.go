@@ -1,0 +1,302 @@
+package rest_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/migrations"
+	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/readmodels/query"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/rest"
+)
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+const signingSecret = "0123456789abcdef0123456789abcdef-test"
+
+// stack is an API server over the real handlers: a fresh PostgreSQL database, its own Redis key
+// prefix, and with reads a provisioned MySQL tenant database.
+type stack struct {
+	srv      *httptest.Server
+	api      *rest.API
+	pool     *pgxpool.Pool
+	store    *eventstore.Store
+	rdb      *redis.Client
+	prefix   string
+	accounts *account.Service
+	signer   *auth.Signer
+	tenant   domain.TenantID // provisioned in MySQL when reads are on
+
+	msgs *msgstore.Store
+	biz  *business.Store
+}
+
+type stackOpts struct {
+	reads bool // MySQL read models, history, unread and business reads
+}
+
+func newStack(t *testing.T, cfg rest.Config, o stackOpts) *stack {
+	t.Helper()
+	ctx := testCtx(t)
+	s := &stack{tenant: domain.MustTenantID(testenv.UniqueName("rest"))}
+	s.pool, s.store = eventStore(t)
+	s.rdb, s.prefix = testenv.Redis(t)
+	var err error
+	s.accounts, err = account.New(account.Deps{Pool: s.pool, Store: s.store},
+		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.signer = newSigner(t, time.Now)
+	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb},
+		commands.SendMessageConfig{Partitions: 2, MaxContentBytes: cfg.MaxContentBytes, Seq: seq.Config{KeyPrefix: s.prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = send.Close() })
+	ops, err := commands.NewMessageOpsHandler(s.store, commands.MessageOpsConfig{MaxContentBytes: cfg.MaxContentBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := group.New(group.Deps{Store: s.store}, group.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idem, err := rest.NewPostgresIdempotency(s.pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pres, err := presence.New(presence.Deps{Redis: s.rdb}, presence.Config{KeyPrefix: s.prefix + "pres:", NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RateLimitPrefix == "" {
+		cfg.RateLimitPrefix = s.prefix + "rl:"
+	}
+	h := rest.Handlers{Send: send, MessageOps: ops, Groups: groups, Presence: pres, Accounts: s.accounts,
+		Tokens: s.signer, APIKeys: s.accounts, Idempotency: idem, Redis: s.rdb}
+	if o.reads {
+		s.withReads(t, ctx, &h)
+	} else {
+		h.ReadPolicy = anyReader{}
+	}
+	s.serve(t, cfg, h)
+	return s
+}
+
+func (s *stack) serve(t *testing.T, cfg rest.Config, h rest.Handlers) {
+	t.Helper()
+	mux := http.NewServeMux()
+	api, err := rest.New(mux, cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.api = api
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.srv.Close)
+}
+
+// withReads provisions the tenant's MySQL database and adds the read-side handlers.
+func (s *stack) withReads(t *testing.T, ctx context.Context, h *rest.Handlers) {
+	t.Helper()
+	testenv.MySQLServer(t)
+	router, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = router.Close() })
+	testenv.DropMySQLDatabasesAtCleanup(t, router.DatabaseName(s.tenant))
+	if err := router.Provision(ctx, s.tenant); err != nil {
+		t.Fatal(err)
+	}
+	s.msgs = msgstore.NewStore(router)
+	if s.biz, err = business.NewStore(router, s.rdb, business.Config{KeyPrefix: s.prefix + "biz:"}); err != nil {
+		t.Fatal(err)
+	}
+	reader := query.NewReader(s.msgs, nil, nil)
+	h.History, h.Unread, h.Business = reader, reader, s.biz
+	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
+}
+
+// project applies every event of the stack's tenant to the MySQL read models, as the
+// projectors would.
+func (s *stack) project(t *testing.T) {
+	t.Helper()
+	ctx := testCtx(t)
+	evs, err := s.store.ReadAll(ctx, eventstore.Filter{Tenant: s.tenant}, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.msgs.Apply(ctx, s.tenant, "test.messages", msgstore.DefaultTables(), evs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.biz.Apply(ctx, s.tenant, "test.business", business.DefaultTables(), evs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventStore(t *testing.T) (*pgxpool.Pool, *eventstore.Store) {
+	t.Helper()
+	ctx := testCtx(t)
+	url := testenv.Postgres(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrations.UpPostgres(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := eventstore.New(pool, eventstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, store
+}
+
+func newSigner(t *testing.T, now func() time.Time) *auth.Signer {
+	t.Helper()
+	s, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: signingSecret}}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// token issues a token for user of tenant.
+func (s *stack) token(t *testing.T, tenant domain.TenantID, user domain.UserID) string {
+	t.Helper()
+	tok, err := s.signer.Issue(tenant, user, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// answer is a decoded API answer.
+type answer struct {
+	Status int
+	Header http.Header
+	Body   struct {
+		Code       int             `json:"code"`
+		Data       json.RawMessage `json:"data"`
+		Reason     string          `json:"reason"`
+		Message    string          `json:"message"`
+		Details    map[string]any  `json:"details"`
+		RequestID  string          `json:"request_id"`
+		ServerTime string          `json:"server_time"`
+	}
+	Raw string
+}
+
+// data decodes the answer's data into a map.
+func (a answer) data(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(a.Body.Data, &m); err != nil {
+		t.Fatalf("data of %s: %v", a.Raw, err)
+	}
+	return m
+}
+
+// req describes a request; empty header values are left out.
+type req struct {
+	method, path, body string
+	token              string
+	key                string // Idempotency-Key
+	headers            map[string]string
+}
+
+func (s *stack) do(t *testing.T, r req) answer {
+	t.Helper()
+	hr, err := http.NewRequestWithContext(testCtx(t), r.method, s.srv.URL+r.path, bytes.NewBufferString(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.body != "" {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if r.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	if r.key != "" {
+		hr.Header.Set(rest.HeaderIdempotencyKey, r.key)
+	}
+	for k, v := range r.headers {
+		if v != "" {
+			hr.Header.Set(k, v)
+		}
+	}
+	resp, err := s.srv.Client().Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
+	if err := json.Unmarshal(raw, &a.Body); err != nil {
+		t.Fatalf("%s %s: answer is not the JSON envelope: %v: %s", r.method, r.path, err, raw)
+	}
+	if a.Body.Code != a.Status || a.Body.RequestID == "" || a.Body.ServerTime == "" {
+		t.Fatalf("%s %s: envelope fields missing or inconsistent (status %d): %s", r.method, r.path, a.Status, raw)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, a.Body.ServerTime); err != nil {
+		t.Fatalf("server_time: %v", err)
+	}
+	return a
+}
+
+// expect fails unless a has status and reason.
+func expect(t *testing.T, what string, a answer, status int, reason string) {
+	t.Helper()
+	if a.Status != status || a.Body.Reason != reason {
+		t.Fatalf("%s: got %d %s, want %d %s", what, a.Status, a.Raw, status, reason)
+	}
+}
+
+func (s *stack) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(testCtx(t), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// anyReader lets everyone read every topic: for tests without read models, where the read
+// policy is not what is tested.
+type anyReader struct{}
+
+func (anyReader) CanRead(context.Context, domain.TenantID, domain.UserID, domain.Topic) error { return nil }

@@ -1,0 +1,201 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// Idempotency headers.
+const (
+	HeaderIdempotencyKey      = "Idempotency-Key"
+	HeaderIdempotentReplayed  = "Idempotent-Replayed"
+	maxIdempotencyKeyLen      = 255
+	idempotencyReleaseTimeout = 5 * time.Second
+)
+
+// idempotent is huma middleware for authenticated writes (POST, PUT, PATCH, DELETE). It needs
+// an Idempotency-Key (400 idempotency_key_required without one) and:
+//
+//   - claims the key for the request's hash (method, path, query and canonical JSON body);
+//   - with the key already finished for the same request, replays the stored answer verbatim:
+//     the same status and body (including the first answer's request_id and server_time), with
+//     header Idempotent-Replayed: true; X-Request-ID names the replaying request;
+//   - with the key used by another request, answers 409 idempotency_key_reused;
+//   - while the first request still runs, answers 409 request_in_progress (retryable).
+//
+// A claimed request runs with its answer buffered. Answers that a retry must not get again
+// (5xx, 408, 409, 425, 429) release the key; every other answer is stored for
+// Config.IdempotencyTTL and then sent exactly as stored, so the first answer and its replays are
+// byte-equal. When storing fails the answer is still sent, and the key frees itself after
+// Config.IdempotencyPendingTimeout.
+func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
+	if isPublic(ctx.Operation()) || !isWrite(ctx.Method()) || a.h.Idempotency == nil {
+		next(ctx)
+		return
+	}
+	c := ctx.Context()
+	k, ok := a.idempotencyKey(ctx)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(ctx.BodyReader(), a.cfg.MaxBodyBytes+1))
+	if err != nil {
+		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
+			map[string]any{"field": "body", "reason": "unreadable"}))
+		return
+	}
+	if int64(len(body)) > a.cfg.MaxBodyBytes {
+		writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
+		return
+	}
+	u := ctx.URL()
+	hash := requestHash(ctx.Method(), u.Path, u.RawQuery, body)
+	claim, err := a.h.Idempotency.Claim(c, k, hash, a.cfg.IdempotencyTTL, a.cfg.IdempotencyPendingTimeout)
+	if err != nil {
+		writeError(ctx, MapError(c, a.fail(c, err)))
+		return
+	}
+	switch claim.State {
+	case Replay:
+		ctx.SetHeader(HeaderIdempotentReplayed, "true")
+		ctx.SetHeader("Content-Type", "application/json")
+		ctx.SetStatus(claim.Status)
+		_, _ = ctx.BodyWriter().Write(claim.Body)
+		return
+	case Reused:
+		writeError(ctx, newError(RequestID(c), http.StatusConflict, ReasonIdempotencyKeyReused,
+			"this Idempotency-Key was used with another request", map[string]any{"header": HeaderIdempotencyKey}))
+		return
+	case Running:
+		writeError(ctx, newError(RequestID(c), http.StatusConflict, ReasonInProgress,
+			"a request with this Idempotency-Key is still running, retry", map[string]any{"retryable": true}))
+		return
+	}
+	a.runClaimed(ctx, next, k, hash, body)
+}
+
+// idempotencyKey reads and checks the Idempotency-Key header; on failure it has answered.
+func (a *API) idempotencyKey(ctx huma.Context) (IdempotencyKey, bool) {
+	c := ctx.Context()
+	key := ctx.Header(HeaderIdempotencyKey)
+	if key == "" {
+		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonIdempotencyKeyRequired,
+			"writes need an Idempotency-Key header", map[string]any{"header": HeaderIdempotencyKey}))
+		return IdempotencyKey{}, false
+	}
+	if len(key) > maxIdempotencyKeyLen || !printableASCII(key) {
+		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "malformed Idempotency-Key",
+			map[string]any{"field": HeaderIdempotencyKey, "reason": "bad_format", "detail": "1-255 printable ASCII characters"}))
+		return IdempotencyKey{}, false
+	}
+	p := principal(c)
+	return IdempotencyKey{Tenant: p.Tenant, User: p.User, Key: key}, true
+}
+
+// runClaimed runs the request with its answer buffered, stores or releases the key, and sends
+// the answer.
+func (a *API) runClaimed(ctx huma.Context, next func(huma.Context), k IdempotencyKey, hash, body []byte) {
+	c := ctx.Context()
+	rec := &recorder{humaContext: ctx, body: body}
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked: let a retry run again
+			a.release(c, k, hash)
+		}
+	}()
+	next(rec)
+	finished = true
+	status, out := rec.status, rec.buf.Bytes()
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if storable(status) && json.Valid(out) {
+		stored, err := a.h.Idempotency.Complete(c, k, hash, status, out)
+		if err == nil {
+			out = stored
+		} else {
+			a.cfg.Logger.WarnContext(c, "could not store an idempotent answer", "request_id", RequestID(c), "err", err)
+		}
+	} else {
+		a.release(c, k, hash)
+	}
+	ctx.SetStatus(status)
+	_, _ = ctx.BodyWriter().Write(out)
+}
+
+func (a *API) release(ctx context.Context, k IdempotencyKey, hash []byte) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyReleaseTimeout)
+	defer cancel()
+	if err := a.h.Idempotency.Release(ctx, k, hash); err != nil {
+		a.cfg.Logger.WarnContext(ctx, "could not release an Idempotency-Key; it frees itself after the pending timeout",
+			"request_id", RequestID(ctx), "err", err)
+	}
+}
+
+// storable reports whether an answer with status is kept for replays. Answers that ask the
+// client to try again are not.
+func storable(status int) bool {
+	switch {
+	case status >= 500, status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		return false
+	}
+	return true
+}
+
+// humaContext lets recorder embed a huma.Context without its field name hiding the Context method.
+type humaContext huma.Context
+
+// recorder is the huma.Context a claimed request runs with: it serves the body read for the
+// hash and buffers the answer. Headers go straight to the client.
+type recorder struct {
+	humaContext
+	body   []byte
+	status int
+	buf    bytes.Buffer
+}
+
+func (r *recorder) BodyReader() io.Reader { return bytes.NewReader(r.body) }
+func (r *recorder) SetStatus(code int)    { r.status = code }
+func (r *recorder) Status() int           { return r.status }
+func (r *recorder) BodyWriter() io.Writer { return &r.buf }
+
+// requestHash is SHA-256 over the method, path, query and body. A JSON body is hashed in a
+// canonical form (keys sorted, insignificant whitespace dropped, numbers as written), so
+// re-encoding the same request does not count as another request.
+func requestHash(method, path, query string, body []byte) []byte {
+	h := sha256.New()
+	_, _ = io.WriteString(h, method+" "+path+"?"+query+"\n")
+	_, _ = h.Write(canonicalJSON(body))
+	return h.Sum(nil)
+}
+
+func canonicalJSON(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return body
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
