@@ -299,4 +299,6 @@ func (s *stack) count(t *testing.T, q string, args ...any) int {
 // policy is not what is tested.
 type anyReader struct{}
 
-func (anyReader) CanRead(context.Context, domain.TenantID, domain.UserID, domain.Topic) error { return nil }
+func (anyReader) CanRead(context.Context, domain.TenantID, domain.UserID, domain.Topic) error {
+	return nil
+}
