@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/tenantdb"
@@ -15,8 +14,8 @@ import (
 type ApplyResult struct {
 	// Applied is how many events of the batch were new to the read model.
 	Applied int
-	// Invalidated lists the cache keys the new events made stale, each once, in the order they
-	// were first touched. They are deleted from Redis after the commit; the projector publishes
+	// Invalidated lists the cache keys whose content the batch changed, each once: the entries of
+	// a row are listed when what they hold for it differs before and after the batch. They are deleted from Redis after the commit; the projector publishes
 	// them on im.cache.invalidate so other nodes can drop what they hold in process. Empty when
 	// tables are not the live tables.
 	Invalidated []string
@@ -63,7 +62,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, consumer
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply: %w", err)
 	}
-	a := &applier{t: tables, ks: s.keyspace(tenant), seen: map[string]bool{}}
+	a := newApplier(tables, s.keyspace(tenant))
 	applied, err := a.run(ctx, db, consumerGroup, ops)
 	if err != nil {
 		return ApplyResult{}, err
@@ -76,26 +75,9 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, consumer
 	return res, nil
 }
 
-// applier applies one batch inside one transaction and gathers the cache keys it makes stale.
-type applier struct {
-	tx   *sql.Tx
-	t    Tables
-	ks   keyspace
-	keys []string
-	seen map[string]bool
-}
-
-// touch records cache keys made stale by the batch.
-func (a *applier) touch(keys ...string) {
-	for _, k := range keys {
-		if !a.seen[k] {
-			a.seen[k] = true
-			a.keys = append(a.keys, k)
-		}
-	}
-}
-
-// run applies ops in one transaction and returns how many were new.
+// run applies ops in one transaction and returns how many were new: it records the processed
+// rows, locks and reads every row the new events touch (one statement per table and chunk), folds
+// the events into those rows in batch order, and writes back the rows that changed.
 func (a *applier) run(ctx context.Context, db *sql.DB, consumerGroup string, ops []op) (n int, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
@@ -111,33 +93,22 @@ func (a *applier) run(ctx context.Context, db *sql.DB, consumerGroup string, ops
 	if err != nil {
 		return 0, err
 	}
+	if err := a.load(ctx, fresh); err != nil {
+		return 0, err
+	}
 	for _, o := range fresh {
-		if err := a.apply(ctx, o); err != nil {
+		if err := a.fold(o); err != nil {
 			return 0, eventErr(o, err)
 		}
+	}
+	if err := a.write(ctx); err != nil {
+		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, tenantdb.WrapErr("apply: commit", err)
 	}
+	a.staleKeys()
 	return len(fresh), nil
-}
-
-// apply folds one event into its row.
-func (a *applier) apply(ctx context.Context, o op) error {
-	switch o.payload.(type) {
-	case nil:
-		return nil
-	case *domain.GroupCreated, *domain.GroupProfileUpdated, *domain.GroupSettingsUpdated,
-		*domain.GroupAnnouncementUpdated, *domain.GroupOwnershipTransferred, *domain.GroupDissolved,
-		*domain.GroupMemberCountChanged:
-		return a.applyGroup(ctx, o)
-	case *domain.FriendRequested, *domain.FriendAccepted, *domain.FriendDeclined,
-		*domain.FriendRemoved, *domain.UserBlocked, *domain.UserUnblocked:
-		return a.applyRelation(ctx, o)
-	case *domain.UserProfileUpdated:
-		return a.applyUser(ctx, o)
-	}
-	return a.applyMember(ctx, o)
 }
 
 // eventErr attaches the event to a permanent failure; retryable ones stay as they are, because
@@ -147,40 +118,4 @@ func eventErr(o op, err error) error {
 		return err
 	}
 	return &EventError{Index: o.index, EventID: o.env.EventID, Err: err}
-}
-
-// insertRow inserts one row. A duplicate key means another transaction created the row after
-// this one found it missing; retrying the batch then folds the event into that row.
-func (a *applier) insertRow(ctx context.Context, table string, cols []string, vals []any) error {
-	stmt := "INSERT INTO " + q(table) + " (" + strings.Join(cols, ", ") + ") VALUES (" + placeholders(len(cols)) + ")"
-	_, err := a.tx.ExecContext(ctx, stmt, vals...)
-	if tenantdb.IsMySQLError(err, errDuplicateKey) {
-		return domain.Retryable("apply: insert into "+table, err)
-	}
-	return tenantdb.WrapErr("apply: insert into "+table, err)
-}
-
-// updateRow updates the row whose first nkey columns equal the first nkey values; the caller holds
-// its lock (SELECT … FOR UPDATE).
-func (a *applier) updateRow(ctx context.Context, table string, cols []string, vals []any, nkey int) error {
-	sets := make([]string, 0, len(cols)-nkey)
-	for _, c := range cols[nkey:] {
-		sets = append(sets, c+" = ?")
-	}
-	where := make([]string, 0, nkey)
-	for _, c := range cols[:nkey] {
-		where = append(where, c+" = ?")
-	}
-	args := append(append(make([]any, 0, len(vals)), vals[nkey:]...), vals[:nkey]...)
-	stmt := "UPDATE " + q(table) + " SET " + strings.Join(sets, ", ") + " WHERE " + strings.Join(where, " AND ")
-	_, err := a.tx.ExecContext(ctx, stmt, args...)
-	return tenantdb.WrapErr("apply: update "+table, err)
-}
-
-// writeRow inserts the row when it did not exist and updates it otherwise.
-func (a *applier) writeRow(ctx context.Context, exists bool, table string, cols []string, vals []any, nkey int) error {
-	if exists {
-		return a.updateRow(ctx, table, cols, vals, nkey)
-	}
-	return a.insertRow(ctx, table, cols, vals)
 }

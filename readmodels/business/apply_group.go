@@ -1,16 +1,13 @@
 package business
 
 import (
-	"context"
 	"database/sql"
-	"errors"
-	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
-	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Group statuses as stored in im_groups.status and the profile cache.
@@ -65,43 +62,13 @@ func scanGroup(row interface{ Scan(...any) error }) (groupRow, error) {
 	return g, err
 }
 
-// lockGroup reads and locks the group row; found is false when there is none.
-func (a *applier) lockGroup(ctx context.Context, gid int64) (g groupRow, found bool, err error) {
-	g, err = scanGroup(a.tx.QueryRowContext(ctx, "SELECT "+groupColList+" FROM "+q(a.t.Groups)+" WHERE group_id = ? FOR UPDATE", gid))
-	if errors.Is(err, sql.ErrNoRows) {
-		return groupRow{}, false, nil
-	}
-	if err != nil {
-		return groupRow{}, false, tenantdb.WrapErr("apply: read group", err)
-	}
-	return g, true, nil
-}
-
-// applyGroup folds a group-stream event into im_groups as domain.GroupState.Apply does. Every
-// applied event makes the profile entry stale (it carries the version); settings, membership and
-// dissolution changes make their entries stale too.
-func (a *applier) applyGroup(ctx context.Context, o op) error {
-	gid := groupOf(o.payload)
-	old, found, err := a.lockGroup(ctx, gid)
-	if err != nil {
-		return err
-	}
-	if found && old.version >= o.env.StreamVersion {
-		return nil
-	}
-	if _, isCreate := o.payload.(*domain.GroupCreated); !found && !isCreate {
-		return fmt.Errorf("group %d: %s before group.created.v1: %w", gid, o.env.EventType, domain.ErrNotFound)
-	}
-	g := old
-	switch e := o.payload.(type) {
+// foldGroup is domain.GroupState.Apply over a row.
+func foldGroup(g groupRow, p any) groupRow {
+	switch e := p.(type) {
 	case *domain.GroupCreated:
-		topic, err := domain.GroupTopic(gid)
-		if err != nil {
-			return err
-		}
-		g = groupRow{id: gid, topic: topic.String(), name: e.Name, avatar: e.Avatar, intro: e.Intro,
-			owner: int64(e.Owner), settings: e.Settings, memberCount: e.MemberCount, status: GroupNormal,
-			createdAt: readmodels.Millis(e.CreatedAt)}
+		g = groupRow{id: g.id, topic: "grp" + strconv.FormatInt(g.id, 10), name: e.Name, avatar: e.Avatar,
+			intro: e.Intro, owner: int64(e.Owner), settings: e.Settings, memberCount: e.MemberCount,
+			status: GroupNormal, createdAt: readmodels.Millis(e.CreatedAt)}
 	case *domain.GroupProfileUpdated:
 		g.name, g.avatar, g.intro = e.Name, e.Avatar, e.Intro
 	case *domain.GroupSettingsUpdated:
@@ -117,18 +84,7 @@ func (a *applier) applyGroup(ctx context.Context, o op) error {
 			g.memberCount = e.MemberCount
 		}
 	}
-	g.version, g.updatedAt = o.env.StreamVersion, o.at()
-	if err := a.writeRow(ctx, found, a.t.Groups, groupCols, g.values(), 1); err != nil {
-		return err
-	}
-	a.touch(a.ks.groupProfile(gid))
-	if !found || g.settings != old.settings {
-		a.touch(a.ks.groupSettings(gid))
-	}
-	if !found || g.status != old.status {
-		a.touch(a.ks.groupAll(gid)...)
-	}
-	return nil
+	return g
 }
 
 // groupOf returns the group id of a group-stream payload (0 for any other).

@@ -1,15 +1,12 @@
 package business
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
-	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // memberRow is one im_group_members row. Zero times are NULL in the table.
@@ -63,49 +60,6 @@ func (m memberRow) mute() time.Time {
 		return time.Time{}
 	}
 	return m.mutedUntil
-}
-
-// lockMember reads and locks a membership row; found is false when there is none.
-func (a *applier) lockMember(ctx context.Context, gid, uid int64) (m memberRow, found bool, err error) {
-	stmt := "SELECT " + memberColList + " FROM " + q(a.t.Members) + " WHERE group_id = ? AND user_id = ? FOR UPDATE"
-	m, err = scanMember(a.tx.QueryRowContext(ctx, stmt, gid, uid))
-	if errors.Is(err, sql.ErrNoRows) {
-		return memberRow{group: gid, user: uid, status: domain.StatusNone}, false, nil
-	}
-	if err != nil {
-		return memberRow{}, false, tenantdb.WrapErr("apply: read membership", err)
-	}
-	return m, true, nil
-}
-
-// applyMember folds a membership-stream event into im_group_members as
-// domain.MembershipState.Apply does, and marks the members, admins and muted entries stale when
-// what they hold for the user changed.
-func (a *applier) applyMember(ctx context.Context, o op) error {
-	g, u, _ := membershipOf(o.payload)
-	gid, uid := int64(g), int64(u)
-	old, found, err := a.lockMember(ctx, gid, uid)
-	if err != nil {
-		return err
-	}
-	if found && old.version >= o.env.StreamVersion {
-		return nil
-	}
-	m := foldMember(old, o.payload)
-	m.version, m.updatedAt = o.env.StreamVersion, o.at()
-	if err := a.writeRow(ctx, found, a.t.Members, memberCols, m.values(), 2); err != nil {
-		return err
-	}
-	if m.isMember() != old.isMember() {
-		a.touch(a.ks.groupMembers(gid))
-	}
-	if m.moderates() != old.moderates() {
-		a.touch(a.ks.groupAdmins(gid))
-	}
-	if !m.mute().Equal(old.mute()) {
-		a.touch(a.ks.groupMuted(gid))
-	}
-	return nil
 }
 
 // foldMember is domain.MembershipState.Apply over a row.

@@ -1,14 +1,12 @@
 package business
 
 import (
-	"context"
 	"database/sql"
 	"strings"
 	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
-	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Relation request states as stored in im_relations.request, from the row owner's side.
@@ -86,27 +84,6 @@ func (p *pair) absorb(r relationRow) {
 	p.version = max(p.version, r.version)
 }
 
-// lockPair reads and locks both rows of the pair; found counts the rows that exist.
-func (a *applier) lockPair(ctx context.Context, lo, hi int64) (p pair, found [2]bool, err error) {
-	p = pair{lo: lo, hi: hi}
-	stmt := "SELECT " + relationColList + " FROM " + q(a.t.Relations) +
-		" WHERE (user_id = ? AND peer_id = ?) OR (user_id = ? AND peer_id = ?) FOR UPDATE"
-	rows, err := a.tx.QueryContext(ctx, stmt, lo, hi, hi, lo)
-	if err != nil {
-		return p, found, tenantdb.WrapErr("apply: read relation", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanRelation(rows)
-		if err != nil {
-			return p, found, tenantdb.WrapErr("apply: read relation", err)
-		}
-		found[boolIndex(r.user == hi)] = true
-		p.absorb(r)
-	}
-	return p, found, tenantdb.WrapErr("apply: read relation", rows.Err())
-}
-
 func boolIndex(b bool) int {
 	if b {
 		return 1
@@ -122,38 +99,6 @@ func scanRelation(row interface{ Scan(...any) error }) (relationRow, error) {
 		&r.version, &r.updatedAt)
 	r.friendsSince = since.Time
 	return r, err
-}
-
-// applyRelation folds a relation-stream event into both rows of the pair as
-// domain.RelationState.Apply does, and marks each side's friends and blocklist entries stale when
-// they changed.
-func (a *applier) applyRelation(ctx context.Context, o op) error {
-	x, y := relationParties(o.payload)
-	lo, hi := min(x, y), max(x, y)
-	old, found, err := a.lockPair(ctx, lo, hi)
-	if err != nil {
-		return err
-	}
-	if (found[0] || found[1]) && old.version >= o.env.StreamVersion {
-		return nil
-	}
-	p := foldPair(old, o.payload)
-	p.version, p.updatedAt = o.env.StreamVersion, o.at()
-	for i, r := range p.rows() {
-		if err := a.writeRow(ctx, found[i], a.t.Relations, relationCols, r.values(), 2); err != nil {
-			return err
-		}
-	}
-	if p.friends != old.friends {
-		a.touch(a.ks.friends(lo), a.ks.friends(hi))
-	}
-	if p.loBlocksHi != old.loBlocksHi {
-		a.touch(a.ks.blocklist(lo))
-	}
-	if p.hiBlocksLo != old.hiBlocksLo {
-		a.touch(a.ks.blocklist(hi))
-	}
-	return nil
 }
 
 // foldPair is domain.RelationState.Apply over the pair.

@@ -81,7 +81,14 @@ func TestApplyScenarioWritesRowsAndCaches(t *testing.T) {
 		t.Errorf("user 1 blocks nobody, yet its blocklist was invalidated")
 	}
 
-	// MySQL rows.
+	checkScenarioRows(ctx, t, f)
+	checkScenarioQueries(ctx, t, f, until)
+	checkScenarioKeys(ctx, t, f, until)
+}
+
+// checkScenarioRows checks the MySQL rows the scenario leaves.
+func checkScenarioRows(ctx context.Context, t *testing.T, f *fixture) {
+	t.Helper()
 	db := f.db(ctx, t)
 	var owner, count, version int64
 	var name, ann, status string
@@ -129,7 +136,11 @@ func TestApplyScenarioWritesRowsAndCaches(t *testing.T) {
 		t.Fatalf("im_relations rows %+v, want %+v", rels, wantRels)
 	}
 
-	// Queries fill the caches; then every key holds what MySQL says.
+}
+
+// checkScenarioQueries checks what the queries answer after the scenario; they fill the caches.
+func checkScenarioQueries(ctx context.Context, t *testing.T, f *fixture, until time.Time) {
+	t.Helper()
 	s := f.store
 	g := must[business.Group](t)(s.Group(ctx, f.tenant, 7))
 	if g.Owner != 2 || g.MemberCount != 4 || g.Name != "seven" || g.Announcement != "hello all" || g.Topic != "grp7" ||
@@ -170,7 +181,16 @@ func TestApplyScenarioWritesRowsAndCaches(t *testing.T) {
 	if n := must[int](t)(s.GroupSize(ctx, f.tenant, 7)); n != 4 {
 		t.Errorf("GroupSize = %d", n)
 	}
+	for uid, want := range map[domain.UserID][]domain.GroupID{2: {7}, 4: nil} {
+		if got := must[[]domain.GroupID](t)(s.UserGroups(ctx, f.tenant, uid)); !slices.Equal(got, want) {
+			t.Errorf("UserGroups(%d) = %v, want %v", uid, got, want)
+		}
+	}
+}
 
+// checkScenarioKeys checks every cache entry the queries filled.
+func checkScenarioKeys(ctx context.Context, t *testing.T, f *fixture, until time.Time) {
+	t.Helper()
 	checkSet(t, f, ctx, "group:{7}:members", "0", "1", "2", "3", "5")
 	checkSet(t, f, ctx, "group:{7}:admins", "0", "2", "5")
 	checkSet(t, f, ctx, "relation:friends:{1}", "0", "2")
@@ -195,11 +215,6 @@ func TestApplyScenarioWritesRowsAndCaches(t *testing.T) {
 	for _, k := range []string{"group:{7}:profile", "group:{7}:members", "group:{7}:muted", "relation:blocklist:{1}"} {
 		if ttl := f.rdb.PTTL(ctx, f.key(k)).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Errorf("%s TTL %v, want within the cache TTL", k, ttl)
-		}
-	}
-	for uid, want := range map[domain.UserID][]domain.GroupID{2: {7}, 4: nil} {
-		if got := must[[]domain.GroupID](t)(s.UserGroups(ctx, f.tenant, uid)); !slices.Equal(got, want) {
-			t.Errorf("UserGroups(%d) = %v, want %v", uid, got, want)
 		}
 	}
 }
@@ -332,4 +347,56 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 		}
 	}
 	return true
+}
+
+func TestLargeBatchSpansStatementChunks(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	events := f.w.create(7, 1, "big")
+	for u := domain.UserID(2); u <= 700; u++ {
+		events = append(events, f.w.join(7, u)...)
+	}
+	res := f.apply(ctx, t, events...)
+	if res.Applied != len(events) {
+		t.Fatalf("applied %d of %d", res.Applied, len(events))
+	}
+	c := must[business.TableCounts](t)(f.store.Counts(ctx, f.tenant, business.DefaultTables(), group))
+	if c.Members != 700 || c.Processed != int64(len(events)) {
+		t.Fatalf("counts %+v", c)
+	}
+	if n := must[int](t)(f.store.MemberCount(ctx, f.tenant, 7)); n != 700 {
+		t.Fatalf("member count %d", n)
+	}
+	// Leaves of rows that exist go through the update path, in chunks too.
+	var leaves []domain.Envelope
+	for u := domain.UserID(2); u <= 700; u += 2 {
+		leaves = append(leaves, f.w.leave(7, u)...)
+	}
+	f.apply(ctx, t, leaves...)
+	if again := f.apply(ctx, t, concat(events, leaves)...); again.Applied != 0 {
+		t.Fatalf("redelivery applied %d", again.Applied)
+	}
+	if n := must[int](t)(f.store.MemberCount(ctx, f.tenant, 7)); n != 350 {
+		t.Fatalf("member count after leaves %d", n)
+	}
+	ids := must[[]domain.UserID](t)(func() ([]domain.UserID, error) {
+		var out []domain.UserID
+		cursor := ""
+		for {
+			page, next, err := f.store.Members(ctx, f.tenant, 7, cursor, 500)
+			for _, m := range page {
+				out = append(out, m.User)
+			}
+			if err != nil || next == "" {
+				return out, err
+			}
+			cursor = next
+		}
+	}())
+	if len(ids) != 350 || ids[0] != 1 || ids[1] != 3 || ids[349] != 699 {
+		t.Fatalf("%d members listed, first %v", len(ids), ids[:3])
+	}
+	if !must[bool](t)(f.store.IsMember(ctx, f.tenant, 7, 699)) || must[bool](t)(f.store.IsMember(ctx, f.tenant, 7, 700)) {
+		t.Fatal("membership after leaves")
+	}
 }

@@ -16,8 +16,14 @@ type op struct {
 	payload any // a pointer to the payload struct; nil for event types this read model ignores
 }
 
-// at is when the event happened, as the tables store it.
-func (o op) at() time.Time { return readmodels.Millis(o.env.OccurredAt) }
+// at is when the event happened, as the tables store it (updated_at); an envelope without
+// occurred_at gets the time it is applied.
+func (o op) at() time.Time {
+	if o.env.OccurredAt.IsZero() {
+		return readmodels.Millis(time.Now())
+	}
+	return readmodels.Millis(o.env.OccurredAt)
+}
 
 // decodeBatch decodes events in order, dropping repeats of an event id within the batch. Event
 // types outside the business model decode to an op without payload: they are recorded as

@@ -24,8 +24,8 @@ import (
 // entry as filled, so an empty member list or blocklist is cached too, and a reader can tell an
 // empty entry from a missing one with one command. Readers never return it.
 //
-// Next to each entry "<key>:fence" holds a random token that every invalidation replaces; see
-// invalidate.go for why.
+// Next to each entry "<key>:fence" holds a random token that every invalidation replaces; cache.go
+// says why.
 const sentinel = "0"
 
 // fenceSuffix names the fence of a cache key.

@@ -22,47 +22,15 @@ func TestMemberPagesAreStableWhileMembersJoin(t *testing.T) {
 	events = append(events, concat(w.setRole(7, owner, 40, domain.RoleAdmin), w.setRole(7, owner, 12, domain.RoleAdmin))...)
 	f.apply(ctx, t, events...)
 
-	// Expected order: owner, admins by id, members by id.
-	type pos struct {
-		rank int
-		uid  domain.UserID
-	}
-	rank := map[domain.Role]int{domain.RoleOwner: 0, domain.RoleAdmin: 1, domain.RoleMember: 2}
-	seen := map[domain.UserID]int{}
-	var last pos
-	cursor := ""
 	joiner := domain.UserID(1)
-	pages := 0
-	for {
-		page, next, err := f.store.Members(ctx, f.tenant, 7, cursor, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages++
-		if len(page) > 7 || (next != "" && len(page) != 7) {
-			t.Fatalf("page %d has %d members, next %q", pages, len(page), next)
-		}
-		for i, m := range page {
-			p := pos{rank[m.Role], m.User}
-			if (pages > 1 || i > 0) && (p.rank < last.rank || (p.rank == last.rank && p.uid <= last.uid)) {
-				t.Fatalf("page %d: %+v after %+v breaks the order", pages, p, last)
-			}
-			last = p
-			seen[m.User]++
-			if m.JoinedAt.IsZero() {
-				t.Fatalf("member %d without join time", m.User)
-			}
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+	listed, pages := walkMembers(t, f, 7, func() {
 		// Users join between page reads, some sorting before the cursor and some after it.
 		f.apply(ctx, t, concat(w.join(7, joiner), w.join(7, 1000+joiner))...)
 		joiner += 2
-		if pages > 50 {
-			t.Fatal("pagination does not end")
-		}
+	})
+	seen := map[domain.UserID]int{}
+	for _, m := range listed {
+		seen[m.User]++
 	}
 	for u, n := range seen {
 		if n != 1 {
@@ -108,5 +76,45 @@ func TestMembersPageSizeIsCapped(t *testing.T) {
 	page, next, err := s.Members(ctx, f.tenant, 7, "", 1000)
 	if err != nil || len(page) != 2 || next == "" {
 		t.Fatalf("capped page: %v %q %v", page, next, err)
+	}
+}
+
+// walkMembers reads group gid's member list in pages of 7, calling between after each page but
+// the last, and checks that each page is full but the last and that the list is ordered by role
+// rank, then user id.
+func walkMembers(t *testing.T, f *fixture, gid domain.GroupID, between func()) (listed []business.Member, pages int) {
+	t.Helper()
+	ctx := testCtx(t)
+	rank := map[domain.Role]int{domain.RoleOwner: 0, domain.RoleAdmin: 1, domain.RoleMember: 2}
+	cursor := ""
+	for {
+		page, next, err := f.store.Members(ctx, f.tenant, gid, cursor, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page) > 7 || (next != "" && len(page) != 7) {
+			t.Fatalf("page %d has %d members, next %q", pages, len(page), next)
+		}
+		for _, m := range page {
+			if m.JoinedAt.IsZero() {
+				t.Fatalf("member %d without join time", m.User)
+			}
+			if n := len(listed); n > 0 {
+				prev := listed[n-1]
+				if rank[m.Role] < rank[prev.Role] || (rank[m.Role] == rank[prev.Role] && m.User <= prev.User) {
+					t.Fatalf("page %d: %d (%s) after %d (%s) breaks the order", pages, m.User, m.Role, prev.User, prev.Role)
+				}
+			}
+			listed = append(listed, m)
+		}
+		if next == "" {
+			return listed, pages
+		}
+		if pages > 50 {
+			t.Fatal("pagination does not end")
+		}
+		cursor = next
+		between()
 	}
 }
