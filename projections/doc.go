@@ -1,6 +1,23 @@
 // Package projections runs the read side of imledger: Kafka consumers (one watermill router per
-// process, one handler and consumer group per read model) that turn message events into the
-// MySQL and Redis read models, with consumer idempotency, retry with backoff, dead letters that
-// park the rest of their conversation, lag metrics, and rebuilds of a read model from the
-// Postgres event store.
+// process, one consumer group per read model) that turn message events into the MySQL and Redis
+// read models, with consumer idempotency, retry with backoff, dead letters that park the rest
+// of their conversation, lag metrics, and rebuilds of a read model from the Postgres event store.
+//
+// Delivery. watermill-kafka delivers one record per partition at a time and waits for its ack;
+// the projector writes the records in flight across partitions as one batch per tenant
+// (Config.Batch) and acks each only after its batch committed. A conversation's events share a
+// Kafka key, hence a partition, so they are applied in order; redeliveries are skipped by the
+// read model (im_processed_events, or compare-and-set in Redis).
+//
+// Failures. A store that is unreachable (domain.ErrRetryable) pauses the partition: the event
+// is retried with backoff and redelivered until it applies, never dead-lettered. Any other
+// failure is retried Config.Retry.MaxRetries times; a record that is not an envelope, an
+// unknown event type, a payload the read model rejects or an unknown tenant is not retried at
+// all. Then the record goes to im.dead.letter (with reason, consumer group and original
+// coordinates as headers) and to projection_dead_letters in Postgres, and every later event of
+// the same conversation in the same consumer group is parked in projection_parked_events until
+// an operator replays or skips the dead letter (DeadLetters), which applies the parked events in
+// order. Other conversations keep flowing.
+//
+// The Postgres tables are created by EnsureSchema; they belong in migrations/postgres.
 package projections

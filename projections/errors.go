@@ -16,6 +16,9 @@ const (
 	// provisioned by an operator command, never implicitly by an event, so this is an operator
 	// problem: provision the tenant, then replay the dead letter. Never retried.
 	ReasonUnknownTenant = "unknown_tenant"
+	// ReasonUnknownEventType: the event type is not registered in this build (a newer writer, or
+	// a typo). Acking it would lose it silently; upgrade, then replay. Never retried.
+	ReasonUnknownEventType = "unknown_event_type"
 	// ReasonBadEvent: the envelope decodes but the read model rejects its payload (domain.ErrInvalid).
 	// Never retried.
 	ReasonBadEvent = "bad_event"

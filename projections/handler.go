@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -57,6 +58,9 @@ func (r *runner) handleEvent(msg *message.Message) error {
 	env, err := decodeEnvelope(msg.Payload)
 	if err != nil {
 		return err
+	}
+	if _, known := domain.LookupEventType(env.EventType); !known {
+		return permanent(ReasonUnknownEventType, fmt.Errorf("event %s: unknown event type %q", env.EventID, env.EventType))
 	}
 	if !r.p.Accept(env.EventType) {
 		return nil

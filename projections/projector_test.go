@@ -221,10 +221,23 @@ func TestUndecodableRecordIsDeadLetteredAtOnce(t *testing.T) {
 	if got := p.Metrics().Retries("test.garbage.v1"); got != 0 {
 		t.Errorf("retries = %v, want 0 for a permanent failure", got)
 	}
+	// An event type this build does not know is dead-lettered too, not dropped.
+	future := sentEvent(tenant, groupTopic(6), 1, 7, "z")
+	future.EventType = "message.group.sent.v9"
+	if _, _, err := h.producer.SendMessage(record(h.kcfg.Topic(tkafka.TopicGroupMessagePersist), future)); err != nil {
+		t.Fatal(err)
+	}
+	byReason := map[string]string{}
+	for _, r := range h.deadLetterRecords(2) {
+		byReason[headers(r)["reason"]] = headers(r)["event_id"]
+	}
+	if byReason[projections.ReasonUnknownEventType] != future.EventID.String() {
+		t.Fatalf("dead letters by reason %v, want %s for the unknown type", byReason, future.EventID)
+	}
 	// Skipping the record releases the conversation.
 	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), recorderProjection("test.garbage.v1", rec))
-	list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{ConsumerGroup: "test.garbage.v1"})
-	if err != nil || len(list) != 1 || list[0].ConversationKey != "grp3" || list[0].TenantID != tenant.String() {
+	list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{ConsumerGroup: "test.garbage.v1", TenantID: tenant.String()})
+	if err != nil || len(list) != 2 || list[0].ConversationKey != "grp3" || list[0].TenantID != tenant.String() {
 		t.Fatalf("dead letters = %+v, %v", list, err)
 	}
 	if _, err := ops.ReplayDeadLetter(testCtx(t), list[0].ID); err == nil {
