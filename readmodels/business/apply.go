@@ -14,10 +14,10 @@ import (
 type ApplyResult struct {
 	// Applied is how many events of the batch were new to the read model.
 	Applied int
-	// Invalidated lists the cache keys whose content the batch changed, each once: the entries of
-	// a row are listed when what they hold for it differs before and after the batch. They are deleted from Redis after the commit; the projector publishes
-	// them on im.cache.invalidate so other nodes can drop what they hold in process. Empty when
-	// tables are not the live tables.
+	// Invalidated lists the cache keys whose content the batch changed, each once: a row's
+	// entries are listed when what they hold for it differs before and after the batch. They are
+	// deleted from Redis after the commit; the projector publishes them on im.cache.invalidate so
+	// other nodes can drop what they hold in process. Empty when tables are not the live tables.
 	Invalidated []string
 	// CacheErr is nil when Redis accepted every invalidation. Otherwise the MySQL transaction is
 	// still committed and the keys are kept and retried before the next invalidation; until then
