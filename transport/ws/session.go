@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,7 +237,7 @@ func (s *session) readError(err error) closeCause {
 		return c
 	case errors.Is(err, wsutil.ErrFrameTooLarge), errors.Is(err, wsutil.ErrMessageTooLarge):
 		s.g.metrics.refused.WithLabelValues(ReasonFrameTooLarge).Inc()
-		s.sendCtrl(errCtrl("", 413, ReasonFrameTooLarge, "frame too large"))
+		s.sendCtrl(errCtrl("", http.StatusRequestEntityTooLarge, ReasonFrameTooLarge, "frame too large"))
 		return closeTooLarge
 	case errors.Is(err, wsutil.ErrInvalidUTF8):
 		return closeBadUTF8
