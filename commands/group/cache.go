@@ -4,18 +4,20 @@ import (
 	"container/list"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// cacheEntry is one folded state in the loader's cache. An entry whose state was never loaded
-// does not exist: invalidating a key the cache does not hold changes only its shard's generation.
+// cacheEntry is one folded state in the loader's cache. Entries exist only for loaded states:
+// invalidating a key the cache does not hold changes only its shard's generation.
 type cacheEntry struct {
-	key      string
+	key      stateKey
 	state    any           // a domain.GroupState, MembershipState, RelationState or ProfileState
 	version  int64         // the state's stream version
 	verified time.Duration // loader clock at the start of the read that last confirmed state
 	stale    bool          // invalidated since verified: the next cached use must read first
 	gen      uint64        // bumped by every invalidation of this key
+	used     atomic.Bool   // set by every hit; eviction gives used entries a second chance
 	elem     *list.Element
 }
 
@@ -28,17 +30,18 @@ type flight struct {
 	err   error
 }
 
-// cacheShard is one lock's worth of the cache: a map plus a recency list, front = most recent.
+// cacheShard is one lock's worth of the cache: a map plus an insertion-ordered list swept by a
+// second-chance (clock) eviction, so hits need only the read lock and never reorder anything.
 type cacheShard struct {
-	mu      sync.Mutex
-	items   map[string]*cacheEntry
-	order   list.List
+	mu      sync.RWMutex
+	items   map[stateKey]*cacheEntry
+	order   list.List // front = newest
 	max     int
 	gen     uint64 // bumped by every invalidation of a key of this shard, held or not
-	flights map[string]*flight
+	flights map[stateKey]*flight
 }
 
-// stateCache is a size-bounded LRU of folded states split into shards by key hash.
+// stateCache is a size-bounded cache of folded states split into shards by key hash.
 type stateCache struct {
 	seed   maphash.Seed
 	shards []*cacheShard
@@ -48,34 +51,29 @@ func newStateCache(maxEntries, shards int) *stateCache {
 	c := &stateCache{seed: maphash.MakeSeed(), shards: make([]*cacheShard, shards)}
 	per := (maxEntries + shards - 1) / shards
 	for i := range c.shards {
-		c.shards[i] = &cacheShard{items: make(map[string]*cacheEntry), max: per, flights: make(map[string]*flight)}
+		c.shards[i] = &cacheShard{items: make(map[stateKey]*cacheEntry), max: per, flights: make(map[stateKey]*flight)}
 	}
 	return c
 }
 
-func (c *stateCache) shard(key string) *cacheShard {
-	return c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+func (c *stateCache) shard(k stateKey) *cacheShard {
+	return c.shards[maphash.Comparable(c.seed, k)%uint64(len(c.shards))]
 }
 
-// lookup returns the entry of key and marks it most recently used; nil when absent. The caller
-// holds s.mu.
-func (s *cacheShard) lookup(key string) *cacheEntry {
-	e := s.items[key]
-	if e != nil {
-		s.order.MoveToFront(e.elem)
-	}
-	return e
-}
-
-// insert adds an empty entry for key, evicting the least recently used entry when the shard is
-// full. The caller holds s.mu and knows key is absent.
-func (s *cacheShard) insert(key string) *cacheEntry {
+// insert adds an empty entry for key, evicting when the shard is full: from the oldest end, an
+// entry used since it was last passed over is moved to the front with its mark cleared, the
+// first one unused is dropped. The caller holds s.mu for writing and knows key is absent.
+func (s *cacheShard) insert(key stateKey) *cacheEntry {
 	for len(s.items) >= s.max {
 		back := s.order.Back()
 		if back == nil {
 			break
 		}
 		old := back.Value.(*cacheEntry)
+		if old.used.Swap(false) {
+			s.order.MoveToFront(back)
+			continue
+		}
 		s.order.Remove(back)
 		delete(s.items, old.key)
 	}
@@ -85,8 +83,16 @@ func (s *cacheShard) insert(key string) *cacheEntry {
 	return e
 }
 
-// invalidate marks key stale. The caller holds s.mu.
-func (s *cacheShard) invalidate(key string) {
+// remove drops key's entry. The caller holds s.mu for writing.
+func (s *cacheShard) remove(key stateKey) {
+	if e := s.items[key]; e != nil {
+		s.order.Remove(e.elem)
+		delete(s.items, key)
+	}
+}
+
+// invalidate marks key stale. The caller holds s.mu for writing.
+func (s *cacheShard) invalidate(key stateKey) {
 	s.gen++
 	if e := s.items[key]; e != nil {
 		e.gen++
@@ -94,7 +100,7 @@ func (s *cacheShard) invalidate(key string) {
 	}
 }
 
-// invalidateAll marks every entry stale. The caller holds s.mu.
+// invalidateAll marks every entry stale. The caller holds s.mu for writing.
 func (s *cacheShard) invalidateAll() {
 	s.gen++
 	for _, e := range s.items {
@@ -115,8 +121,8 @@ type readStart struct {
 // store saves a state read from the store. The state counts as verified at start.at only when
 // no invalidation of the key can have happened since the read began: the entry held then is
 // still the same and its generation unchanged, or (no entry then) the shard saw no invalidation.
-// A state older than the cached one is dropped. The caller holds s.mu.
-func (s *cacheShard) store(key string, state any, version int64, start readStart) {
+// A state older than the cached one is dropped. The caller holds s.mu for writing.
+func (s *cacheShard) store(key stateKey, state any, version int64, start readStart) {
 	e := s.items[key]
 	if e == nil {
 		e = s.insert(key)

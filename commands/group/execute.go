@@ -62,7 +62,7 @@ func (c *core) execute(ctx context.Context, s spec, decide decideFunc) (Result, 
 	}()
 	for attempt := 1; ; attempt++ {
 		if s.lock != "" && unlock == nil && (s.serial || attempt > 1) {
-			u, err := c.locks.lock(ctx, cacheKey(s.actor.Tenant, s.lock))
+			u, err := c.locks.lock(ctx, lockKey(s.actor.Tenant, s.lock))
 			if err != nil {
 				return Result{}, fmt.Errorf("%s: %w", s.op, err)
 			}

@@ -208,3 +208,5 @@ func (failingStore) ReadStream(context.Context, domain.TenantID, string, int64, 
 func (failingStore) AppendStreams(context.Context, domain.TenantID, []eventstore.StreamAppend) ([]domain.Envelope, error) {
 	return nil, errors.New("store reached")
 }
+
+func isConcurrency(err error) bool { return errors.Is(err, domain.ErrConcurrency) }

@@ -74,34 +74,34 @@ func (l *Loader) clock() time.Duration { return time.Since(l.epoch) }
 // Errors: *domain.ValidationError for a bad id, domain.ErrRetryable when the store failed,
 // domain.ErrStreamMismatch when the stream does not fold (a bug or corruption).
 func (l *Loader) Group(ctx context.Context, tenant domain.TenantID, id domain.GroupID, maxAge time.Duration) (domain.GroupState, error) {
-	return load(ctx, l, tenant, domain.GroupStreamID(id), maxAge, func() (domain.GroupState, error) {
-		return domain.NewGroupState(tenant, id)
+	return load(ctx, l, tenant, groupKey(tenant, id), maxAge, func() (string, domain.GroupState, error) {
+		s, err := domain.NewGroupState(tenant, id)
+		return domain.GroupStreamID(id), s, err
 	})
 }
 
 // Membership returns the membership of user in group (status none when the stream is empty).
 // Errors as Group.
 func (l *Loader) Membership(ctx context.Context, tenant domain.TenantID, group domain.GroupID, user domain.UserID, maxAge time.Duration) (domain.MembershipState, error) {
-	return load(ctx, l, tenant, domain.MembershipStreamID(group, user), maxAge, func() (domain.MembershipState, error) {
-		return domain.NewMembershipState(tenant, group, user)
+	return load(ctx, l, tenant, memberKey(tenant, group, user), maxAge, func() (string, domain.MembershipState, error) {
+		s, err := domain.NewMembershipState(tenant, group, user)
+		return domain.MembershipStreamID(group, user), s, err
 	})
 }
 
 // Relation returns the relation of two distinct users. Errors as Group.
 func (l *Loader) Relation(ctx context.Context, tenant domain.TenantID, a, b domain.UserID, maxAge time.Duration) (domain.RelationState, error) {
-	stream, err := domain.RelationStreamID(a, b)
-	if err != nil {
-		return domain.RelationState{}, err
-	}
-	return load(ctx, l, tenant, stream, maxAge, func() (domain.RelationState, error) {
-		return domain.NewRelationState(tenant, a, b)
+	return load(ctx, l, tenant, relationKey(tenant, a, b), maxAge, func() (string, domain.RelationState, error) {
+		s, err := domain.NewRelationState(tenant, a, b)
+		return s.StreamID(), s, err
 	})
 }
 
 // Profile returns the public profile state of user. Errors as Group.
 func (l *Loader) Profile(ctx context.Context, tenant domain.TenantID, user domain.UserID, maxAge time.Duration) (domain.ProfileState, error) {
-	return load(ctx, l, tenant, domain.ProfileStreamID(user), maxAge, func() (domain.ProfileState, error) {
-		return domain.NewProfileState(tenant, user)
+	return load(ctx, l, tenant, profileKey(tenant, user), maxAge, func() (string, domain.ProfileState, error) {
+		s, err := domain.NewProfileState(tenant, user)
+		return domain.ProfileStreamID(user), s, err
 	})
 }
 
@@ -109,7 +109,10 @@ func (l *Loader) Profile(ctx context.Context, tenant domain.TenantID, user domai
 // the store first. It implements Invalidator and never blocks on I/O.
 func (l *Loader) Invalidate(_ context.Context, tenant domain.TenantID, streamIDs []string) {
 	for _, id := range streamIDs {
-		key := cacheKey(tenant, id)
+		key, ok := keyOfStream(tenant, id)
+		if !ok {
+			continue
+		}
 		s := l.cache.shard(key)
 		s.mu.Lock()
 		s.invalidate(key)
@@ -136,12 +139,14 @@ func (l *Loader) observe(tenant domain.TenantID, envs []domain.Envelope) {
 		for j < len(envs) && envs[j].StreamID == envs[i].StreamID {
 			j++
 		}
-		l.observeStream(cacheKey(tenant, envs[i].StreamID), envs[i:j])
+		if key, ok := keyOfStream(tenant, envs[i].StreamID); ok {
+			l.observeStream(key, envs[i:j])
+		}
 		i = j
 	}
 }
 
-func (l *Loader) observeStream(key string, envs []domain.Envelope) {
+func (l *Loader) observeStream(key stateKey, envs []domain.Envelope) {
 	s := l.cache.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,16 +156,10 @@ func (l *Loader) observeStream(key string, envs []domain.Envelope) {
 	}
 	next, err := applyAny(e.state, envs)
 	if err != nil {
-		s.order.Remove(e.elem)
-		delete(s.items, key)
+		s.remove(key)
 		return
 	}
 	e.state, e.version = next, envs[len(envs)-1].StreamVersion
-}
-
-// cacheKey is "<tenant>/<stream>"; tenant ids never contain '/'.
-func cacheKey(tenant domain.TenantID, streamID string) string {
-	return tenant.String() + "/" + streamID
 }
 
 // foldable is a pointer to a domain state that folds events.
@@ -170,18 +169,23 @@ type foldable[S any] interface {
 	Version() int64
 }
 
-// load returns the state of one stream as Loader describes.
-func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.TenantID, stream string, maxAge time.Duration, empty func() (S, error)) (S, error) {
+// load returns the state of one stream as Loader describes. empty returns the stream id and
+// the state before the stream's first event; it is called only when the store must be read.
+func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.TenantID, key stateKey, maxAge time.Duration, empty func() (string, S, error)) (S, error) {
 	var zero S
 	if tenant.IsZero() {
 		return zero, &domain.ValidationError{Field: "tenant_id", Reason: "required"}
 	}
-	key := cacheKey(tenant, stream)
 	sh := l.cache.shard(key)
+	if maxAge > 0 {
+		if st, ok := hit[S](l, sh, key, maxAge); ok {
+			return st, nil
+		}
+	}
 	for {
 		start := readStart{at: l.clock()}
 		sh.mu.Lock()
-		e := sh.lookup(key)
+		e := sh.items[key]
 		if e != nil && e.state != nil && maxAge > 0 && !e.stale && start.at-e.verified < maxAge {
 			st := e.state.(S)
 			sh.mu.Unlock()
@@ -214,7 +218,7 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 		}
 		sh.mu.Unlock()
 
-		st, err := readState[S, P](ctx, l, tenant, stream, base, hasBase, empty)
+		st, err := readState[S, P](ctx, l, tenant, base, hasBase, empty)
 		sh.mu.Lock()
 		if err == nil {
 			sh.store(key, st, P(&st).Version(), start)
@@ -229,6 +233,23 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 		sh.mu.Unlock()
 		return st, err
 	}
+}
+
+// hit answers a cached load under the read lock when the cached state is fresh enough.
+func hit[S any](l *Loader, sh *cacheShard, key stateKey, maxAge time.Duration) (S, bool) {
+	now := l.clock()
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	e := sh.items[key]
+	if e == nil || e.state == nil || e.stale || now-e.verified >= maxAge {
+		var zero S
+		return zero, false
+	}
+	if !e.used.Load() {
+		e.used.Store(true)
+	}
+	l.hits.Add(1)
+	return e.state.(S), true
 }
 
 // awaitFlight waits for another load's read. retry is true when that read ended with its own
@@ -250,17 +271,17 @@ func awaitFlight[S any](ctx context.Context, f *flight) (st S, err error, retry 
 
 // readState catches base up with the store, or folds the stream from the start without a base.
 // A cached base that does not fold (it should not happen) is dropped and the stream refolded.
-func readState[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.TenantID, stream string, base S, hasBase bool, empty func() (S, error)) (S, error) {
+func readState[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.TenantID, base S, hasBase bool, empty func() (string, S, error)) (S, error) {
 	l.reads.Add(1)
-	if hasBase {
-		st, err := catchUp[S, P](ctx, l, tenant, stream, base)
-		if !errors.Is(err, domain.ErrStreamMismatch) {
-			return st, err
-		}
-	}
-	st, err := empty()
+	stream, st, err := empty()
 	if err != nil {
 		return st, err
+	}
+	if hasBase {
+		caught, err := catchUp[S, P](ctx, l, tenant, stream, base)
+		if !errors.Is(err, domain.ErrStreamMismatch) {
+			return caught, err
+		}
 	}
 	return catchUp[S, P](ctx, l, tenant, stream, st)
 }
