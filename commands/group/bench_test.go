@@ -20,7 +20,7 @@ func BenchmarkJoinGroup(b *testing.B) {
 		callers, nodes int
 	}{{"sequential", 1, 1}, {"concurrent8", 8, 1}, {"concurrent8_2nodes", 8, 2}} {
 		b.Run(bc.name, func(b *testing.B) {
-			_, store := newStore(b, 16)
+			pool, store := newStore(b, 16)
 			ctx := testCtx(b)
 			tenant := domain.MustTenantID("bench")
 			cfg := group.Config{MaxMembers: 1 << 30}
@@ -68,6 +68,13 @@ func BenchmarkJoinGroup(b *testing.B) {
 			if got := groupState(b, store, tenant, g).MemberCount(); got != b.N+1 {
 				b.Fatalf("member count %d, want %d", got, b.N+1)
 			}
+			var perTx float64
+			if err := pool.QueryRow(ctx, `SELECT count(*)::float8 / count(DISTINCT tx_id::text) FROM events
+				WHERE tenant_id = $1 AND stream_id = $2 AND event_type = $3`,
+				tenant.String(), domain.GroupStreamID(g), string(domain.EventGroupMemberCountChanged)).Scan(&perTx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(perTx, "joins/commit")
 		})
 	}
 }

@@ -23,6 +23,13 @@ type Config struct {
 	// MaxCreateAttempts bounds how often CreateGroup draws a new group id when the drawn one is
 	// already taken. Default 3.
 	MaxCreateAttempts int `koanf:"max_create_attempts"`
+	// JoinBatch is the most joins into one group this process commits in one transaction.
+	// Joins into one group are serialised by the group stream's version; batching them lets
+	// concurrent joins share a commit. 1 turns batching off. Default 128.
+	JoinBatch int `koanf:"join_batch"`
+	// BatchTimeout bounds the store work of one batch of joins, retries included; past it the
+	// batch's joins fail with a retryable error. Default 10 s.
+	BatchTimeout time.Duration `koanf:"batch_timeout"`
 	// Loader sizes the cache of folded aggregates the handlers keep so a load only reads the
 	// events appended since the last one.
 	Loader LoaderConfig `koanf:"loader"`
@@ -33,6 +40,8 @@ const (
 	DefaultMaxAttempts       = 10
 	DefaultRetryBackoff      = 2 * time.Millisecond
 	DefaultMaxCreateAttempts = 3
+	DefaultJoinBatch         = 128
+	DefaultBatchTimeout      = 10 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -47,6 +56,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxCreateAttempts == 0 {
 		c.MaxCreateAttempts = DefaultMaxCreateAttempts
+	}
+	if c.JoinBatch == 0 {
+		c.JoinBatch = DefaultJoinBatch
+	}
+	if c.BatchTimeout == 0 {
+		c.BatchTimeout = DefaultBatchTimeout
 	}
 	c.Loader.setDefaults()
 }
@@ -65,6 +80,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxCreateAttempts <= 0 {
 		errs = append(errs, fmt.Errorf("MaxCreateAttempts must be positive, got %d", c.MaxCreateAttempts))
+	}
+	if c.JoinBatch <= 0 || c.JoinBatch > 400 {
+		errs = append(errs, fmt.Errorf("JoinBatch must be 1 to 400 (two events each, within the store's batch limit), got %d", c.JoinBatch))
+	}
+	if c.BatchTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("BatchTimeout must be positive, got %s", c.BatchTimeout))
 	}
 	if err := c.Loader.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Loader: %w", err))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/imledger/imledger/commands/eventstore"
@@ -108,21 +109,39 @@ func (c *core) pause(ctx context.Context, attempt int) error {
 	}
 }
 
-// commit turns the decision into envelopes and appends them, one part per stream, the parts
-// sorted by stream id so two transactions touching the same streams lock them in one order.
+// commit turns the decision into envelopes and appends them.
 func (c *core) commit(ctx context.Context, s spec, d decision) ([]domain.Envelope, error) {
-	actor := s.meta.Actor
-	if actor == (domain.Actor{}) {
-		actor = domain.Actor{Type: domain.ActorUser, ID: s.actor.User.String()}
-	}
-	envs, err := domain.NewEnvelopes(s.actor.Tenant, actor, d.events)
+	envs, err := envelopes(s.actor, s.meta, d.bizID, d.events)
 	if err != nil {
 		return nil, err
 	}
+	return c.appendAll(ctx, s.actor.Tenant, envs)
+}
+
+// envelopes turns one command's decided events into envelopes carrying its metadata.
+func envelopes(p domain.Principal, meta Meta, bizID string, events []domain.PendingEvent) ([]domain.Envelope, error) {
+	actor := meta.Actor
+	if actor == (domain.Actor{}) {
+		actor = domain.Actor{Type: domain.ActorUser, ID: p.User.String()}
+	}
+	envs, err := domain.NewEnvelopes(p.Tenant, actor, events)
+	if err != nil {
+		return nil, err
+	}
+	for i := range envs {
+		e := &envs[i]
+		e.TraceID, e.CorrelationID, e.CausationID, e.BizID = meta.TraceID, meta.CorrelationID, meta.CausationID, bizID
+	}
+	return envs, nil
+}
+
+// appendAll appends envelopes numbered consecutively per stream, one part per stream, the parts
+// sorted by stream id so two transactions touching the same streams lock them in one order.
+// It returns the stored envelopes grouped by stream in that order.
+func (c *core) appendAll(ctx context.Context, tenant domain.TenantID, envs []domain.Envelope) ([]domain.Envelope, error) {
 	index := make(map[string]int, 3)
 	var parts []eventstore.StreamAppend
 	for _, e := range envs {
-		e.TraceID, e.CorrelationID, e.CausationID, e.BizID = s.meta.TraceID, s.meta.CorrelationID, s.meta.CausationID, d.bizID
 		i, ok := index[e.StreamID]
 		if !ok {
 			i = len(parts)
@@ -131,26 +150,30 @@ func (c *core) commit(ctx context.Context, s spec, d decision) ([]domain.Envelop
 		}
 		parts[i].Events = append(parts[i].Events, e)
 	}
-	slices.SortFunc(parts, func(a, b eventstore.StreamAppend) int {
-		switch {
-		case a.StreamID < b.StreamID:
-			return -1
-		case a.StreamID > b.StreamID:
-			return 1
-		}
-		return 0
-	})
-	stored, err := c.store.AppendStreams(ctx, s.actor.Tenant, parts)
+	slices.SortFunc(parts, func(a, b eventstore.StreamAppend) int { return strings.Compare(a.StreamID, b.StreamID) })
+	stored, err := c.store.AppendStreams(ctx, tenant, parts)
 	if err != nil {
 		return nil, retryable("append events", err)
 	}
 	return stored, nil
 }
 
-// committed does the after-commit work and builds the result.
+// committed does the after-commit work of one decision and builds its result.
 func (c *core) committed(ctx context.Context, tenant domain.TenantID, d decision, stored []domain.Envelope) Result {
-	res := Result{Group: d.group, Topic: d.topic, Versions: versionsOf(stored), Changes: changesOf(d.events)}
 	c.loader.observe(tenant, stored)
+	res := resultOf(d, stored)
+	c.announce(ctx, tenant, res)
+	return res
+}
+
+// resultOf builds the result of a committed decision from its stored envelopes.
+func resultOf(d decision, envs []domain.Envelope) Result {
+	return Result{Group: d.group, Topic: d.topic, Versions: versionsOf(envs), Changes: changesOf(d.events)}
+}
+
+// announce tells the Invalidator and the Notifier about a committed result, with a context that
+// ignores ctx's cancellation: the commit already happened.
+func (c *core) announce(ctx context.Context, tenant domain.TenantID, res Result) {
 	ctx = context.WithoutCancel(ctx)
 	streams := make([]string, len(res.Versions))
 	for i, v := range res.Versions {
@@ -158,7 +181,6 @@ func (c *core) committed(ctx context.Context, tenant domain.TenantID, d decision
 	}
 	c.inval.Invalidate(ctx, tenant, streams)
 	notify(ctx, c.notifier, tenant, res.Changes)
-	return res
 }
 
 // groupDecision is the decision of a group command: events plus the group, its topic and biz id.

@@ -119,6 +119,7 @@ func New(deps Deps, cfg Config) (*Handlers, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.joins = newJoinBatcher(c)
 	return &Handlers{
 		CreateGroup: CreateGroupHandler{c}, UpdateGroupProfile: UpdateGroupProfileHandler{c},
 		UpdateGroupSettings: UpdateGroupSettingsHandler{c}, UpdateAnnouncement: UpdateAnnouncementHandler{c},
@@ -144,6 +145,7 @@ type core struct {
 	notifier Notifier
 	now      func() time.Time
 	locks    *stripes
+	joins    *joinBatcher
 }
 
 // checkActor validates the principal a command names.

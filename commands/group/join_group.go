@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"time"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -20,18 +19,19 @@ type JoinGroupHandler struct{ c *core }
 
 // Handle appends member.joined.v1 to the actor's membership stream and the member count change
 // to the group stream in one transaction; the group stream's expected version serialises joins
-// across nodes, so the member limit (Config.MaxMembers) holds exactly. On this node joins into one
-// group take turns, so they do not lose races to each other; a join that loses to another node
-// reloads and decides again, up to Config.MaxAttempts times. Errors: domain.ErrNotFound;
-// *domain.DeniedError group_dissolved, already_member, banned, approval_required, group_full;
-// domain.ErrConcurrency when every attempt lost; domain.ErrRetryable.
+// across nodes, so the member limit (Config.MaxMembers) holds exactly. On this node, joins into
+// one group that arrive while the previous ones commit are decided in order and committed
+// together (up to Config.JoinBatch per transaction); a batch that loses to another node is
+// decided again, up to Config.MaxAttempts times. When ctx ends before the answer the join may
+// still commit. Errors: domain.ErrNotFound; *domain.DeniedError group_dissolved, already_member,
+// banned, approval_required, group_full; domain.ErrConcurrency when every attempt lost;
+// domain.ErrRetryable.
 func (h JoinGroupHandler) Handle(ctx context.Context, cmd JoinGroup) (Result, error) {
 	if err := checkGroup(cmd.Group); err != nil {
 		return Result{}, err
 	}
-	s := spec{op: "join group", actor: cmd.Actor, meta: cmd.Meta, lock: domain.GroupStreamID(cmd.Group), serial: true}
-	return h.c.execute(ctx, s, h.c.onSelf(cmd.Actor, cmd.Group,
-		func(g domain.GroupState, m domain.MembershipState, now time.Time) ([]domain.PendingEvent, error) {
-			return g.Join(cmd.Actor, m, h.c.cfg.MaxMembers, now)
-		}))
+	if err := checkActor(cmd.Actor); err != nil {
+		return Result{}, err
+	}
+	return h.c.joins.join(ctx, cmd)
 }
