@@ -137,3 +137,49 @@ func TestJoinGroupKeepsTheMemberLimitUnderConcurrency(t *testing.T) {
 		t.Errorf("membership streams with a member: %d, want %d", members, limit)
 	}
 }
+
+// Every user asks to join twice at once: the joins that share a batch are decided one after the
+// other, so each user joins exactly once and the second request is refused already_member.
+func TestJoinGroupTwiceAtOnceJoinsOnce(t *testing.T) {
+	t.Parallel()
+	_, store := newStore(t, 8)
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("acme")
+	h := newHandlers(t, store, group.Deps{}, group.Config{})
+	g := createGroup(t, h, who(tenant, 1), nil)
+	const users = 30
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		ok, dups atomic.Int64
+	)
+	for i := range 2 * users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: who(tenant, domain.UserID(100+i%users)), Group: g})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case reasonOf(err) == domain.ReasonAlreadyMember:
+				dups.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if ok.Load() != users || dups.Load() != users {
+		t.Errorf("%d joined, %d already_member; want %d each", ok.Load(), dups.Load(), users)
+	}
+	if n := groupState(t, store, tenant, g).MemberCount(); n != users+1 {
+		t.Errorf("member count %d, want %d", n, users+1)
+	}
+	for u := domain.UserID(100); u < 100+users; u++ {
+		if v := memberState(t, store, tenant, g, u).Version(); v != 1 {
+			t.Errorf("user %d: membership stream at version %d, want one join", u, v)
+		}
+	}
+}
