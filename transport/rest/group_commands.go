@@ -126,6 +126,12 @@ func (a *API) registerGroupCommands() {
 			cmd := group.UpdateGroupSettings{Actor: principal(ctx).domain(), Group: gid, Settings: s, Meta: meta(ctx)}
 			return a.command(ctx, http.StatusOK, func() (group.Result, error) { return g.UpdateGroupSettings.Handle(ctx, cmd) })
 		})
+	a.registerGroupAdmin()
+}
+
+// registerGroupAdmin registers the announcement, ownership transfer and dissolution.
+func (a *API) registerGroupAdmin() {
+	g := a.h.Groups
 	groupCommand(a, op{id: "update-group-announcement", method: http.MethodPut, path: "/v1/im/groups/{gid}/announcement",
 		summary: "Set a group's announcement", desc: "The roles the group's who_may_announce names; never a muted member."},
 		func(ctx context.Context, in *announcementInput) (*reply[CommandResult], error) {
