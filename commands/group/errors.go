@@ -18,6 +18,7 @@ type ConflictError struct {
 	Err error  // the lost append; wraps domain.ErrConcurrency
 }
 
+// Error names the command and the lost append.
 func (e *ConflictError) Error() string {
 	return e.Op + ": the state it was decided on changed concurrently: " + e.Err.Error()
 }

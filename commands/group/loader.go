@@ -39,6 +39,8 @@ type Loader struct {
 	hits, reads atomic.Int64
 }
 
+var _ Invalidator = (*Loader)(nil)
+
 // NewLoader returns a Loader over store. It fails when store is nil or cfg is invalid after
 // defaults are applied.
 func NewLoader(store StreamReader, cfg LoaderConfig) (*Loader, error) {
