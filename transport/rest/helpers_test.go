@@ -32,7 +32,7 @@ import (
 	"github.com/imledger/imledger/transport/rest"
 )
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
@@ -62,7 +62,7 @@ type stackOpts struct {
 	reads bool // MySQL read models, history, unread and business reads
 }
 
-func newStack(t *testing.T, cfg rest.Config, o stackOpts) *stack {
+func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	t.Helper()
 	ctx := testCtx(t)
 	s := &stack{tenant: domain.MustTenantID(testenv.UniqueName("rest"))}
@@ -111,7 +111,7 @@ func newStack(t *testing.T, cfg rest.Config, o stackOpts) *stack {
 	return s
 }
 
-func (s *stack) serve(t *testing.T, cfg rest.Config, h rest.Handlers) {
+func (s *stack) serve(t testing.TB, cfg rest.Config, h rest.Handlers) {
 	t.Helper()
 	mux := http.NewServeMux()
 	api, err := rest.New(mux, cfg, h)
@@ -124,7 +124,7 @@ func (s *stack) serve(t *testing.T, cfg rest.Config, h rest.Handlers) {
 }
 
 // withReads provisions the tenant's MySQL database and adds the read-side handlers.
-func (s *stack) withReads(t *testing.T, ctx context.Context, h *rest.Handlers) {
+func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
 	t.Helper()
 	testenv.MySQLServer(t)
 	router, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
@@ -147,7 +147,7 @@ func (s *stack) withReads(t *testing.T, ctx context.Context, h *rest.Handlers) {
 
 // project applies every event of the stack's tenant to the MySQL read models, as the
 // projectors would.
-func (s *stack) project(t *testing.T) {
+func (s *stack) project(t testing.TB) {
 	t.Helper()
 	ctx := testCtx(t)
 	evs, err := s.store.ReadAll(ctx, eventstore.Filter{Tenant: s.tenant}, 0, 10000)
@@ -162,7 +162,7 @@ func (s *stack) project(t *testing.T) {
 	}
 }
 
-func eventStore(t *testing.T) (*pgxpool.Pool, *eventstore.Store) {
+func eventStore(t testing.TB) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
 	ctx := testCtx(t)
 	url := testenv.Postgres(t)
@@ -186,7 +186,7 @@ func eventStore(t *testing.T) (*pgxpool.Pool, *eventstore.Store) {
 	return pool, store
 }
 
-func newSigner(t *testing.T, now func() time.Time) *auth.Signer {
+func newSigner(t testing.TB, now func() time.Time) *auth.Signer {
 	t.Helper()
 	s, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: signingSecret}}, Now: now})
 	if err != nil {
@@ -196,7 +196,7 @@ func newSigner(t *testing.T, now func() time.Time) *auth.Signer {
 }
 
 // token issues a token for user of tenant.
-func (s *stack) token(t *testing.T, tenant domain.TenantID, user domain.UserID) string {
+func (s *stack) token(t testing.TB, tenant domain.TenantID, user domain.UserID) string {
 	t.Helper()
 	tok, err := s.signer.Issue(tenant, user, time.Hour)
 	if err != nil {
@@ -222,7 +222,7 @@ type answer struct {
 }
 
 // data decodes the answer's data into a map.
-func (a answer) data(t *testing.T) map[string]any {
+func (a answer) data(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(a.Body.Data, &m); err != nil {
@@ -239,7 +239,7 @@ type req struct {
 	headers            map[string]string
 }
 
-func (s *stack) do(t *testing.T, r req) answer {
+func (s *stack) do(t testing.TB, r req) answer {
 	t.Helper()
 	hr, err := http.NewRequestWithContext(testCtx(t), r.method, s.srv.URL+r.path, bytes.NewBufferString(r.body))
 	if err != nil {
@@ -279,14 +279,14 @@ func (s *stack) do(t *testing.T, r req) answer {
 }
 
 // expect fails unless a has status and reason.
-func expect(t *testing.T, what string, a answer, status int, reason string) {
+func expect(t testing.TB, what string, a answer, status int, reason string) {
 	t.Helper()
 	if a.Status != status || a.Body.Reason != reason {
 		t.Fatalf("%s: got %d %s, want %d %s", what, a.Status, a.Raw, status, reason)
 	}
 }
 
-func (s *stack) count(t *testing.T, q string, args ...any) int {
+func (s *stack) count(t testing.TB, q string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := s.pool.QueryRow(testCtx(t), q, args...).Scan(&n); err != nil {
