@@ -261,10 +261,14 @@ func TestUnknownTenantIsDeadLettered(t *testing.T) {
 	// Provisioning the tenant and replaying fixes it.
 	m.tenant("ghost")
 	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), projections.MessagesMySQL(m.store, ""))
-	list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{})
-	if err != nil || len(list) != 1 {
-		t.Fatalf("dead letters %v, %v", list, err)
-	}
+	var list []projections.DeadLetter
+	eventually(t, 10*time.Second, func() error { // the Postgres row follows the Kafka record
+		var err error
+		if list, err = ops.ListDeadLetters(testCtx(t), projections.ListFilter{}); err != nil || len(list) != 1 {
+			return fmt.Errorf("dead letters %v, %v", list, err)
+		}
+		return nil
+	})
 	if _, err := ops.ReplayDeadLetter(testCtx(t), list[0].ID); err != nil {
 		t.Fatal(err)
 	}

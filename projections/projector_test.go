@@ -153,9 +153,12 @@ func TestPoisonedEventParksItsConversation(t *testing.T) {
 	if string(recs[0].Key) != tenant.String()+":"+a.String() {
 		t.Errorf("dead-letter key = %q", recs[0].Key)
 	}
-	if got := p.Metrics().DeadLetters("test.poison.v1", projections.ReasonRetriesExhausted); got != 1 {
-		t.Errorf("dead letters metric = %v", got)
-	}
+	eventually(t, 5*time.Second, func() error { // counted after the row is written
+		if got := p.Metrics().DeadLetters("test.poison.v1", projections.ReasonRetriesExhausted); got != 1 {
+			return fmt.Errorf("dead letters metric = %v", got)
+		}
+		return nil
+	})
 	if got := p.Metrics().Retries("test.poison.v1"); got < 2 {
 		t.Errorf("retries metric = %v, want >= 2", got)
 	}
@@ -236,10 +239,16 @@ func TestUndecodableRecordIsDeadLetteredAtOnce(t *testing.T) {
 	}
 	// Skipping the record releases the conversation.
 	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), recorderProjection("test.garbage.v1", rec))
-	list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{ConsumerGroup: "test.garbage.v1", TenantID: tenant.String()})
-	if err != nil || len(list) != 2 || list[0].ConversationKey != "grp3" || list[0].TenantID != tenant.String() {
-		t.Fatalf("dead letters = %+v, %v", list, err)
-	}
+	// The Kafka record is published before the Postgres row is written.
+	var list []projections.DeadLetter
+	eventually(t, 10*time.Second, func() error {
+		var err error
+		list, err = ops.ListDeadLetters(testCtx(t), projections.ListFilter{ConsumerGroup: "test.garbage.v1", TenantID: tenant.String()})
+		if err != nil || len(list) != 2 || list[0].ConversationKey != "grp3" || list[0].TenantID != tenant.String() {
+			return fmt.Errorf("dead letters = %+v, %v", list, err)
+		}
+		return nil
+	})
 	if _, err := ops.ReplayDeadLetter(testCtx(t), list[0].ID); err == nil {
 		t.Error("replay of an undecodable record succeeded")
 	}
