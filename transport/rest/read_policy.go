@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
@@ -41,6 +42,9 @@ func (p MemberReadPolicy) CanRead(ctx context.Context, tenant domain.TenantID, u
 		}
 		return nil
 	case domain.TopicGroup:
+		if p.Members == nil {
+			return errors.New("read policy: no membership reader configured")
+		}
 		ok, err := p.Members.IsMember(ctx, tenant, domain.GroupID(topic.GroupID()), user)
 		if err != nil {
 			return fmt.Errorf("read policy: %w", err)
