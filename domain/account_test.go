@@ -104,3 +104,30 @@ func TestRegisterRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestRegisteredProfileStreamFoldsAndUpdates(t *testing.T) {
+	t.Parallel()
+	login, _ := domain.NewLogin("mei")
+	profile, _ := domain.NewUserProfile("Mei", "", "hi")
+	now := time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)
+	evs, err := domain.Register(tenantA, 42, login, profile, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := domain.NewEnvelopes(tenantA, domain.Actor{Type: domain.ActorUser, ID: "42"}, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := domain.FoldProfile(tenantA, 42, envs)
+	if err != nil {
+		t.Fatalf("fold a registered user's stream: %v", err)
+	}
+	if st.Version() != 2 || st.Profile().Nickname() != "Mei" {
+		t.Fatalf("folded version %d profile %+v", st.Version(), st.Profile())
+	}
+	renamed, _ := domain.NewUserProfile("Mei Lin", "", "hi")
+	next, err := st.Update(domain.Principal{Tenant: tenantA, User: 42}, renamed, now.Add(time.Minute))
+	if err != nil || len(next) != 1 || next[0].ExpectedVersion != 2 {
+		t.Fatalf("update after registration: %+v %v", next, err)
+	}
+}

@@ -101,12 +101,16 @@ func (s *ProfileState) Apply(env Envelope) error {
 	if err != nil {
 		return err
 	}
-	e, ok := p.(*UserProfileUpdated)
-	if !ok {
+	switch e := p.(type) {
+	case *UserRegistered:
+		// Registration opens the stream; the profile itself arrives as the next event.
+		s.updatedAt = e.RegisteredAt
+	case *UserProfileUpdated:
+		s.profile = UserProfile{nickname: e.Nickname, avatar: e.Avatar, signature: e.Signature}
+		s.updatedAt = e.UpdatedAt
+	default:
 		return unknownEvent(s.StreamID(), p)
 	}
-	s.profile = UserProfile{nickname: e.Nickname, avatar: e.Avatar, signature: e.Signature}
-	s.updatedAt = e.UpdatedAt
 	s.version = env.StreamVersion
 	return nil
 }
