@@ -1,0 +1,102 @@
+package domain
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// EventSchema returns the JSON Schema (draft 2020-12) of an event type's payload, generated from
+// its registered Go payload type with the wire conventions of this package: encoding.TextMarshaler
+// types (ids, topics) and numbers tagged `,string` are strings, time.Time is an RFC 3339 string,
+// json.RawMessage (message content) is any JSON value. The schemas are checked in under
+// domain/schemas/ so analysts can validate a stream without the Go code.
+func EventSchema(info EventInfo) ([]byte, error) {
+	if info.Payload == nil {
+		return nil, fmt.Errorf("event type %s has no payload type", info.Type)
+	}
+	t := reflect.TypeOf(info.Payload())
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	s := schemaOf(t, false)
+	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	s["$id"] = "imledger:event:" + string(info.Type)
+	s["title"] = string(info.Type)
+	s["description"] = fmt.Sprintf("Payload of %s (schema version %d, category %s, biz_type %s).",
+		info.Type, info.SchemaVersion, info.Category, info.BizType)
+	return json.MarshalIndent(s, "", "  ")
+}
+
+var (
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+	timeType      = reflect.TypeFor[time.Time]()
+	rawType       = reflect.TypeFor[json.RawMessage]()
+)
+
+// schemaOf describes t; asString is set for fields tagged `,string`.
+func schemaOf(t reflect.Type, asString bool) map[string]any {
+	switch {
+	case t == rawType:
+		return map[string]any{"description": "any JSON value"}
+	case t == timeType:
+		return map[string]any{"type": "string", "format": "date-time"}
+	case t.Implements(textMarshaler) || reflect.PointerTo(t).Implements(textMarshaler):
+		return map[string]any{"type": "string"}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return schemaOf(t.Elem(), asString)
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if asString {
+			return map[string]any{"type": "string", "pattern": "^-?[0-9]+$"}
+		}
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Slice, reflect.Array:
+		return map[string]any{"type": "array", "items": schemaOf(t.Elem(), false)}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": schemaOf(t.Elem(), false)}
+	case reflect.Struct:
+		return structSchema(t)
+	}
+	return map[string]any{}
+}
+
+// structSchema describes the exported fields of a struct by their json tags. Fields without
+// omitempty are required.
+func structSchema(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		props[name] = schemaOf(f.Type, strings.Contains(opts, "string"))
+		if !strings.Contains(opts, "omitempty") {
+			required = append(required, name)
+		}
+	}
+	s := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
