@@ -87,6 +87,13 @@ func (p DefaultPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, u
 	return p.CanSubscribe(ctx, tenant, user, topic)
 }
 
+// SessionRecorder appends session.opened.v1 / session.closed.v1 events so analysts can replay
+// presence (commands.SessionRecorder implements it). Calls only queue the event.
+type SessionRecorder interface {
+	Opened(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, userAgent string) error
+	Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error
+}
+
 // Deps are the collaborators of a Gateway.
 type Deps struct {
 	Tokens  TokenVerifier // required
@@ -96,6 +103,8 @@ type Deps struct {
 	// Presence records sessions and topic members in Redis. Optional: without it nothing is
 	// written and other nodes never learn about this node's sessions.
 	Presence PresenceStore
+	// Sessions records each logged-in session's opening and close as events. Optional.
+	Sessions SessionRecorder
 	// Hub is this node's topic registry. Default: a new Hub. Pass the Hub given to fanout.New
 	// as its Local deliverer.
 	Hub *Hub

@@ -35,6 +35,11 @@ func (s *session) onLogin(ctx context.Context, f loginFrame) {
 	}
 	first := s.user == 0
 	s.tenant, s.user, s.expires = p.Tenant, p.User, p.ExpiresAt
+	if first && s.g.deps.Sessions != nil {
+		if err := s.g.deps.Sessions.Opened(ctx, p.Tenant, p.User, s.id, s.ua); err != nil {
+			s.g.log.WarnContext(ctx, "ws: session event not recorded", "tenant_id", p.Tenant.String(), "err", err)
+		}
+	}
 	if first && s.g.deps.Presence != nil {
 		var err error
 		s.pres, err = s.g.deps.Presence.Login(ctx, presence.LoginInfo{Tenant: p.Tenant, User: p.User, SessionID: s.id, UA: s.ua})

@@ -169,6 +169,7 @@ type nodeOpts struct {
 	history     ws.HistoryReader                // default: storeHistory
 	logger      *slog.Logger                    // default: discard
 	mux         func(http.Handler) http.Handler // optional wrapper
+	sessions    ws.SessionRecorder              // optional
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -196,7 +197,7 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	}
 	t.Cleanup(func() { _ = n.fan.Close() })
 	deps := ws.Deps{Tokens: c.tokens, Sender: c.send, Marks: c.marks, History: storeHistory{c.store},
-		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry}
+		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions}
 	if o.sender != nil {
 		deps.Sender = o.sender
 	}

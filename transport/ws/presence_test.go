@@ -1,12 +1,15 @@
 package ws_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/presence"
@@ -124,4 +127,43 @@ func mustTopic(t *testing.T, s string) domain.Topic {
 		t.Fatal(err)
 	}
 	return topic
+}
+
+// TestSessionsAreRecordedAsEvents checks that a logged-in session's opening and close are
+// appended to the event store, so presence can be replayed from the log.
+func TestSessionsAreRecordedAsEvents(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	rec, err := commands.NewSessionRecorder(c.store, commands.SessionRecorderConfig{Node: "node-a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go rec.Run(ctx)
+	a := c.node(t, "node-a", nodeOpts{sessions: rec})
+	s := dial(t, a, "s1", dialOpts{})
+	s.login(c, 9)
+	anon := dial(t, a, "s2", dialOpts{}) // never logs in: no session events
+	_ = s.c.CloseNow()
+	_ = anon.c.CloseNow()
+	count := func(typ domain.EventType) int64 {
+		n, err := c.store.Count(testCtx(t), eventstore.Filter{Tenant: acme, EventTypes: []domain.EventType{typ}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitUntil(t, "session closed event", func() bool { return count(domain.EventSessionClosed) == 1 })
+	if n := count(domain.EventSessionOpened); n != 1 {
+		t.Fatalf("%d session.opened events, want 1", n)
+	}
+	evs, err := c.store.ReadAll(testCtx(t), eventstore.Filter{Tenant: acme, EventTypes: []domain.EventType{domain.EventSessionClosed}}, 0, 10)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("read closed event: %v", err)
+	}
+	var p domain.SessionClosed
+	if err := evs[0].Decode(&p); err != nil || p.User != 9 || p.Node != "node-a" || p.Reason == "" {
+		t.Fatalf("closed payload %+v (%v)", p, err)
+	}
 }

@@ -309,6 +309,15 @@ func (s *session) cleanup(ctx context.Context) {
 		s.publishPres(t, "off")
 	}
 	s.topics = nil
+	if s.user != 0 && s.g.deps.Sessions != nil {
+		reason := "closed"
+		if c := s.cause.Load(); c != nil {
+			reason = c.label
+		}
+		if err := s.g.deps.Sessions.Closed(ctx, s.tenant, s.user, s.id, reason); err != nil {
+			s.g.log.WarnContext(ctx, "ws: session event not recorded", "tenant_id", s.tenant.String(), "err", err)
+		}
+	}
 	if s.pres != nil {
 		if err := s.pres.Logout(ctx); err != nil {
 			s.g.log.WarnContext(ctx, "ws: presence logout failed", "tenant_id", s.tenant.String(), "err", err)
