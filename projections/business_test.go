@@ -1,0 +1,121 @@
+package projections_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels/business"
+)
+
+// publishedKeys records what the business projection publishes for other nodes.
+type publishedKeys struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (p *publishedKeys) Publish(_ context.Context, tenant domain.TenantID, keys []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		p.keys[tenant.String()+" "+k] = true
+	}
+}
+
+func (p *publishedKeys) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.keys)
+}
+
+// groupHistory decides a group's creation and joins with the domain aggregates, as the command
+// handlers do, and returns the envelopes in commit order.
+func groupHistory(t *testing.T, tenant domain.TenantID, gid domain.GroupID, owner domain.UserID, joiners []domain.UserID) []domain.Envelope {
+	t.Helper()
+	now := time.Now().UTC()
+	var all []domain.Envelope
+	apply := func(pending []domain.PendingEvent, actor domain.UserID, g *domain.GroupState, m *domain.MembershipState) {
+		envs, err := domain.NewEnvelopes(tenant, domain.Actor{Type: domain.ActorUser, ID: actor.String()}, pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range envs {
+			switch {
+			case e.StreamID == g.StreamID():
+				if err := g.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+			case m != nil && e.StreamID == m.StreamID():
+				if err := m.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		all = append(all, envs...)
+	}
+	g, _ := domain.NewGroupState(tenant, gid)
+	profile, _ := domain.NewGroupProfile("team", "", "")
+	created, err := g.Create(domain.Principal{Tenant: tenant, User: owner}, profile, domain.DefaultGroupSettings(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(created, owner, &g, nil)
+	for _, u := range joiners {
+		m, _ := domain.NewMembershipState(tenant, gid, u)
+		joined, err := g.Join(domain.Principal{Tenant: tenant, User: u}, m, 0, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(joined, u, &g, &m)
+	}
+	return all
+}
+
+func TestBusinessProjectionBuildsGroupsAndPublishesInvalidations(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	biz, err := business.NewStore(m.router, rdb, business.Config{KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := m.tenant("biz")
+	other := m.tenant("bizother")
+	inv := &publishedKeys{keys: map[string]bool{}}
+	h.run(h.config(), projections.BusinessMySQL(biz, "", inv, testLogger()))
+
+	const gid = domain.GroupID(42)
+	events := groupHistory(t, tn, gid, 1, []domain.UserID{2, 3, 4})
+	otherEvents := groupHistory(t, other, gid, 1, []domain.UserID{5})
+	h.publish(events...)
+	h.publish(otherEvents...)
+	h.publish(events...) // redelivery changes nothing
+	eventually(t, 40*time.Second, func() error {
+		n, err := biz.MemberCount(testCtx(t), tn, gid)
+		if err != nil || n != 4 {
+			return fmt.Errorf("member count %d (%v), want 4", n, err)
+		}
+		n, err = biz.MemberCount(testCtx(t), other, gid)
+		if err != nil || n != 2 {
+			return fmt.Errorf("other tenant's member count %d (%v), want 2", n, err)
+		}
+		return nil
+	})
+	for _, u := range []domain.UserID{1, 2, 3, 4} {
+		if ok, err := biz.IsMember(testCtx(t), tn, gid, u); err != nil || !ok {
+			t.Errorf("user %d member = %v (%v)", u, ok, err)
+		}
+	}
+	if ok, _ := biz.IsMember(testCtx(t), tn, gid, 5); ok {
+		t.Error("user 5 of the other tenant is a member here")
+	}
+	if inv.len() == 0 {
+		t.Error("no cache invalidations were published")
+	}
+}
