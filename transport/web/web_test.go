@@ -38,7 +38,9 @@ func TestServesThePageWithContentTypes(t *testing.T) {
 	}{
 		{"/", "text/html; charset=utf-8", `<script src="app.js" defer></script>`},
 		{"/app.js", "text/javascript; charset=utf-8", "'use strict'"},
+		{"/net.js", "text/javascript; charset=utf-8", "Connection.prototype.request"},
 		{"/app.css", "text/css; charset=utf-8", "#messages"},
+		{"/favicon.svg", "image/svg+xml", "<svg"},
 	} {
 		res := serve(t, http.MethodGet, c.path, nil)
 		if res.StatusCode != http.StatusOK {
@@ -138,11 +140,13 @@ func TestPageHasNoInlineCodeOrHTMLSinks(t *testing.T) {
 			t.Errorf("index.html matches %s at %q", re, html[loc[0]:min(loc[1]+20, len(html))])
 		}
 	}
-	js := body(t, serve(t, http.MethodGet, "/app.js", nil))
-	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
-		"new Function", "setTimeout('", `setTimeout("`, "createContextualFragment", "DOMParser"} {
-		if strings.Contains(js, sink) {
-			t.Errorf("app.js uses %s", sink)
+	for _, script := range []string{"/app.js", "/net.js"} {
+		js := body(t, serve(t, http.MethodGet, script, nil))
+		for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
+			"new Function", "setTimeout('", `setTimeout("`, "createContextualFragment", "DOMParser"} {
+			if strings.Contains(js, sink) {
+				t.Errorf("%s uses %s", script, sink)
+			}
 		}
 	}
 }

@@ -1,12 +1,13 @@
-// imledger demo chat. Logs in over REST, then chats over the WebSocket gateway (/v1/im/ws).
-// Message content is always rendered as text (textContent), never as HTML.
+// imledger demo chat, the page: logs in over REST, then chats over the WebSocket gateway
+// through net.js. Message content is always rendered as text (textContent), never as HTML.
 (function () {
   'use strict';
+
+  var net = window.imledgerNet;
 
   var TENANT = 'demo';
   var HISTORY_PAGE = 50;
   var CATCH_UP_PAGE = 100;
-  var MAX_BACKOFF_MS = 15000;
   var PRESENCE_LOOKUPS = 50;
   var STORAGE_KEY = 'imledger.demo.session';
 
@@ -14,9 +15,11 @@
   var api = {
     register: function () { return '/v1/im/auth/register'; },
     login: function () { return '/v1/im/auth/login'; },
-    createGroup: function () { return '/v1/im/groups'; },
+    groups: function () { return '/v1/im/groups'; },
+    group: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid); },
     joinGroup: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid) + '/join'; },
     members: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid) + '/members'; },
+    user: function (uid) { return '/v1/im/users/' + encodeURIComponent(uid); },
     presence: function (uid) { return '/v1/im/users/' + encodeURIComponent(uid) + '/presence'; }
   };
 
@@ -28,6 +31,7 @@
     loginPassword: $('login-password'), loginError: $('login-error'),
     chatView: $('chat-view'), joinForm: $('join-form'), groupId: $('group-id'),
     createForm: $('create-form'), groupName: $('group-name'), groupError: $('group-error'),
+    myGroupsBox: $('my-groups-box'), myGroups: $('my-groups'),
     room: $('room'), roomTitle: $('room-title'), older: $('older-btn'), messages: $('messages'),
     sendForm: $('send-form'), message: $('message'), sendStatus: $('send-status'), online: $('online')
   };
@@ -38,22 +42,14 @@
     groupId: '', topic: '',
     bySeq: new Map(),     // seq -> <li> of every committed message shown
     minSeq: 0, maxSeq: 0, // lowest and highest seq shown
-    hasOlder: false,
     outbox: new Map(),    // client_msg_id -> {text, li}: sends not yet acknowledged
     names: new Map(),     // user id -> display name
     online: new Set(), presDecided: new Set(),
     readSent: 0,
-    loggedIn: false,      // the WebSocket session is logged in
-    subscribed: false     // ... and subscribed to topic
+    subscribed: false     // the current connection is subscribed to topic
   };
 
   // ---- small helpers -------------------------------------------------------------------------
-
-  function randomId() {
-    var b = new Uint8Array(12);
-    crypto.getRandomValues(b);
-    return Array.prototype.map.call(b, function (x) { return ('0' + x.toString(16)).slice(-2); }).join('');
-  }
 
   function setText(node, text) { node.textContent = text == null ? '' : String(text); }
 
@@ -73,36 +69,12 @@
     return isNaN(d.getTime()) ? '' : d.toLocaleTimeString();
   }
 
-  // ---- REST ----------------------------------------------------------------------------------
-
-  // request calls the REST API and returns the envelope's data; a failure throws an Error with
-  // the envelope's reason, message and details.
+  // request calls the REST API, as the logged-in user when authed.
   function request(method, path, body, authed) {
-    var headers = { 'Accept': 'application/json' };
-    if (body !== undefined) { headers['Content-Type'] = 'application/json'; }
-    if (authed) {
-      headers['Authorization'] = 'Bearer ' + state.token;
-      if (method !== 'GET') { headers['Idempotency-Key'] = randomId(); }
-    }
-    return fetch(path, {
-      method: method, headers: headers, credentials: 'omit', cache: 'no-store',
-      body: body === undefined ? undefined : JSON.stringify(body)
-    }).then(function (res) {
-      return res.json().catch(function () { return {}; }).then(function (env) {
-        if (!res.ok) {
-          var err = new Error(env.message || ('HTTP ' + res.status));
-          err.status = res.status; err.reason = env.reason || ''; err.details = env.details || {};
-          throw err;
-        }
-        return env.data || {};
-      });
-    });
+    return net.request(authed ? state.token : '', method, path, body);
   }
 
-  function describe(err) {
-    var d = err.details && (err.details.reason || err.details.field);
-    return err.message + (d ? ' (' + d + ')' : '');
-  }
+  var describe = net.describe;
 
   // ---- log in --------------------------------------------------------------------------------
 
@@ -139,8 +111,10 @@
     if (!password) { setText(el.loginError, 'Enter a password.'); el.loginPassword.focus(); return; }
     var buttons = el.loginForm.querySelectorAll('button');
     buttons.forEach(function (b) { b.disabled = true; });
-    request('POST', action === 'register' ? api.register() : api.login(),
-      { tenant_id: TENANT, login: login, password: password }, false)
+    var creds = { tenant: TENANT, login: login, password: password };
+    var registered = action === 'register' ? request('POST', api.register(), creds, false) : Promise.resolve();
+    registered
+      .then(function () { return request('POST', api.login(), creds, false); })
       .then(function (data) {
         state.token = data.token; state.userId = String(data.user_id);
         state.login = login; state.expiresAt = data.expires_at || '';
@@ -157,15 +131,18 @@
     el.whoami.hidden = false; el.logout.hidden = false;
     el.loginView.hidden = true; el.chatView.hidden = false;
     el.groupId.focus();
-    connect();
+    loadMyGroups();
+    conn.start();
   }
 
   function logout(message) {
     state.token = '';
     try { sessionStorage.removeItem(STORAGE_KEY); } catch (e) { /* nothing stored */ }
-    disconnect();
+    conn.stop();
     resetRoom();
     state.groupId = ''; state.topic = '';
+    state.names.clear(); lookups.clear();
+    el.myGroups.replaceChildren(); el.myGroupsBox.hidden = true;
     el.room.hidden = true; el.chatView.hidden = true; el.loginView.hidden = false;
     el.whoami.hidden = true; el.logout.hidden = true;
     setText(el.conn, 'Not connected');
@@ -182,7 +159,7 @@
     var gid = el.groupId.value.trim().replace(/^grp/, '');
     setText(el.groupError, '');
     if (!/^[1-9][0-9]{0,18}$/.test(gid)) { setText(el.groupError, 'A group id is a positive number.'); el.groupId.focus(); return; }
-    request('POST', api.joinGroup(gid), {}, true)
+    request('POST', api.joinGroup(gid), undefined, true)
       .catch(function (err) {
         if (err.details && err.details.reason === 'already_member') { return {}; }
         throw err;
@@ -196,13 +173,13 @@
     var name = el.groupName.value.trim();
     setText(el.groupError, '');
     if (!name) { setText(el.groupError, 'Name the new group.'); el.groupName.focus(); return; }
-    request('POST', api.createGroup(), { name: name }, true)
+    request('POST', api.groups(), { name: name }, true)
       .then(function (data) {
-        var gid = String(data.group_id || data.id || '');
+        var gid = String(data.group_id);
         el.groupName.value = '';
         el.groupId.value = gid;
-        state.names.set(state.userId, state.login);
-        openGroup(gid);
+        openGroup(gid, name);
+        loadMyGroups();
       })
       .catch(function (err) { groupFailed('Could not create the group: ', err); });
   });
@@ -213,7 +190,7 @@
   }
 
   // openGroup shows group gid: subscribe, load the latest page of history, find who is online.
-  function openGroup(gid) {
+  function openGroup(gid, name) {
     var topic = 'grp' + gid;
     if (state.topic && state.topic !== topic && connected()) {
       wsRequest('leave', { topic: state.topic }).catch(function () { /* best effort */ });
@@ -221,48 +198,108 @@
     resetRoom();
     state.groupId = gid; state.topic = topic;
     saveSession();
-    setText(el.roomTitle, 'Group ' + gid);
+    setText(el.roomTitle, name || 'Group ' + gid);
     el.room.hidden = false;
+    markCurrentGroup();
     state.online.add(state.userId);
     renderOnline();
+    if (!name) {
+      readLagging(api.group(gid), function () { return state.topic === topic; }, 0).then(function (g) {
+        if (state.topic === topic && g.name) { setText(el.roomTitle, g.name); }
+      }).catch(function () { /* the id is title enough */ });
+    }
     loadOnline(gid, topic);
-    if (connected()) { enterTopic(); }
+    if (connected()) { enterTopic(0); }
     el.message.focus();
   }
 
   function resetRoom() {
     state.bySeq.clear(); state.outbox.clear();
-    state.minSeq = 0; state.maxSeq = 0; state.hasOlder = false; state.readSent = 0;
+    state.minSeq = 0; state.maxSeq = 0; state.readSent = 0;
     state.online = new Set(); state.presDecided = new Set();
     el.messages.replaceChildren(); el.online.replaceChildren();
     el.older.hidden = true;
     setText(el.sendStatus, '');
+    setText(el.groupError, '');
   }
 
-  // loadOnline asks REST who of the group's members is online; pres frames that arrived in the
+  // loadMyGroups lists the groups the user belongs to, each a button that opens it.
+  function loadMyGroups() {
+    request('GET', api.groups(), undefined, true).then(function (data) {
+      var ids = data.group_ids || [];
+      el.myGroups.replaceChildren.apply(el.myGroups, ids.map(function (gid) {
+        var li = document.createElement('li');
+        var b = document.createElement('button');
+        b.type = 'button'; b.className = 'link'; b.dataset.group = gid;
+        setText(b, 'Group ' + gid);
+        b.addEventListener('click', function () { el.groupId.value = gid; openGroup(gid); });
+        li.appendChild(b);
+        readLagging(api.group(gid), function () { return b.isConnected; }, 0).then(function (g) {
+          if (g.name) { setText(b, g.name); }
+        }).catch(function () { /* keep the id */ });
+        return li;
+      }));
+      el.myGroupsBox.hidden = ids.length === 0;
+      markCurrentGroup();
+    }).catch(function () { /* the list is a convenience; the id box still works */ });
+  }
+
+  function markCurrentGroup() {
+    el.myGroups.querySelectorAll('button').forEach(function (b) {
+      if (b.dataset.group === state.groupId) { b.setAttribute('aria-current', 'true'); } else { b.removeAttribute('aria-current'); }
+    });
+  }
+
+  // The read models trail the commands by a moment: right after a create or a join the group or
+  // the new member may be unknown to the member list and to the right to subscribe (404, or 403
+  // not_member). Such refusals are retried a few times.
+  var MEMBER_RETRIES = 6;
+
+  // readLagging GETs a read-model resource, asking again while it answers 403 or 404 and
+  // stillWanted() holds.
+  function readLagging(path, stillWanted, tries) {
+    return request('GET', path, undefined, true).catch(function (err) {
+      if ((err.status === 403 || err.status === 404) && tries + 1 < MEMBER_RETRIES && stillWanted()) {
+        return new Promise(function (resolve) { later(tries, resolve); })
+          .then(function () { return readLagging(path, stillWanted, tries + 1); });
+      }
+      throw err;
+    });
+  }
+
+  // loadOnline asks REST which members of the group are online. pres frames that arrived in the
   // meantime win, since they are newer.
   function loadOnline(gid, topic) {
-    request('GET', api.members(gid) + '?limit=' + PRESENCE_LOOKUPS, undefined, true)
+    readLagging(api.members(gid) + '?limit=' + PRESENCE_LOOKUPS, function () { return state.topic === topic; }, 0)
       .then(function (data) {
-        var members = data.members || data.items || [];
-        members.slice(0, PRESENCE_LOOKUPS).forEach(function (m) {
-          var uid = String(m.user_id || m.user || m.id || '');
-          if (!uid) { return; }
-          var name = m.nickname || m.login || '';
-          if (name && uid !== state.userId) { state.names.set(uid, name); }
+        (data.members || []).forEach(function (m) {
+          var uid = String(m.user_id);
           if (uid === state.userId) { return; }
           request('GET', api.presence(uid), undefined, true).then(function (p) {
             if (state.topic !== topic || state.presDecided.has(uid)) { return; }
-            if (p.online === true || p.status === 'online') { state.online.add(uid); renderOnline(); }
+            if (p.online) { state.online.add(uid); renderOnline(); }
           }).catch(function () { /* presence unknown: leave it to pres frames */ });
         });
-        relabel();
       })
-      .catch(function () { /* the member list is optional; pres frames still work */ });
+      .catch(function () { /* the member list is a convenience; pres frames still come */ });
+  }
+
+  // Display names: the public profile's nickname, looked up once per user.
+  var lookups = new Set(); // user ids looked up
+
+  function learnName(uid) {
+    if (uid === state.userId || lookups.has(uid)) { return; }
+    lookups.add(uid);
+    var session = state.token;
+    readLagging(api.user(uid), function () { return state.token === session; }, 0).then(function (u) {
+      if (u.nickname && state.token === session) { state.names.set(uid, u.nickname); relabel(); }
+    }).catch(function () { lookups.delete(uid); /* asked again when the user shows up again */ });
   }
 
   function renderOnline() {
-    var ids = Array.from(state.online).sort(function (a, b) { return displayName(a).localeCompare(displayName(b)); });
+    var ids = Array.from(state.online);
+    ids.forEach(learnName);
+    ids.sort(function (a, b) { return displayName(a).localeCompare(displayName(b)); });
     el.online.replaceChildren.apply(el.online, ids.map(function (uid) {
       var li = document.createElement('li');
       li.dataset.user = uid;
@@ -281,6 +318,7 @@
   // ---- messages ------------------------------------------------------------------------------
 
   function messageItem(from, text) {
+    learnName(from);
     var li = document.createElement('li');
     li.dataset.from = from;
     if (from === state.userId) { li.classList.add('mine'); }
@@ -354,7 +392,7 @@
   function markRead() {
     if (document.visibilityState !== 'visible' || state.maxSeq <= state.readSent || !connected()) { return; }
     state.readSent = state.maxSeq;
-    sendFrame({ note: { topic: state.topic, what: 'read', seq: String(state.maxSeq) } });
+    conn.send({ note: { topic: state.topic, what: 'read', seq: String(state.maxSeq) } });
   }
   document.addEventListener('visibilitychange', markRead);
 
@@ -385,7 +423,7 @@
     var text = el.message.value;
     if (!text.trim() || !state.topic) { return; }
     el.message.value = '';
-    var cmid = 'web-' + randomId();
+    var cmid = 'web-' + net.randomId();
     var li = messageItem(state.userId, text);
     li.classList.add('pending');
     li.dataset.cmid = cmid;
@@ -405,6 +443,7 @@
     wsRequest('pub', { topic: m.topic, client_msg_id: cmid, msg_type: 'text', content: m.text })
       .then(function (c) { acked(cmid, c.params || {}); })
       .catch(function (err) {
+        if (err.code === 401) { logout('Your session ended; log in again.'); return; }
         if (err.code === 0 || err.code >= 500 || err.code === 408 || err.code === 409 || err.code === 429) {
           setText(m.li.querySelector('.state'), 'waiting to resend…');
           return;
@@ -440,100 +479,25 @@
 
   // ---- WebSocket -----------------------------------------------------------------------------
 
-  var ws = null;
-  var nextFrameId = 0;
-  var waiting = new Map(); // frame id -> {resolve, reject}
-  var attempt = 0;
-  var reconnectTimer = 0;
-  var pingTimer = 0;
-
-  function connected() { return ws !== null && ws.readyState === WebSocket.OPEN && state.loggedIn; }
-
-  function sendFrame(frame) {
-    if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(frame)); }
-  }
-
-  // wsRequest sends a frame with a fresh id and resolves with the ctrl answering it (code < 300),
-  // or rejects with an Error carrying the ctrl's code (0 when the connection is gone).
-  function wsRequest(type, body) {
-    return new Promise(function (resolve, reject) {
-      if (!ws || ws.readyState !== WebSocket.OPEN) {
-        var e = new Error('not connected'); e.code = 0; reject(e); return;
+  var conn = new net.Connection({
+    token: function () { return state.token; },
+    onReady: function () {
+      state.subscribed = false;
+      if (state.topic) { enterTopic(0); }
+    },
+    onClosed: function () { state.subscribed = false; },
+    onFrame: function (f) {
+      if (f.data) { onLive(f.data); } else if (f.pres) { onPres(f.pres); } else if (f.ctrl && f.ctrl.code === 401) {
+        logout('Your session ended; log in again.');
       }
-      var id = String(++nextFrameId);
-      body.id = id;
-      waiting.set(id, { resolve: resolve, reject: reject });
-      var frame = {}; frame[type] = body;
-      ws.send(JSON.stringify(frame));
-    });
-  }
-
-  function connect() {
-    if (ws || !state.token) { return; }
-    clearTimeout(reconnectTimer);
-    setText(el.conn, attempt ? 'Reconnecting…' : 'Connecting…');
-    var scheme = location.protocol === 'https:' ? 'wss://' : 'ws://';
-    var sock = new WebSocket(scheme + location.host + '/v1/im/ws');
-    ws = sock;
-    state.loggedIn = false; state.subscribed = false;
-    sock.addEventListener('open', function () {
-      wsRequest('hi', { ver: '1', ua: 'imledger-web/1 ' + navigator.userAgent.slice(0, 200) })
-        .then(function (c) {
-          var idle = Number(c.params && c.params.idle_timeout_s) || 60;
-          clearInterval(pingTimer);
-          pingTimer = setInterval(function () { wsRequest('ping', {}).catch(function () {}); }, Math.max(5, idle / 2 - 2) * 1000);
-          return wsRequest('login', { token: state.token });
-        })
-        .then(function () {
-          attempt = 0;
-          state.loggedIn = true;
-          setText(el.conn, 'Connected');
-          if (state.topic) { enterTopic(); }
-        })
-        .catch(function (err) {
-          if (err.code === 401) { logout('Your session ended; log in again.'); return; }
-          sock.close();
-        });
-    });
-    sock.addEventListener('message', function (ev) {
-      var f;
-      try { f = JSON.parse(ev.data); } catch (e) { return; }
-      if (f.ctrl) { onCtrl(f.ctrl); } else if (f.data) { onLive(f.data); } else if (f.pres) { onPres(f.pres); }
-    });
-    sock.addEventListener('close', function () {
-      if (ws !== sock) { return; }
-      ws = null;
-      state.loggedIn = false; state.subscribed = false;
-      clearInterval(pingTimer);
-      failWaiting();
-      if (!state.token) { return; }
-      var delay = Math.min(MAX_BACKOFF_MS, 500 * Math.pow(2, attempt)) * (0.5 + Math.random() / 2);
-      attempt++;
-      setText(el.conn, 'Disconnected; reconnecting in ' + Math.ceil(delay / 1000) + ' s');
-      reconnectTimer = setTimeout(connect, delay);
-    });
-  }
-
-  function disconnect() {
-    clearTimeout(reconnectTimer);
-    clearInterval(pingTimer);
-    var sock = ws;
-    ws = null;
-    state.loggedIn = false; state.subscribed = false;
-    failWaiting();
-    attempt = 0;
-    if (sock) { sock.close(1000); }
-  }
-
-  function failWaiting() {
-    var w = waiting;
-    waiting = new Map();
-    w.forEach(function (p) { var e = new Error('connection lost'); e.code = 0; p.reject(e); });
-  }
-
-  window.addEventListener('online', function () {
-    if (!ws && state.token) { attempt = 0; connect(); }
+      // Other unanswered errors (a refused read note, say) change nothing on the page.
+    },
+    onStatus: function (text) { setText(el.conn, text); },
+    onAuthFailed: function () { logout('Your session ended; log in again.'); }
   });
+
+  function connected() { return conn.isReady(); }
+  function wsRequest(type, body) { return conn.request(type, body); }
 
   // History pages and live messages share onData; history replies are data frames that arrive
   // while a get is outstanding, which is all the distinction the page needs (gaps are checked only
@@ -544,20 +508,6 @@
     onData(d);
   }
 
-  function onCtrl(c) {
-    var p = c.id ? waiting.get(c.id) : null;
-    if (p) {
-      waiting.delete(c.id);
-      if (c.code < 300) { p.resolve(c); return; }
-      var e = new Error(c.text || ('error ' + c.code));
-      e.code = c.code; e.reason = c.reason || '';
-      p.reject(e);
-      return;
-    }
-    if (c.code === 401) { logout('Your session ended; log in again.'); }
-    // Other unanswered errors (a refused read note, say) change nothing on the page.
-  }
-
   function onPres(p) {
     if (p.topic !== state.topic || !p.src) { return; }
     var uid = String(p.src);
@@ -566,24 +516,28 @@
     renderOnline();
   }
 
-  // enterTopic subscribes to the open group and catches up: the latest page when nothing is
-  // shown yet, else every message after the highest seq shown. Then unsent messages go out.
-  function enterTopic() {
+  // enterTopic subscribes to the open group, sends what waits in the outbox and catches up:
+  // the latest page when nothing is shown yet, else every message after the highest seq shown.
+  // A refusal because the read models do not know the group or the membership yet is retried.
+  function enterTopic(tries) {
     var topic = state.topic;
     wsRequest('sub', { topic: topic })
       .then(function () {
         if (topic !== state.topic) { return; }
         state.subscribed = true;
-        if (!state.maxSeq) { return latest(topic); }
-        return catchUp(topic).then(function (last) { watchLag(topic, last, 0); });
-      })
-      .then(function () {
-        if (topic !== state.topic) { return; }
         state.outbox.forEach(function (_, cmid) { publish(cmid); });
-        markRead();
+        (state.maxSeq ? catchUp(topic) : latest(topic))
+          .then(function () { recheck(topic, 0); markRead(); })
+          .catch(function (err) {
+            if (err.code !== 0) { setText(el.sendStatus, 'Could not load the history: ' + err.message); }
+          });
       })
       .catch(function (err) {
-        if (err.code === 0) { return; } // the connection dropped; the next one subscribes again
+        if (err.code === 0 || topic !== state.topic) { return; } // a new connection subscribes again
+        if ((err.code === 404 || (err.code === 403 && err.reason === 'not_member')) && tries + 1 < MEMBER_RETRIES) {
+          later(tries, function () { if (topic === state.topic && connected() && !state.subscribed) { enterTopic(tries + 1); } });
+          return;
+        }
         setText(el.groupError, 'Could not open group ' + state.groupId + ': ' + err.message);
       });
   }
@@ -593,9 +547,11 @@
     return wsRequest('get', body).finally(function () { historyInFlight--; });
   }
 
-  // History comes from read models, which may trail the newest seqs by a moment. A page whose
-  // last_seq is beyond what it holds is asked for again a few times, with growing pauses; seqs
-  // that stay missing are holes (sends that failed after drawing a seq).
+  // History comes from read models, which trail the commits by a moment, and their last_seq
+  // trails with them, so a page cannot tell that a message committed just before it subscribed
+  // is missing. After entering a topic the page therefore asks again a few times, with growing
+  // pauses, for anything after the highest seq shown. Seqs that stay missing are holes (sends
+  // that failed after drawing a seq).
   var LAG_RETRIES = 4;
 
   function later(tries, f) { setTimeout(f, 400 * Math.pow(2, tries)); }
@@ -604,27 +560,25 @@
     return history({ topic: topic, limit: HISTORY_PAGE }).then(function (c) {
       el.older.hidden = !(c.params && c.params.has_more);
       el.messages.scrollTop = el.messages.scrollHeight;
-      watchLag(topic, Number(c.params && c.params.last_seq) || 0, 0);
     });
   }
 
-  // catchUp loads every message after the highest seq shown, page by page, and resolves with
-  // the topic's last seq.
+  // catchUp loads every message after the highest seq shown, page by page.
   function catchUp(topic) {
     return history({ topic: topic, after_seq: String(state.maxSeq), limit: CATCH_UP_PAGE }).then(function (c) {
-      if (topic !== state.topic || !c.params) { return 0; }
-      if (c.params.has_more && Number(c.params.count) > 0) { return catchUp(topic); }
-      return Number(c.params.last_seq) || 0;
+      if (topic === state.topic && c.params && c.params.has_more && Number(c.params.count) > 0) { return catchUp(topic); }
     });
   }
 
-  // watchLag catches up again while the topic's last seq is beyond the highest seq shown.
-  function watchLag(topic, lastSeq, tries) {
-    if (lastSeq <= state.maxSeq || tries >= LAG_RETRIES) { return; }
+  // recheck catches up again after each of LAG_RETRIES growing pauses while the topic stays
+  // open on the same connection.
+  function recheck(topic, tries) {
+    if (tries >= LAG_RETRIES) { return; }
+    var generation = conn.generation;
     later(tries, function () {
-      if (topic !== state.topic || !state.subscribed) { return; }
-      catchUp(topic).then(function (last) { watchLag(topic, last, tries + 1); })
-        .catch(function () { /* the next reconnect catches up */ });
+      if (topic !== state.topic || conn.generation !== generation || !state.subscribed) { return; }
+      catchUp(topic).then(function () { recheck(topic, tries + 1); })
+        .catch(function () { /* the next connection catches up */ });
     });
   }
 

@@ -1,0 +1,122 @@
+package web_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// xss is a message that would run script if the page rendered content as HTML.
+const xss = `<img src=x onerror=alert(1)> & <b>bold</b>`
+
+// TestTwoUsersChatInTheBrowser drives the page in headless Chromium as two users in two browser
+// contexts against a real server: both register, one creates a group and the other joins it,
+// messages typed in one tab appear in the other in seq order, once, as text; a tab that was
+// offline while a message was sent catches up when it reconnects.
+func TestTwoUsersChatInTheBrowser(t *testing.T) {
+	start := time.Now()
+	srv := newChatServer(t)
+	baseURL := srv.url
+	browser := newBrowser(t)
+	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
+	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
+
+	alice.register(baseURL, "alice", "alice-password-1")
+	bob.register(baseURL, "bob", "bob-password-1")
+	meetInAGroup(t, alice, bob)
+
+	// Bob's subscription reaches Alice as a pres frame; Bob finds Alice among the members and
+	// asks for her presence. Both show names from the public profiles.
+	alice.waitFor("bob online for alice", onlineList("alice (you)", "bob"))
+	bob.waitFor("alice online for bob", onlineList("alice", "bob (you)"))
+
+	// Alice types and presses Enter; the ack's seq is shown, and Bob sees the message with it.
+	alice.do("type", chromedp.SendKeys(chromedp.ID("message"), "hello bob"))
+	alice.pressEnter("message")
+	alice.waitFor("alice's ack", `(() => { const li = document.querySelector('#messages li:last-child');
+		return li && !li.classList.contains('pending') && /^#\d+$/.test(li.querySelector('.seq').textContent); })()`)
+	seq1 := alice.text("#messages li:last-child .seq")
+	bob.waitFor("hello reaches bob", `Array.from(document.querySelectorAll('#messages li .text')).some(e => e.textContent === 'hello bob')`)
+	if got := bob.text("#messages li:last-child .seq"); got != seq1 {
+		t.Fatalf("bob shows seq %q, alice's ack said %q", got, seq1)
+	}
+	if got := alice.text("#send-status"); got != "Sent as "+seq1 {
+		t.Fatalf("alice's send status %q, want %q", got, "Sent as "+seq1)
+	}
+
+	// Bob sends markup with the button; both tabs show it literally, and no element is made of it.
+	bob.do("send markup with the button",
+		chromedp.SendKeys(chromedp.ID("message"), xss),
+		chromedp.Click(chromedp.ID("send-btn")))
+	for _, p := range []*page{alice, bob} {
+		p.waitFor("markup arrives as text", `Array.from(document.querySelectorAll('#messages li .text')).some(e => e.textContent === `+strconv.Quote(xss)+`)`)
+		if n := p.count("#messages img, #messages b"); n != 0 {
+			t.Fatalf("%s: the message list holds %d elements made from message content", p.name, n)
+		}
+	}
+
+	// Bob goes offline; Alice sends; Bob comes back and catches up without duplicates.
+	if n := srv.gate.cut("bob"); n == 0 {
+		t.Fatal("found no WebSocket connection of bob to cut")
+	}
+	bob.waitFor("bob notices", `document.getElementById('conn').textContent.startsWith('Disconnected')`)
+	alice.do("type while bob is away", chromedp.SendKeys(chromedp.ID("message"), "while you were away"))
+	alice.pressEnter("message")
+	alice.waitFor("alice's third ack", `document.querySelectorAll('#messages li:not(.pending)').length === 3`)
+	srv.gate.open("bob")
+	bob.waitFor("bob reconnects", `document.getElementById('conn').textContent === 'Connected'`)
+	bob.waitFor("bob catches up", `Array.from(document.querySelectorAll('#messages li .text')).some(e => e.textContent === 'while you were away')`)
+
+	for _, p := range []*page{alice, bob} {
+		checkTranscript(t, p)
+	}
+	t.Logf("two users chatted in Chromium in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// meetInAGroup has the first page create a group and the second join it by its id.
+func meetInAGroup(t *testing.T, owner, joiner *page) {
+	t.Helper()
+	owner.do("create group",
+		chromedp.SendKeys(chromedp.ID("group-name"), "Browser test room"),
+		chromedp.Click(chromedp.ID("create-btn")),
+		chromedp.WaitVisible(chromedp.ID("room")))
+	gid := eval[string](owner, "group id", `document.getElementById('group-id').value`)
+	if _, err := strconv.ParseInt(gid, 10, 64); err != nil {
+		t.Fatalf("created group id %q: %v", gid, err)
+	}
+	joiner.do("join group",
+		chromedp.SendKeys(chromedp.ID("group-id"), gid),
+		chromedp.Click(chromedp.ID("join-btn")),
+		chromedp.WaitVisible(chromedp.ID("room")))
+	joiner.waitFor("the group's name as room title", `document.getElementById('room-title').textContent === 'Browser test room'`)
+}
+
+// checkTranscript checks that p shows the test's three messages, once each, in ascending seq
+// order, and that the page reported no problems.
+func checkTranscript(t *testing.T, p *page) {
+	t.Helper()
+	got := eval[[]string](p, "messages", `Array.from(document.querySelectorAll('#messages li')).map(li => li.dataset.seq + ' ' + li.querySelector('.text').textContent)`)
+	if len(got) != 3 || !strings.HasSuffix(got[0], " hello bob") || !strings.HasSuffix(got[1], " "+xss) ||
+		!strings.HasSuffix(got[2], " while you were away") {
+		t.Fatalf("%s shows %q, want the three messages in order", p.name, got)
+	}
+	for i := 1; i < len(got); i++ {
+		a, _ := strconv.Atoi(strings.Fields(got[i-1])[0])
+		b, _ := strconv.Atoi(strings.Fields(got[i])[0])
+		if b <= a {
+			t.Fatalf("%s: seqs not ascending: %q", p.name, got)
+		}
+	}
+	if problems := p.problemsSeen(); len(problems) > 0 {
+		t.Fatalf("%s: the page reported problems: %q", p.name, problems)
+	}
+}
+
+// onlineList is a JavaScript condition: the page's online list holds exactly names, in order.
+func onlineList(names ...string) string {
+	return `Array.from(document.querySelectorAll('#online li')).map(li => li.textContent).join('\n') === ` +
+		strconv.Quote(strings.Join(names, "\n"))
+}
