@@ -14,18 +14,27 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/internal/kafkabroker"
+	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/ws"
 )
 
 // Config is the whole configuration of one imledger process. Every field has a default, so the zero
 // YAML file and an empty environment give a working local setup (see Defaults).
 type Config struct {
-	// NodeID names this process among the nodes of a deployment: it tags logs and, later, presence
-	// and cross-node fanout. 1-64 of [A-Za-z0-9._-]. Default: the host name.
+	// NodeID names this process among the nodes of a deployment: it tags logs, presence entries
+	// and the node's fanout channel, so it must be unique among live nodes. 1-64 of
+	// [A-Za-z0-9._-]. Default: the host name.
 	NodeID string `koanf:"node_id"`
 	// ShutdownTimeout bounds the whole graceful shutdown (HTTP drain, relay stop, pool close).
 	// Default 20s.
@@ -43,8 +52,8 @@ type Config struct {
 	// package defaults.
 	EventStore eventstore.Config `koanf:"event_store"`
 	// Send tunes the SendMessage handler (commands): content limit, sequencer partitions and
-	// batching, and under send.seq the Redis key prefix and idempotency TTLs. Zero values take
-	// the package defaults.
+	// batching, and under send.seq the Redis key prefix (empty: redis.key_prefix) and idempotency
+	// TTLs. Zero values take the package defaults.
 	Send commands.SendMessageConfig `koanf:"send"`
 	// Relay tunes the outbox relay that publishes events to Kafka (commands/relay). Its Kafka
 	// settings are the kafka section's; relay.kafka is not a key. Zero values take the package
@@ -52,8 +61,41 @@ type Config struct {
 	Relay relay.Config `koanf:"relay"`
 	// Redis configures the Redis server used for seq allocation, idempotency and hot state.
 	Redis RedisConfig `koanf:"redis"`
-	// Kafka configures the Kafka cluster the relay publishes to.
+	// Kafka configures the Kafka cluster the relay publishes to and the projectors consume.
 	Kafka KafkaConfig `koanf:"kafka"`
+
+	// Auth configures the access tokens (transport/auth).
+	Auth AuthConfig `koanf:"auth"`
+	// Account tunes registration, password hashing and tenant API keys (commands/account).
+	// Zero values take the package defaults.
+	Account account.Config `koanf:"account"`
+	// Groups tunes the group, relation and profile command handlers (commands/group).
+	Groups group.Config `koanf:"groups"`
+	// SendPolicy tunes the send-path permission cache (commands/policy); other nodes' changes
+	// reach it over the Redis channel <redis.key_prefix>cache:invalidate.
+	SendPolicy policy.Config `koanf:"send_policy"`
+	// MessageOps tunes recall, edit, delete-for-me and read marks (commands).
+	MessageOps commands.MessageOpsConfig `koanf:"message_ops"`
+	// Presence tunes the online state in Redis (transport/presence). Its node id is node_id;
+	// presence.node_id is not a key. An empty key_prefix means redis.key_prefix.
+	Presence presence.Config `koanf:"presence"`
+	// Fanout tunes cross-node delivery over Redis Pub/Sub (transport/fanout). Its node id is
+	// node_id; fanout.node_id is not a key. An empty key_prefix means redis.key_prefix.
+	Fanout fanout.Config `koanf:"fanout"`
+	// WS tunes the WebSocket gateway (transport/ws). An empty max_content_bytes means
+	// send.max_content_bytes.
+	WS ws.Config `koanf:"ws"`
+	// Projections tunes the projectors that build the read models from Kafka (projections). They
+	// consume with the kafka section's settings; projections.kafka is not a key.
+	Projections ProjectionsConfig `koanf:"projections"`
+	// Hot tunes the Redis hot-message read model (readmodels/hot). An empty prefix means
+	// redis.key_prefix.
+	Hot hot.Config `koanf:"hot"`
+	// Business tunes the caches of the group, relation and profile read model
+	// (readmodels/business). An empty key_prefix means redis.key_prefix.
+	Business business.Config `koanf:"business"`
+	// Demo configures what serve sets up for trying imledger.
+	Demo DemoConfig `koanf:"demo"`
 }
 
 // LogConfig configures the process logger.
@@ -72,6 +114,27 @@ type HTTPConfig struct {
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
 	// MaxBodyBytes caps a request body; larger bodies are refused. Default 1 MiB.
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// DevAuth accepts the headers X-IM-Tenant and X-IM-User as the principal of a request
+	// without a bearer token: anyone can claim any user. For tests and local experiments only.
+	// Default false.
+	DevAuth bool `koanf:"dev_auth"`
+	// RequireAPIKey makes the tenant API key (X-IM-API-Key, from `imledger tenant create`)
+	// mandatory on every request, register and login included. Default false.
+	RequireAPIKey bool `koanf:"require_api_key"`
+	// IdempotencyTTL is how long an Idempotency-Key and its stored answer are kept. Default 24h.
+	IdempotencyTTL time.Duration `koanf:"idempotency_ttl"`
+	// IdempotencyPendingTimeout is how long a request may hold its key unfinished before the key
+	// is taken to be abandoned. Default 1m; below idempotency_ttl.
+	IdempotencyPendingTimeout time.Duration `koanf:"idempotency_pending_timeout"`
+	// IdempotencyPurgeInterval is how often expired Idempotency-Key records are deleted.
+	// Default 10m.
+	IdempotencyPurgeInterval time.Duration `koanf:"idempotency_purge_interval"`
+	// LoginPerIP is how many logins one client address may try per minute. Default 30.
+	LoginPerIP int `koanf:"login_per_ip"`
+	// LoginPerName is how many logins of one login name may be tried per minute. Default 10.
+	LoginPerName int `koanf:"login_per_name"`
+	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
+	RegisterPerIP int `koanf:"register_per_ip"`
 }
 
 // PostgresConfig configures the event store database.
@@ -91,6 +154,9 @@ type RedisConfig struct {
 	Password string `koanf:"password"`
 	// DB selects the Redis logical database. Default 0.
 	DB int `koanf:"db"`
+	// KeyPrefix starts every Redis key and channel imledger uses, unless a component section
+	// sets its own. Default "im:". No braces or white space.
+	KeyPrefix string `koanf:"key_prefix"`
 }
 
 // KafkaConfig configures the Kafka cluster: the client settings of transport/kafka (brokers,
@@ -115,23 +181,29 @@ func Defaults() Config {
 		NodeID:          host,
 		ShutdownTimeout: 20 * time.Second,
 		Log:             LogConfig{Level: "info", Format: "text"},
-		HTTP:            HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20},
+		HTTP: HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
+			IdempotencyTTL: 24 * time.Hour, IdempotencyPendingTimeout: time.Minute, IdempotencyPurgeInterval: 10 * time.Minute,
+			LoginPerIP: 30, LoginPerName: 10, RegisterPerIP: 10},
 		Postgres: PostgresConfig{
 			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
 			MaxConns: 16,
 		},
-		MySQL: tenantdb.Config{ServerDSN: "root@tcp(127.0.0.1:3306)/", DatabaseTemplate: "im_t_" + tenantdb.TenantPlaceholder},
-		Redis: RedisConfig{Addr: "127.0.0.1:6379"},
-		Kafka: KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
+		MySQL:       tenantdb.Config{ServerDSN: "root@tcp(127.0.0.1:3306)/", DatabaseTemplate: "im_t_" + tenantdb.TenantPlaceholder},
+		Redis:       RedisConfig{Addr: "127.0.0.1:6379", KeyPrefix: "im:"},
+		Kafka:       KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
+		Auth:        AuthConfig{TokenTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour, Leeway: 30 * time.Second},
+		Projections: ProjectionsConfig{Run: true},
+		Demo:        DemoConfig{Tenant: "demo"},
 	}
 }
 
 var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Validate reports every invalid field at once (errors.Join), each error naming its key. Component
-// sections whose packages apply their defaults inside Validate (kafka, kafka.embedded) are fully
-// checked here; the others (event_store, send, the pool sizes of mysql) are checked by their
-// constructors when serve starts.
+// sections whose packages apply their defaults inside Validate (kafka, kafka.embedded, auth,
+// account, message_ops, presence, fanout, ws, projections) are fully checked here; the others
+// (event_store, send, groups, send_policy, hot, business, the pool sizes of mysql) are checked by
+// their constructors when serve starts.
 func (c Config) Validate() error {
 	var errs []error
 	if !nodeIDRe.MatchString(c.NodeID) {
@@ -145,6 +217,7 @@ func (c Config) Validate() error {
 	if !reflect.ValueOf(c.Relay.Kafka).IsZero() {
 		errs = append(errs, errors.New("relay.kafka: not a key; the relay uses the kafka section"))
 	}
+	errs = append(errs, c.validateComponents())
 	return errors.Join(errs...)
 }
 
@@ -175,6 +248,15 @@ func (c HTTPConfig) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("http.max_body_bytes: must be positive"))
+	}
+	if c.IdempotencyPendingTimeout <= 0 || c.IdempotencyTTL <= c.IdempotencyPendingTimeout {
+		errs = append(errs, errors.New("http.idempotency_pending_timeout: must be positive and below http.idempotency_ttl"))
+	}
+	if c.IdempotencyPurgeInterval <= 0 {
+		errs = append(errs, errors.New("http.idempotency_purge_interval: must be positive"))
+	}
+	if c.LoginPerIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name, http.register_per_ip: must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -225,6 +307,9 @@ func (c RedisConfig) Validate() error {
 	}
 	if c.DB < 0 {
 		errs = append(errs, errors.New("redis.db: must not be negative"))
+	}
+	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\r\n") {
+		errs = append(errs, fmt.Errorf("redis.key_prefix %q: required, without braces or white space", c.KeyPrefix))
 	}
 	return errors.Join(errs...)
 }

@@ -218,3 +218,83 @@ func TestUnknownEnv(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+func TestAuthKeys(t *testing.T) {
+	t.Parallel()
+	secret := strings.Repeat("s", 32)
+	file := writeFile(t, "auth: {keys: [{id: a, secret: \""+secret+"\"}, {id: b, secret: \""+secret+"b\"}], signing_key_id: b}\n")
+	c, err := config.Load(config.Sources{Flags: flags(t, "--config", file)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Auth.Keys) != 2 || c.Auth.Keys[1].ID != "b" || c.Auth.Keys[1].Secret != secret+"b" || c.Auth.Signer().SigningKeyID != "b" {
+		t.Fatalf("keys from the file: %v", c.Auth.Keys)
+	}
+	c, err = config.Load(config.Sources{Environ: []string{"IM_AUTH_KEYS=k1=" + secret + ", k2=" + secret + "=="}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Auth.Keys) != 2 || c.Auth.Keys[0].ID != "k1" || c.Auth.Keys[1].Secret != secret+"==" {
+		t.Fatalf("keys from the environment: %v", c.Auth.Keys)
+	}
+	if s := c.Auth.Keys.String(); strings.Contains(s, secret) || s != "[k1,k2]" {
+		t.Errorf("KeyList.String = %q, want the ids only", s)
+	}
+
+	for _, bad := range []string{"IM_AUTH_KEYS=k1", "IM_AUTH_KEYS=k1=short", "IM_AUTH_KEYS=k1=" + secret + ",k1=" + secret} {
+		_, err := config.Load(config.Sources{Environ: []string{bad}})
+		if err == nil || !strings.Contains(err.Error(), "auth") || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: want an auth error without the secret, got %v", bad[:16], err)
+		}
+	}
+}
+
+func TestComponentSections(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, `
+node_id: n7
+redis: {key_prefix: "p:"}
+hot: {prefix: "hot:"}
+ws: {allowed_origins: ["https://a.example"], history_max_limit: 20, history_default_limit: 20}
+projections: {retry: {max_retries: 2}, run: false}
+`)
+	c, err := config.Load(config.Sources{Flags: flags(t, "--config", file), Environ: []string{"IM_SEND_MAX_CONTENT_BYTES=1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.PresenceConfig(); p.NodeID != "n7" || p.KeyPrefix != "p:" {
+		t.Errorf("presence: %+v", p)
+	}
+	if f := c.FanoutConfig(); f.NodeID != "n7" || f.KeyPrefix != "p:" {
+		t.Errorf("fanout: %+v", f)
+	}
+	if c.HotConfig().Prefix != "hot:" || c.BusinessConfig().KeyPrefix != "p:" || c.SendConfig().Seq.KeyPrefix != "p:" {
+		t.Errorf("prefixes: hot %q business %q seq %q", c.HotConfig().Prefix, c.BusinessConfig().KeyPrefix, c.SendConfig().Seq.KeyPrefix)
+	}
+	if w := c.WSConfig(); w.MaxContentBytes != 1000 || w.HistoryMaxLimit != 20 || !slices.Equal(w.AllowedOrigins, []string{"https://a.example"}) {
+		t.Errorf("ws: %+v", w)
+	}
+	if c.Projections.Run || c.Projections.Retry.MaxRetries != 2 || c.InvalidationChannel() != "p:cache:invalidate" {
+		t.Errorf("projections: %+v", c.Projections)
+	}
+	if c.DemoTenant().String() != "demo" {
+		t.Errorf("demo tenant %q", c.DemoTenant())
+	}
+
+	tests := []struct{ yaml, want string }{
+		{"presence: {node_id: x}\n", "presence.node_id"},
+		{"fanout: {node_id: x}\n", "fanout.node_id"},
+		{"projections: {kafka: {topic_prefix: x.}}\n", "projections.kafka"},
+		{"redis: {key_prefix: \"a{b\"}\n", "redis.key_prefix"},
+		{"demo: {tenant: \"Not A Tenant\"}\n", "demo.tenant"},
+		{"ws: {history_max_limit: 1000}\n", "history_max_limit"},
+		{"projections: {initial_offset: middle}\n", "initial offset"},
+		{"http: {idempotency_pending_timeout: 48h}\n", "http.idempotency_pending_timeout"},
+	}
+	for _, tt := range tests {
+		_, err := config.Load(config.Sources{Flags: flags(t, "--config", writeFile(t, tt.yaml))})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: want an error naming %s, got %v", tt.yaml, tt.want, err)
+		}
+	}
+}

@@ -21,8 +21,9 @@ func flatten(v any) map[string]any {
 var durationType = reflect.TypeFor[time.Duration]()
 
 // excluded are component fields that are not configuration keys because the binary fills them
-// from another section: the relay publishes with the kafka section's settings.
-var excluded = map[string]bool{"relay.kafka": true}
+// from another section: the relay and the projectors use the kafka section's settings, presence
+// and fanout the top-level node_id.
+var excluded = map[string]bool{"relay.kafka": true, "projections.kafka": true, "presence.node_id": true, "fanout.node_id": true}
 
 func walk(v reflect.Value, prefix string, out map[string]any) {
 	t := v.Type()
@@ -47,7 +48,7 @@ func walk(v reflect.Value, prefix string, out map[string]any) {
 		}
 		fv := v.Field(i)
 		switch {
-		case f.Type == durationType:
+		case f.Type == durationType, f.Type == keyListType:
 			out[key] = fv.Interface()
 		case f.Type.Kind() == reflect.Struct:
 			walk(fv, key, out)

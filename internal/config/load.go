@@ -126,6 +126,7 @@ func configFile(fs *pflag.FlagSet) string {
 func unmarshal(ko *koanf.Koanf, c *Config) error {
 	dc := &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			keyListHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc(),
