@@ -36,6 +36,8 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium leaves a singleton socket directory in TMPDIR; keep it in the test's.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
