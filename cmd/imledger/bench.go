@@ -6,10 +6,11 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure a running configuration's throughput and latency",
-		Long: "bench runs load against the configured PostgreSQL, Redis and Kafka (the embedded broker\n" +
-			"when none is configured) from inside this process, without HTTP.",
+		Long: "bench measures the configured services from inside this process: the send path and the\n" +
+			"relay (write), the WebSocket gateway of an in-process or running node (ws), and the\n" +
+			"messages-mysql projection, live and rebuilt (projection).",
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchWriteCmd())
+	cmd.AddCommand(newBenchWriteCmd(), newBenchWSCmd(), newBenchProjectionCmd())
 	return cmd
 }

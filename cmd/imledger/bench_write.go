@@ -31,7 +31,7 @@ func newBenchWriteCmd() *cobra.Command {
 			"prints sends/s, p50, p99 and max latency and the error count. Unless --no-relay, it also runs\n" +
 			"a relay named \"bench\" that publishes to topics prefixed \"bench.\" and reports the events/s it\n" +
 			"published until it caught up with the writes. The first run's relay also publishes the events\n" +
-			"already in the database.",
+			"already in the database. The send policy is not consulted: the benchmark's groups need not exist.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(tenant)
@@ -52,6 +52,10 @@ func newBenchWriteCmd() *cobra.Command {
 			n := newNode(cfg, log)
 			defer func() { _ = n.shutdown() }()
 			if err := n.startCore(cmd.Context()); err != nil {
+				return err
+			}
+			// The groups the benchmark writes to do not exist: no send policy.
+			if n.send, err = n.newSendHandler(nil); err != nil {
 				return err
 			}
 			if !noRelay {

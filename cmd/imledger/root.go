@@ -20,7 +20,8 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	config.RegisterFlags(root.PersistentFlags())
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newTenantCmd(), newTokenCmd(), newReplayCmd(),
+		newDeadLetterCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

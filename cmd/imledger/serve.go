@@ -8,9 +8,12 @@ func newServeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "Run an imledger node",
-		Long: "serve migrates the event store, starts the embedded Kafka broker when no brokers are\n" +
-			"configured, creates the Kafka topics and serves HTTP until SIGINT or SIGTERM, then shuts\n" +
-			"down gracefully within shutdown_timeout.",
+		Long: "serve runs a whole imledger node: it migrates the event store, starts the embedded Kafka\n" +
+			"broker when no brokers are configured, creates the Kafka topics, provisions the demo tenant,\n" +
+			"runs the relay and the projectors, and serves the REST API, the WebSocket gateway, the chat\n" +
+			"page and the ops endpoints until SIGINT or SIGTERM, then shuts down gracefully within\n" +
+			"shutdown_timeout. Nodes sharing PostgreSQL, MySQL, Redis and Kafka form a cluster; give each\n" +
+			"its own node_id and all of them the same auth.keys.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
@@ -26,6 +29,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			n.announce(cmd.OutOrStdout())
 			waitErr := n.wait(ctx)
 			if waitErr != nil {
 				log.Error("stopping after a failure", "err", waitErr)

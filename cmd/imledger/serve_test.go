@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,180 +16,67 @@ import (
 	"github.com/imledger/imledger/internal/testenv"
 )
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startServe runs `imledger serve --config <file>` in-process with a fresh database and its own
-// Redis key prefix, publishing to brokers or, when brokers is empty, to the embedded Kafka broker
-// on a free port. It returns the base URL and a stop function that cancels the command (as
-// SIGTERM does) and returns its error.
-func startServe(t *testing.T, brokers []string) (base, dbURL, prefix string, stop func() error) {
-	t.Helper()
-	dbURL = missingDatabaseURL(t) // serve creates it
-	_, prefix = testenv.Redis(t)
-	testenv.MySQLServer(t)
-	addr := freeAddr(t)
-	kafkaYAML := `{embedded: {addr: "127.0.0.1:0"}}`
-	if len(brokers) > 0 {
-		b, _ := json.Marshal(brokers)
-		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e."}`, b)
-	}
-	yaml := fmt.Sprintf(`
-shutdown_timeout: 10s
-log: {level: warn, format: json}
-http: {addr: %q}
-postgres: {url: %q}
-kafka: %s
-send: {seq: {key_prefix: %q}}
-relay: {min_poll: 1ms, max_poll: 20ms}
-`, addr, dbURL, kafkaYAML, prefix)
-	file := filepath.Join(t.TempDir(), "imledger.yaml")
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	root := newRootCmd()
-	var logs bytes.Buffer
-	root.SetOut(io.Discard)
-	root.SetErr(&logs)
-	root.SetArgs([]string{"serve", "--config", file})
-	errc := make(chan error, 1)
-	go func() { errc <- root.ExecuteContext(ctx) }()
-	base = "http://" + addr
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-errc:
-			cancel()
-			t.Fatalf("serve exited before it was ready: %v\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve not ready after 45s (last error %v)\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopped := false
-	stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-errc:
-			return err
-		case <-time.After(20 * time.Second):
-			return fmt.Errorf("serve did not stop within 20s\n%s", logs.String())
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	return base, dbURL, prefix, stop
-}
-
-type sendAnswer struct {
-	status int
-	Code   int               `json:"code"`
-	Reason string            `json:"reason"`
-	Data   map[string]any    `json:"data"`
-	Detail map[string]string `json:"details"`
-	raw    string
-}
-
-func send(t *testing.T, base, topic, body string) sendAnswer {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/im/topics/"+topic+"/messages", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-IM-Tenant", "demo")
-	req.Header.Set("X-IM-User", "42")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	a := sendAnswer{status: resp.StatusCode, raw: string(raw)}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatalf("%v: %s", err, raw)
-	}
-	return a
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
+// TestServeEmbeddedKafka runs the local demo: no Kafka brokers and no auth keys, so serve starts
+// its own broker and signs tokens with a random key. A registered user creates a group, sends
+// to it and the relay publishes the message.
 func TestServeEmbeddedKafka(t *testing.T) {
 	t.Parallel()
-	base, _, _, stop := startServe(t, nil)
-	if a := send(t, base, "grp7", `{"client_msg_id":"e-1","content":"hi"}`); a.status != http.StatusCreated || a.Data["seq"] != "1" {
+	env := newServeEnv(t, nil, false)
+	s := env.start(t, "solo")
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.stdout.String(), "chat page at "+s.base+"/ (tenant demo)"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not print the chat page's URL: %q", s.stdout.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := get(t, s.base+"/"); code != http.StatusOK || !strings.Contains(body, "<html") {
+		t.Errorf("chat page: %d", code)
+	}
+	alice := signUp(t, s.base, "alice")
+	topic := "grp" + createGroup(t, s.base, alice, "embedded")
+	if a := sendREST(t, s.base, alice, topic, "e-1", `"hi"`); a.status != http.StatusCreated || a.Data["seq"] != "1" {
 		t.Fatalf("send: %d %s", a.status, a.raw)
 	}
-	waitMetric(t, base, `imledger_relay_events_total{relay="default",topic="im.group.message.persist"} 1`)
-	if err := stop(); err != nil {
+	waitMetric(t, s.base, `imledger_relay_events_total{relay="default",topic="im.group.message.persist"} 1`)
+	if err := s.stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
-	}
-}
-
-// waitMetric polls /metrics until it holds line.
-func waitMetric(t *testing.T, base, line string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, body := get(t, base+"/metrics")
-		if strings.Contains(body, line) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %s", line)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 func TestServeEndToEnd(t *testing.T) {
 	t.Parallel()
 	brokers := testenv.Kafka(t)
-	base, dbURL, _, stop := startServe(t, brokers)
+	env := newServeEnv(t, brokers, true)
+	s := env.start(t, "e2e")
+	base := s.base
 
-	first := send(t, base, "grp1", `{"client_msg_id":"m-1","content":"hello"}`)
+	alice := signUp(t, base, "alice")
+	gid := createGroup(t, base, alice, "e2e")
+	topic := "grp" + gid
+	first := sendREST(t, base, alice, topic, "m-1", `"hello"`)
 	if first.status != http.StatusCreated || first.Data["seq"] != "1" {
 		t.Fatalf("first send: %d %s", first.status, first.raw)
 	}
-	again := send(t, base, "grp1", `{"client_msg_id":"m-1","content":"hello"}`)
+	// The same client_msg_id under another Idempotency-Key is the send handler's duplicate.
+	again := call(t, http.MethodPost, base+"/v1/im/topics/"+topic+"/messages", alice.token, "other-key",
+		`{"client_msg_id":"m-1","content":"hello"}`)
 	if again.status != http.StatusOK || again.Data["seq"] != "1" || again.Data["duplicate"] != true ||
 		again.Data["message_id"] != first.Data["message_id"] {
 		t.Fatalf("repeated send: %d %s", again.status, again.raw)
 	}
-	bad := send(t, base, "grp1", `{"client_msg_id":"","content":"hello"}`)
-	if bad.status != http.StatusBadRequest || bad.Reason != "invalid" || bad.Detail["field"] != "client_msg_id" || bad.Detail["reason"] != "required" {
+	bad := sendREST(t, base, alice, topic, "", `"hello"`)
+	if bad.status != http.StatusBadRequest || bad.Reason != "invalid" || bad.Details["field"] != "client_msg_id" || bad.Details["reason"] != "required" {
 		t.Fatalf("bad send: %d %s", bad.status, bad.raw)
+	}
+	if a := call(t, http.MethodPost, base+"/v1/im/topics/"+topic+"/messages", "", "k", `{"client_msg_id":"x","content":"x"}`); a.status != http.StatusUnauthorized {
+		t.Errorf("send without a token: %d %s", a.status, a.raw)
+	}
+	if a := call(t, http.MethodPost, base+"/v1/im/topics/"+topic+"/messages", alice.token, "", `{"client_msg_id":"x","content":"x"}`); a.status != http.StatusBadRequest || a.Reason != "idempotency_key_required" {
+		t.Errorf("send without an Idempotency-Key: %d %s", a.status, a.raw)
+	}
+	outsider := signUp(t, base, "mallory")
+	if a := sendREST(t, base, outsider, topic, "o-1", `"let me in"`); a.status != http.StatusForbidden || a.Reason != "not_member" {
+		t.Errorf("send by a non-member: %d %s", a.status, a.raw)
 	}
 
 	code, body := get(t, base+"/readyz")
@@ -209,25 +92,54 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, _ := get(t, base+"/openapi.json"); code != http.StatusOK {
 		t.Errorf("openapi.json: %d", code)
 	}
+	// The same Idempotency-Key and body get the stored answer back verbatim.
+	replay := sendREST(t, base, alice, topic, "m-1", `"hello"`)
+	if replay.status != http.StatusCreated || replay.raw != first.raw || replay.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replayed send: %d %s (first %s)", replay.status, replay.raw, first.raw)
+	}
+	checkHistory(t, base, alice, topic, 1)
 
-	// The relay publishes the one committed event, keyed by conversation, under the prefix.
+	// The relay publishes the one committed message, keyed by conversation, under the prefix.
 	recs := consume(t, brokers, "e2e.im.group.message.persist", 1)
 	r := recs[0]
 	headers := map[string]string{}
 	for _, h := range r.Headers {
 		headers[h.Key] = string(h.Value)
 	}
-	if string(r.Key) != "demo:grp1" || headers["event_id"] != first.Data["message_id"] || headers["stream_version"] != "1" {
-		t.Errorf("published record: key %q headers %v, want key demo:grp1, event_id %v", r.Key, headers, first.Data["message_id"])
+	if string(r.Key) != "demo:"+topic || headers["event_id"] != first.Data["message_id"] || headers["stream_version"] != "1" {
+		t.Errorf("published record: key %q headers %v, want key demo:%s, event_id %v", r.Key, headers, topic, first.Data["message_id"])
 	}
 
-	if err := stop(); err != nil {
+	if err := s.stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("HTTP still answers after shutdown")
 	}
+	checkStored(t, env.dbURL, topic)
+}
 
+// checkHistory polls the REST history of topic until the projectors wrote want messages.
+func checkHistory(t *testing.T, base string, u user, topic string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a := call(t, http.MethodGet, base+"/v1/im/topics/"+topic+"/messages?after_seq=0", u.token, "", "")
+		msgs, _ := a.Data["messages"].([]any)
+		if a.status == http.StatusOK && len(msgs) == want && a.Data["last_seq"] == fmt.Sprint(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history of %s never held %d messages: %d %s", topic, want, a.status, a.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkStored checks after shutdown that the event store holds the one accepted send of topic and
+// that the relay saved its checkpoint.
+func checkStored(t *testing.T, dbURL, topic string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -237,11 +149,11 @@ func TestServeEndToEnd(t *testing.T) {
 	defer conn.Close(ctx)
 	var n int
 	var version int64
-	if err := conn.QueryRow(ctx, "SELECT count(*), max(stream_version) FROM events WHERE tenant_id = 'demo' AND stream_id = 'grp1'").Scan(&n, &version); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count(*), max(stream_version) FROM events WHERE tenant_id = 'demo' AND stream_id = $1", topic).Scan(&n, &version); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 || version != 1 {
-		t.Fatalf("events in grp1: %d (max version %d), want exactly the one accepted send", n, version)
+		t.Fatalf("events in %s: %d (max version %d), want exactly the one accepted send", topic, n, version)
 	}
 	var checkpoint int64
 	if err := conn.QueryRow(ctx, "SELECT position FROM relay_checkpoints WHERE name = 'default'").Scan(&checkpoint); err != nil || checkpoint < 1 {
@@ -274,20 +186,37 @@ func consume(t *testing.T, brokers []string, topic string, want int) []*kgo.Reco
 // send answered 201 must be in the event store, and no request may fail with a server error.
 func TestServeShutdownKeepsEveryAcknowledgedSend(t *testing.T) {
 	t.Parallel()
-	base, dbURL, _, stop := startServe(t, nil)
+	env := newServeEnv(t, nil, false)
+	s := env.start(t, "shutdown")
+	senders := make([]user, 8)
+	for i := range senders {
+		senders[i] = signUp(t, s.base, fmt.Sprintf("sender%d", i))
+	}
+	topics := make([]string, 3)
+	for g := range topics {
+		gid := createGroup(t, s.base, senders[0], fmt.Sprintf("g%d", g))
+		topics[g] = "grp" + gid
+		for i := g; i < len(senders); i += len(topics) {
+			if i != 0 {
+				joinGroup(t, s.base, senders[i], gid)
+			}
+		}
+	}
 	type ack struct{ id, status string }
 	acks := make(chan ack, 100000)
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	client := &http.Client{Timeout: 15 * time.Second}
-	for s := range 8 {
+	for i, u := range senders {
+		wg.Add(1)
 		go func() {
-			defer func() { done <- struct{}{} }()
-			for i := 0; ; i++ {
-				body := fmt.Sprintf(`{"client_msg_id":"s%d-%d","content":"x"}`, s, i)
-				req, _ := http.NewRequest(http.MethodPost, base+"/v1/im/topics/grp"+fmt.Sprint(s%3+1)+"/messages", strings.NewReader(body))
+			defer wg.Done()
+			for k := 0; ; k++ {
+				cmid := fmt.Sprintf("s%d-%d", i, k)
+				req, _ := http.NewRequest(http.MethodPost, s.base+"/v1/im/topics/"+topics[i%len(topics)]+"/messages",
+					strings.NewReader(fmt.Sprintf(`{"client_msg_id":%q,"content":"x"}`, cmid)))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-IM-Tenant", "demo")
-				req.Header.Set("X-IM-User", fmt.Sprint(s+1))
+				req.Header.Set("Authorization", "Bearer "+u.token)
+				req.Header.Set("Idempotency-Key", cmid)
 				resp, err := client.Do(req)
 				if err != nil {
 					return // the listener is closed
@@ -304,12 +233,10 @@ func TestServeShutdownKeepsEveryAcknowledgedSend(t *testing.T) {
 		}()
 	}
 	time.Sleep(400 * time.Millisecond)
-	if err := stop(); err != nil {
+	if err := s.stop(); err != nil {
 		t.Fatalf("graceful stop under load: %v", err)
 	}
-	for range 8 {
-		<-done
-	}
+	wg.Wait()
 	close(acks)
 	var ids []string
 	for a := range acks {
@@ -324,7 +251,7 @@ func TestServeShutdownKeepsEveryAcknowledgedSend(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
+	conn, err := pgx.Connect(ctx, env.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,11 @@ func (c Config) validateComponents() error {
 	} else if err := c.FanoutConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Sessions.Node != "" {
+		errs = append(errs, errors.New("sessions.node: not a key; sessions uses node_id"))
+	} else if err := c.SessionsConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if !reflect.ValueOf(c.Projections.Kafka).IsZero() {
 		errs = append(errs, errors.New("projections.kafka: not a key; the projectors use the kafka section"))
 	} else {
@@ -106,6 +111,13 @@ func (c Config) FanoutConfig() fanout.Config {
 	f.NodeID = c.NodeID
 	f.KeyPrefix = c.prefix(f.KeyPrefix)
 	return f
+}
+
+// SessionsConfig is the sessions section with node_id resolved.
+func (c Config) SessionsConfig() commands.SessionRecorderConfig {
+	s := c.Sessions
+	s.Node = c.NodeID
+	return s
 }
 
 // WSConfig is the ws section with the content limit resolved.

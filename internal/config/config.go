@@ -76,6 +76,9 @@ type Config struct {
 	SendPolicy policy.Config `koanf:"send_policy"`
 	// MessageOps tunes recall, edit, delete-for-me and read marks (commands).
 	MessageOps commands.MessageOpsConfig `koanf:"message_ops"`
+	// Sessions tunes the recorder of WebSocket session.opened.v1/session.closed.v1 events
+	// (commands). Its node is node_id; sessions.node is not a key.
+	Sessions commands.SessionRecorderConfig `koanf:"sessions"`
 	// Presence tunes the online state in Redis (transport/presence). Its node id is node_id;
 	// presence.node_id is not a key. An empty key_prefix means redis.key_prefix.
 	Presence presence.Config `koanf:"presence"`

@@ -284,6 +284,7 @@ projections: {retry: {max_retries: 2}, run: false}
 	tests := []struct{ yaml, want string }{
 		{"presence: {node_id: x}\n", "presence.node_id"},
 		{"fanout: {node_id: x}\n", "fanout.node_id"},
+		{"sessions: {node: x}\n", "sessions.node"},
 		{"projections: {kafka: {topic_prefix: x.}}\n", "projections.kafka"},
 		{"redis: {key_prefix: \"a{b\"}\n", "redis.key_prefix"},
 		{"demo: {tenant: \"Not A Tenant\"}\n", "demo.tenant"},

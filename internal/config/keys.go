@@ -21,9 +21,9 @@ func flatten(v any) map[string]any {
 var durationType = reflect.TypeFor[time.Duration]()
 
 // excluded are component fields that are not configuration keys because the binary fills them
-// from another section: the relay and the projectors use the kafka section's settings, presence
-// and fanout the top-level node_id.
-var excluded = map[string]bool{"relay.kafka": true, "projections.kafka": true, "presence.node_id": true, "fanout.node_id": true}
+// from another section: the relay and the projectors use the kafka section's settings, presence,
+// fanout and the session recorder the top-level node_id.
+var excluded = map[string]bool{"relay.kafka": true, "projections.kafka": true, "presence.node_id": true, "fanout.node_id": true, "sessions.node": true}
 
 func walk(v reflect.Value, prefix string, out map[string]any) {
 	t := v.Type()

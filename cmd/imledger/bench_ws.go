@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/transport/ws"
+	"github.com/imledger/imledger/transport/ws/wsbench"
+)
+
+func newBenchWSCmd() *cobra.Command {
+	var (
+		o      wsbench.Options
+		tenant string
+	)
+	cmd := &cobra.Command{
+		Use:   "ws",
+		Short: "Load the WebSocket gateway with clients that publish to shared groups",
+		Long: "bench ws connects --clients WebSocket clients, one user each, in --groups groups (client i,\n" +
+			"user first-user+i, is in group first-group + i mod groups), has them publish at --rate\n" +
+			"messages/s in total for --duration, and prints sent, acked and delivered counts, errors and\n" +
+			"the ack and send-to-delivery latencies. It first creates the groups and memberships through\n" +
+			"the event store (existing ones are kept) and provisions --tenant's read-model database.\n\n" +
+			"Without --url it starts a whole node in this process on a free port and loads it. With\n" +
+			"--url (repeatable; clients are spread over them) it loads running nodes that share this\n" +
+			"configuration's PostgreSQL, Redis and auth.keys.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := domain.NewTenantID(tenant)
+			if err != nil {
+				return fmt.Errorf("--tenant: %w", err)
+			}
+			o.Tenant = t
+			return runBenchWS(cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.URLs, "url", nil, "gateway to load, ws://host:port"+ws.Path+" (repeatable; default: an in-process node)")
+	f.StringVar(&tenant, "tenant", "demo", "tenant the clients log in to")
+	f.IntVar(&o.Clients, "clients", 100, "connections, one user each")
+	f.IntVar(&o.Groups, "groups", 10, "group topics")
+	f.Float64Var(&o.Rate, "rate", 1000, "messages per second over all clients")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long clients publish")
+	f.DurationVar(&o.Drain, "drain", 3*time.Second, "how long to wait for outstanding acks and deliveries")
+	f.IntVar(&o.ContentBytes, "content-bytes", 64, "approximate size of each message's content")
+	f.Int64Var(&o.FirstUser, "first-user", 1_000_000, "user id of the first client")
+	f.Int64Var(&o.FirstGroup, "first-group", 1_000_000, "id of the first group")
+	f.IntVar(&o.DialConcurrency, "dial-concurrency", 32, "connections set up at once")
+	return cmd
+}
+
+// runBenchWS prepares the groups on the target (an in-process node, or the nodes of --url that
+// share this configuration) and runs the load.
+func runBenchWS(cmd *cobra.Command, o wsbench.Options) error {
+	n, err := toolNode(cmd)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	o.Logger = n.log
+	if len(o.URLs) == 0 {
+		n.cfg.HTTP.Addr = "127.0.0.1:0"
+		n, err = startNode(ctx, n.cfg, n.log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = n.shutdown() }()
+		o.URLs = []string{"ws://" + n.addr() + ws.Path}
+	} else {
+		defer n.closeResources()
+		if err := n.openBenchTarget(ctx); err != nil {
+			return err
+		}
+	}
+	o.Tokens = n.signer
+	if n.router != nil {
+		if err := n.router.Provision(ctx, o.Tenant); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := n.prepareBenchGroups(ctx, o); err != nil {
+		return err
+	}
+	n.log.Info("bench ws: groups ready", "groups", o.Groups, "clients", o.Clients, "took", time.Since(start).Round(time.Millisecond))
+	res, err := wsbench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	return res.Print(cmd.OutOrStdout())
+}
+
+// openBenchTarget opens what preparing remote nodes needs: the event store, Redis for the
+// invalidations, the tenant router when MySQL is configured, and the shared signing key.
+func (n *node) openBenchTarget(ctx context.Context) (err error) {
+	if len(n.cfg.Auth.Keys) == 0 {
+		return errors.New("auth.keys is empty: --url needs the keys the target nodes verify tokens with")
+	}
+	if n.signer, err = auth.NewSigner(n.cfg.Auth.Signer()); err != nil {
+		return err
+	}
+	if err := n.openPostgres(ctx); err != nil {
+		return err
+	}
+	if err := n.openRedis(ctx); err != nil {
+		return err
+	}
+	if n.cfg.MySQLEnabled() {
+		return n.openRouter()
+	}
+	return nil
+}
+
+// prepareBenchGroups creates the groups wsbench uses and makes every client a member of its
+// group: client i (user FirstUser+i) owns group FirstGroup+i when i < Groups and joins group
+// FirstGroup + i mod Groups otherwise. Groups and memberships that exist already are kept. The
+// commands tell every node's send policy about the changes.
+func (n *node) prepareBenchGroups(ctx context.Context, o wsbench.Options) error {
+	inval := redisInvalidation{rdb: n.rdb, channel: n.cfg.InvalidationChannel(), node: n.cfg.NodeID + "-bench"}
+	h, err := group.New(group.Deps{Store: n.store, Invalidator: policy.Broadcaster{Remote: inval}}, n.cfg.Groups)
+	if err != nil {
+		return err
+	}
+	who := func(i int) domain.Principal {
+		return domain.Principal{Tenant: o.Tenant, User: domain.UserID(o.FirstUser + int64(i))}
+	}
+	for g := range o.Groups {
+		profile, err := domain.NewGroupProfile(fmt.Sprintf("bench %d", g), "", "")
+		if err != nil {
+			return err
+		}
+		_, err = h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(g), Group: domain.GroupID(o.FirstGroup + int64(g)), Profile: profile})
+		if err != nil && !isDenied(err, domain.ReasonGroupExists) {
+			return fmt.Errorf("create bench group %d: %w", o.FirstGroup+int64(g), err)
+		}
+	}
+	jobs := make(chan int)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				gid := domain.GroupID(o.FirstGroup + int64(i%o.Groups))
+				if _, err := h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: who(i), Group: gid}); err != nil && !isDenied(err, domain.ReasonAlreadyMember) {
+					select {
+					case errc <- fmt.Errorf("bench user %d joins group %d: %w", who(i).User, gid, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := o.Groups; i < o.Clients; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// isDenied reports whether err is a refusal with reason.
+func isDenied(err error, reason string) bool {
+	var d *domain.DeniedError
+	return errors.As(err, &d) && d.Reason == reason
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	_ "github.com/go-sql-driver/mysql" // MySQL driver for the readiness ping
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/internal/kafkabroker"
+	"github.com/imledger/imledger/transport/httpserver"
+	"github.com/imledger/imledger/transport/kafka"
+)
+
+// startCore connects what every command needs: the Kafka broker (embedded when none is
+// configured) and its topics, the migrated event store, Redis, and the MySQL and Kafka readiness
+// clients.
+func (n *node) startCore(ctx context.Context) (err error) {
+	if err := n.startKafkaBroker(); err != nil {
+		return err
+	}
+	if err := n.openPostgres(ctx); err != nil {
+		return err
+	}
+	if err := n.openRedis(ctx); err != nil {
+		return err
+	}
+	if n.cfg.MySQLEnabled() {
+		if n.mysql, err = sql.Open("mysql", n.cfg.MySQL.ServerDSN); err != nil {
+			return errors.New("mysql.server_dsn: not a valid MySQL DSN")
+		}
+		n.mysql.SetMaxOpenConns(2)
+	}
+	if err := kafka.EnsureTopics(ctx, n.cfg.Kafka.Config); err != nil {
+		return err
+	}
+	if n.kping, err = kgo.NewClient(kgo.SeedBrokers(n.cfg.Kafka.Brokers...)); err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	return nil
+}
+
+// openPostgres creates and migrates the event store database and opens the pool and the store.
+func (n *node) openPostgres(ctx context.Context) (err error) {
+	if err := migratePostgres(ctx, n.cfg.Postgres, n.log); err != nil {
+		return err
+	}
+	if n.pool, err = openPool(ctx, n.cfg.Postgres); err != nil {
+		return err
+	}
+	esCfg := n.cfg.EventStore
+	esCfg.Logger = n.log.With("component", "eventstore")
+	n.store, err = eventstore.New(n.pool, esCfg)
+	return err
+}
+
+// newSendHandler builds the SendMessage handler with policy (nil allows every send).
+func (n *node) newSendHandler(policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
+	return commands.NewSendMessageHandler(commands.SendMessageDeps{
+		Store: n.store, Redis: n.rdb, Policy: policy, Logger: n.log.With("component", "send"),
+	}, n.cfg.SendConfig())
+}
+
+// startRelay starts the outbox relay in the background with the kafka section's settings. It
+// runs under its own context so that shutdown can stop it after HTTP has drained.
+func (n *node) startRelay(ctx context.Context) error {
+	p, err := kafka.NewSyncProducer(n.cfg.Kafka.Config)
+	if err != nil {
+		return err
+	}
+	n.producer = p
+	rcfg := n.cfg.Relay
+	rcfg.Kafka = n.cfg.Kafka.Config
+	if n.relay, err = relay.New(n.store, p, n.pool, rcfg, n.log.With("component", "relay"), n.reg); err != nil {
+		return err
+	}
+	n.relayW = n.spawn(ctx, "relay", n.relay.Run)
+	return nil
+}
+
+// startKafkaBroker starts the embedded broker when no brokers are configured and points the
+// Kafka configuration at it.
+func (n *node) startKafkaBroker() error {
+	if !n.cfg.Kafka.UseEmbedded() {
+		return nil
+	}
+	b, err := kafkabroker.Start(n.cfg.Kafka.Embedded, n.log)
+	if err != nil {
+		return err
+	}
+	n.broker = b
+	n.cfg.Kafka.Brokers = b.Addrs()
+	n.log.Warn("no Kafka brokers configured: started the embedded broker, for trying imledger only",
+		"addrs", b.Addrs())
+	return nil
+}
+
+func (n *node) openRedis(ctx context.Context) error {
+	n.rdb = redis.NewClient(&redis.Options{Addr: n.cfg.Redis.Addr, Password: n.cfg.Redis.Password, DB: n.cfg.Redis.DB})
+	if err := n.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis ping %s: %w", n.cfg.Redis.Addr, err)
+	}
+	return nil
+}
+
+// checks are the dependencies /readyz pings.
+func (n *node) checks() []httpserver.Check {
+	cs := []httpserver.Check{
+		{Name: "postgres", Ping: n.pool.Ping},
+		{Name: "redis", Ping: func(ctx context.Context) error { return n.rdb.Ping(ctx).Err() }},
+		{Name: "kafka", Ping: n.kping.Ping},
+	}
+	if n.mysql != nil {
+		cs = append(cs, httpserver.Check{Name: "mysql", Ping: n.mysql.PingContext})
+	}
+	return cs
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/imledger/imledger/internal/telemetry"
+	"github.com/imledger/imledger/transport/httpserver"
+	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/web"
+	"github.com/imledger/imledger/transport/ws"
+)
+
+// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway and the chat page on
+// one mux, binds the listener and serves in the background.
+func (n *node) startHTTP(ctx context.Context) error {
+	health, err := httpserver.NewOps(httpserver.Config{
+		Checks: n.checks(), Gatherer: n.reg, Logger: n.log.With("component", "readyz"),
+	})
+	if err != nil {
+		return err
+	}
+	n.health = health
+	mux := http.NewServeMux()
+	health.Register(mux)
+	if err := n.mountREST(ctx, mux); err != nil {
+		return err
+	}
+	mux.Handle(ws.Path, n.gateway)
+	mux.Handle("/", web.Handler())
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("http listen on %s: %w", n.cfg.HTTP.Addr, err)
+	}
+	n.ln = ln
+	n.srv = &http.Server{
+		Handler:           telemetry.HTTPMetrics(n.reg)(mux),
+		ReadHeaderTimeout: n.cfg.HTTP.ReadHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case n.errc <- fmt.Errorf("http server: %w", err):
+			default:
+			}
+		}
+	}()
+	n.log.Info("serving HTTP", "addr", ln.Addr().String())
+	return nil
+}
+
+// mountREST mounts the REST API with every handler the node has, and starts the purge of expired
+// Idempotency-Key records. REST sends are published to the fanout after they commit.
+func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
+	idem, err := rest.NewPostgresIdempotency(n.pool, n.log.With("component", "idempotency"))
+	if err != nil {
+		return err
+	}
+	h := n.cfg.HTTP
+	cfg := rest.Config{
+		Version: buildVersion(), MaxBodyBytes: h.MaxBodyBytes, MaxContentBytes: n.cfg.Send.MaxContentBytes,
+		Logger: n.log.With("component", "rest"), DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
+		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
+		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerName: h.LoginPerName, RegisterPerIP: h.RegisterPerIP,
+	}
+	handlers := rest.Handlers{
+		Send: fanoutSender{next: n.send, pub: n.fanout}, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
+		Presence: n.presence, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
+		Idempotency: idem, Redis: n.rdb,
+	}
+	if n.reader != nil {
+		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz
+	}
+	if _, err := rest.New(mux, cfg, handlers); err != nil {
+		return err
+	}
+	n.aux = append(n.aux, n.spawn(ctx, "idempotency purge", func(ctx context.Context) error {
+		return idem.RunPurge(ctx, h.IdempotencyPurgeInterval)
+	}))
+	return nil
+}

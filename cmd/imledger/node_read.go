@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/readmodels/hot"
+	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/readmodels/query"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// startReadSide opens the read models: the tenant database router (provisioning the demo
+// tenant), the MySQL message store, the business store with its Redis caches, the Redis hot
+// messages and the query reader over them. With MySQL disabled there is no read side.
+func (n *node) startReadSide(ctx context.Context) (err error) {
+	if !n.cfg.MySQLEnabled() {
+		n.log.Warn("mysql.server_dsn is empty: no read models, history or projections")
+		return nil
+	}
+	if err := n.openReadModels(); err != nil {
+		return err
+	}
+	if t := n.cfg.DemoTenant(); !t.IsZero() {
+		if err := n.router.Provision(ctx, t); err != nil {
+			return fmt.Errorf("provision the demo tenant: %w", err)
+		}
+		n.log.Info("demo tenant provisioned", "tenant_id", t.String(), "database", n.router.DatabaseName(t))
+	}
+	return nil
+}
+
+// openReadModels builds the stores over MySQL and Redis; it opens no connection yet.
+func (n *node) openReadModels() (err error) {
+	if n.router, err = tenantdb.NewRouter(n.cfg.MySQL); err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	n.msgs = msgstore.NewStore(n.router)
+	bcfg := n.cfg.BusinessConfig()
+	bcfg.Logger = n.log.With("component", "business")
+	if n.biz, err = business.NewStore(n.router, n.rdb, bcfg); err != nil {
+		return fmt.Errorf("business: %w", err)
+	}
+	if n.hot, err = hot.NewStore(n.rdb, n.cfg.HotConfig(), n.biz); err != nil {
+		return fmt.Errorf("hot: %w", err)
+	}
+	n.reader = query.NewReader(n.msgs, n.hot, n.log.With("component", "query"))
+	return nil
+}
+
+// messageProjections are the projections serve runs. The business read model has no projection
+// yet: its tables stay as provisioned until one is added here.
+func (n *node) messageProjections() []projections.Projection {
+	return []projections.Projection{
+		projections.MessagesMySQL(n.msgs, ""),
+		projections.MessagesHot(n.hot, ""),
+	}
+}
+
+// startProjector runs the projectors in the background, unless MySQL is off or projections.run
+// is false.
+func (n *node) startProjector(ctx context.Context) (err error) {
+	if n.router == nil || !n.cfg.Projections.Run {
+		return nil
+	}
+	n.projector, err = projections.NewProjector(n.cfg.ProjectorConfig(),
+		projections.Deps{Postgres: n.pool, Logger: n.log, Registerer: n.reg}, n.messageProjections()...)
+	if err != nil {
+		return err
+	}
+	n.projW = n.spawn(ctx, "projector", n.projector.Run)
+	return nil
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/ws"
+)
+
+// startRealtime starts presence (with its heartbeat), the cross-node fanout over Redis Pub/Sub,
+// the recorder of session events and the WebSocket gateway that delivers through them.
+func (n *node) startRealtime(ctx context.Context) (err error) {
+	if n.presence, err = presence.New(presence.Deps{Redis: n.rdb, Logger: n.log.With("component", "presence"),
+		Registerer: n.reg}, n.cfg.PresenceConfig()); err != nil {
+		return err
+	}
+	n.aux = append(n.aux, n.spawn(ctx, "presence", n.presence.Run))
+	hub := ws.NewHub()
+	if n.fanout, err = fanout.New(fanout.Deps{Redis: n.rdb, Nodes: n.presence, Local: hub,
+		Logger: n.log.With("component", "fanout"), Registerer: n.reg}, n.cfg.FanoutConfig()); err != nil {
+		return err
+	}
+	// Fanout runs until shutdown closes it, not until the process context ends.
+	if err := n.fanout.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	sessions, err := commands.NewSessionRecorder(n.store, n.cfg.SessionsConfig(), n.log.With("component", "sessions"))
+	if err != nil {
+		return err
+	}
+	// Stopped after the gateway closed its sessions, so their session.closed.v1 events are written.
+	n.aux = append(n.aux, n.spawn(ctx, "session recorder", func(ctx context.Context) error {
+		sessions.Run(ctx)
+		return nil
+	}))
+	deps := ws.Deps{
+		Tokens: n.signer, Sender: n.send, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
+		Policy: wsPolicy{read: n.readPolicy(), send: n.policy}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
+	}
+	if n.reader != nil {
+		deps.History = wsHistory{n.reader}
+	}
+	if n.gateway, err = ws.New(deps, n.cfg.WSConfig()); err != nil {
+		return fmt.Errorf("ws: %w", err)
+	}
+	return nil
+}
+
+// readPolicy decides who may read a topic (REST history, unread, member lists; WebSocket sub and
+// get): the parties of a 1:1 topic, and the current members of a group as the send policy's
+// cache of the event store says (at most send_policy.ttl stale on other nodes).
+func (n *node) readPolicy() rest.ReadPolicy {
+	ttl := n.cfg.SendPolicy.TTL
+	if ttl == 0 {
+		ttl = policy.DefaultTTL
+	}
+	return rest.MemberReadPolicy{Members: stateMembers{loader: n.loader, maxAge: ttl}}
+}
