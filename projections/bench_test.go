@@ -67,8 +67,8 @@ func BenchmarkRebuild(b *testing.B) {
 	store := newEventStore(b, h.pool)
 	for i := 0; i < b.N; i++ {
 		res, err := projections.BenchRebuild(benchCtx(b), projections.BenchRebuildOptions{
-			Deps:   projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
-			Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0), Out: benchOut(b)})
+			Deps:     projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
+			Postgres: h.pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0), Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)
 		}
