@@ -127,6 +127,30 @@ func (f *Fanout) Publish(m *Message) {
 	}
 }
 
+// PublishControl delivers a KindControl message like Publish, except that a full queue makes it
+// wait for room, until ctx ends or PublishTimeout passes, instead of dropping the message: a
+// lost removal would leave a removed user subscribed on other nodes. It keeps Publish's order
+// within the topic. It fails when the wait ended, or the Fanout is closed; the message was then
+// delivered on this node only.
+func (f *Fanout) PublishControl(ctx context.Context, m *Message) error {
+	f.local.Deliver(m)
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+	defer cancel()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		f.metrics.dropped.WithLabelValues("closed").Inc()
+		return errors.New("fanout: closed")
+	}
+	select {
+	case f.queues[f.shard(m)] <- m:
+		return nil
+	case <-ctx.Done():
+		f.metrics.dropped.WithLabelValues("queue_full").Inc()
+		return fmt.Errorf("fanout: queue full: %w", ctx.Err())
+	}
+}
+
 func (f *Fanout) shard(m *Message) int {
 	h := fnv.New32a()
 	h.Write([]byte(m.Tenant.String()))

@@ -21,6 +21,23 @@ const (
 	KindInfo Kind = "info"
 	// KindPres is a presence change in a topic ("on", "off") of user From.
 	KindPres Kind = "pres"
+	// KindControl is a committed change of a topic's members or settings (a removal, a role, a
+	// block): every session of the topic hears What about user Src, and the subscriptions Drop
+	// names end on every node that receives it. Nodes that do not know the kind ignore it.
+	KindControl Kind = "control"
+)
+
+// Drop names the subscriptions a KindControl message ends.
+type Drop string
+
+// The scopes of a KindControl message.
+const (
+	// DropNone ends no subscription: the message is a notice.
+	DropNone Drop = ""
+	// DropUser ends the subscriptions of every session of user Src to the topic.
+	DropUser Drop = "user"
+	// DropAll ends every subscription to the topic.
+	DropAll Drop = "all"
 )
 
 // Message is what travels to a topic's online sessions. Receivers must not modify it: one value
@@ -38,8 +55,14 @@ type Message struct {
 	TS        time.Time      `json:"ts"`
 	// Content is the message content exactly as the sender sent it (bytes, not re-encoded).
 	Content json.RawMessage `json:"-"`
-	// What is the note ("kp", "read", "recv") or presence change ("on", "off").
+	// What is the note ("kp", "read", "recv"), presence change ("on", "off") or control change
+	// ("removed", "role", ...).
 	What string `json:"what,omitempty"`
+	// Src is the user a KindControl change concerns (the removed member, the blocked peer); 0
+	// when it concerns the topic itself. From is who made the change, 0 when unknown.
+	Src domain.UserID `json:"src,omitempty"`
+	// Drop is whose subscriptions a KindControl message ends.
+	Drop Drop `json:"drop,omitempty"`
 	// SkipSession, when set, names the session the message came from; it does not receive it.
 	SkipSession string `json:"skip_session,omitempty"`
 }
