@@ -71,7 +71,7 @@ func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, consumerGroup
 	if err != nil {
 		return 0, err
 	}
-	if err := applyOps(ctx, tx, tables, fresh); err != nil {
+	if err := applyOps(ctx, tx, tables, fresh, insertMessages); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -164,14 +164,15 @@ func processedAmong(ctx context.Context, tx *sql.Tx, table, group string, ops []
 	return done, nil
 }
 
-// applyOps applies ops in order, gathering runs of consecutive sent events into multi-row writes.
-func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op) error {
+// applyOps applies ops in order, gathering runs of consecutive sent events into multi-row writes
+// of write.
+func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write messageWriter) error {
 	var run []op
 	flush := func() error {
 		if len(run) == 0 {
 			return nil
 		}
-		err := insertSent(ctx, tx, tables, run)
+		err := insertSent(ctx, tx, tables, run, write)
 		run = run[:0]
 		return err
 	}

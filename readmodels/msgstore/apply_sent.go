@@ -36,8 +36,14 @@ type markRow struct {
 	at         time.Time
 }
 
-// insertSent inserts the messages of a run of sent events and moves the read marks they imply.
-func insertSent(ctx context.Context, tx *sql.Tx, tables Tables, run []op) error {
+// messageWriter writes the message rows of ops to table: columns names them, row gives one op's
+// values in that order. A row whose topic and seq (or sender and client message id) already
+// exist must be left as it is.
+type messageWriter func(ctx context.Context, tx *sql.Tx, table, columns string, ops []op, row func(op) []any) error
+
+// insertSent writes the messages of a run of sent events with write and moves the read marks
+// they imply.
+func insertSent(ctx context.Context, tx *sql.Tx, tables Tables, run []op, write messageWriter) error {
 	var group, direct []op
 	marks := map[[2]string]*markRow{}
 	mark := func(u domain.UserID, topic string, seq int64, at time.Time) {
@@ -61,11 +67,15 @@ func insertSent(ctx context.Context, tx *sql.Tx, tables Tables, run []op) error 
 		direct = append(direct, o)
 		mark(receiver(o), o.topic.String(), 0, at)
 	}
-	if err := insertMessages(ctx, tx, tables.GroupMessages, groupColumns, group, groupRow); err != nil {
-		return err
+	if len(group) > 0 {
+		if err := write(ctx, tx, tables.GroupMessages, groupColumns, group, groupRow); err != nil {
+			return err
+		}
 	}
-	if err := insertMessages(ctx, tx, tables.DirectMessages, directColumns, direct, directRow); err != nil {
-		return err
+	if len(direct) > 0 {
+		if err := write(ctx, tx, tables.DirectMessages, directColumns, direct, directRow); err != nil {
+			return err
+		}
 	}
 	rows := make([]markRow, 0, len(marks))
 	for _, m := range marks {

@@ -1,5 +1,6 @@
 // Package msgstore is the MySQL message read model of one tenant: group and 1:1 messages, read
 // marks, delete-for-me rows and the processed event ids that make projection idempotent. Apply is
-// the only write path, shared by the live projector and a rebuild (which writes suffixed copies of
-// the tables and swaps them in atomically); the read functions serve history and unread queries.
+// the write path of the live projector; a rebuild fills suffixed copies of the tables with a
+// BulkLoad (the same rows, without processed ids, secondary indexes added at the end) and swaps
+// them in atomically. The read functions serve history and unread queries.
 package msgstore
