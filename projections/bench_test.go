@@ -68,7 +68,8 @@ func BenchmarkRebuild(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		res, err := projections.BenchRebuild(benchCtx(b), projections.BenchRebuildOptions{
 			Deps:     projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
-			Postgres: h.pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0), Out: benchOut(b)})
+			Postgres: h.pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0),
+			BatchSize: envInt("IM_BENCH_BATCH", 0), Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,8 +16,9 @@ const (
 	GroupMessagesMySQL = "imledger.proj.messages.mysql.v1"
 	// GroupMessagesHot is the consumer group of the messages-hot projection.
 	GroupMessagesHot = "imledger.proj.messages.hot.v1"
-	// GroupRebuildMessagesMySQL is the consumer group name a rebuild of messages-mysql records
-	// in the rebuilt tables' im_processed_events. It never consumes Kafka.
+	// GroupRebuildMessagesMySQL is the consumer group name under which a rebuild of
+	// messages-mysql records the events of its catch-up after the swap in im_processed_events.
+	// It never consumes Kafka; the bulk load before the swap records none.
 	GroupRebuildMessagesMySQL = "imledger.rebuild.messages.mysql.v1"
 )
 

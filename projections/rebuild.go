@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -30,9 +28,11 @@ type TenantDatabases interface {
 	Tenants(ctx context.Context) ([]domain.TenantID, error)
 }
 
-// RebuildStore is what a rebuild needs of readmodels/msgstore.
+// RebuildStore is what a rebuild needs of readmodels/msgstore: StartBulkLoad fills the fresh
+// tables, Apply catches the swapped-in tables up, Checksum compares copies.
 type RebuildStore interface {
 	MessageStore
+	StartBulkLoad(ctx context.Context, tenant domain.TenantID, like, fresh msgstore.Tables) (*msgstore.BulkLoad, error)
 	Checksum(ctx context.Context, tenant domain.TenantID, tables msgstore.Tables) (map[string]msgstore.TopicSummary, error)
 }
 
@@ -79,26 +79,28 @@ type RebuildOptions struct {
 	Tenant domain.TenantID
 	// Progress receives a progress bar (events, events/s) per tenant; nil shows none.
 	Progress io.Writer
-	// BatchSize is how many events are read per page and written per Apply. Default 1000 (the
-	// event store's default read cap).
+	// BatchSize is how many events one write transaction holds (at least one page; pages are
+	// read at up to this size, capped by the event store's Config.MaxRead, and gathered).
+	// Larger transactions cost less per event. Default 5000.
 	BatchSize int
-	// Workers is how many Apply calls run at once; each owns the conversations that hash to it.
-	// Default 4.
+	// Workers is how many write transactions run at once; each owns the conversations that
+	// hash to it. Two let one writer decode its batch while the other's rows load. Default 2.
 	Workers int
 	// Suffix names the fresh tables of a MySQL rebuild. Default "_rebuild".
 	Suffix string
 	// CatchUpWindow is how many positions before the end of the first pass are read again after
 	// the swap, so events that were committed late (position order is not commit order) or
-	// appended during the rebuild reach the new tables. Default 10000.
+	// appended during the rebuild reach the new tables; the events of the window that the first
+	// pass loaded are skipped. Default 10000.
 	CatchUpWindow int64
 }
 
 func (o *RebuildOptions) setDefaults() {
 	if o.BatchSize <= 0 {
-		o.BatchSize = 1000
+		o.BatchSize = 5000
 	}
 	if o.Workers <= 0 {
-		o.Workers = 4
+		o.Workers = 2
 	}
 	if o.Suffix == "" {
 		o.Suffix = "_rebuild"
@@ -134,12 +136,13 @@ func (r RebuildResult) PerSecond() float64 {
 // Rebuild rebuilds a projection's read model from the event store.
 //
 // messages-mysql, per tenant: fresh tables named with Suffix are created like the live ones
-// (leftovers of an interrupted rebuild are dropped first), every message event of the tenant is
-// applied to them in position order with the consumer group GroupRebuildMessagesMySQL, the live
-// projector's processed-event rows are copied over (so it keeps deduplicating redeliveries), the
-// tables are swapped in atomically (msgstore.SwapTables), and the last CatchUpWindow positions
-// are read again into the new live tables. The live projector may keep running; what it wrote to
-// the old tables is re-derived from the store by the catch-up.
+// (leftovers of an interrupted rebuild are dropped first) and every message event of the tenant
+// is bulk-loaded into them in position order (msgstore.BulkLoad: no processed-event rows, the
+// secondary indexes added in one pass at the end), the live projector's processed-event rows are
+// copied over (so it keeps deduplicating redeliveries), the tables are swapped in atomically
+// (msgstore.SwapTables), and the last CatchUpWindow positions are applied again to the new live
+// tables with the consumer group GroupRebuildMessagesMySQL. The live projector may keep running;
+// what it wrote to the old tables is re-derived from the store by the catch-up.
 //
 // messages-hot: every message event of the tenant is applied to Redis again in position order;
 // the hot store is idempotent, so this repairs missing or stale keys and changes nothing else.
@@ -189,8 +192,12 @@ func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o Rebui
 	}
 	live := msgstore.DefaultTables()
 	rebuilt := live.WithSuffix(o.Suffix)
-	applied, last, events, err := r.fillTables(ctx, db, t, rebuilt, o, "rebuild "+t.String())
+	seen := &recentEvents{window: o.CatchUpWindow}
+	bl, applied, last, events, err := r.fillTables(ctx, t, rebuilt, o, "rebuild "+t.String(), seen)
 	if err != nil {
+		return TenantRebuild{}, err
+	}
+	if err := bl.Finish(ctx); err != nil {
 		return TenantRebuild{}, err
 	}
 	copySQL := "INSERT IGNORE INTO `" + rebuilt.Processed + "` (consumer_group, event_id, processed_at)" +
@@ -201,109 +208,46 @@ func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o Rebui
 	if err := msgstore.SwapTables(ctx, db, live, rebuilt); err != nil {
 		return TenantRebuild{}, err
 	}
-	caught, _, _, err := r.applyStore(ctx, t, live, max(0, last-o.CatchUpWindow), o.BatchSize, o.Workers, nil)
+	from := max(0, last-o.CatchUpWindow)
+	loaded := seen.after(from)
+	catchUp := func(ctx context.Context, events []domain.Envelope) (int, error) {
+		missed := events[:0:0]
+		for _, e := range events {
+			if !loaded[e.EventID] {
+				missed = append(missed, e)
+			}
+		}
+		if len(missed) == 0 {
+			return 0, nil
+		}
+		return r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, live, missed)
+	}
+	caught, _, _, err := r.load(ctx, t, from, o, catchUp, nil, nil)
 	if err != nil {
 		return TenantRebuild{}, fmt.Errorf("catch up after swap: %w", err)
 	}
 	return TenantRebuild{Tenant: t, Events: events, Applied: applied + caught, Duration: time.Since(start)}, nil
 }
 
-// fillTables creates fresh tables and applies every message event of t to them. It returns the
-// events applied, the last position read and the events read.
-func (r *Rebuilder) fillTables(ctx context.Context, db *sql.DB, t domain.TenantID, tables msgstore.Tables, o RebuildOptions, label string) (applied, last, read int64, err error) {
-	if err := msgstore.DropTables(ctx, db, tables); err != nil {
-		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
-	}
-	if err := msgstore.CreateTablesLike(ctx, db, msgstore.DefaultTables(), tables); err != nil {
-		return 0, 0, 0, err
+// fillTables bulk-loads every message event of t into fresh tables (msgstore.BulkLoad) and
+// returns the load, unfinished, with the events applied, the last position read and the events
+// read. Events read are added to seen unless it is nil.
+func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables msgstore.Tables, o RebuildOptions, label string, seen *recentEvents) (bl *msgstore.BulkLoad, applied, last, read int64, err error) {
+	bl, err = r.d.Messages.StartBulkLoad(ctx, t, msgstore.DefaultTables(), tables)
+	if err != nil {
+		return nil, 0, 0, 0, err
 	}
 	filter := eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
 	total, err := r.d.Events.Count(ctx, filter)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("count events: %w", err)
+		return nil, 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
 	bar := newBar(o.Progress, total, label)
-	applied, last, read, err = r.applyStore(ctx, t, tables, 0, o.BatchSize, o.Workers, bar)
+	applied, last, read, err = r.load(ctx, t, 0, o, bl.Apply, seen, bar)
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	return applied, last, read, err
-}
-
-// applyStore reads t's message events after position from the store and applies them to
-// tables: the next page is read while the current one is written, and a page is split by
-// conversation over workers concurrent Apply calls, so each conversation's events stay in order.
-func (r *Rebuilder) applyStore(ctx context.Context, t domain.TenantID, tables msgstore.Tables, after int64, batch, workers int, bar *progressbar.ProgressBar) (applied, last, read int64, err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	shards := make([]chan []domain.Envelope, workers)
-	for i := range shards {
-		shards[i] = make(chan []domain.Envelope, 2)
-		wg.Add(1)
-		go func(in <-chan []domain.Envelope) {
-			defer wg.Done()
-			for events := range in {
-				if ctx.Err() != nil {
-					continue
-				}
-				n, err := r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, tables, events)
-				if err != nil {
-					cancel(err)
-					continue
-				}
-				mu.Lock()
-				applied += int64(n)
-				mu.Unlock()
-				if bar != nil {
-					_ = bar.Add(len(events))
-				}
-			}
-		}(shards[i])
-	}
-	last = after
-	readErr := r.readPages(ctx, t, after, batch, func(page []domain.Envelope) error {
-		for i, part := range splitByConversation(page, workers) {
-			if len(part) == 0 {
-				continue
-			}
-			select {
-			case shards[i] <- part:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		}
-		read += int64(len(page))
-		last = page[len(page)-1].Position
-		return nil
-	})
-	for _, c := range shards {
-		close(c)
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return applied, last, read, err
-	}
-	return applied, last, read, readErr
-}
-
-// splitByConversation splits events into n parts by a hash of their conversation key, keeping
-// the order within each part.
-func splitByConversation(events []domain.Envelope, n int) [][]domain.Envelope {
-	if n == 1 {
-		return [][]domain.Envelope{events}
-	}
-	parts := make([][]domain.Envelope, n)
-	for _, e := range events {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(domain.ConversationKey(e.StreamID)))
-		i := int(h.Sum32() % uint32(n))
-		parts[i] = append(parts[i], e)
-	}
-	return parts
+	return bl, applied, last, read, err
 }
 
 func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
@@ -329,47 +273,6 @@ func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o Rebuild
 		_ = bar.Finish()
 	}
 	return TenantRebuild{Tenant: t, Events: read, Applied: read, Duration: time.Since(start)}, err
-}
-
-// readPages reads t's message events after position in pages and hands each page to apply, in
-// order. One page is read ahead while the previous one is applied.
-func (r *Rebuilder) readPages(ctx context.Context, t domain.TenantID, after int64, batch int, apply func([]domain.Envelope) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	filter := eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
-	pages := make(chan []domain.Envelope, 2)
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(pages)
-		pos := after
-		for {
-			page, err := r.d.Events.ReadAll(ctx, filter, pos, batch)
-			if err != nil {
-				readErr <- fmt.Errorf("read events after position %d: %w", pos, err)
-				return
-			}
-			if len(page) == 0 {
-				return
-			}
-			pos = page[len(page)-1].Position
-			select {
-			case pages <- page:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	for page := range pages {
-		if err := apply(page); err != nil {
-			return err
-		}
-	}
-	select {
-	case err := <-readErr:
-		return err
-	default:
-		return ctx.Err()
-	}
 }
 
 // newBar returns a progress bar writing to w, or nil when w is nil.

@@ -2,6 +2,9 @@ package projections_test
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
 
@@ -162,4 +166,97 @@ func TestRebuildAndVerify(t *testing.T) {
 	if strings.Join(names, ",") != "bystander,rebuild" || m.counts(other).GroupMessages != 1 {
 		t.Errorf("rebuild of all tenants: %v, bystander counts %+v", names, m.counts(other))
 	}
+}
+
+// appendingReader is an event store on which new events appear when the rebuild's first pass has
+// read everything, as if they were appended during the rebuild.
+type appendingReader struct {
+	*eventstore.Store
+	t     testing.TB
+	late  []domain.Envelope
+	added bool
+}
+
+func (r *appendingReader) ReadAll(ctx context.Context, f eventstore.Filter, after int64, limit int) ([]domain.Envelope, error) {
+	page, err := r.Store.ReadAll(ctx, f, after, limit)
+	if err == nil && len(page) == 0 && !r.added {
+		r.added = true
+		appendAll(r.t, r.Store, r.late)
+	}
+	return page, err
+}
+
+// TestRebuildCatchesUpAndKeepsTheSchema rebuilds from pages of 7 events in transactions of 20
+// with events appended while the first pass ends: the catch-up applies exactly those, the
+// rebuilt tables carry every index of the migrated ones, and a verification finds no difference.
+func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	tn := m.tenant("catchup")
+	other := m.tenant("untouched")
+	pool := h.pool
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := migrations.UpPostgres(testCtx(t), db); err != nil {
+		t.Fatal(err)
+	}
+	store, err := eventstore.New(pool, eventstore.Config{MaxRead: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var history []domain.Envelope
+	for seq := int64(1); seq <= 40; seq++ {
+		history = append(history, sentEvent(tn, groupTopic(seq%3+1), seq, domain.UserID(seq%4+1), "m"))
+	}
+	history = append(history, recallEvent(tn, groupTopic(2), 1, 2, 1), editEvent(tn, groupTopic(3), 2, 3, 2, "edited"))
+	appendAll(t, store, history)
+	late := []domain.Envelope{sentEvent(tn, groupTopic(1), 41, 1, "late"), recallEvent(tn, groupTopic(1), 41, 1, 1)}
+	reader := &appendingReader{Store: store, t: t, late: late}
+	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: reader, Tenants: m.router, Messages: m.store, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, BatchSize: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := res.Tenants[0]; tr.Events != 42 || tr.Applied != 44 {
+		t.Errorf("rebuild read %d and applied %d events, want 42 and 44 (2 in the catch-up)", tr.Events, tr.Applied)
+	}
+	msgs := m.page(tn, groupTopic(1))
+	if len(msgs) != 14 || msgs[13].Seq != 41 || msgs[13].Status != readmodels.StatusRecalled {
+		t.Fatalf("grp1 after the catch-up: %d messages, last %+v", len(msgs), msgs[len(msgs)-1])
+	}
+	tdb, err := m.router.DB(testCtx(t), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded int
+	if err := tdb.QueryRowContext(testCtx(t), "SELECT COUNT(*) FROM im_processed_events WHERE consumer_group = ?", projections.GroupRebuildMessagesMySQL).Scan(&recorded); err != nil || recorded != 2 {
+		t.Errorf("processed rows of the catch-up = %d, %v; want the 2 late events only", recorded, err)
+	}
+	odb, err := m.router.DB(testCtx(t), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"im_group_messages", "im_messages", "im_read_marks", "im_message_deletions", "im_processed_events"} {
+		if got, want := tableDDL(t, tdb, table), tableDDL(t, odb, table); got != want {
+			t.Errorf("rebuilt %s:\n%s\nmigrated:\n%s", table, got, want)
+		}
+	}
+	v, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn, BatchSize: 20})
+	if err != nil || !v.OK() || v.Events != 44 {
+		t.Fatalf("verify after rebuild: %+v, %v", v, err)
+	}
+}
+
+// tableDDL is SHOW CREATE TABLE without the AUTO_INCREMENT counter.
+func tableDDL(t testing.TB, db *sql.DB, table string) string {
+	t.Helper()
+	var name, ddl string
+	if err := db.QueryRowContext(testCtx(t), "SHOW CREATE TABLE `"+table+"`").Scan(&name, &ddl); err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(` AUTO_INCREMENT=\d+`).ReplaceAllString(ddl, "")
 }
