@@ -46,7 +46,7 @@ type Message struct {
 	Kind   Kind            `json:"kind"`
 	Tenant domain.TenantID `json:"tenant"`
 	Topic  domain.Topic    `json:"topic"`
-	From   domain.UserID   `json:"from"`
+	From   domain.UserID   `json:"from,omitempty"` // 0 only in a control message of an unknown actor
 	// Data fields.
 	Seq       int64          `json:"seq,omitempty,string"`
 	MessageID string         `json:"message_id,omitempty"`

@@ -32,6 +32,8 @@ func TestDataEncodingIsStable(t *testing.T) {
 		{&Message{Kind: KindControl, Tenant: tenant, Topic: grp, From: 1, Src: 42, What: "removed", Drop: DropUser, TS: ts},
 			`{"kind":"control","tenant":"acme","topic":"grp7","from":"1","ts":"2026-11-29T07:55:43.667Z","what":"removed",` +
 				`"src":"42","drop":"user"}` + "\n"},
+		{&Message{Kind: KindControl, Tenant: tenant, Topic: grp, What: "dissolved", Drop: DropAll, TS: ts},
+			`{"kind":"control","tenant":"acme","topic":"grp7","ts":"2026-11-29T07:55:43.667Z","what":"dissolved","drop":"all"}` + "\n"},
 	}
 	for _, c := range cases {
 		b, err := encode(c.m)
@@ -45,7 +47,7 @@ func TestDataEncodingIsStable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if back.Src != c.m.Src || back.Drop != c.m.Drop || back.What != c.m.What || back.Seq != c.m.Seq {
+		if back.From != c.m.From || back.Src != c.m.Src || back.Drop != c.m.Drop || back.What != c.m.What || back.Seq != c.m.Seq {
 			t.Errorf("%s decodes as %+v", c.m.Kind, back)
 		}
 	}
