@@ -42,7 +42,9 @@ func ensureDatabase(ctx context.Context, url string) (bool, error) {
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: created concurrently
+	// Created concurrently: duplicate_database, or a unique violation of pg_database's name index
+	// when both CREATE DATABASE statements passed the existence check.
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
 		return false, nil
 	}
 	if err != nil {

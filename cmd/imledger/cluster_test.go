@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/imledger/imledger/internal/testenv"
+)
+
+// TestTwoNodesFormACluster runs two serve processes (node-a, node-b) over one PostgreSQL
+// database, one Redis key prefix, one MySQL database template and one Kafka broker. Users on
+// either node share a group: each session gets every message of the other node's user, WebSocket
+// and REST sends alike, exactly once and in seq order; presence is visible across nodes; a client
+// that was away catches up through get; the MySQL read model matches a rebuild from the event
+// store; and the operator commands work against the same deployment.
+func TestTwoNodesFormACluster(t *testing.T) {
+	t.Parallel()
+	env := newServeEnv(t, testenv.Kafka(t), true)
+	var a, b *served
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a = env.start(t, "node-a") }()
+	go func() { defer wg.Done(); b = env.start(t, "node-b") }()
+	wg.Wait()
+	if a == nil || b == nil {
+		t.FailNow()
+	}
+
+	alice := signUp(t, a.base, "alice")
+	bob := signUp(t, b.base, "bob")
+	gid := createGroup(t, a.base, alice, "cluster")
+	joinGroup(t, b.base, bob, gid)
+	topic := "grp" + gid
+
+	ca := dialWS(t, a.base, alice, "alice@a")
+	cb := dialWS(t, b.base, bob, "bob@b")
+	ca.sub(topic)
+	cb.sub(topic)
+	waitPresence(t, b.base, bob, alice.id, true)
+
+	// Both publish at once over WebSocket; then bob sends over REST on node B.
+	const perClient = 30
+	var aliceSeqs, bobSeqs []int64
+	wg.Add(2)
+	go func() { defer wg.Done(); aliceSeqs = ca.publish(topic, "a", perClient) }()
+	go func() { defer wg.Done(); bobSeqs = cb.publish(topic, "b", perClient) }()
+	wg.Wait()
+	for k := range 5 {
+		r := sendREST(t, b.base, bob, topic, fmt.Sprintf("rest-%d", k), fmt.Sprintf(`{"text":"rest %d"}`, k))
+		if r.status != http.StatusCreated {
+			t.Fatalf("REST send %d: %d %s", k, r.status, r.raw)
+		}
+		bobSeqs = append(bobSeqs, seqOf(t, r))
+	}
+	total := len(aliceSeqs) + len(bobSeqs)
+	for _, c := range []*wsClient{ca, cb} {
+		c.waitFor("every message", func([]wsFrame) bool { return len(c.data()) >= total })
+	}
+	time.Sleep(200 * time.Millisecond) // room for a duplicate to show up
+	checkSession(t, ca, alice.id, bobSeqs, total)
+	checkSession(t, cb, bob.id, aliceSeqs, total)
+
+	// Bob goes away, misses 100 messages, comes back and catches up after his last seq.
+	bobLast := slices.Max(append(slices.Clone(aliceSeqs), bobSeqs...))
+	cb.close()
+	waitPresence(t, a.base, alice, bob.id, false)
+	missed := ca.publish(topic, "away", 100)
+	back := dialWS(t, b.base, bob, "bob@b again")
+	catchUp(t, back, topic, bobLast, missed)
+
+	total += len(missed)
+	waitProjected(t, env, topic, total)
+	out, errOut, err := runCLI(t, "replay", "--projection", "messages-mysql", "--tenant", "demo", "--verify", "--config", a.file)
+	if err != nil || !strings.Contains(out, "topics match a rebuild") || strings.Contains(out, "differ") {
+		t.Fatalf("replay --verify: %v\n%s\n%s", err, out, errOut)
+	}
+	checkOperatorCommands(t, env, a)
+}
+
+// seqOf returns the seq of a send answer.
+func seqOf(t *testing.T, a answer) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(fmt.Sprint(a.Data["seq"]), &n); err != nil {
+		t.Fatalf("send answer without a seq: %s", a.raw)
+	}
+	return n
+}
+
+// checkSession checks the data frames of one session: total messages, every seq once, and the
+// other user's messages exactly others, in seq order.
+func checkSession(t *testing.T, c *wsClient, self string, others []int64, total int) {
+	t.Helper()
+	data := c.data()
+	seen := map[int64]bool{}
+	var fromOthers []int64
+	for _, d := range data {
+		if seen[d.seq()] {
+			t.Errorf("%s: seq %d delivered twice", c.name, d.seq())
+		}
+		seen[d.seq()] = true
+		if d.From != self {
+			fromOthers = append(fromOthers, d.seq())
+		}
+	}
+	if len(data) != total {
+		t.Errorf("%s: %d data frames, want %d", c.name, len(data), total)
+	}
+	if !slices.Equal(fromOthers, others) {
+		t.Errorf("%s: the other user's messages arrived as seqs %v, want %v in this order", c.name, fromOthers, others)
+	}
+}
+
+// waitPresence polls, as u through base, until user's presence is online (or offline).
+func waitPresence(t *testing.T, base string, u user, of string, online bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := call(t, http.MethodGet, base+"/v1/im/users/"+of+"/presence", u.token, "", "")
+		if r.status == http.StatusOK && r.Data["online"] == online {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("presence of %s seen from %s: %d %s, want online=%v", of, base, r.status, r.raw, online)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// catchUp pages through get after last until every missed seq arrived, polling while the
+// projectors catch up; every seq must come exactly once.
+func catchUp(t *testing.T, c *wsClient, topic string, last int64, missed []int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for try := 0; ; try++ {
+		var got []int64
+		after := last
+		for page := 0; ; page++ {
+			data, r := c.history(fmt.Sprintf("get-%d-%d", try, page), topic, after, 100)
+			if r.Code != 200 {
+				t.Fatalf("get: %+v", r)
+			}
+			for _, d := range data {
+				got = append(got, d.seq())
+				after = d.seq()
+			}
+			if r.Params["has_more"] != true || len(data) == 0 {
+				break
+			}
+		}
+		if slices.Equal(got, missed) {
+			return
+		}
+		if len(got) > len(missed) || time.Now().After(deadline) {
+			t.Fatalf("get after seq %d returned %d seqs %v, want the %d missed %v", last, len(got), got, len(missed), missed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitProjected waits until the demo tenant's MySQL table holds want messages of topic.
+func waitProjected(t *testing.T, env *serveEnv, topic string, want int) {
+	t.Helper()
+	db, err := sql.Open("mysql", testenv.MySQLDSN+env.template+"_demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := db.QueryRow("SELECT count(*) FROM im_group_messages WHERE topic = ?", topic).Scan(&n)
+		if err == nil && n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MySQL holds %d messages of %s (%v), want %d", n, topic, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkOperatorCommands provisions a tenant with `tenant create`, issues a token for it with
+// `token issue`, uses both against node a, and lists the (absent) dead letters.
+func checkOperatorCommands(t *testing.T, env *serveEnv, a *served) {
+	t.Helper()
+	out, errOut, err := runCLI(t, "tenant", "create", "acme", "--config", a.file)
+	if err != nil || !strings.Contains(out, "database: "+env.template+"_acme\n") {
+		t.Fatalf("tenant create: %v\n%s\n%s", err, out, errOut)
+	}
+	_, key, _ := strings.Cut(out, "api_key: ")
+	key = strings.TrimSpace(key)
+	token, errOut, err := runCLI(t, "token", "issue", "--tenant", "acme", "--user", "7", "--ttl", "5m", "--config", a.file)
+	if err != nil {
+		t.Fatalf("token issue: %v\n%s", err, errOut)
+	}
+	// Nothing was dead-lettered along the way.
+	if out, errOut, err := runCLI(t, "deadletter", "list", "--status", "all", "--config", a.file); err != nil ||
+		!strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 1 {
+		t.Errorf("deadletter list: %v\n%s\n%s", err, out, errOut)
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, a.base+"/v1/im/unread", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
+	for _, k := range []struct {
+		key  string
+		want int
+	}{{key, http.StatusOK}, {"imk_" + strings.Repeat("A", 43), http.StatusUnauthorized}} {
+		req.Header.Set("X-IM-API-Key", k.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != k.want {
+			t.Errorf("GET /v1/im/unread as acme/7 with API key %.8s…: %d, want %d", k.key, resp.StatusCode, k.want)
+		}
+	}
+}

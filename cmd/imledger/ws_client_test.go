@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/imledger/imledger/transport/ws"
+)
+
+// wsFrame is one server frame; exactly one field is set.
+type wsFrame struct {
+	Ctrl *wsCtrl `json:"ctrl"`
+	Data *wsData `json:"data"`
+	Pres *struct {
+		Topic string `json:"topic"`
+		What  string `json:"what"`
+	} `json:"pres"`
+}
+
+type wsCtrl struct {
+	ID     string         `json:"id"`
+	Code   int            `json:"code"`
+	Text   string         `json:"text"`
+	Reason string         `json:"reason"`
+	Params map[string]any `json:"params"`
+}
+
+type wsData struct {
+	Topic     string          `json:"topic"`
+	Seq       string          `json:"seq"`
+	From      string          `json:"from"`
+	MessageID string          `json:"message_id"`
+	Content   json.RawMessage `json:"content"`
+}
+
+// seq is the frame's seq as a number.
+func (d *wsData) seq() int64 {
+	n, _ := strconv.ParseInt(d.Seq, 10, 64)
+	return n
+}
+
+// wsClient is a WebSocket client of the gateway that records every frame it receives.
+type wsClient struct {
+	t    *testing.T
+	name string
+	conn *websocket.Conn
+
+	mu     sync.Mutex
+	frames []wsFrame
+	closed bool
+}
+
+// dialWS connects to the gateway of base and logs in with u's token.
+func dialWS(t *testing.T, base string, u user, name string) *wsClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws://"+strings.TrimPrefix(base, "http://")+ws.Path, nil)
+	if err != nil {
+		t.Fatalf("%s: dial: %v", name, err)
+	}
+	conn.SetReadLimit(1 << 20)
+	c := &wsClient{t: t, name: name, conn: conn}
+	go c.read()
+	t.Cleanup(c.close)
+	c.write(`{"hi":{"id":"hi","ver":"1","ua":"imledger-test"}}`)
+	c.write(fmt.Sprintf(`{"login":{"id":"login","token":%q}}`, u.token))
+	if r := c.ctrl("login"); r.Code != 200 {
+		t.Fatalf("%s: login: %+v", name, r)
+	}
+	return c
+}
+
+func (c *wsClient) read() {
+	for {
+		_, b, err := c.conn.Read(context.Background())
+		if err != nil {
+			return
+		}
+		var f wsFrame
+		if json.Unmarshal(b, &f) == nil {
+			c.mu.Lock()
+			c.frames = append(c.frames, f)
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *wsClient) write(frame string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.conn.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+		c.t.Fatalf("%s: write: %v", c.name, err)
+	}
+}
+
+// close closes the connection normally; closing twice is harmless.
+func (c *wsClient) close() {
+	c.mu.Lock()
+	closed := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if !closed {
+		_ = c.conn.Close(websocket.StatusNormalClosure, "bye")
+	}
+}
+
+// waitFor polls until cond holds on the frames received so far, or fails after 30 s.
+func (c *wsClient) waitFor(what string, cond func([]wsFrame) bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		frames := c.frames[:len(c.frames):len(c.frames)]
+		c.mu.Unlock()
+		if cond(frames) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: never got %s", c.name, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ctrl waits for the ctrl frame answering id.
+func (c *wsClient) ctrl(id string) wsCtrl {
+	c.t.Helper()
+	var got wsCtrl
+	c.waitFor("the answer to "+id, func(fs []wsFrame) bool {
+		for _, f := range fs {
+			if f.Ctrl != nil && f.Ctrl.ID == id {
+				got = *f.Ctrl
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// sub subscribes to topic.
+func (c *wsClient) sub(topic string) {
+	c.t.Helper()
+	c.write(fmt.Sprintf(`{"sub":{"id":"sub-%s","topic":%q}}`, topic, topic))
+	if r := c.ctrl("sub-" + topic); r.Code != 200 {
+		c.t.Fatalf("%s: sub %s: %+v", c.name, topic, r)
+	}
+}
+
+// data returns the data frames received so far.
+func (c *wsClient) data() []wsData {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []wsData
+	for _, f := range c.frames {
+		if f.Data != nil {
+			out = append(out, *f.Data)
+		}
+	}
+	return out
+}
+
+// publish sends count messages to topic without waiting, then waits for every ack and returns
+// the acked seqs in order. Frame ids and client_msg_ids are prefix-<k>.
+func (c *wsClient) publish(topic, prefix string, count int) []int64 {
+	c.t.Helper()
+	for k := range count {
+		c.write(fmt.Sprintf(`{"pub":{"id":"%s-%d","topic":%q,"client_msg_id":"%s-%d","content":{"text":"%s %d"}}}`,
+			prefix, k, topic, prefix, k, c.name, k))
+	}
+	seqs := make([]int64, count)
+	for k := range count {
+		r := c.ctrl(fmt.Sprintf("%s-%d", prefix, k))
+		s, _ := r.Params["seq"].(string)
+		if r.Code != 202 || s == "" {
+			c.t.Fatalf("%s: ack of %s-%d: %+v", c.name, prefix, k, r)
+		}
+		seqs[k], _ = strconv.ParseInt(s, 10, 64)
+	}
+	return seqs
+}
+
+// history sends get after afterSeq and returns the page's data frames and its ctrl. Frames that
+// arrive meanwhile from subscriptions are not told apart: use it on a connection without any.
+func (c *wsClient) history(id, topic string, afterSeq int64, limit int) ([]wsData, wsCtrl) {
+	c.t.Helper()
+	c.mu.Lock()
+	c.frames = nil
+	c.mu.Unlock()
+	c.write(fmt.Sprintf(`{"get":{"id":%q,"topic":%q,"after_seq":"%d","limit":%d}}`, id, topic, afterSeq, limit))
+	r := c.ctrl(id)
+	return c.data(), r
+}
