@@ -17,6 +17,7 @@ var frameTypes = map[string]bool{"hi": true, "login": true, "sub": true, "leave"
 // handle decodes one client message and dispatches it. A message must be a JSON object with
 // exactly one key, the frame type.
 func (s *session) handle(ctx context.Context, payload []byte) {
+	s.applyDrops(ctx)
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &env); err != nil || len(env) != 1 {
 		s.refuse(errCtrl("", http.StatusBadRequest, ReasonBadFrame, "a frame is a JSON object with exactly one key"))

@@ -11,7 +11,7 @@ import (
 // which tenant. It implements fanout.Deliverer. It is safe for concurrent use.
 type Hub struct {
 	mu     sync.RWMutex
-	topics map[hubKey]map[*session]struct{}
+	topics map[hubKey]map[*session]domain.UserID // each session with its user
 }
 
 // hubKey names a topic of a tenant; tenants never share topics (seed 004 §5.2).
@@ -23,17 +23,17 @@ type hubKey struct {
 var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
-func NewHub() *Hub { return &Hub{topics: map[hubKey]map[*session]struct{}{}} }
+func NewHub() *Hub { return &Hub{topics: map[hubKey]map[*session]domain.UserID{}} }
 
 func (h *Hub) join(k hubKey, s *session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	set := h.topics[k]
 	if set == nil {
-		set = map[*session]struct{}{}
+		set = map[*session]domain.UserID{}
 		h.topics[k] = set
 	}
-	set[s] = struct{}{}
+	set[s] = s.user
 }
 
 func (h *Hub) leave(k hubKey, s *session) {
@@ -54,8 +54,13 @@ func (h *Hub) Subscribers(tenant domain.TenantID, topic domain.Topic) int {
 }
 
 // Deliver queues m, as one encoded frame, to every local session subscribed to its topic except
-// m.SkipSession. It never blocks: a session whose queue is full is disconnected instead.
+// m.SkipSession. It never blocks: a session whose queue is full is disconnected instead. A
+// fanout.KindControl message also ends the subscriptions it names (see control).
 func (h *Hub) Deliver(m *fanout.Message) {
+	if m.Kind == fanout.KindControl {
+		h.control(m)
+		return
+	}
 	frame := encodeMessage(m)
 	if frame == nil {
 		return

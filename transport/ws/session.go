@@ -60,6 +60,8 @@ type session struct {
 	cause      atomic.Pointer[closeCause]
 	closing    atomic.Bool // a close frame is queued
 	writerDone chan struct{}
+	life       context.Context // the connection's, set before the first subscription
+	drops      dropSet         // subscriptions the hub ended, for the reader to forget
 
 	// reader state
 	ua      string
@@ -132,6 +134,7 @@ func (s *session) goAway() {
 
 // run serves the connection until it ends, then cleans up.
 func (s *session) run(ctx context.Context) {
+	s.life = ctx
 	go s.writeLoop()
 	cause := s.readLoop(ctx)
 	s.closeWith(cause)
@@ -304,6 +307,7 @@ func (s *session) touch(ctx context.Context) {
 func (s *session) cleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.g.cfg.RequestTimeout)
 	defer cancel()
+	s.forgetDrops()
 	for _, t := range s.topics {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
 		s.publishPres(t, "off")

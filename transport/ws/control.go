@@ -1,0 +1,171 @@
+package ws
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/fanout"
+)
+
+// changeFrame is the info frame of a committed change: what changed in the topic, the user it
+// concerns (src) and who made it (from), each omitted when there is none or it is unknown.
+type changeFrame struct {
+	Topic string `json:"topic"`
+	What  string `json:"what"`
+	Src   string `json:"src,omitempty"`
+	From  string `json:"from,omitempty"`
+}
+
+func encodeChange(m *fanout.Message) []byte {
+	f := changeFrame{Topic: m.Topic.String(), What: m.What}
+	if m.Src != 0 {
+		f.Src = m.Src.String()
+	}
+	if m.From != 0 {
+		f.From = m.From.String()
+	}
+	b, _ := json.Marshal(map[string]changeFrame{"info": f})
+	return b
+}
+
+// control applies a fanout.KindControl message on this node: every session subscribed to the
+// topic is queued its info frame, and the sessions m.Drop names are taken out of the topic. One
+// write lock covers both, so a message delivered after control returns never reaches a dropped
+// session, and the dropped session's info frame is the last frame of the topic it gets. The
+// dropped subscriptions leave presence in the background and the session's own topic list at
+// its next frame, so a new sub goes through the Policy again.
+func (h *Hub) control(m *fanout.Message) {
+	frame := encodeChange(m)
+	k := hubKey{m.Tenant, m.Topic.String()}
+	var dropped []*session
+	h.mu.Lock()
+	set := h.topics[k]
+	for s, user := range set {
+		s.send(frame)
+		if m.Drop == fanout.DropAll || (m.Drop == fanout.DropUser && user == m.Src) {
+			delete(set, s)
+			s.drops.add(m.Topic)
+			dropped = append(dropped, s)
+		}
+	}
+	if len(set) == 0 {
+		delete(h.topics, k)
+	}
+	h.mu.Unlock()
+	for _, s := range dropped {
+		if s.pres != nil && s.life != nil {
+			go s.leavePresence(m.Tenant, m.Topic)
+		}
+	}
+}
+
+// PublishControl delivers a control message on this node only; it makes a Hub a
+// ControlPublisher for a single node.
+func (h *Hub) PublishControl(_ context.Context, m *fanout.Message) error {
+	h.Deliver(m)
+	return nil
+}
+
+// dropSet holds the topics the hub took a session out of that the session's reader has not yet
+// forgotten. The hub adds to it under its own lock, so mu is only ever held briefly; leaveMu
+// orders the presence leaves of the background and the reader and is held across Redis calls.
+type dropSet struct {
+	pending atomic.Bool // topics is not empty: lets the reader skip the locks on every frame
+	leaveMu sync.Mutex
+	mu      sync.Mutex
+	topics  map[string]*drop
+}
+
+// drop is one ended subscription.
+type drop struct {
+	topic domain.Topic
+	left  bool // presence already left; guarded by dropSet.mu
+}
+
+func (d *dropSet) add(t domain.Topic) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.topics == nil {
+		d.topics = map[string]*drop{}
+	}
+	d.topics[t.String()] = &drop{topic: t}
+	d.pending.Store(true)
+}
+
+// take returns the pending drops and forgets them.
+func (d *dropSet) take() map[string]*drop {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.topics
+	d.topics = nil
+	d.pending.Store(false)
+	return out
+}
+
+// needsLeave reports whether the pending drop of t still has to leave presence.
+func (d *dropSet) needsLeave(t domain.Topic) (*drop, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.topics[t.String()]
+	return p, p != nil && !p.left
+}
+
+func (d *dropSet) markLeft(p *drop) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p.left = true
+}
+
+// leavePresence removes a dropped topic from the session's presence, unless the reader already
+// forgot the drop (and left presence itself). A later sub of the topic joins presence only after
+// this leave: the reader applies drops, under the same leaveMu, before it handles the sub.
+func (s *session) leavePresence(tenant domain.TenantID, t domain.Topic) {
+	s.drops.leaveMu.Lock()
+	defer s.drops.leaveMu.Unlock()
+	d, need := s.drops.needsLeave(t)
+	if !need {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.life, s.g.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.pres.Leave(ctx, t); err != nil {
+		// The reader tries again at the session's next frame.
+		s.g.log.WarnContext(ctx, "ws: presence leave of a dropped topic failed", "tenant_id", tenant.String(),
+			"topic", t.String(), "err", err)
+		return
+	}
+	s.drops.markLeft(d)
+}
+
+// applyDrops makes the reader forget the subscriptions the hub ended, leaving presence for those
+// the background leave has not done. The reader calls it before every frame.
+func (s *session) applyDrops(ctx context.Context) {
+	if !s.drops.pending.Load() {
+		return
+	}
+	s.drops.leaveMu.Lock()
+	defer s.drops.leaveMu.Unlock()
+	for name, d := range s.drops.take() {
+		delete(s.topics, name)
+		if d.left || s.pres == nil {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
+		if err := s.pres.Leave(lctx, d.topic); err != nil {
+			s.g.log.WarnContext(ctx, "ws: presence leave of a dropped topic failed", "tenant_id", s.tenant.String(),
+				"topic", name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// forgetDrops makes a closing session forget the subscriptions the hub ended, so its cleanup
+// does not announce "off" in topics it was taken out of. Presence is left by the logout.
+func (s *session) forgetDrops() {
+	for name := range s.drops.take() {
+		delete(s.topics, name)
+	}
+}
