@@ -8,7 +8,8 @@
 // 64-bit ids are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
 // frames: ctrl (the answer to a frame with an id, echoing it; code and a stable reason on
 // errors), data (a message; content exactly as its sender sent it), pres (a user came "on" or
-// went "off" in a topic), info (a note: typing "kp", a "read" or "recv" receipt).
+// went "off" in a topic), info (a note: typing "kp", a "read" or "recv" receipt; or a change of
+// the topic, see Changes).
 //
 // A session, frame by frame (> client, < server; tokens and ids shortened):
 //
@@ -47,6 +48,33 @@
 // the same client_msg_id is acked with the first seq and "duplicate":true and not delivered
 // again. History pages come from the read models, which store content as JSON values: a get may
 // return content re-serialized (key order, spacing), the realtime data frame never does.
+//
+// # Changes
+//
+// When a group, membership or relation command commits, every session subscribed to the topic it
+// concerns, on every node, gets an info frame naming the change: src is the user it concerns and
+// from the user who made it, each present when there is one and it is known.
+//
+//	< {"info":{"topic":"grp7","what":"removed","src":"43"}}
+//	< {"info":{"topic":"grp7","what":"role","src":"44"}}
+//	< {"info":{"topic":"grp7","what":"dissolved"}}
+//	< {"info":{"topic":"p2p5_6","what":"blocked","src":"6","from":"5"}}
+//
+// what is, in a group topic: profile, settings, announcement, owner (then role frames follow),
+// dissolved; and about member src: invited, join_requested, join_rejected, joined, left, removed
+// (with or without a ban), unbanned, role, mute, unmute. In a 1:1 topic, about what user from did
+// to src: friend_requested, friend_accepted, friend_declined, friend_removed, blocked, unblocked.
+// Clients refresh what the change is about (member list, roles, settings) from REST.
+//
+// Some changes end subscriptions at once, server-side, with no ctrl: left and removed end every
+// subscription of user src to the group topic, dissolved every subscription to it, and blocked
+// ends src's subscriptions to the 1:1 topic (the blocker's stay). That info frame is the last
+// frame of the topic the dropped session gets; the other members get the same frame, which tells
+// them src is gone (no "off" pres follows). A leave of the dropped topic is answered 200; what
+// else the user may do is the Policy's to say: with the membership policy of imledger serve, a
+// member who left or was removed is refused sub, get and pub (403 not_member), and a blocked user
+// is refused pub to the blocker (403 blocked). A user's profile change belongs to no topic and
+// is not pushed.
 //
 // # Delivery and recovery
 //
