@@ -170,6 +170,7 @@ type nodeOpts struct {
 	logger      *slog.Logger                    // default: discard
 	mux         func(http.Handler) http.Handler // optional wrapper
 	sessions    ws.SessionRecorder              // optional
+	policy      ws.Policy                       // default: ws.DefaultPolicy
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -197,7 +198,8 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	}
 	t.Cleanup(func() { _ = n.fan.Close() })
 	deps := ws.Deps{Tokens: c.tokens, Sender: c.send, Marks: c.marks, History: storeHistory{c.store},
-		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions}
+		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions,
+		Policy: o.policy}
 	if o.sender != nil {
 		deps.Sender = o.sender
 	}
@@ -269,7 +271,7 @@ type (
 		Content   json.RawMessage `json:"content"`
 	}
 	presFrame   struct{ Topic, What, Src string }
-	infoFrame   struct{ Topic, From, What, Seq string }
+	infoFrame   struct{ Topic, From, What, Seq, Src string }
 	serverFrame struct {
 		Ctrl *ctrlFrame `json:"ctrl"`
 		Data *dataFrame `json:"data"`
