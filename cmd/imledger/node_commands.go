@@ -34,6 +34,7 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 	n.aux = append(n.aux, n.spawn(ctx, "send policy", n.policy.Run))
 	if n.groups, err = group.New(group.Deps{Store: n.store,
 		Invalidator: policy.Broadcaster{Local: n.policy, Remote: inval, Logger: n.log.With("component", "groups")},
+		Notifier:    &realtimeNotifier{n: n},
 	}, n.cfg.Groups); err != nil {
 		return err
 	}
