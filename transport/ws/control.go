@@ -3,6 +3,7 @@ package ws
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -54,12 +55,53 @@ func (h *Hub) control(m *fanout.Message) {
 	if len(set) == 0 {
 		delete(h.topics, k)
 	}
+	if m.Drop != fanout.DropNone {
+		h.drops.Add(1)
+	}
 	h.mu.Unlock()
 	for _, s := range dropped {
 		if s.pres != nil && s.life != nil {
 			go s.leavePresence(m.Tenant, m.Topic)
 		}
 	}
+}
+
+// joinUnless subscribes s to k unless a control message ended subscriptions since the hub's
+// drop count was epoch.
+func (h *Hub) joinUnless(k hubKey, s *session, epoch uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.drops.Load() != epoch {
+		return false
+	}
+	set := h.topics[k]
+	if set == nil {
+		set = map[*session]domain.UserID{}
+		h.topics[k] = set
+	}
+	set[s] = s.user
+	return true
+}
+
+// maxAdmitAttempts bounds how often admit asks the Policy again.
+const maxAdmitAttempts = 3
+
+// admit asks the Policy whether the session may subscribe to t and joins the hub's topic if so.
+// A control message that ends subscriptions while the Policy is being asked may concern this
+// very user, and the answer may predate it: admit then asks again, so a sub racing a removal
+// never outlives it. After maxAdmitAttempts such races it fails with domain.ErrConcurrency.
+func (s *session) admit(ctx context.Context, t domain.Topic) error {
+	hub := s.g.deps.Hub
+	for range maxAdmitAttempts {
+		epoch := hub.drops.Load()
+		if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
+			return err
+		}
+		if hub.joinUnless(hubKey{s.tenant, t.String()}, s, epoch) {
+			return nil
+		}
+	}
+	return fmt.Errorf("subscribe to %s: subscriptions kept ending: %w", t, domain.ErrConcurrency)
 }
 
 // PublishControl delivers a control message on this node only; it makes a Hub a

@@ -32,6 +32,12 @@ type fullNode struct {
 
 func (c *cluster) fullNode(t testing.TB, id string) *fullNode {
 	t.Helper()
+	return c.fullNodeWith(t, id, nil)
+}
+
+// fullNodeWith is fullNode with the gateway's policy wrapped by wrap (nil: not wrapped).
+func (c *cluster) fullNodeWith(t testing.TB, id string, wrap func(ws.Policy) ws.Policy) *fullNode {
+	t.Helper()
 	loader, err := group.NewLoader(c.store, group.LoaderConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,9 +58,11 @@ func (c *cluster) fullNode(t testing.TB, id string) *fullNode {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	n := c.node(t, id, nodeOpts{policy: servePolicy{
-		read: rest.MemberReadPolicy{Members: loaderMembers{loader}}, send: pol,
-	}})
+	var gwPolicy ws.Policy = servePolicy{read: rest.MemberReadPolicy{Members: loaderMembers{loader}}, send: pol}
+	if wrap != nil {
+		gwPolicy = wrap(gwPolicy)
+	}
+	n := c.node(t, id, nodeOpts{policy: gwPolicy})
 	notifier, err := ws.NewNotifier(n.fan, nil)
 	if err != nil {
 		t.Fatal(err)

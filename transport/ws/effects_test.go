@@ -1,13 +1,16 @@
 package ws_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/ws"
 )
 
 // TestRemovedMemberIsDroppedOnEveryNode removes member X, who has a session on each node, with
@@ -251,5 +254,70 @@ func TestRoleChangeNotifiesAndDissolutionDropsEveryone(t *testing.T) {
 	}
 	if r := clients[1].pub("late", grp, "late"); r.Code != 403 || r.Reason != "group_dissolved" {
 		t.Errorf("pub to the dissolved group = %d %s, want 403 group_dissolved", r.Code, r.Reason)
+	}
+}
+
+// pausingPolicy holds user's first sub after the policy answered it, until resume is closed.
+type pausingPolicy struct {
+	ws.Policy
+	user    domain.UserID
+	checked chan struct{}
+	resume  chan struct{}
+	once    sync.Once
+}
+
+func (p *pausingPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	err := p.Policy.CanSubscribe(ctx, tenant, user, topic)
+	if user == p.user {
+		p.once.Do(func() {
+			close(p.checked)
+			<-p.resume
+		})
+	}
+	return err
+}
+
+// TestSubRacingARemovalDoesNotOutliveIt lets X's sub pass the policy, removes X before the sub
+// joins the topic, then lets the sub go on: it must not subscribe X on the strength of the answer
+// from before the removal.
+func TestSubRacingARemovalDoesNotOutliveIt(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	const owner, x domain.UserID = 1, 2
+	pause := &pausingPolicy{user: x, checked: make(chan struct{}), resume: make(chan struct{})}
+	a := c.fullNodeWith(t, "node-a", func(p ws.Policy) ws.Policy {
+		pause.Policy = p
+		return pause
+	})
+	topic := newGroup(t, a.groups, acme, 0, owner, x)
+	grp := topic.String()
+	ownerA, xA := dial(t, a.node, "owner@a", dialOpts{}), dial(t, a.node, "x@a", dialOpts{})
+	ownerA.login(c, owner)
+	ownerA.sub(grp)
+	xA.login(c, x)
+	xA.write(map[string]any{"sub": map[string]any{"id": "racing", "topic": grp}})
+	select {
+	case <-pause.checked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sub never reached the policy")
+	}
+	if _, err := a.groups.RemoveMember.Handle(testCtx(t), group.RemoveMember{Actor: who(acme, owner), Group: domain.GroupID(topic.GroupID()), User: x}); err != nil {
+		t.Fatal(err)
+	}
+	ownerA.waitInfo(grp, "removed")
+	close(pause.resume)
+	if r := xA.ctrl("racing"); r.Code != 403 || r.Reason != "not_member" {
+		t.Fatalf("sub racing the removal = %d %s, want 403 not_member", r.Code, r.Reason)
+	}
+	if n := a.gw.Hub().Subscribers(acme, topic); n != 1 {
+		t.Errorf("%d sessions in %s, want the owner's only", n, grp)
+	}
+	if r := ownerA.pub("after", grp, "after"); r.Code != 202 {
+		t.Fatalf("owner's pub = %+v", r)
+	}
+	ownerA.waitFor("its message", func([]serverFrame) bool { return len(ownerA.contents(grp)) == 1 })
+	time.Sleep(100 * time.Millisecond)
+	if got := xA.contents(grp); len(got) != 0 {
+		t.Errorf("removed user received %q", got)
 	}
 }

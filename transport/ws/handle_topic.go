@@ -29,12 +29,11 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 		s.refuse(errCtrl(f.ID, http.StatusBadRequest, ReasonTooManyTopics, "too many topics on one connection"))
 		return
 	}
-	if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
+	if err := s.admit(ctx, t); err != nil {
 		s.fail(ctx, f.ID, err)
 		return
 	}
 	s.topics[t.String()] = t
-	s.g.deps.Hub.join(hubKey{s.tenant, t.String()}, s)
 	if s.pres != nil {
 		if err := s.pres.Join(ctx, t); err != nil {
 			// Local delivery works; other nodes learn about this member at the next refresh.

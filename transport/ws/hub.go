@@ -2,6 +2,7 @@ package ws
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
@@ -12,6 +13,7 @@ import (
 type Hub struct {
 	mu     sync.RWMutex
 	topics map[hubKey]map[*session]domain.UserID // each session with its user
+	drops  atomic.Uint64                         // control messages that ended subscriptions; changed under mu
 }
 
 // hubKey names a topic of a tenant; tenants never share topics (seed 004 §5.2).
@@ -24,17 +26,6 @@ var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
 func NewHub() *Hub { return &Hub{topics: map[hubKey]map[*session]domain.UserID{}} }
-
-func (h *Hub) join(k hubKey, s *session) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	set := h.topics[k]
-	if set == nil {
-		set = map[*session]domain.UserID{}
-		h.topics[k] = set
-	}
-	set[s] = s.user
-}
 
 func (h *Hub) leave(k hubKey, s *session) {
 	h.mu.Lock()
