@@ -73,8 +73,9 @@
 // them src is gone (no "off" pres follows). A leave of the dropped topic is answered 200; what
 // else the user may do is the Policy's to say: with the membership policy of imledger serve, a
 // member who left or was removed is refused sub, get and pub (403 not_member), and a blocked user
-// is refused pub to the blocker (403 blocked). A user's profile change belongs to no topic and
-// is not pushed.
+// is refused pub to the blocker (403 blocked). A sub whose policy check crossed such a change is
+// checked again, so it never outlives the change; it is answered 409 conflict only if changes
+// keep crossing it. A user's profile change belongs to no topic and is not pushed.
 //
 // # Delivery and recovery
 //

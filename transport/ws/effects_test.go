@@ -48,7 +48,11 @@ func TestRemovedMemberIsDroppedOnEveryNode(t *testing.T) {
 	if _, err := a.groups.RemoveMember.Handle(testCtx(t), group.RemoveMember{Actor: who(acme, owner), Group: domain.GroupID(topic.GroupID()), User: x}); err != nil {
 		t.Fatal(err)
 	}
-	// Right after the command returned, without waiting for anyone to hear of it.
+	// Right after the command returned, without waiting for anyone to hear of it: this node's
+	// send path already refuses X, and y's messages follow the removal.
+	if r := xA.pub("instant", grp, "instant"); r.Code != 403 || r.Reason != "not_member" {
+		t.Errorf("x's pub on the removing node right after the removal = %d %s, want 403 not_member", r.Code, r.Reason)
+	}
 	for i := range 3 {
 		if r := yA.pub(fmt.Sprintf("y%d", i), grp, fmt.Sprintf("y%d", i)); r.Code != 202 {
 			t.Fatalf("pub after the removal = %+v", r)
