@@ -81,6 +81,10 @@ func TestTwoNodesFormACluster(t *testing.T) {
 	if err != nil || !strings.Contains(out, "topics match a rebuild") || strings.Contains(out, "differ") {
 		t.Fatalf("replay --verify: %v\n%s\n%s", err, out, errOut)
 	}
+	out, errOut, err = runCLI(t, "replay", "--projection", "business-mysql", "--tenant", "demo", "--verify", "--config", a.file)
+	if err != nil || !strings.Contains(out, "business-mysql matches a rebuild") {
+		t.Fatalf("replay --projection business-mysql --verify: %v\n%s\n%s", err, out, errOut)
+	}
 	checkOperatorCommands(t, env, a)
 }
 

@@ -38,7 +38,7 @@ func openDeadLetters(cmd *cobra.Command) (*node, *projections.DeadLetters, error
 		n.closeResources()
 		return nil, nil, err
 	}
-	d := projections.NewDeadLetters(n.pool, n.cfg.Projections.Parking, n.log, n.messageProjections()...)
+	d := projections.NewDeadLetters(n.pool, n.cfg.Projections.Parking, n.log, n.readProjections()...)
 	return n, d, nil
 }
 

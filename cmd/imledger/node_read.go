@@ -50,12 +50,15 @@ func (n *node) openReadModels() (err error) {
 	return nil
 }
 
-// messageProjections are the projections serve runs. The business read model has no projection
-// yet: its tables stay as provisioned until one is added here.
-func (n *node) messageProjections() []projections.Projection {
+// readProjections are the projections serve runs. The business projection publishes no
+// invalidations of its own: the Redis caches it invalidates are shared by every node, and the
+// in-process caches of the send policy are invalidated on every node by the command handlers
+// (redisInvalidation) as soon as a change commits, before it is projected.
+func (n *node) readProjections() []projections.Projection {
 	return []projections.Projection{
 		projections.MessagesMySQL(n.msgs, ""),
 		projections.MessagesHot(n.hot, ""),
+		projections.BusinessMySQL(n.biz, "", nil, n.log.With("component", "projection", "projection", projections.ProjectionBusinessMySQL)),
 	}
 }
 
@@ -66,7 +69,7 @@ func (n *node) startProjector(ctx context.Context) (err error) {
 		return nil
 	}
 	n.projector, err = projections.NewProjector(n.cfg.ProjectorConfig(),
-		projections.Deps{Postgres: n.pool, Logger: n.log, Registerer: n.reg}, n.messageProjections()...)
+		projections.Deps{Postgres: n.pool, Logger: n.log, Registerer: n.reg}, n.readProjections()...)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +14,9 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 )
+
+// replayable lists the projections replay rebuilds.
+var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -25,13 +30,15 @@ func newReplayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay",
 		Short: "Rebuild a read model from the event store, or verify it against a rebuild",
-		Long: "replay rebuilds --projection (" + projections.ProjectionMessagesMySQL + " or " + projections.ProjectionMessagesHot + ") from the\n" +
+		Long: "replay rebuilds --projection (" + strings.Join(replayable, ", ") + ") from the\n" +
 			"PostgreSQL event store, for --tenant or every tenant with a database, with a progress bar on\n" +
-			"stderr. messages-mysql is rebuilt into fresh tables that are swapped in atomically; running\n" +
-			"projectors may keep running. messages-hot re-applies every message event to Redis.\n\n" +
-			"With --verify nothing is replaced: messages-mysql is rebuilt into check tables, compared\n" +
-			"with the live tables topic by topic and the differences printed; the command fails when\n" +
-			"there are any. Events the projectors have not applied yet count as differences.",
+			"stderr. messages-mysql and business-mysql are rebuilt into fresh tables that are swapped in\n" +
+			"atomically; running projectors may keep running. messages-hot re-applies every message event\n" +
+			"to Redis.\n\n" +
+			"With --verify nothing is replaced: a MySQL read model is rebuilt into check tables, compared\n" +
+			"with the live tables (messages per topic, business per table) and the differences printed;\n" +
+			"the command fails when there are any. Events the projectors have not applied yet count as\n" +
+			"differences.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Projection = projection
@@ -42,17 +49,18 @@ func newReplayCmd() *cobra.Command {
 				}
 				opts.Tenant = t
 			}
-			if projection != projections.ProjectionMessagesMySQL && projection != projections.ProjectionMessagesHot {
-				return fmt.Errorf("--projection %q: want %s or %s", projection, projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot)
+			if !slices.Contains(replayable, projection) {
+				return fmt.Errorf("--projection %q: want one of %s", projection, strings.Join(replayable, ", "))
 			}
-			if verify && projection != projections.ProjectionMessagesMySQL {
-				return fmt.Errorf("--verify: only %s can be verified", projections.ProjectionMessagesMySQL)
+			if verify && projection == projections.ProjectionMessagesHot {
+				return fmt.Errorf("--verify: %s is a cache and cannot be verified; use %s or %s",
+					projection, projections.ProjectionMessagesMySQL, projections.ProjectionBusinessMySQL)
 			}
 			return runReplay(cmd, opts, verify)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&projection, "projection", "", "read model: "+projections.ProjectionMessagesMySQL+" or "+projections.ProjectionMessagesHot+" (required)")
+	f.StringVar(&projection, "projection", "", "read model: "+strings.Join(replayable, ", ")+" (required)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant with a database)")
 	f.BoolVar(&verify, "verify", false, "compare the live read model with a rebuild instead of replacing it")
 	f.IntVar(&opts.BatchSize, "batch", 0, "events read per page and written per call (default 1000)")
@@ -72,15 +80,26 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	if err := n.openReadTools(ctx); err != nil {
 		return err
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
-		Hot: n.hot, Logger: n.log})
-	if err != nil {
-		return err
-	}
 	out, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	opts.Progress = progress
+	var rebuild replayer
+	if opts.Projection == projections.ProjectionBusinessMySQL {
+		b, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: n.store, Tenants: n.router,
+			Store: n.biz, Logger: n.log})
+		if err != nil {
+			return err
+		}
+		rebuild = businessReplayer{b}
+	} else {
+		rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
+			Hot: n.hot, Logger: n.log})
+		if err != nil {
+			return err
+		}
+		rebuild = messagesReplayer{rb}
+	}
 	if !verify {
-		res, err := rb.Rebuild(ctx, opts)
+		res, err := rebuild.Rebuild(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -95,11 +114,11 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	}
 	var differ []string
 	for _, t := range tenants {
-		res, err := rb.Verify(ctx, projections.VerifyOptions{Tenant: t, Out: out, Progress: progress, BatchSize: opts.BatchSize})
+		ok, err := rebuild.Verify(ctx, projections.VerifyOptions{Tenant: t, Out: out, Progress: progress, BatchSize: opts.BatchSize})
 		if err != nil {
 			return err
 		}
-		if !res.OK() {
+		if !ok {
 			differ = append(differ, t.String())
 		}
 	}
@@ -116,4 +135,24 @@ func printRebuild(out io.Writer, projection string, res projections.RebuildResul
 	}
 	fmt.Fprintf(out, "%s: %d tenants, %d events in %s (%.0f events/s)\n",
 		projection, len(res.Tenants), res.Events, res.Duration.Round(time.Millisecond), res.PerSecond())
+}
+
+// replayer is a rebuilder of one kind of read model, as replay drives it.
+type replayer interface {
+	Rebuild(ctx context.Context, o projections.RebuildOptions) (projections.RebuildResult, error)
+	Verify(ctx context.Context, o projections.VerifyOptions) (ok bool, err error)
+}
+
+type messagesReplayer struct{ *projections.Rebuilder }
+
+func (r messagesReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.Rebuilder.Verify(ctx, o)
+	return res.OK(), err
+}
+
+type businessReplayer struct{ *projections.BusinessRebuilder }
+
+func (r businessReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.BusinessRebuilder.Verify(ctx, o)
+	return res.OK(), err
 }
