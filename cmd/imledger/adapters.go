@@ -23,13 +23,19 @@ type stateMembers struct {
 
 var _ rest.MembershipReader = stateMembers{}
 
-// IsMember implements rest.MembershipReader.
+// IsMember implements rest.MembershipReader. Nobody is a member of a dissolved group any more:
+// its memberships are left as they were (dissolving a 10k group stays O(1)), so the group's own
+// state decides.
 func (m stateMembers) IsMember(ctx context.Context, tenant domain.TenantID, gid domain.GroupID, uid domain.UserID) (bool, error) {
 	s, err := m.loader.Membership(ctx, tenant, gid, uid, m.maxAge)
+	if err != nil || !s.IsMember() {
+		return false, err
+	}
+	g, err := m.loader.Group(ctx, tenant, gid, m.maxAge)
 	if err != nil {
 		return false, err
 	}
-	return s.IsMember(), nil
+	return !g.Dissolved(), nil
 }
 
 // wsHistory answers the gateway's history queries from the read models.
@@ -55,9 +61,16 @@ type wsPolicy struct {
 
 var _ ws.Policy = wsPolicy{}
 
-// CanSubscribe implements ws.Policy.
+// CanSubscribe implements ws.Policy. A user the peer blocks may still read the 1:1 topic's
+// history but not subscribe to it: a live subscription would deliver the blocker's new messages.
 func (p wsPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	return p.read.CanRead(ctx, tenant, user, topic)
+	if err := p.read.CanRead(ctx, tenant, user, topic); err != nil {
+		return err
+	}
+	if topic.Kind() == domain.TopicDirect {
+		return p.send.CanSend(ctx, tenant, user, topic)
+	}
+	return nil
 }
 
 // CanPublish implements ws.Policy.
