@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -22,6 +25,7 @@ func newBenchWriteCmd() *cobra.Command {
 		opts    commands.BenchWriteOptions
 		noRelay bool
 		drain   time.Duration
+		policy  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "write",
@@ -31,7 +35,9 @@ func newBenchWriteCmd() *cobra.Command {
 			"prints sends/s, p50, p99 and max latency and the error count. Unless --no-relay, it also runs\n" +
 			"a relay named \"bench\" that publishes to topics prefixed \"bench.\" and reports the events/s it\n" +
 			"published until it caught up with the writes. The first run's relay also publishes the events\n" +
-			"already in the database. The send policy is not consulted: the benchmark's groups need not exist.",
+			"already in the database. The send policy is not consulted unless --policy: then the benchmark\n" +
+			"first creates its groups and joins every sender to each through the group commands (reporting\n" +
+			"joins/s), and every send is checked against membership and mutes like a real one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(tenant)
@@ -54,8 +60,17 @@ func newBenchWriteCmd() *cobra.Command {
 			if err := n.startCore(cmd.Context()); err != nil {
 				return err
 			}
-			// The groups the benchmark writes to do not exist: no send policy.
-			if n.send, err = n.newSendHandler(nil); err != nil {
+			if policy {
+				if err := n.startCommands(cmd.Context()); err != nil {
+					return err
+				}
+				if !cmd.Flags().Changed("first-group") {
+					opts.FirstGroupID = time.Now().UnixMilli() // fresh groups for every run
+				}
+				if err := prepareBenchGroups(cmd.Context(), cmd.OutOrStdout(), n, opts); err != nil {
+					return err
+				}
+			} else if n.send, err = n.newSendHandler(nil); err != nil { // the groups need not exist
 				return err
 			}
 			if !noRelay {
@@ -75,6 +90,7 @@ func newBenchWriteCmd() *cobra.Command {
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "run this long when --count is 0")
 	f.IntVar(&opts.ContentBytes, "content-bytes", 100, "size of each text message")
 	f.BoolVar(&noRelay, "no-relay", false, "do not run and measure the relay")
+	f.BoolVar(&policy, "policy", false, "create the groups, join the senders and check every send against the send policy")
 	f.DurationVar(&drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
 	return cmd
 }
@@ -112,5 +128,54 @@ func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts commands.Be
 	fmt.Fprintf(out, "relay: events=%d batches=%d elapsed=%s events/s=%.0f caught_up_after_writes=%s\n",
 		st.Events, st.Batches, took.Round(time.Millisecond), float64(st.Events)/took.Seconds(),
 		(took - res.Elapsed).Round(time.Millisecond))
+	return nil
+}
+
+// prepareBenchGroups creates the benchmark's groups (owned by user 1) and joins users
+// 2..Senders to every one of them through the group commands, Senders joins at a time, and
+// reports the joins/s.
+func prepareBenchGroups(ctx context.Context, out io.Writer, n *node, opts commands.BenchWriteOptions) error {
+	owner := domain.Principal{Tenant: opts.Tenant, User: 1}
+	profile, err := domain.NewGroupProfile("bench", "", "")
+	if err != nil {
+		return err
+	}
+	for i := range int64(opts.Topics) {
+		_, err := n.groups.CreateGroup.Handle(ctx, group.CreateGroup{Actor: owner, Group: domain.GroupID(opts.FirstGroupID + i), Profile: profile})
+		if err != nil {
+			return fmt.Errorf("create bench group: %w", err)
+		}
+	}
+	start := time.Now()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, opts.Senders)
+	for i := range int64(opts.Topics) {
+		for u := 2; u <= opts.Senders; u++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				_, err := n.groups.JoinGroup.Handle(ctx, group.JoinGroup{Actor: domain.Principal{Tenant: opts.Tenant, User: domain.UserID(u)},
+					Group: domain.GroupID(opts.FirstGroupID + i)})
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("join bench group: %w", first)
+	}
+	joins := opts.Topics * (opts.Senders - 1)
+	elapsed := time.Since(start)
+	fmt.Fprintf(out, "joins: %d into %d groups in %s (%.0f joins/s, %d concurrent)\n",
+		joins, opts.Topics, elapsed.Round(time.Millisecond), float64(joins)/elapsed.Seconds(), opts.Senders)
 	return nil
 }
