@@ -15,8 +15,10 @@ type Config struct {
 	MaxFrameSize int64 `koanf:"max_frame_size"`
 	// MaxContentBytes bounds a pub's content. Default domain.DefaultMaxContentBytes.
 	MaxContentBytes int `koanf:"max_content_bytes"`
-	// SendQueueSize is each session's outbound queue, in frames. A session whose queue is full
-	// when a frame is due is disconnected: nobody waits for a slow client. Default 256.
+	// SendQueueSize bounds each session's outbound queue: the frames waiting for the session's
+	// writer, besides the ones it is writing. A session whose queue is full when a frame is due is
+	// disconnected: nobody waits for a slow client. The queue takes memory only while it holds
+	// frames. Default 256.
 	SendQueueSize int `koanf:"send_queue_size"`
 	// SocketSendBuffer sets SO_SNDBUF of each connection in bytes; 0 keeps the OS default, which
 	// on Linux grows to megabytes. A small buffer bounds the memory a stuck client pins in the

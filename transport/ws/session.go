@@ -45,7 +45,12 @@ var (
 )
 
 // session is one connection. The reader goroutine (run) owns the fields below "reader state";
-// the writer goroutine owns the socket's write side; anyone may call send and kill.
+// a writer goroutine owns the socket's write side while it runs; anyone may call send and kill.
+//
+// Frames wait in a slice, not in a buffered channel, and the writer goroutine runs only while
+// there is something to write: an idle session holds neither a queue buffer, nor a write buffer,
+// nor a writer's stack. The writer takes every queued frame at once and writes them through one
+// pooled buffer, so a burst costs few system calls.
 type session struct {
 	g           *Gateway
 	id          string
@@ -54,14 +59,19 @@ type session struct {
 	remote      string
 	connectedAt time.Time
 
-	out        chan outFrame
-	killed     chan struct{}
-	killOnce   sync.Once
-	cause      atomic.Pointer[closeCause]
-	closing    atomic.Bool // a close frame is queued
-	writerDone chan struct{}
-	life       context.Context // the connection's, set before the first subscription
-	drops      dropSet         // subscriptions the hub ended, for the reader to forget
+	killed   chan struct{}
+	killOnce sync.Once
+	cause    atomic.Pointer[closeCause]
+	closing  atomic.Bool     // a close frame is queued
+	life     context.Context // the connection's, set before the first subscription
+	drops    dropSet         // subscriptions the hub ended, for the reader to forget
+
+	qmu        sync.Mutex
+	queue      []outFrame    // frames no writer has taken yet, at most SendQueueSize
+	spare      []outFrame    // the slice the last writer round emptied, reused by the next
+	writing    bool          // a writer goroutine runs
+	ended      bool          // nothing more is written: a close frame went out, a write failed or the session was killed
+	writerDone chan struct{} // closed when ended is set
 
 	// reader state
 	ua      string
@@ -75,7 +85,7 @@ type session struct {
 func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
 	return &session{
 		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(),
-		out: make(chan outFrame, g.cfg.SendQueueSize), killed: make(chan struct{}), writerDone: make(chan struct{}),
+		killed: make(chan struct{}), writerDone: make(chan struct{}),
 		topics: map[string]domain.Topic{},
 	}
 }
@@ -92,24 +102,50 @@ func (s *session) enqueue(f outFrame) bool {
 		return false
 	default:
 	}
-	select {
-	case s.out <- f:
-		return true
-	default:
+	s.qmu.Lock()
+	if s.ended {
+		s.qmu.Unlock()
+		return false
+	}
+	if len(s.queue) >= s.g.cfg.SendQueueSize {
+		s.qmu.Unlock()
 		s.kill(closeSlow)
 		return false
 	}
+	s.queue = append(s.queue, f)
+	start := !s.writing
+	s.writing = true
+	s.qmu.Unlock()
+	if start {
+		go s.write()
+	}
+	return true
 }
 
 func (s *session) sendCtrl(c ctrl) { s.send(encodeCtrl(c)) }
 
-// kill closes the socket at once, which ends both goroutines. The first cause is kept.
+// kill closes the socket at once, which ends the reader and any writer. The first cause is kept.
 func (s *session) kill(cause closeCause) {
 	s.killOnce.Do(func() {
 		s.cause.CompareAndSwap(nil, &cause)
 		close(s.killed)
 		_ = s.conn.Close()
+		s.qmu.Lock()
+		if !s.writing {
+			s.endLocked() // a running writer ends itself when its write fails or it looks again
+		}
+		s.qmu.Unlock()
 	})
+}
+
+// endLocked stops all writing and tells finish; s.qmu is held.
+func (s *session) endLocked() {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	s.queue, s.spare = nil, nil
+	close(s.writerDone)
 }
 
 // closeWith queues a close frame after whatever is queued; the writer stops after writing it.
@@ -135,7 +171,6 @@ func (s *session) goAway() {
 // run serves the connection until it ends, then cleans up.
 func (s *session) run(ctx context.Context) {
 	s.life = ctx
-	go s.writeLoop()
 	cause := s.readLoop(ctx)
 	s.closeWith(cause)
 	s.finish(ctx)
@@ -255,42 +290,91 @@ func (s *session) readError(err error) closeCause {
 	return closeGone
 }
 
-// writeLoop writes queued frames, flushing when the queue runs dry, until a close frame is
-// written, a write fails or the session is killed.
-func (s *session) writeLoop() {
-	defer close(s.writerDone)
-	bw := bufio.NewWriterSize(s.conn, 8<<10)
+// write is the writer goroutine: it writes queued frames until the queue is empty, a close frame
+// is written, a write fails or the session is killed. enqueue starts it when it is not running.
+func (s *session) write() {
 	for {
-		var f outFrame
-		select {
-		case <-s.killed:
+		s.qmu.Lock()
+		if s.isKilled() {
+			s.writing = false
+			s.endLocked()
+			s.qmu.Unlock()
 			return
-		case f = <-s.out:
 		}
-		for n := 0; ; n++ {
-			if n%32 == 0 {
-				_ = s.conn.SetWriteDeadline(time.Now().Add(s.g.cfg.WriteTimeout))
-			}
-			if err := ws.WriteFrame(bw, ws.NewFrame(f.op, true, f.payload)); err != nil {
-				s.kill(closeWriteFailed)
-				return
-			}
-			if f.op == ws.OpClose {
-				_ = bw.Flush()
-				return
-			}
-			select {
-			case f = <-s.out:
-				continue
-			default:
-			}
-			break
+		if len(s.queue) == 0 {
+			s.writing = false
+			s.qmu.Unlock()
+			return
 		}
-		if err := bw.Flush(); err != nil {
+		batch := s.queue
+		s.queue, s.spare = s.spare[:0], nil
+		s.qmu.Unlock()
+
+		done := s.writeBatch(batch)
+		clear(batch) // the payloads are shared with other sessions: do not pin them
+
+		s.qmu.Lock()
+		if done {
+			s.writing = false
+			s.endLocked()
+			s.qmu.Unlock()
+			return
+		}
+		if cap(batch) <= maxKeptBatch {
+			s.spare = batch // a burst's larger slice goes; the next round starts small
+		}
+		s.qmu.Unlock()
+	}
+}
+
+func (s *session) isKilled() bool {
+	select {
+	case <-s.killed:
+		return true
+	default:
+		return false
+	}
+}
+
+// maxKeptBatch is the largest emptied queue slice kept for the next round.
+const maxKeptBatch = 64
+
+// writerPool holds the buffers writers borrow for one round.
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
+
+// writeBufferSize is the buffer a writer fills before a system call: a few dozen typical frames.
+const writeBufferSize = 16 << 10
+
+// writeBatch writes frames and flushes them. It reports whether the writer is done: a close
+// frame was written (frames after it are dropped) or a write failed (the session is killed).
+func (s *session) writeBatch(frames []outFrame) (done bool) {
+	if len(frames) == 0 {
+		return false
+	}
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(s.conn)
+	defer func() {
+		bw.Reset(nil)
+		writerPool.Put(bw)
+	}()
+	for i, f := range frames {
+		if i%32 == 0 {
+			_ = s.conn.SetWriteDeadline(time.Now().Add(s.g.cfg.WriteTimeout))
+		}
+		if err := ws.WriteFrame(bw, ws.NewFrame(f.op, true, f.payload)); err != nil {
 			s.kill(closeWriteFailed)
-			return
+			return true
+		}
+		if f.op == ws.OpClose {
+			_ = bw.Flush()
+			return true
 		}
 	}
+	if err := bw.Flush(); err != nil {
+		s.kill(closeWriteFailed)
+		return true
+	}
+	return false
 }
 
 // touch refreshes the session's presence; every inbound frame calls it (Touch is rate-limited).
