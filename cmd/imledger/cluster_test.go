@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/internal/testenv"
 )
@@ -85,7 +88,41 @@ func TestTwoNodesFormACluster(t *testing.T) {
 	if err != nil || !strings.Contains(out, "business-mysql matches a rebuild") {
 		t.Fatalf("replay --projection business-mysql --verify: %v\n%s\n%s", err, out, errOut)
 	}
+	checkCacheInvalidations(t, env.brokers, gid)
 	checkOperatorCommands(t, env, a)
+}
+
+// checkCacheInvalidations waits for the business projection to publish, on im.cache.invalidate,
+// the demo tenant's cache keys of group gid that its creation and the join made stale.
+func checkCacheInvalidations(t *testing.T, brokers []string, gid string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("e2e.im.cache.invalidate"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var seen []string
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no invalidation of group %s's cache keys on im.cache.invalidate; got %v", gid, seen)
+		}
+		for _, r := range fs.Records() {
+			var v cacheInvalidation
+			if err := json.Unmarshal(r.Value, &v); err != nil || string(r.Key) != "demo" || v.Tenant != "demo" {
+				t.Fatalf("im.cache.invalidate record %q: %s (%v)", r.Key, r.Value, err)
+			}
+			for _, k := range v.Keys {
+				if strings.Contains(k, ":demo:group:{"+gid+"}:members") {
+					return
+				}
+			}
+			seen = append(seen, v.Keys...)
+		}
+	}
 }
 
 // seqOf returns the seq of a send answer.

@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/kafka"
 )
 
 // startReadSide opens the read models: the tenant database router (provisioning the demo
@@ -50,15 +51,19 @@ func (n *node) openReadModels() (err error) {
 	return nil
 }
 
-// readProjections are the projections serve runs. The business projection publishes no
-// invalidations of its own: the Redis caches it invalidates are shared by every node, and the
-// in-process caches of the send policy are invalidated on every node by the command handlers
-// (redisInvalidation) as soon as a change commits, before it is projected.
+// readProjections are the projections serve runs. The business projection publishes the cache
+// keys it made stale on im.cache.invalidate when the node has a Kafka producer (serve); the
+// dead-letter tools apply without publishing.
 func (n *node) readProjections() []projections.Projection {
+	log := n.log.With("component", "projection", "projection", projections.ProjectionBusinessMySQL)
+	var inv projections.Invalidations
+	if n.producer != nil {
+		inv = kafkaCacheInvalidations{producer: n.producer, topic: n.cfg.Kafka.Topic(kafka.TopicCacheInvalidate), log: log}
+	}
 	return []projections.Projection{
 		projections.MessagesMySQL(n.msgs, ""),
 		projections.MessagesHot(n.hot, ""),
-		projections.BusinessMySQL(n.biz, "", nil, n.log.With("component", "projection", "projection", projections.ProjectionBusinessMySQL)),
+		projections.BusinessMySQL(n.biz, "", inv, log),
 	}
 }
 
