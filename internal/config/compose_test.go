@@ -157,11 +157,23 @@ func TestComposeImledger(t *testing.T) {
 	for _, k := range config.Keys() {
 		known[k.Env] = true
 	}
+	// Compose interpolates ${VAR} and ${VAR:?message} from the operator's shell; these are the
+	// variables the file expects the operator to set.
+	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48)}
+	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(:\?[^}]*)?\}`)
 	var environ []string
 	for k, v := range im.Environment {
 		if !known[k] {
 			t.Errorf("imledger: %s names no configuration key", k)
 		}
+		v = interpolate.ReplaceAllStringFunc(v, func(m string) string {
+			name := interpolate.FindStringSubmatch(m)[1]
+			val, ok := operator[name]
+			if !ok {
+				t.Errorf("imledger: %s uses ${%s}, which the operator is not told to set", k, name)
+			}
+			return val
+		})
 		environ = append(environ, k+"="+v)
 	}
 	cfg, err := config.Load(config.Sources{Environ: environ})
@@ -183,6 +195,9 @@ func TestComposeImledger(t *testing.T) {
 	internal := listeners(t, c.Services["kafka"].Environment["KAFKA_ADVERTISED_LISTENERS"])[c.Services["kafka"].Environment["KAFKA_INTER_BROKER_LISTENER_NAME"]]
 	if !slices.Equal(cfg.Kafka.Brokers, []string{internal}) || !strings.HasPrefix(internal, "kafka:") {
 		t.Errorf("kafka.brokers %v, want the kafka service's advertised in-network listener %s", cfg.Kafka.Brokers, internal)
+	}
+	if len(cfg.Auth.Keys) == 0 {
+		t.Error("imledger in compose must configure auth.keys: with real brokers serve refuses to start without them")
 	}
 	if cfg.Kafka.UseEmbedded() {
 		t.Error("imledger in compose must not start the embedded broker")
