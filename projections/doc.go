@@ -19,5 +19,6 @@
 // an operator replays or skips the dead letter (DeadLetters), which applies the parked events in
 // order. Other conversations keep flowing.
 //
-// The Postgres tables are created by EnsureSchema; they belong in migrations/postgres.
+// The Postgres tables are created by the goose migration 00003_projections (EnsureSchema applies
+// the pending migrations).
 package projections
