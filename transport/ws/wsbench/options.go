@@ -1,6 +1,7 @@
 package wsbench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,10 +29,26 @@ type Options struct {
 	Clients int
 	// Groups is the number of group topics; client i joins group i mod Groups. Default 10.
 	Groups int
-	// Rate is the total messages per second over all clients. Default 1000.
+	// Senders is how many clients publish: clients 0..Senders-1, so they spread over the groups.
+	// Default every client. One sender in one group of N clients measures the fanout of one
+	// conversation to N-1 readers.
+	Senders int
+	// Rate is the total messages per second over all senders. Default 1000, or unpaced when
+	// InFlight is set: each sender then publishes as soon as it has a free slot.
 	Rate float64
-	// Duration is how long clients send. Default 10 s.
+	// InFlight bounds the pubs one sender has written and not yet seen answered; a sender waits
+	// for an answer before it writes more. 0 means no bound (the rate alone paces senders).
+	// InFlight 1 with Rate 0 is a closed loop: the next pub is written when the ack arrives.
+	InFlight int
+	// Idle makes the clients connect, log in, subscribe and then only hold their connections
+	// for Duration, pinging as a live client does; nobody publishes.
+	Idle bool
+	// Duration is how long clients send (or, with Idle, hold). Default 10 s.
 	Duration time.Duration
+	// Monitor, when set, runs from the moment every client is set up until the sending (or
+	// holding) window ends, when its context is cancelled; Run waits for it to return. Use it
+	// to sample the server's memory and CPU while it is loaded.
+	Monitor func(ctx context.Context)
 	// Drain is how long to wait after sending for outstanding acks and deliveries. Default 3 s.
 	Drain time.Duration
 	// ContentBytes pads each message's content to about this size. Default 64.
@@ -55,7 +72,10 @@ func (o *Options) setDefaults() {
 	if o.Groups == 0 {
 		o.Groups = 10
 	}
-	if o.Rate == 0 {
+	if o.Senders == 0 {
+		o.Senders = o.Clients
+	}
+	if o.Rate == 0 && o.InFlight == 0 {
 		o.Rate = 1000
 	}
 	if o.Duration == 0 {
@@ -102,8 +122,14 @@ func (o Options) Validate() error {
 	if o.Clients <= 0 || o.Groups <= 0 || o.Groups > o.Clients {
 		errs = append(errs, errors.New("wsbench: want 0 < groups <= clients"))
 	}
-	if o.Rate <= 0 || o.Duration <= 0 || o.Drain < 0 || o.ContentBytes < 0 || o.DialConcurrency <= 0 {
-		errs = append(errs, errors.New("wsbench: rate, duration and dial concurrency must be positive; drain and content bytes not negative"))
+	if o.Senders < 0 || o.Senders > o.Clients {
+		errs = append(errs, errors.New("wsbench: want 0 <= senders <= clients"))
+	}
+	if o.Rate < 0 || o.InFlight < 0 {
+		errs = append(errs, errors.New("wsbench: rate and in-flight must not be negative"))
+	}
+	if o.Duration <= 0 || o.Drain < 0 || o.ContentBytes < 0 || o.DialConcurrency <= 0 {
+		errs = append(errs, errors.New("wsbench: duration and dial concurrency must be positive; drain and content bytes not negative"))
 	}
 	if o.FirstUser <= 0 || o.FirstGroup <= 0 {
 		errs = append(errs, errors.New("wsbench: first user and first group must be positive"))

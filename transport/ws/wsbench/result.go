@@ -28,8 +28,14 @@ func summarize(h *hdrhistogram.Histogram) Latency {
 type Result struct {
 	Clients  int
 	Groups   int
-	Rate     float64 // the target total rate
+	Senders  int
+	Rate     float64 // the target total rate; 0: unpaced
+	InFlight int     // pubs in flight per sender; 0: unbounded
+	Idle     bool    // clients only held their connections
 	Duration time.Duration
+
+	Setup time.Duration // dialling, logging in and subscribing every client
+	Held  int64         // connections still open when the window ended
 
 	Sent      int64 // pub frames written
 	Acked     int64 // pubs answered 202
@@ -38,7 +44,8 @@ type Result struct {
 	// once to every other client of its group.
 	Expected int64
 	// Errors counts pubs answered with an error ctrl, by reason, plus "connection" for clients
-	// that lost their connection and "no_ack" for pubs never answered.
+	// that lost their connection, "no_ack" for pubs never answered and "content_mismatch" for
+	// deliveries whose content was not byte for byte what the sender wrote.
 	Errors map[string]int64
 
 	Ack     Latency // pub written -> its ack received
@@ -64,20 +71,27 @@ func (r Result) Print(w io.Writer) error {
 		return float64(n) / secs
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "clients %d, groups %d, target %.0f msg/s for %s\n", r.Clients, r.Groups, r.Rate, r.Duration)
+	if r.Idle {
+		fmt.Fprintf(&b, "clients %d, groups %d, idle for %s\n", r.Clients, r.Groups, r.Duration)
+		fmt.Fprintf(&b, "set up     %10d clients in %s\n", r.Clients, round(r.Setup))
+		fmt.Fprintf(&b, "held       %10d at the end\n", r.Held)
+		r.printErrors(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	rate := fmt.Sprintf("target %.0f msg/s", r.Rate)
+	if r.Rate == 0 {
+		rate = "unpaced"
+	}
+	if r.InFlight > 0 {
+		rate += fmt.Sprintf(", at most %d in flight per sender", r.InFlight)
+	}
+	fmt.Fprintf(&b, "clients %d, groups %d, senders %d, %s, for %s (set up in %s)\n",
+		r.Clients, r.Groups, r.Senders, rate, r.Duration, round(r.Setup))
 	fmt.Fprintf(&b, "sent       %10d  %10.1f/s\n", r.Sent, perSec(r.Sent))
 	fmt.Fprintf(&b, "acked      %10d  %10.1f/s\n", r.Acked, perSec(r.Acked))
 	fmt.Fprintf(&b, "delivered  %10d  %10.1f/s  (expected %d)\n", r.Delivered, perSec(r.Delivered), r.Expected)
-	fmt.Fprintf(&b, "errors     %10d", r.ErrorCount())
-	if len(r.Errors) > 0 {
-		reasons := make([]string, 0, len(r.Errors))
-		for k, v := range r.Errors {
-			reasons = append(reasons, fmt.Sprintf("%s: %d", k, v))
-		}
-		sort.Strings(reasons)
-		fmt.Fprintf(&b, "  (%s)", strings.Join(reasons, ", "))
-	}
-	b.WriteString("\n")
+	r.printErrors(&b)
 	for _, l := range []struct {
 		name string
 		v    Latency
@@ -86,6 +100,19 @@ func (r Result) Print(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func (r Result) printErrors(b *strings.Builder) {
+	fmt.Fprintf(b, "errors     %10d", r.ErrorCount())
+	if len(r.Errors) > 0 {
+		reasons := make([]string, 0, len(r.Errors))
+		for k, v := range r.Errors {
+			reasons = append(reasons, fmt.Sprintf("%s: %d", k, v))
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(b, "  (%s)", strings.Join(reasons, ", "))
+	}
+	b.WriteString("\n")
 }
 
 func round(d time.Duration) time.Duration {

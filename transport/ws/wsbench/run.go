@@ -1,19 +1,16 @@
 package wsbench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/coder/websocket"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -52,10 +49,10 @@ func (s *stats) fail(reason string, n int64) {
 	s.mu.Unlock()
 }
 
-// Run connects the clients, has them send for Duration, waits up to Drain for the rest of the
-// acks and deliveries, and returns the measurements. It fails only when the clients cannot be
-// set up (a dial, login or sub refused) or ctx ends during setup; failures while sending are
-// counted in Result.Errors.
+// Run connects the clients, has the senders publish for Duration (or, with Idle, holds the
+// connections for Duration), waits up to Drain for the rest of the acks and deliveries, and
+// returns the measurements. It fails only when the clients cannot be set up (a dial, login or
+// sub refused) or ctx ends during setup; failures while sending are counted in Result.Errors.
 func Run(ctx context.Context, o Options) (Result, error) {
 	o.setDefaults()
 	if err := o.Validate(); err != nil {
@@ -64,43 +61,66 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var rid [4]byte
 	_, _ = rand.Read(rid[:])
 	st := newStats()
+	setupStart := time.Now()
 	clients, err := connectAll(ctx, o, st, hex.EncodeToString(rid[:]))
-	defer func() {
-		for _, c := range clients {
-			if c != nil {
-				c.close()
-			}
-		}
-	}()
+	defer closeAll(clients)
 	if err != nil {
 		return Result{}, err
 	}
-	o.Logger.InfoContext(ctx, "wsbench: clients connected", "clients", len(clients), "groups", o.Groups)
+	setup := time.Since(setupStart)
+	o.Logger.InfoContext(ctx, "wsbench: clients connected", "clients", len(clients), "groups", o.Groups, "took", setup.Round(time.Millisecond))
 	for _, c := range clients {
 		c.reading.Store(true)
 		go c.readLoop()
 	}
 
-	interval := time.Duration(float64(o.Clients) / o.Rate * float64(time.Second))
-	sendCtx, stop := context.WithTimeout(ctx, o.Duration)
+	window, stop := context.WithTimeout(ctx, o.Duration)
+	monitorDone := make(chan struct{})
+	go func() {
+		defer close(monitorDone)
+		if o.Monitor != nil {
+			o.Monitor(window)
+		}
+	}()
 	var wg sync.WaitGroup
 	for i, c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Spread the clients over one interval so they do not send in bursts.
-			c.sendLoop(ctx, sendCtx, interval, time.Duration(i)*interval/time.Duration(len(clients)))
+			// Pings, like sends, are spread over their interval so they do not come in bursts.
+			c.keepAlive(ctx, window, time.Duration(i)*keepAliveInterval/time.Duration(len(clients)))
+		}()
+		if o.Idle || i >= o.Senders {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if o.Rate == 0 {
+				c.sendUnpaced(ctx, window)
+				return
+			}
+			interval := time.Duration(float64(o.Senders) / o.Rate * float64(time.Second))
+			c.sendLoop(ctx, window, interval, time.Duration(i)*interval/time.Duration(o.Senders))
 		}()
 	}
 	wg.Wait()
 	stop()
-	drain(ctx, o.Drain, st, clients)
+	<-monitorDone
+	if !o.Idle {
+		drain(ctx, o.Drain, st, clients)
+	}
+	closeAll(clients)
+	lost := int64(0)
 	for _, c := range clients {
-		c.close()
+		if c.lost.Load() {
+			lost++
+		}
 		st.fail("no_ack", int64(c.pendingCount()))
 	}
 	return Result{
-		Clients: o.Clients, Groups: o.Groups, Rate: o.Rate, Duration: o.Duration,
+		Clients: o.Clients, Groups: o.Groups, Senders: o.Senders, Rate: o.Rate, InFlight: o.InFlight, Idle: o.Idle,
+		Duration: o.Duration, Setup: setup, Held: int64(len(clients)) - lost,
 		Sent: st.sent.Load(), Acked: st.acked.Load(), Delivered: st.delivered.Load(), Expected: st.expected.Load(),
 		Errors: st.errors, Ack: summarize(st.ack), Deliver: summarize(st.deliver),
 	}, nil
@@ -121,249 +141,77 @@ func drain(ctx context.Context, d time.Duration, st *stats, clients []*client) {
 	}
 }
 
-// connectAll dials, logs in and subscribes every client, DialConcurrency at a time.
+// connectAll dials, logs in and subscribes every client, DialConcurrency at a time. It stops
+// dialling at the first failure.
 func connectAll(ctx context.Context, o Options, st *stats, runID string) ([]*client, error) {
 	sizes := make([]int, o.Groups)
 	for i := range o.Clients {
 		sizes[i%o.Groups]++
 	}
+	pad := padding(o.ContentBytes)
 	clients := make([]*client, o.Clients)
 	sem := make(chan struct{}, o.DialConcurrency)
 	errs := make([]error, o.Clients)
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+	)
 	for i := range o.Clients {
-		wg.Add(1)
 		sem <- struct{}{}
+		if failed.Load() || ctx.Err() != nil {
+			<-sem
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			c := &client{
 				st: st, user: domain.UserID(o.FirstUser + int64(i)), runID: runID, index: i,
 				topic:     fmt.Sprintf("grp%d", o.FirstGroup+int64(i%o.Groups)),
-				groupSize: sizes[i%o.Groups], pad: strings.Repeat("x", o.ContentBytes), pending: map[string]time.Time{},
+				groupSize: sizes[i%o.Groups], pad: pad, pending: map[string]time.Time{},
 				done: make(chan struct{}),
 			}
+			if o.InFlight > 0 {
+				c.slots = make(chan struct{}, o.InFlight)
+			}
 			clients[i] = c
-			errs[i] = c.connect(ctx, o)
+			if errs[i] = c.connect(ctx, o); errs[i] != nil {
+				failed.Store(true)
+			}
 		}()
 	}
 	wg.Wait()
-	return clients, errors.Join(errs...)
-}
-
-// client is one benchmark connection.
-type client struct {
-	st        *stats
-	user      domain.UserID
-	runID     string
-	index     int
-	topic     string
-	groupSize int
-	pad       string
-	conn      *websocket.Conn
-	closing   atomic.Bool
-	reading   atomic.Bool
-	done      chan struct{}
-
-	mu      sync.Mutex
-	pending map[string]time.Time // pub frame id -> when it was written
-}
-
-// connect dials, logs in and subscribes, reading the answers synchronously.
-func (c *client) connect(ctx context.Context, o Options) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	tok, err := o.Tokens.Issue(o.Tenant, c.user, o.Duration+o.Drain+time.Hour)
-	if err != nil {
-		return fmt.Errorf("client %d: token: %w", c.index, err)
-	}
-	c.conn, _, err = websocket.Dial(ctx, o.URLs[c.index%len(o.URLs)], nil)
-	if err != nil {
-		return fmt.Errorf("client %d: dial: %w", c.index, err)
-	}
-	c.conn.SetReadLimit(4 << 20)
-	steps := []struct{ id, frame string }{
-		{"login", fmt.Sprintf(`{"login":{"id":"login","token":%q}}`, tok)},
-		{"sub", fmt.Sprintf(`{"sub":{"id":"sub","topic":%q}}`, c.topic)},
-	}
-	for _, s := range steps {
-		if err := c.conn.Write(ctx, websocket.MessageText, []byte(s.frame)); err != nil {
-			return fmt.Errorf("client %d: %s: %w", c.index, s.id, err)
-		}
-		if err := c.awaitCtrl(ctx, s.id); err != nil {
-			return fmt.Errorf("client %d: %s: %w", c.index, s.id, err)
-		}
-	}
-	return nil
-}
-
-// serverFrame is the part of a server frame the benchmark reads.
-type serverFrame struct {
-	Ctrl *struct {
-		ID     string `json:"id"`
-		Code   int    `json:"code"`
-		Reason string `json:"reason"`
-	} `json:"ctrl"`
-	Data *struct {
-		From    string          `json:"from"`
-		Content json.RawMessage `json:"content"`
-	} `json:"data"`
-}
-
-// awaitCtrl reads until the ctrl answering id, which must be a success.
-func (c *client) awaitCtrl(ctx context.Context, id string) error {
-	for {
-		_, b, err := c.conn.Read(ctx)
+	var first error
+	failures := 0
+	for _, err := range errs {
 		if err != nil {
-			return err
-		}
-		var f serverFrame
-		if json.Unmarshal(b, &f) == nil && f.Ctrl != nil && f.Ctrl.ID == id {
-			if f.Ctrl.Code >= 300 {
-				return fmt.Errorf("refused: %d %s", f.Ctrl.Code, f.Ctrl.Reason)
-			}
-			return nil
+			failures++
+			first = cmp.Or(first, err)
 		}
 	}
+	if first != nil {
+		return clients, fmt.Errorf("wsbench: %d clients failed to set up, the first: %w", failures, first)
+	}
+	return clients, ctx.Err()
 }
 
-// content is what a benchmark message carries.
-type content struct {
-	SentNS int64  `json:"bench_ts"`
-	Pad    string `json:"pad"`
-}
-
-func (c *client) readLoop() {
-	defer close(c.done)
-	self := c.user.String()
-	for {
-		_, b, err := c.conn.Read(context.Background())
-		if err != nil {
-			if !c.closing.Load() {
-				c.st.fail("connection", 1)
-			}
-			return
-		}
-		now := time.Now()
-		var f serverFrame
-		if json.Unmarshal(b, &f) != nil {
-			c.st.fail("bad_frame", 1)
+// closeAll closes the clients that were created, a few at a time: each close waits for the
+// gateway's answer to its close frame.
+func closeAll(clients []*client) {
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		if c == nil {
 			continue
 		}
-		switch {
-		case f.Data != nil && f.Data.From != self:
-			var body content
-			if json.Unmarshal(f.Data.Content, &body) == nil && body.SentNS > 0 {
-				c.st.delivered.Add(1)
-				c.st.record(c.st.deliver, now.Sub(time.Unix(0, body.SentNS)))
-			}
-		case f.Ctrl != nil:
-			c.answered(f.Ctrl.ID, f.Ctrl.Code, f.Ctrl.Reason, now)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c.close()
+		}()
 	}
-}
-
-// answered accounts for the ctrl answering a pub.
-func (c *client) answered(id string, code int, reason string, now time.Time) {
-	c.mu.Lock()
-	sent, ok := c.pending[id]
-	delete(c.pending, id)
-	c.mu.Unlock()
-	if !ok {
-		return
-	}
-	if code != 202 {
-		c.st.fail(reason, 1)
-		return
-	}
-	c.st.acked.Add(1)
-	c.st.expected.Add(int64(c.groupSize - 1))
-	c.st.record(c.st.ack, now.Sub(sent))
-}
-
-// sendLoop publishes one message per interval, after an initial offset, until sending ends.
-// Writes run under ctx, not under sending: a write cut off by its context closes the connection.
-func (c *client) sendLoop(ctx, sending context.Context, interval, offset time.Duration) {
-	select {
-	case <-sending.Done():
-		return
-	case <-time.After(offset):
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	keepAlive := time.NewTicker(20 * time.Second)
-	defer keepAlive.Stop()
-	for k := 0; ; k++ {
-		if err := c.publish(ctx, k); err != nil {
-			if ctx.Err() == nil {
-				c.st.fail("connection", 1)
-			}
-			return
-		}
-		select {
-		case <-sending.Done():
-			return
-		case <-tick.C:
-		case <-keepAlive.C:
-			// Slow senders still show the gateway they are alive.
-			if err := c.write(ctx, []byte(`{"ping":{}}`)); err != nil {
-				return
-			}
-			select {
-			case <-sending.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}
-}
-
-// writeTimeout bounds one frame write.
-const writeTimeout = 10 * time.Second
-
-func (c *client) write(ctx context.Context, b []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	return c.conn.Write(ctx, websocket.MessageText, b)
-}
-
-func (c *client) publish(ctx context.Context, k int) error {
-	id := fmt.Sprintf("p%d", k)
-	now := time.Now()
-	body, _ := json.Marshal(content{SentNS: now.UnixNano(), Pad: c.pad})
-	frame := fmt.Sprintf(`{"pub":{"id":%q,"topic":%q,"client_msg_id":"b%s-%d-%d","content":%s}}`, id, c.topic, c.runID, c.index, k, body)
-	c.mu.Lock()
-	c.pending[id] = now
-	c.mu.Unlock()
-	if err := c.write(ctx, []byte(frame)); err != nil {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-		return err
-	}
-	c.st.sent.Add(1)
-	return nil
-}
-
-func (c *client) pendingCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pending)
-}
-
-// close ends the connection and waits for its reader.
-func (c *client) close() {
-	if c.conn == nil || !c.closing.CompareAndSwap(false, true) {
-		return
-	}
-	if !c.reading.Load() {
-		_ = c.conn.CloseNow()
-		return
-	}
-	_ = c.conn.Close(websocket.StatusNormalClosure, "")
-	select {
-	case <-c.done:
-	case <-time.After(2 * time.Second):
-		_ = c.conn.CloseNow()
-	}
+	wg.Wait()
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,6 +153,80 @@ func TestRunMeasuresEveryMessage(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+func TestRunOneSenderClosedLoop(t *testing.T) {
+	t.Parallel()
+	urls, tokens, _ := gateway(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var monitored atomic.Bool
+	res, err := wsbench.Run(ctx, wsbench.Options{URLs: urls, Tenant: domain.MustTenantID("bench"), Tokens: tokens,
+		Clients: 12, Groups: 1, Senders: 1, InFlight: 1, Duration: time.Second, Drain: 5 * time.Second,
+		Monitor: func(ctx context.Context) { monitored.Store(true); <-ctx.Done() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rate != 0 || res.Senders != 1 || res.InFlight != 1 {
+		t.Errorf("result names rate %v, senders %d, in flight %d; want unpaced, 1, 1", res.Rate, res.Senders, res.InFlight)
+	}
+	// Closed loop: as many pubs as acks came back, never two at once, so every one is answered.
+	if res.Sent < 5 || res.Acked != res.Sent || res.ErrorCount() != 0 {
+		t.Errorf("sent %d, acked %d, errors %v", res.Sent, res.Acked, res.Errors)
+	}
+	if res.Expected != 11*res.Acked || res.Delivered != res.Expected {
+		t.Errorf("delivered %d, expected %d (11 per acked message: %d)", res.Delivered, res.Expected, 11*res.Acked)
+	}
+	if !monitored.Load() {
+		t.Error("Monitor never ran")
+	}
+}
+
+func TestRunIdleHoldsConnections(t *testing.T) {
+	t.Parallel()
+	urls, tokens, store := gateway(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := wsbench.Run(ctx, wsbench.Options{URLs: urls, Tenant: domain.MustTenantID("bench"), Tokens: tokens,
+		Clients: 30, Groups: 3, Idle: true, Duration: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Idle || res.Held != 30 || res.Sent != 0 || res.ErrorCount() != 0 || res.Setup <= 0 {
+		t.Errorf("idle run: held %d of 30, sent %d, errors %v, setup %s", res.Held, res.Sent, res.Errors, res.Setup)
+	}
+	var out bytes.Buffer
+	if err := res.Print(&out); err != nil || !strings.Contains(out.String(), "held") {
+		t.Errorf("report %q (%v) lacks the held connections", out.String(), err)
+	}
+	if n, err := store.Count(ctx, eventstore.Filter{}); err != nil || n != 0 {
+		t.Errorf("%d events stored (%v), want none", n, err)
+	}
+}
+
+func TestSampleProcessReadsThisProcess(t *testing.T) {
+	t.Parallel()
+	s, err := wsbench.SampleProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RSS < 1<<20 || s.HWM < s.RSS || s.CPU <= 0 {
+		t.Errorf("sample %+v: want an RSS of at least 1 MiB, a peak at least as high and some CPU time", s)
+	}
+	if _, err := wsbench.SampleProcess(-1); err == nil {
+		t.Error("sampling pid -1 succeeded")
+	}
+	m := &wsbench.ProcessMonitor{PID: os.Getpid(), Label: "test"}
+	var out bytes.Buffer
+	if err := m.Report(&out); !errors.Is(err, wsbench.ErrNoSamples) {
+		t.Errorf("Report before Run = %v, want ErrNoSamples", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1100*time.Millisecond)
+	defer cancel()
+	m.Run(ctx)
+	if err := m.Report(&out); err != nil || !strings.Contains(out.String(), "test pid") || !strings.Contains(out.String(), "MiB") {
+		t.Errorf("report %q, %v", out.String(), err)
 	}
 }
 
