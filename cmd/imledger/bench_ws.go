@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
 	"sync"
 	"time"
 
@@ -19,20 +25,28 @@ import (
 
 func newBenchWSCmd() *cobra.Command {
 	var (
-		o      wsbench.Options
-		tenant string
+		o         wsbench.Options
+		tenant    string
+		groupSize int
+		mon       benchMonitor
 	)
 	cmd := &cobra.Command{
 		Use:   "ws",
-		Short: "Load the WebSocket gateway with clients that publish to shared groups",
+		Short: "Load the WebSocket gateway with clients that publish to shared groups, or hold idle connections",
 		Long: "bench ws connects --clients WebSocket clients, one user each, in --groups groups (client i,\n" +
-			"user first-user+i, is in group first-group + i mod groups), has them publish at --rate\n" +
-			"messages/s in total for --duration, and prints sent, acked and delivered counts, errors and\n" +
-			"the ack and send-to-delivery latencies. It first creates the groups and memberships through\n" +
-			"the event store (existing ones are kept) and provisions --tenant's read-model database.\n\n" +
-			"Without --url it starts a whole node in this process on a free port and loads it. With\n" +
-			"--url (repeatable; clients are spread over them) it loads running nodes that share this\n" +
-			"configuration's PostgreSQL, Redis and auth.keys.",
+			"user first-user+i, is in group first-group + i mod groups; --group-size sets groups to\n" +
+			"clients/group-size), has the first --senders of them publish at --rate messages/s in total\n" +
+			"(--inflight bounds each sender's unanswered pubs; --rate 0 --inflight 1 publishes each\n" +
+			"message when the previous one was acked) for --duration, and prints sent, acked and\n" +
+			"delivered counts, errors and the ack and send-to-delivery latencies. With --idle the\n" +
+			"clients only log in, subscribe and hold their connections for --duration. It first creates\n" +
+			"the groups and memberships through the group commands on the event store (existing ones\n" +
+			"are kept) and provisions --tenant's read-model database.\n\n" +
+			"Without --url it starts a whole node in this process on a free port and loads it (--pprof\n" +
+			"serves this process's profiles). With --url (repeatable; clients are spread over them)\n" +
+			"it loads running nodes that share this configuration's PostgreSQL, Redis and auth.keys;\n" +
+			"--server-pid names such a node's process (e.g. an imledger serve started in the\n" +
+			"background) so its memory and CPU are reported.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(tenant)
@@ -40,7 +54,16 @@ func newBenchWSCmd() *cobra.Command {
 				return fmt.Errorf("--tenant: %w", err)
 			}
 			o.Tenant = t
-			return runBenchWS(cmd, o)
+			if groupSize > 0 {
+				if o.Clients%groupSize != 0 {
+					return fmt.Errorf("--group-size %d does not divide --clients %d", groupSize, o.Clients)
+				}
+				o.Groups = o.Clients / groupSize
+			}
+			if mon.pid != 0 && len(o.URLs) == 0 {
+				return errors.New("--server-pid needs --url: without it the node runs in this process")
+			}
+			return runBenchWS(cmd, o, &mon)
 		},
 	}
 	f := cmd.Flags()
@@ -48,19 +71,25 @@ func newBenchWSCmd() *cobra.Command {
 	f.StringVar(&tenant, "tenant", "demo", "tenant the clients log in to")
 	f.IntVar(&o.Clients, "clients", 100, "connections, one user each")
 	f.IntVar(&o.Groups, "groups", 10, "group topics")
-	f.Float64Var(&o.Rate, "rate", 1000, "messages per second over all clients")
-	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long clients publish")
+	f.IntVar(&groupSize, "group-size", 0, "clients per group; sets --groups to clients/group-size")
+	f.IntVar(&o.Senders, "senders", 0, "clients that publish, the first ones (default: every client)")
+	f.Float64Var(&o.Rate, "rate", 1000, "messages per second over all senders; 0 with --inflight: as fast as answers come")
+	f.IntVar(&o.InFlight, "inflight", 0, "unanswered pubs a sender may have (default: no bound)")
+	f.BoolVar(&o.Idle, "idle", false, "only hold the logged-in, subscribed connections for --duration and report the server's memory")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long clients publish (or hold their connections)")
 	f.DurationVar(&o.Drain, "drain", 3*time.Second, "how long to wait for outstanding acks and deliveries")
 	f.IntVar(&o.ContentBytes, "content-bytes", 64, "approximate size of each message's content")
 	f.Int64Var(&o.FirstUser, "first-user", 1_000_000, "user id of the first client")
 	f.Int64Var(&o.FirstGroup, "first-group", 1_000_000, "id of the first group")
 	f.IntVar(&o.DialConcurrency, "dial-concurrency", 32, "connections set up at once")
+	f.IntVar(&mon.pid, "server-pid", 0, "process id of the node behind --url, to report its RSS and CPU")
+	f.StringVar(&mon.pprof, "pprof", "", "serve net/http/pprof of this process (with --url the load client alone) on this address, e.g. 127.0.0.1:6060")
 	return cmd
 }
 
 // runBenchWS prepares the groups on the target (an in-process node, or the nodes of --url that
 // share this configuration) and runs the load.
-func runBenchWS(cmd *cobra.Command, o wsbench.Options) error {
+func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error {
 	n, err := toolNode(cmd)
 	if err != nil {
 		return err
@@ -75,11 +104,19 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options) error {
 		}
 		defer func() { _ = n.shutdown() }()
 		o.URLs = []string{"ws://" + n.addr() + ws.Path}
+		mon.pid, mon.inProcess = os.Getpid(), true
 	} else {
 		defer n.closeResources()
 		if err := n.openBenchTarget(ctx); err != nil {
 			return err
 		}
+	}
+	if mon.pprof != "" {
+		stop, err := servePprof(mon.pprof, n.log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	o.Tokens = n.signer
 	if n.router != nil {
@@ -92,11 +129,17 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options) error {
 		return err
 	}
 	n.log.Info("bench ws: groups ready", "groups", o.Groups, "clients", o.Clients, "took", time.Since(start).Round(time.Millisecond))
+	if mon.pid != 0 {
+		o.Monitor = mon.run
+	}
 	res, err := wsbench.Run(ctx, o)
 	if err != nil {
 		return err
 	}
-	return res.Print(cmd.OutOrStdout())
+	if err := res.Print(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	return mon.print(cmd.OutOrStdout())
 }
 
 // openBenchTarget opens what preparing remote nodes needs: the event store, Redis for the
@@ -178,4 +221,47 @@ func (n *node) prepareBenchGroups(ctx context.Context, o wsbench.Options) error 
 func isDenied(err error, reason string) bool {
 	var d *domain.DeniedError
 	return errors.As(err, &d) && d.Reason == reason
+}
+
+// benchMonitor is what bench ws watches besides the clients: the node's process, sampled while
+// it is loaded, and optionally a pprof endpoint of the in-process node.
+type benchMonitor struct {
+	pid       int
+	pprof     string
+	inProcess bool
+	proc      *wsbench.ProcessMonitor
+}
+
+func (m *benchMonitor) run(ctx context.Context) {
+	label := "server"
+	if m.inProcess {
+		label = "this process (node and clients)"
+	}
+	m.proc = &wsbench.ProcessMonitor{PID: m.pid, Label: label}
+	m.proc.Run(ctx)
+}
+
+func (m *benchMonitor) print(w io.Writer) error {
+	if m.proc == nil {
+		return nil
+	}
+	return m.proc.Report(w)
+}
+
+// servePprof serves net/http/pprof on addr from a mux of its own (never the node's) until stop.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("bench ws: pprof listening", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
