@@ -3,14 +3,12 @@ package wsbench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -24,7 +22,7 @@ type client struct {
 	topic     string
 	groupSize int
 	pad       string
-	conn      *websocket.Conn
+	conn      *wsConn
 	closing   atomic.Bool
 	reading   atomic.Bool
 	lost      atomic.Bool   // the connection ended before the client closed it
@@ -43,50 +41,83 @@ func (c *client) connect(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("client %d: token: %w", c.index, err)
 	}
-	c.conn, _, err = websocket.Dial(ctx, o.URLs[c.index%len(o.URLs)], nil)
-	if err != nil {
+	if c.conn, err = dial(ctx, o.URLs[c.index%len(o.URLs)]); err != nil {
 		return fmt.Errorf("client %d: dial: %w", c.index, err)
 	}
-	c.conn.SetReadLimit(4 << 20)
+	deadline, _ := ctx.Deadline()
+	_ = c.conn.conn.SetReadDeadline(deadline)
 	steps := []struct{ id, frame string }{
 		{"login", fmt.Sprintf(`{"login":{"id":"login","token":%q}}`, tok)},
 		{"sub", fmt.Sprintf(`{"sub":{"id":"sub","topic":%q}}`, c.topic)},
 	}
 	for _, s := range steps {
-		if err := c.conn.Write(ctx, websocket.MessageText, []byte(s.frame)); err != nil {
+		if err := c.conn.WriteText([]byte(s.frame)); err != nil {
 			return fmt.Errorf("client %d: %s: %w", c.index, s.id, err)
 		}
-		if err := c.awaitCtrl(ctx, s.id); err != nil {
+		if err := c.awaitCtrl(s.id); err != nil {
 			return fmt.Errorf("client %d: %s: %w", c.index, s.id, err)
 		}
 	}
-	return nil
+	return c.conn.conn.SetReadDeadline(time.Time{})
 }
 
-// serverFrame is the part of a server frame the benchmark reads.
+// serverFrame is the part of a server frame the benchmark reads; the byte slices point into
+// the message read.
 type serverFrame struct {
-	Ctrl *struct {
-		ID     string `json:"id"`
-		Code   int    `json:"code"`
-		Reason string `json:"reason"`
-	} `json:"ctrl"`
-	Data *struct {
-		From    string          `json:"from"`
-		Content json.RawMessage `json:"content"`
-	} `json:"data"`
+	isCtrl, isData bool
+	// ctrl
+	id, reason []byte
+	code       int64
+	// data
+	from, content []byte
+}
+
+// parseFrame reads the frame type and the fields the benchmark needs.
+func parseFrame(b []byte) (f serverFrame, err error) {
+	var inner error
+	err = members(b, func(key, value []byte) bool {
+		switch string(key) {
+		case "ctrl":
+			f.isCtrl = true
+			inner = members(value, func(k, v []byte) bool {
+				switch string(k) {
+				case "id":
+					f.id, _ = plainString(v)
+				case "code":
+					f.code, _ = integer(v)
+				case "reason":
+					f.reason, _ = plainString(v)
+				}
+				return true
+			})
+		case "data":
+			f.isData = true
+			inner = members(value, func(k, v []byte) bool {
+				switch string(k) {
+				case "from":
+					f.from, _ = plainString(v)
+				case "content":
+					f.content = v
+				}
+				return true
+			})
+		}
+		return true
+	})
+	return f, errors.Join(err, inner)
 }
 
 // awaitCtrl reads until the ctrl answering id, which must be a success.
-func (c *client) awaitCtrl(ctx context.Context, id string) error {
+func (c *client) awaitCtrl(id string) error {
 	for {
-		_, b, err := c.conn.Read(ctx)
+		b, err := c.conn.ReadMessage()
 		if err != nil {
 			return err
 		}
-		var f serverFrame
-		if json.Unmarshal(b, &f) == nil && f.Ctrl != nil && f.Ctrl.ID == id {
-			if f.Ctrl.Code >= 300 {
-				return fmt.Errorf("refused: %d %s", f.Ctrl.Code, f.Ctrl.Reason)
+		f, err := parseFrame(b)
+		if err == nil && f.isCtrl && string(f.id) == id {
+			if f.code >= 300 {
+				return fmt.Errorf("refused: %d %s", f.code, f.reason)
 			}
 			return nil
 		}
@@ -97,15 +128,10 @@ func (c *client) awaitCtrl(ctx context.Context, id string) error {
 // other clients' messages and matches acks to pubs.
 func (c *client) readLoop() {
 	defer close(c.done)
-	self := c.user.String()
-	var buf bytes.Buffer
+	self := []byte(c.user.String())
 	var scratch []byte
 	for {
-		buf.Reset()
-		_, r, err := c.conn.Reader(context.Background())
-		if err == nil {
-			_, err = buf.ReadFrom(r)
-		}
+		b, err := c.conn.ReadMessage()
 		if err != nil {
 			if !c.closing.Load() {
 				c.lost.Store(true)
@@ -114,18 +140,18 @@ func (c *client) readLoop() {
 			return
 		}
 		now := time.Now()
-		var f serverFrame
-		if json.Unmarshal(buf.Bytes(), &f) != nil {
+		f, err := parseFrame(b)
+		if err != nil {
 			c.st.fail("bad_frame", 1)
 			continue
 		}
 		switch {
-		case f.Data != nil && f.Data.From != self:
+		case f.isData && !bytes.Equal(f.from, self):
 			var (
 				body      contentFields
 				exact, ok bool
 			)
-			body, exact, ok, scratch = checkContent(f.Data.Content, scratch)
+			body, exact, ok, scratch = checkContent(f.content, c.pad, scratch)
 			switch {
 			case !ok:
 				continue // a message not sent by the benchmark
@@ -134,17 +160,19 @@ func (c *client) readLoop() {
 			}
 			c.st.delivered.Add(1)
 			c.st.record(c.st.deliver, now.Sub(time.Unix(0, body.SentNS)))
-		case f.Ctrl != nil:
-			c.answered(f.Ctrl.ID, f.Ctrl.Code, f.Ctrl.Reason, now)
+		case f.isCtrl:
+			c.answered(f.id, int(f.code), f.reason, now)
 		}
 	}
 }
 
 // answered accounts for the ctrl answering a pub: the ack must echo the pub's frame id.
-func (c *client) answered(id string, code int, reason string, now time.Time) {
+func (c *client) answered(id []byte, code int, reason []byte, now time.Time) {
 	c.mu.Lock()
-	sent, ok := c.pending[id]
-	delete(c.pending, id)
+	sent, ok := c.pending[string(id)]
+	if ok {
+		delete(c.pending, string(id))
+	}
 	c.mu.Unlock()
 	if !ok {
 		return
@@ -153,7 +181,7 @@ func (c *client) answered(id string, code int, reason string, now time.Time) {
 		<-c.slots
 	}
 	if code != 202 {
-		c.st.fail(reason, 1)
+		c.st.fail(string(reason), 1)
 		return
 	}
 	c.st.acked.Add(1)
@@ -162,8 +190,8 @@ func (c *client) answered(id string, code int, reason string, now time.Time) {
 }
 
 // sendLoop publishes one message per interval, after an initial offset, until the window ends.
-// With in-flight slots a tick waits for a free slot. Writes run under ctx, not under window: a
-// write cut off by its context closes the connection.
+// With in-flight slots a tick waits for a free slot. A write is bounded by writeTimeout, not by
+// the window: the last pub goes out whole.
 func (c *client) sendLoop(ctx, window context.Context, interval, offset time.Duration) {
 	select {
 	case <-window.Done():
@@ -176,7 +204,7 @@ func (c *client) sendLoop(ctx, window context.Context, interval, offset time.Dur
 		if !c.acquire(window) {
 			return
 		}
-		if err := c.publish(ctx, k); err != nil {
+		if err := c.publish(k); err != nil {
 			c.sendFailed(ctx)
 			return
 		}
@@ -191,7 +219,7 @@ func (c *client) sendLoop(ctx, window context.Context, interval, offset time.Dur
 // sendUnpaced publishes whenever an in-flight slot is free, until the window ends.
 func (c *client) sendUnpaced(ctx, window context.Context) {
 	for k := 0; c.acquire(window); k++ {
-		if err := c.publish(ctx, k); err != nil {
+		if err := c.publish(k); err != nil {
 			c.sendFailed(ctx)
 			return
 		}
@@ -225,7 +253,7 @@ const keepAliveInterval = 20 * time.Second
 
 // keepAlive pings the gateway every keepAliveInterval, after an initial offset, until the window
 // ends, so connections that send nothing stay open.
-func (c *client) keepAlive(ctx, window context.Context, offset time.Duration) {
+func (c *client) keepAlive(window context.Context, offset time.Duration) {
 	t := time.NewTimer(offset)
 	defer t.Stop()
 	for {
@@ -236,24 +264,17 @@ func (c *client) keepAlive(ctx, window context.Context, offset time.Duration) {
 			return
 		case <-t.C:
 		}
-		if err := c.write(ctx, []byte(`{"ping":{}}`)); err != nil {
+		if err := c.write([]byte(`{"ping":{}}`)); err != nil {
 			return
 		}
 		t.Reset(keepAliveInterval)
 	}
 }
 
-// writeTimeout bounds one frame write.
-const writeTimeout = 10 * time.Second
-
-func (c *client) write(ctx context.Context, b []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	return c.conn.Write(ctx, websocket.MessageText, b)
-}
+func (c *client) write(b []byte) error { return c.conn.WriteText(b) }
 
 // publish writes pub k. Its frame id is "p<k>"; the ack must echo it.
-func (c *client) publish(ctx context.Context, k int) error {
+func (c *client) publish(k int) error {
 	id := "p" + strconv.Itoa(k)
 	now := time.Now()
 	frame := make([]byte, 0, 160+len(c.pad))
@@ -267,7 +288,7 @@ func (c *client) publish(ctx context.Context, k int) error {
 	c.mu.Lock()
 	c.pending[id] = now
 	c.mu.Unlock()
-	if err := c.write(ctx, frame); err != nil {
+	if err := c.write(frame); err != nil {
 		c.mu.Lock()
 		_, unanswered := c.pending[id]
 		delete(c.pending, id)
@@ -293,13 +314,14 @@ func (c *client) close() {
 		return
 	}
 	if !c.reading.Load() {
-		_ = c.conn.CloseNow()
+		_ = c.conn.Close()
 		return
 	}
-	_ = c.conn.Close(websocket.StatusNormalClosure, "")
+	_ = c.conn.CloseNormal()
 	select {
 	case <-c.done:
 	case <-time.After(2 * time.Second):
-		_ = c.conn.CloseNow()
 	}
+	_ = c.conn.Close()
+	<-c.done
 }

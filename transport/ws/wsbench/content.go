@@ -2,7 +2,6 @@ package wsbench
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -16,10 +15,9 @@ import (
 
 // contentFields are what a receiver reads back from a content.
 type contentFields struct {
-	SentNS int64  `json:"bench_ts"`
-	From   int    `json:"from"`
-	K      int    `json:"k"`
-	Pad    string `json:"pad"`
+	SentNS int64
+	From   int
+	K      int
 }
 
 // padding returns the pad of a content of about n bytes.
@@ -41,12 +39,26 @@ func appendContent(b []byte, sentNS int64, from, k int, pad string) []byte {
 	return append(b, `"}`...)
 }
 
-// checkContent decodes a delivered content and reports whether its bytes are exactly the ones
-// its sender wrote. ok is false when it is no benchmark content at all.
-func checkContent(raw []byte, scratch []byte) (f contentFields, exact, ok bool, _ []byte) {
-	if json.Unmarshal(raw, &f) != nil || f.SentNS <= 0 {
+// checkContent reads a delivered content and reports whether its bytes are exactly the ones its
+// sender wrote with pad (every client uses the same). ok is false when it is no benchmark
+// content at all. scratch is reused for the rebuilt content and returned.
+func checkContent(raw []byte, pad string, scratch []byte) (f contentFields, exact, ok bool, _ []byte) {
+	err := members(raw, func(key, value []byte) bool {
+		n, isInt := integer(value)
+		switch string(key) {
+		case "bench_ts":
+			f.SentNS = n
+			ok = isInt && n > 0
+		case "from":
+			f.From = int(n)
+		case "k":
+			f.K = int(n)
+		}
+		return true
+	})
+	if err != nil || !ok {
 		return f, false, false, scratch
 	}
-	scratch = appendContent(scratch[:0], f.SentNS, f.From, f.K, f.Pad)
+	scratch = appendContent(scratch[:0], f.SentNS, f.From, f.K, pad)
 	return f, bytes.Equal(raw, scratch), true, scratch
 }

@@ -13,8 +13,8 @@ func TestCheckContentNeedsTheSendersBytes(t *testing.T) {
 	if n := len(sent); n < 90 || n > 110 {
 		t.Errorf("content of about 100 bytes is %d: %s", n, sent)
 	}
-	f, exact, ok, _ := checkContent(sent, nil)
-	if !ok || !exact || f.SentNS != 1_700_000_000_123_456_789 || f.From != 7 || f.K != 42 || f.Pad != pad {
+	f, exact, ok, _ := checkContent(sent, pad, nil)
+	if !ok || !exact || f.SentNS != 1_700_000_000_123_456_789 || f.From != 7 || f.K != 42 {
 		t.Errorf("checkContent(sent) = %+v exact %v ok %v", f, exact, ok)
 	}
 	// What a gateway that decoded and re-encoded the content would deliver: compacted, with
@@ -26,12 +26,13 @@ func TestCheckContentNeedsTheSendersBytes(t *testing.T) {
 	reencoded, _ := json.Marshal(v)
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, sent)
-	for name, b := range map[string][]byte{"re-encoded": reencoded, "compacted": compact.Bytes()} {
-		if _, exact, ok, _ := checkContent(b, nil); !ok || exact {
+	otherPad := appendContent(nil, 1_700_000_000_123_456_789, 7, 42, padding(101))
+	for name, b := range map[string][]byte{"re-encoded": reencoded, "compacted": compact.Bytes(), "another pad": otherPad} {
+		if _, exact, ok, _ := checkContent(b, pad, nil); !ok || exact {
 			t.Errorf("%s content %s: ok %v exact %v, want ok and not exact", name, b, ok, exact)
 		}
 	}
-	if _, _, ok, _ := checkContent([]byte(`"hello"`), nil); ok {
+	if _, _, ok, _ := checkContent([]byte(`"hello"`), pad, nil); ok {
 		t.Error("a plain string counted as benchmark content")
 	}
 }

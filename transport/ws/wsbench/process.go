@@ -88,8 +88,9 @@ func LoadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// ProcessMonitor samples a process (the node under load) once a second while Run runs; use Run as
-// Options.Monitor. Report summarizes the samples. It is safe for concurrent use.
+// ProcessMonitor samples a process (the node under load) and the machine's load average once a
+// second while Run runs; use Run as Options.Monitor. Report summarizes the samples. It is safe
+// for concurrent use.
 type ProcessMonitor struct {
 	PID   int
 	Label string // names the process in the report, e.g. "server"
@@ -136,8 +137,8 @@ func (m *ProcessMonitor) sample(first bool) {
 // ErrNoSamples is returned by Report when the monitor never ran.
 var ErrNoSamples = errors.New("wsbench: the process was never sampled")
 
-// Report writes the process's RSS at the end of the window, its peak RSS, the CPU it used in the
-// window (100% is one core) and the machine's load average at the start and the end.
+// Report writes the process's RSS at the end of the window, its peak RSS and the CPU it used in
+// the window (100% is one core).
 func (m *ProcessMonitor) Report(w io.Writer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,12 +147,18 @@ func (m *ProcessMonitor) Report(w io.Writer) error {
 	}
 	const mib = 1 << 20
 	cpu := 0.0
-	if wall := m.last.At.Sub(m.first.At); wall > 0 {
+	wall := m.last.At.Sub(m.first.At)
+	if wall > 0 {
 		cpu = 100 * float64(m.last.CPU-m.first.CPU) / float64(wall)
 	}
-	_, err := fmt.Fprintf(w, "%s pid %d: rss %.1f MiB at the end, peak %.1f MiB; cpu %.0f%% of one core over %s\n"+
-		"load average %s at the start, %s at the end\n",
-		m.Label, m.PID, float64(m.last.RSS)/mib, float64(m.peak)/mib, cpu, m.last.At.Sub(m.first.At).Round(time.Second),
-		m.loadAt, m.loadEnd)
+	_, err := fmt.Fprintf(w, "%s pid %d: rss %.1f MiB at the end, peak %.1f MiB; cpu %.0f%% of one core over %s\n",
+		m.Label, m.PID, float64(m.last.RSS)/mib, float64(m.peak)/mib, cpu, wall.Round(time.Second))
 	return err
+}
+
+// Load returns the machine's load average when Run started and when it last sampled.
+func (m *ProcessMonitor) Load() (start, end string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loadAt, m.loadEnd
 }

@@ -88,7 +88,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		go func() {
 			defer wg.Done()
 			// Pings, like sends, are spread over their interval so they do not come in bursts.
-			c.keepAlive(ctx, window, time.Duration(i)*keepAliveInterval/time.Duration(len(clients)))
+			c.keepAlive(window, time.Duration(i)*keepAliveInterval/time.Duration(len(clients)))
 		}()
 		if o.Idle || i >= o.Senders {
 			continue

@@ -228,6 +228,9 @@ func TestSampleProcessReadsThisProcess(t *testing.T) {
 	if err := m.Report(&out); err != nil || !strings.Contains(out.String(), "test pid") || !strings.Contains(out.String(), "MiB") {
 		t.Errorf("report %q, %v", out.String(), err)
 	}
+	if start, end := m.Load(); start == "" || end == "" {
+		t.Errorf("load average %q at the start, %q at the end", start, end)
+	}
 }
 
 func TestRunFailsWhenClientsCannotLogIn(t *testing.T) {
