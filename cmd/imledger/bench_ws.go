@@ -223,29 +223,45 @@ func isDenied(err error, reason string) bool {
 	return errors.As(err, &d) && d.Reason == reason
 }
 
-// benchMonitor is what bench ws watches besides the clients: the node's process, sampled while
-// it is loaded, and optionally a pprof endpoint of the in-process node.
+// benchMonitor is what bench ws watches besides the clients: the node's process (and, when the
+// node runs elsewhere, this load client's), sampled while it is loaded, and optionally a pprof
+// endpoint of this process.
 type benchMonitor struct {
 	pid       int
 	pprof     string
 	inProcess bool
-	proc      *wsbench.ProcessMonitor
+	procs     []*wsbench.ProcessMonitor
 }
 
 func (m *benchMonitor) run(ctx context.Context) {
-	label := "server"
 	if m.inProcess {
-		label = "this process (node and clients)"
+		m.procs = []*wsbench.ProcessMonitor{{PID: m.pid, Label: "this process (node and clients)"}}
+	} else {
+		m.procs = []*wsbench.ProcessMonitor{{PID: m.pid, Label: "server"}, {PID: os.Getpid(), Label: "load client"}}
 	}
-	m.proc = &wsbench.ProcessMonitor{PID: m.pid, Label: label}
-	m.proc.Run(ctx)
+	var wg sync.WaitGroup
+	for _, p := range m.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Run(ctx)
+		}()
+	}
+	wg.Wait()
 }
 
 func (m *benchMonitor) print(w io.Writer) error {
-	if m.proc == nil {
-		return nil
+	for _, p := range m.procs {
+		if err := p.Report(w); err != nil {
+			return err
+		}
 	}
-	return m.proc.Report(w)
+	if len(m.procs) > 0 {
+		start, end := m.procs[0].Load()
+		_, err := fmt.Fprintf(w, "load average %s at the start, %s at the end\n", start, end)
+		return err
+	}
+	return nil
 }
 
 // servePprof serves net/http/pprof on addr from a mux of its own (never the node's) until stop.
