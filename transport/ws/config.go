@@ -24,7 +24,8 @@ type Config struct {
 	// on Linux grows to megabytes. A small buffer bounds the memory a stuck client pins in the
 	// kernel and gets it disconnected sooner (its send queue fills instead).
 	SocketSendBuffer int `koanf:"socket_send_buffer"`
-	// WriteTimeout bounds one write to a client. Default 10 s.
+	// WriteTimeout bounds one write to a client: a write blocked for longer (at least half of it,
+	// at most all of it) fails and the client is disconnected. Default 10 s.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
 	// IdleTimeout closes a connection that sent no frame (a ping counts) for this long. Clients
 	// should ping at least every IdleTimeout/2. Default 60 s.

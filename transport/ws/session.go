@@ -70,6 +70,7 @@ type session struct {
 	queue      []outFrame    // frames no writer has taken yet, at most SendQueueSize
 	spare      []outFrame    // the slice the last writer round emptied, reused by the next
 	writing    bool          // a writer goroutine runs
+	wdeadline  time.Time     // the socket's write deadline; only the running writer touches it
 	ended      bool          // nothing more is written: a close frame went out, a write failed or the session was killed
 	writerDone chan struct{} // closed when ended is set
 
@@ -359,7 +360,7 @@ func (s *session) writeBatch(frames []outFrame) (done bool) {
 	}()
 	for i, f := range frames {
 		if i%32 == 0 {
-			_ = s.conn.SetWriteDeadline(time.Now().Add(s.g.cfg.WriteTimeout))
+			s.extendWriteDeadline()
 		}
 		if err := ws.WriteFrame(bw, ws.NewFrame(f.op, true, f.payload)); err != nil {
 			s.kill(closeWriteFailed)
@@ -375,6 +376,19 @@ func (s *session) writeBatch(frames []outFrame) (done bool) {
 		return true
 	}
 	return false
+}
+
+// extendWriteDeadline makes sure the next write has at least half of WriteTimeout left before
+// the socket's write deadline. Moving the deadline costs a timer update, so one deadline serves
+// every write for half of WriteTimeout: a write blocked for between WriteTimeout/2 and
+// WriteTimeout fails.
+func (s *session) extendWriteDeadline() {
+	now := time.Now()
+	if now.Add(s.g.cfg.WriteTimeout / 2).Before(s.wdeadline) {
+		return
+	}
+	s.wdeadline = now.Add(s.g.cfg.WriteTimeout)
+	_ = s.conn.SetWriteDeadline(s.wdeadline)
 }
 
 // touch refreshes the session's presence; every inbound frame calls it (Touch is rate-limited).
