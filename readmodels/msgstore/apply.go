@@ -44,6 +44,16 @@ const errDuplicateKey = 1062
 // same event wraps domain.ErrRetryable; an event that can never apply is an *EventError (see
 // there); an unprovisioned tenant wraps domain.ErrNotFound.
 func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables Tables, events []domain.Envelope) (applied int, err error) {
+	return s.ApplyIf(ctx, tenant, consumerGroup, tables, events, nil)
+}
+
+// ApplyIf is Apply with a last word for the caller: ok, unless nil, is called once the batch is
+// written and before it commits, and an error from it rolls the batch back and is returned as
+// it is. A caller that must check something elsewhere before the batch may take effect (the
+// projector asks Postgres whether any of the conversations is parked behind a dead letter) runs
+// the check while the batch is written instead of before. ok runs while the transaction holds
+// its row locks, so it should not take long.
+func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables Tables, events []domain.Envelope, ok func(context.Context) error) (applied int, err error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
@@ -73,6 +83,11 @@ func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, consumerGroup
 	}
 	if err := applyOps(ctx, tx, tables, fresh, insertMessages); err != nil {
 		return 0, err
+	}
+	if ok != nil {
+		if err := ok(ctx); err != nil {
+			return 0, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, tenantdb.WrapErr("apply: commit", err)

@@ -250,3 +250,25 @@ func TestApplyPartlySeenBatchesApplyOnlyTheNewEvents(t *testing.T) {
 		t.Fatalf("last seq %d", last)
 	}
 }
+
+func TestApplyIfCommitsOnlyWhenOKPasses(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	batch := []domain.Envelope{rmtest.Sent(t, f.tenant, "grp7", 1, 10, "a"), rmtest.Sent(t, f.tenant, "p2p10_20", 1, 20, "b")}
+	veto := errors.New("parked")
+	calls := 0
+	_, err := f.store.ApplyIf(ctx, f.tenant, group, f.tables, batch, func(context.Context) error { calls++; return veto })
+	if err != veto || calls != 1 {
+		t.Fatalf("vetoed apply: %v after %d calls; want the veto itself after 1", err, calls)
+	}
+	if c, _ := f.store.Counts(ctx, f.tenant, f.tables); c != (msgstore.TableCounts{}) {
+		t.Fatalf("vetoed batch left rows: %+v", c)
+	}
+	n, err := f.store.ApplyIf(ctx, f.tenant, group, f.tables, batch, func(context.Context) error { calls++; return nil })
+	if err != nil || n != 2 || calls != 2 {
+		t.Fatalf("apply after ok: %d, %v, %d calls", n, err, calls)
+	}
+	if c, _ := f.store.Counts(ctx, f.tenant, f.tables); c.GroupMessages != 1 || c.DirectMessages != 1 || c.Processed != 2 {
+		t.Fatalf("counts %+v", c)
+	}
+}
