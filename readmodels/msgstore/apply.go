@@ -26,10 +26,10 @@ const errDuplicateKey = 1062
 // Apply writes a batch of events of one tenant to tables in ONE transaction and returns how many
 // of them were new. It first records (consumerGroup, event_id) of every event in tables.Processed;
 // events already recorded were applied by an earlier call and are skipped, so redelivery is
-// harmless. The new events are applied in batch order:
+// harmless. The new events take effect as if applied one by one in batch order (see groupOps):
 //
-//   - sent: the message row is inserted (runs of consecutive sent events become multi-row
-//     INSERTs; a row already holding the topic and seq is kept). The sender's read mark moves to
+//   - sent: the message row is inserted (the batch's sent events become multi-row INSERTs; a
+//     row already holding the topic and seq is kept). The sender's read mark moves to
 //     the seq (their own messages are read); in a 1:1 topic the receiver gets a read-mark row,
 //     read_seq unchanged, so the conversation shows in their unread list.
 //   - recalled: status "recalled", content, head and mentions cleared, recalled_at/by set, version
@@ -179,44 +179,78 @@ func processedAmong(ctx context.Context, tx *sql.Tx, table, group string, ops []
 	return done, nil
 }
 
-// applyOps applies ops in order, gathering runs of consecutive sent events into multi-row writes
-// of write.
+// applyOps applies ops with as few statements as it can: ops are gathered into groups of one
+// action (groupOps) and each group is written at once, the sent events of a group with write,
+// its read marks as one upsert, its deletions as one insert; recalls and edits stay one
+// statement each. The result is that of applying ops one by one in batch order.
 func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write messageWriter) error {
-	var run []op
-	flush := func() error {
-		if len(run) == 0 {
-			return nil
-		}
-		err := insertSent(ctx, tx, tables, run, write)
-		run = run[:0]
-		return err
-	}
-	for _, o := range ops {
-		if o.action == domain.ActionSent {
-			run = append(run, o)
-			continue
-		}
-		if err := flush(); err != nil {
-			return err
-		}
+	for _, g := range groupOps(ops) {
 		var err error
-		switch o.action {
-		case domain.ActionRecalled:
-			err = applyRecall(ctx, tx, tables, o)
-		case domain.ActionEdited:
-			err = applyEdit(ctx, tx, tables, o)
-		case domain.ActionDeleted:
-			err = applyDeletion(ctx, tx, tables, o)
+		switch g.action {
+		case domain.ActionSent:
+			err = insertSent(ctx, tx, tables, g.ops, write)
 		case domain.ActionReadMarked:
-			err = upsertReadMarks(ctx, tx, tables.ReadMarks, []markRow{{
-				user: o.mark.User, topic: o.topic.String(), read: o.mark.ReadSeq, recv: o.mark.RecvSeq, at: o.at(o.mark.At),
-			}})
+			rows := make([]markRow, len(g.ops))
+			for i, o := range g.ops {
+				rows[i] = markRow{user: o.mark.User, topic: o.topic.String(), read: o.mark.ReadSeq, recv: o.mark.RecvSeq, at: o.at(o.mark.At)}
+			}
+			err = upsertReadMarks(ctx, tx, tables.ReadMarks, rows)
+		case domain.ActionDeleted:
+			err = insertDeletions(ctx, tx, tables.Deletions, g.ops)
+		default:
+			for _, o := range g.ops {
+				if o.action == domain.ActionRecalled {
+					err = applyRecall(ctx, tx, tables, o)
+				} else {
+					err = applyEdit(ctx, tx, tables, o)
+				}
+				if err != nil {
+					return eventErr(o, err)
+				}
+			}
+		}
+		if err != nil && len(g.ops) == 1 && g.action != domain.ActionSent {
+			return eventErr(g.ops[0], err)
 		}
 		if err != nil {
-			return eventErr(o, err)
+			return err
 		}
 	}
-	return flush()
+	return nil
+}
+
+// opGroup is ops of one action that are written together.
+type opGroup struct {
+	action domain.MessageAction
+	ops    []op
+}
+
+// groupOps orders ops into groups of one action each without changing the outcome. Every write
+// of the message model touches rows of one conversation only (messages, read marks and
+// deletions are all keyed by topic), so ops of different topics commute; ops of one topic keep
+// their order. An op joins the newest group of its action unless its topic has an op in a
+// later group, in which case it opens a new group. A live batch with an event from each of many
+// conversations becomes one group per action; a run of sent events stays one group. Ops of
+// event types outside the message model are left out.
+func groupOps(ops []op) []opGroup {
+	var groups []opGroup
+	newest := map[domain.MessageAction]int{} // index of the newest group of each action
+	topicAt := map[string]int{}              // index of the group holding a topic's latest op
+	for _, o := range ops {
+		if o.action == "" {
+			continue
+		}
+		topic := o.topic.String()
+		i, ok := newest[o.action]
+		if last, seen := topicAt[topic]; !ok || seen && i < last {
+			groups = append(groups, opGroup{action: o.action})
+			i = len(groups) - 1
+			newest[o.action] = i
+		}
+		groups[i].ops = append(groups[i].ops, o)
+		topicAt[topic] = i
+	}
+	return groups
 }
 
 // eventErr attaches the event to a permanent failure; retryable ones stay as they are, because

@@ -73,13 +73,19 @@ func requireRow(ctx context.Context, tx *sql.Tx, table string, o op, res sql.Res
 	return tenantdb.WrapErr("apply: find message", err)
 }
 
-// applyDeletion hides one message from one user.
-func applyDeletion(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
-	d := o.del
-	stmt := "INSERT INTO " + q(tables.Deletions) + " (user_id, topic, seqid, deleted_at) VALUES (?, ?, ?, ?)" +
-		" ON DUPLICATE KEY UPDATE user_id = user_id"
-	if _, err := tx.ExecContext(ctx, stmt, d.User.Int64(), o.topic.String(), d.Seq, o.at(d.DeletedAt)); err != nil {
-		return tenantdb.WrapErr("apply: delete for user", err)
+// insertDeletions hides each op's message from its user; a deletion that exists is kept.
+func insertDeletions(ctx context.Context, tx *sql.Tx, table string, ops []op) error {
+	for start := 0; start < len(ops); start += maxRowsPerInsert {
+		chunk := ops[start:min(start+maxRowsPerInsert, len(ops))]
+		args := make([]any, 0, 4*len(chunk))
+		for _, o := range chunk {
+			args = append(args, o.del.User.Int64(), o.topic.String(), o.del.Seq, o.at(o.del.DeletedAt))
+		}
+		stmt := "INSERT INTO " + q(table) + " (user_id, topic, seqid, deleted_at) VALUES " + rowPlaceholders(len(chunk), 4) +
+			" ON DUPLICATE KEY UPDATE user_id = user_id"
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+			return tenantdb.WrapErr("apply: delete for user", err)
+		}
 	}
 	return nil
 }

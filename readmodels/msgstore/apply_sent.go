@@ -188,12 +188,13 @@ func nullInt(n int64) any {
 }
 
 // upsertReadMarks moves read marks forward only. Rows are sorted so concurrent batches lock them
-// in the same order.
+// in the same order; the sort is stable and the server applies the rows of one statement in
+// order, so rows of the same user and topic end as if upserted one by one.
 func upsertReadMarks(ctx context.Context, tx *sql.Tx, table string, rows []markRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	sort.Slice(rows, func(i, j int) bool {
+	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].user != rows[j].user {
 			return rows[i].user < rows[j].user
 		}
