@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -69,9 +70,33 @@ func (r *runner) handleEvent(msg *message.Message) error {
 }
 
 // flush writes one batch: events of parked conversations are parked, the rest are applied one
-// tenant at a time. A batch that fails with a non-transient error is retried event by event,
-// so one bad event fails only its own handler.
+// tenant at a time. With a CheckedApplier the lookup of parked conversations in Postgres runs
+// while the batch is written and the batch commits only if none of its conversations is parked;
+// otherwise (and for other appliers) the lookup comes first. A batch that fails with a
+// non-transient error is retried event by event, so one bad event fails only its own handler.
 func (r *runner) flush(ctx context.Context, items []*batchItem) {
+	checked, ok := r.p.Applier.(CheckedApplier)
+	if !ok {
+		r.parkThenApply(ctx, items)
+		return
+	}
+	check := r.startParkCheck(ctx, items)
+	for _, g := range byTenant(items) {
+		gate := func(ctx context.Context) error { return check.clear(ctx, g.items) }
+		apply := func(ctx context.Context, events []domain.Envelope) (int, error) {
+			return checked.ApplyIf(ctx, g.tenant, events, gate)
+		}
+		if !r.applyTenant(ctx, g.items, apply, gate) {
+			// A conversation of the batch waits behind a dead letter: park what must wait and
+			// apply the rest.
+			r.parkThenApply(ctx, g.items)
+		}
+	}
+}
+
+// parkThenApply parks the items of parked conversations, then applies the rest one tenant at a
+// time.
+func (r *runner) parkThenApply(ctx context.Context, items []*batchItem) {
 	apply, err := r.parkBatch(ctx, items)
 	if err != nil {
 		for _, it := range items {
@@ -79,23 +104,79 @@ func (r *runner) flush(ctx context.Context, items []*batchItem) {
 		}
 		return
 	}
-	var order []domain.TenantID
-	byTenant := map[domain.TenantID][]*batchItem{}
-	for _, it := range apply {
-		t := it.env.TenantID
-		if _, ok := byTenant[t]; !ok {
-			order = append(order, t)
-		}
-		byTenant[t] = append(byTenant[t], it)
-	}
-	for _, t := range order {
-		r.applyTenant(ctx, t, byTenant[t])
+	for _, g := range byTenant(apply) {
+		r.applyTenant(ctx, g.items, func(ctx context.Context, events []domain.Envelope) (int, error) {
+			return r.p.Applier.Apply(ctx, g.tenant, events)
+		}, nil)
 	}
 }
 
-// parkBatch parks the items whose conversation has an open dead letter (answering them) and
-// returns the items to apply.
-func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchItem, error) {
+// tenantItems are the items of one tenant, in batch order.
+type tenantItems struct {
+	tenant domain.TenantID
+	items  []*batchItem
+}
+
+// byTenant groups items by tenant, tenants in order of first appearance.
+func byTenant(items []*batchItem) []tenantItems {
+	var out []tenantItems
+	index := map[domain.TenantID]int{}
+	for _, it := range items {
+		t := it.env.TenantID
+		i, ok := index[t]
+		if !ok {
+			i = len(out)
+			index[t] = i
+			out = append(out, tenantItems{tenant: t})
+		}
+		out[i].items = append(out[i].items, it)
+	}
+	return out
+}
+
+// errParked is a gate's refusal: a conversation of the batch has an open dead letter.
+var errParked = errors.New("projections: a conversation of the batch is parked behind a dead letter")
+
+// parkCheck is a lookup of the open dead letters of a batch's conversations, started before the
+// batch is written and awaited before it commits.
+type parkCheck struct {
+	done chan struct{}
+	open map[convKey]bool
+	err  error
+}
+
+// startParkCheck starts looking up which conversations of items have an open dead letter.
+func (r *runner) startParkCheck(ctx context.Context, items []*batchItem) *parkCheck {
+	c := &parkCheck{done: make(chan struct{})}
+	keys := conversations(items)
+	go func() {
+		defer close(c.done)
+		c.open, c.err = r.parking.openConversations(ctx, r.p.ConsumerGroup, keys)
+	}()
+	return c
+}
+
+// clear waits for the lookup and fails with errParked if a conversation of items is parked, or
+// with the lookup's error.
+func (c *parkCheck) clear(ctx context.Context, items []*batchItem) error {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if c.err != nil {
+		return c.err
+	}
+	for _, it := range items {
+		if c.open[it.env.key()] {
+			return errParked
+		}
+	}
+	return nil
+}
+
+// conversations returns the distinct conversations of items.
+func conversations(items []*batchItem) []convKey {
 	keys := make([]convKey, 0, len(items))
 	seen := make(map[convKey]bool, len(items))
 	for _, it := range items {
@@ -104,7 +185,13 @@ func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchIte
 			keys = append(keys, k)
 		}
 	}
-	open, err := r.parking.openConversations(ctx, r.p.ConsumerGroup, keys)
+	return keys
+}
+
+// parkBatch parks the items whose conversation has an open dead letter (answering them) and
+// returns the items to apply.
+func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchItem, error) {
+	open, err := r.parking.openConversations(ctx, r.p.ConsumerGroup, conversations(items))
 	if err != nil {
 		return nil, err
 	}
@@ -136,42 +223,66 @@ func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchIte
 	return apply, nil
 }
 
-func (r *runner) applyTenant(ctx context.Context, tenant domain.TenantID, items []*batchItem) {
+// applyTenant applies items, all of one tenant, as one batch with apply and answers each item.
+// A batch that fails with a non-transient error (or panics) is applied again event by event.
+// gate, unless nil, is the batch's park check: when it refuses, applyTenant answers no item and
+// returns false, and the caller parks what must wait.
+func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply applyFunc, gate func(context.Context) error) bool {
 	events := make([]domain.Envelope, len(items))
 	for i, it := range items {
 		events[i] = it.env.Envelope
 	}
-	n, err, panicked := r.safeApply(ctx, tenant, events)
+	n, err, panicked := r.safeApply(ctx, apply, events)
 	if err == nil && panicked == nil {
 		r.applied(n, events)
 		for _, it := range items {
 			it.finish(nil)
 		}
-		return
+		return true
 	}
-	if len(items) == 1 || panicked == nil && isTransient(err) {
-		for _, it := range items {
-			it.done <- result{err: err, panicked: panicked}
+	if panicked == nil && (errors.Is(err, errParked) || isTransient(err)) {
+		if errors.Is(err, errParked) {
+			return false
 		}
-		return
+		for _, it := range items {
+			it.finish(err)
+		}
+		return true
+	}
+	// The batch may have failed before its park check was consulted: an event of a parked
+	// conversation must be parked, not failed.
+	if gate != nil {
+		if gerr := gate(ctx); errors.Is(gerr, errParked) {
+			return false
+		} else if gerr != nil {
+			for _, it := range items {
+				it.finish(gerr)
+			}
+			return true
+		}
+	}
+	if len(items) == 1 {
+		items[0].done <- result{err: err, panicked: panicked}
+		return true
 	}
 	for i, it := range items {
-		n, err, panicked := r.safeApply(ctx, tenant, events[i:i+1])
+		n, err, panicked := r.safeApply(ctx, apply, events[i:i+1])
 		if err == nil && panicked == nil {
 			r.applied(n, events[i:i+1])
 		}
 		it.done <- result{err: err, panicked: panicked}
 	}
+	return true
 }
 
-// safeApply calls the applier and catches its panic.
-func (r *runner) safeApply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (n int, err error, panicked any) {
+// safeApply calls apply and catches its panic.
+func (r *runner) safeApply(ctx context.Context, apply applyFunc, events []domain.Envelope) (n int, err error, panicked any) {
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = v
 		}
 	}()
-	n, err = r.p.Applier.Apply(ctx, tenant, events)
+	n, err = apply(ctx, events)
 	return n, err, nil
 }
 

@@ -18,9 +18,10 @@ const (
 
 // MessageStore is what the messages-mysql projection needs of readmodels/msgstore: Apply
 // writes a batch of one tenant's events and the im_processed_events rows of consumerGroup in one
-// transaction.
+// transaction; ApplyIf does the same but lets ok veto the commit.
 type MessageStore interface {
 	Apply(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables msgstore.Tables, events []domain.Envelope) (int, error)
+	ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables msgstore.Tables, events []domain.Envelope, ok func(context.Context) error) (int, error)
 }
 
 // HotStore is what the messages-hot projection needs of readmodels/hot: ApplyBatch writes a
@@ -69,6 +70,8 @@ func MessagesMySQL(store MessageStore, group string) Projection {
 	}
 }
 
+var _ CheckedApplier = mysqlApplier{}
+
 // mysqlApplier adapts msgstore to Applier and maps its errors to the projector's contract.
 type mysqlApplier struct {
 	store  MessageStore
@@ -78,6 +81,12 @@ type mysqlApplier struct {
 
 func (a mysqlApplier) Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
 	n, err := a.store.Apply(ctx, tenant, a.group, a.tables, events)
+	return n, msgstoreErr(err)
+}
+
+// ApplyIf implements CheckedApplier.
+func (a mysqlApplier) ApplyIf(ctx context.Context, tenant domain.TenantID, events []domain.Envelope, ok func(context.Context) error) (int, error) {
+	n, err := a.store.ApplyIf(ctx, tenant, a.group, a.tables, events, ok)
 	return n, msgstoreErr(err)
 }
 

@@ -21,6 +21,16 @@ type Applier interface {
 	Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (applied int, err error)
 }
 
+// CheckedApplier is an Applier that lets the projector finish a check while a batch is written.
+// ApplyIf writes events as Apply does, calls ok before the batch takes effect, and when ok fails
+// it writes nothing and returns ok's error as it is. The projector looks up whether any
+// conversation of the batch is parked behind a dead letter this way, overlapping the Postgres
+// lookup with the read-model write instead of waiting for it first.
+type CheckedApplier interface {
+	Applier
+	ApplyIf(ctx context.Context, tenant domain.TenantID, events []domain.Envelope, ok func(context.Context) error) (applied int, err error)
+}
+
 // ApplierFunc adapts a function to Applier.
 type ApplierFunc func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error)
 
@@ -66,14 +76,42 @@ func (p Projection) Validate() error {
 // FailOn decorates an Applier for tests and drills: every call whose events include one for which
 // fail returns a non-nil error fails with that error and applies nothing, as a read-model
 // transaction that hits a bad row would. fail is called for every event and must be safe for
-// concurrent use.
-func FailOn(a Applier, fail func(domain.Envelope) error) Applier {
-	return ApplierFunc(func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
-		for _, e := range events {
-			if err := fail(e); err != nil {
-				return 0, fmt.Errorf("apply event %s: %w", e.EventID, err)
-			}
+// concurrent use. The result is a CheckedApplier; its ApplyIf uses a's when a has one and
+// otherwise calls ok before a.Apply.
+func FailOn(a Applier, fail func(domain.Envelope) error) CheckedApplier {
+	return failOn{a: a, fail: fail}
+}
+
+type failOn struct {
+	a    Applier
+	fail func(domain.Envelope) error
+}
+
+func (f failOn) check(events []domain.Envelope) error {
+	for _, e := range events {
+		if err := f.fail(e); err != nil {
+			return fmt.Errorf("apply event %s: %w", e.EventID, err)
 		}
-		return a.Apply(ctx, tenant, events)
-	})
+	}
+	return nil
+}
+
+func (f failOn) Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
+	if err := f.check(events); err != nil {
+		return 0, err
+	}
+	return f.a.Apply(ctx, tenant, events)
+}
+
+func (f failOn) ApplyIf(ctx context.Context, tenant domain.TenantID, events []domain.Envelope, ok func(context.Context) error) (int, error) {
+	if err := f.check(events); err != nil {
+		return 0, err
+	}
+	if c, is := f.a.(CheckedApplier); is {
+		return c.ApplyIf(ctx, tenant, events, ok)
+	}
+	if err := ok(ctx); err != nil {
+		return 0, err
+	}
+	return f.a.Apply(ctx, tenant, events)
 }
