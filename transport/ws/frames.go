@@ -127,7 +127,9 @@ func encodeCtrl(c ctrl) []byte {
 	if c.TS == "" {
 		c.TS = timestamp(time.Now())
 	}
-	b, err := json.Marshal(map[string]ctrl{"ctrl": c})
+	b, err := json.Marshal(struct {
+		Ctrl ctrl `json:"ctrl"`
+	}{c}) // a struct, not a one-key map: no map to build and sort for every answer
 	if err != nil {
 		// Params hold strings, numbers and booleans only.
 		panic("ws: encode ctrl: " + err.Error())
