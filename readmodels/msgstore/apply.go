@@ -131,20 +131,29 @@ func markProcessed(ctx context.Context, tx *sql.Tx, table, group string, ops []o
 	return fresh, nil
 }
 
-// insertProcessed inserts one processed row per op.
+// insertProcessed inserts one processed row per op and returns the server's error as it is.
 func insertProcessed(ctx context.Context, tx *sql.Tx, table, group string, ops []op) error {
+	for _, st := range processedStmts(table, group, ops) {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// processedStmts returns the inserts of one processed row per op.
+func processedStmts(table, group string, ops []op) []stmt {
 	now := time.Now().UTC()
+	var out []stmt
 	for start := 0; start < len(ops); start += processedChunk {
 		chunk := ops[start:min(start+processedChunk, len(ops))]
 		args := make([]any, 0, 3*len(chunk))
 		for _, o := range chunk {
 			args = append(args, group, o.env.EventID[:], now)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+q(table)+" (consumer_group, event_id, processed_at) VALUES "+rowPlaceholders(len(chunk), 3), args...); err != nil {
-			return err
-		}
+		out = append(out, stmt{query: "INSERT INTO " + q(table) + " (consumer_group, event_id, processed_at) VALUES " + rowPlaceholders(len(chunk), 3), args: args})
 	}
-	return nil
+	return out
 }
 
 // processedAmong returns which of ops are recorded as processed for group.
@@ -265,6 +274,22 @@ func eventErr(o op, err error) error {
 // placeholders returns "?, ?, …" with n marks.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// stmt is one SQL statement and its arguments.
+type stmt struct {
+	query string
+	args  []any
+}
+
+// execStmts runs stmts in tx in order; a failure is wrapped with what (tenantdb.WrapErr).
+func execStmts(ctx context.Context, tx *sql.Tx, stmts []stmt, what string) error {
+	for _, st := range stmts {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return tenantdb.WrapErr(what, err)
+		}
+	}
+	return nil
 }
 
 // rowPlaceholders returns n rows of width marks: "(?, ?), (?, ?)".

@@ -73,19 +73,22 @@ func requireRow(ctx context.Context, tx *sql.Tx, table string, o op, res sql.Res
 	return tenantdb.WrapErr("apply: find message", err)
 }
 
-// insertDeletions hides each op's message from its user; a deletion that exists is kept.
+// insertDeletions hides each op's message from its user (deletionStmts).
 func insertDeletions(ctx context.Context, tx *sql.Tx, table string, ops []op) error {
+	return execStmts(ctx, tx, deletionStmts(table, ops), "apply: delete for user")
+}
+
+// deletionStmts returns the inserts of ops' delete-for-me rows; a deletion that exists is kept.
+func deletionStmts(table string, ops []op) []stmt {
+	var out []stmt
 	for start := 0; start < len(ops); start += maxRowsPerInsert {
 		chunk := ops[start:min(start+maxRowsPerInsert, len(ops))]
 		args := make([]any, 0, 4*len(chunk))
 		for _, o := range chunk {
 			args = append(args, o.del.User.Int64(), o.topic.String(), o.del.Seq, o.at(o.del.DeletedAt))
 		}
-		stmt := "INSERT INTO " + q(table) + " (user_id, topic, seqid, deleted_at) VALUES " + rowPlaceholders(len(chunk), 4) +
-			" ON DUPLICATE KEY UPDATE user_id = user_id"
-		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
-			return tenantdb.WrapErr("apply: delete for user", err)
-		}
+		out = append(out, stmt{query: "INSERT INTO " + q(table) + " (user_id, topic, seqid, deleted_at) VALUES " +
+			rowPlaceholders(len(chunk), 4) + " ON DUPLICATE KEY UPDATE user_id = user_id", args: args})
 	}
-	return nil
+	return out
 }

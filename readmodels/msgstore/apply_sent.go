@@ -10,7 +10,6 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
-	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Limits of one multi-row INSERT: rows per statement and bytes of content per statement (well
@@ -44,16 +43,34 @@ type messageWriter func(ctx context.Context, tx *sql.Tx, table, columns string, 
 // insertSent writes the messages of a run of sent events with write and moves the read marks
 // they imply.
 func insertSent(ctx context.Context, tx *sql.Tx, tables Tables, run []op, write messageWriter) error {
-	var group, direct []op
-	marks := map[[2]string]*markRow{}
+	group, direct, marks := sentParts(run)
+	if len(group) > 0 {
+		if err := write(ctx, tx, tables.GroupMessages, groupColumns, group, groupRow); err != nil {
+			return err
+		}
+	}
+	if len(direct) > 0 {
+		if err := write(ctx, tx, tables.DirectMessages, directColumns, direct, directRow); err != nil {
+			return err
+		}
+	}
+	return upsertReadMarks(ctx, tx, tables.ReadMarks, marks)
+}
+
+// sentParts splits a run of sent events into group and direct messages and the read marks they
+// move: each sender's to the highest seq it sent in a topic (their own messages are read), and a
+// 1:1 receiver's to 0 so the conversation shows in their unread list.
+func sentParts(run []op) (group, direct []op, marks []markRow) {
+	byKey := map[[2]string]int{}
 	mark := func(u domain.UserID, topic string, seq int64, at time.Time) {
 		k := [2]string{u.String(), topic}
-		m, ok := marks[k]
+		i, ok := byKey[k]
 		if !ok {
-			marks[k] = &markRow{user: u, topic: topic, read: seq, recv: seq, at: at}
+			byKey[k] = len(marks)
+			marks = append(marks, markRow{user: u, topic: topic, read: seq, recv: seq, at: at})
 			return
 		}
-		if seq > m.read {
+		if m := &marks[i]; seq > m.read {
 			m.read, m.recv, m.at = seq, seq, at
 		}
 	}
@@ -67,21 +84,7 @@ func insertSent(ctx context.Context, tx *sql.Tx, tables Tables, run []op, write 
 		direct = append(direct, o)
 		mark(receiver(o), o.topic.String(), 0, at)
 	}
-	if len(group) > 0 {
-		if err := write(ctx, tx, tables.GroupMessages, groupColumns, group, groupRow); err != nil {
-			return err
-		}
-	}
-	if len(direct) > 0 {
-		if err := write(ctx, tx, tables.DirectMessages, directColumns, direct, directRow); err != nil {
-			return err
-		}
-	}
-	rows := make([]markRow, 0, len(marks))
-	for _, m := range marks {
-		rows = append(rows, *m)
-	}
-	return upsertReadMarks(ctx, tx, tables.ReadMarks, rows)
+	return group, direct, marks
 }
 
 // receiver is the other party of a 1:1 message.
@@ -92,12 +95,18 @@ func receiver(o op) domain.UserID {
 	return o.topic.Peer(o.sent.From)
 }
 
-// insertMessages writes ops in multi-row INSERTs. A row whose topic and seq (or sender and client
-// message id) already exist is left as it is: the message was applied before, perhaps edited or
-// recalled since, and a redelivered sent event must not undo that.
+// insertMessages writes ops in multi-row INSERTs (messageStmts).
 func insertMessages(ctx context.Context, tx *sql.Tx, table, columns string, ops []op, row func(op) []any) error {
+	return execStmts(ctx, tx, messageStmts(table, columns, ops, row), "apply: insert messages into "+table)
+}
+
+// messageStmts returns the multi-row INSERTs of ops' message rows. A row whose topic and seq (or
+// sender and client message id) already exist is left as it is: the message was applied before,
+// perhaps edited or recalled since, and a redelivered sent event must not undo that.
+func messageStmts(table, columns string, ops []op, row func(op) []any) []stmt {
 	prefix := "INSERT INTO " + q(table) + " (" + columns + ") VALUES "
 	const suffix = " ON DUPLICATE KEY UPDATE id = id"
+	var out []stmt
 	for start := 0; start < len(ops); {
 		end, bytes := start, 0
 		for end < len(ops) && end-start < maxRowsPerInsert && (end == start || bytes+len(ops[end].sent.Content) <= maxBytesPerInsert) {
@@ -108,12 +117,10 @@ func insertMessages(ctx context.Context, tx *sql.Tx, table, columns string, ops 
 		for _, o := range ops[start:end] {
 			args = append(args, row(o)...)
 		}
-		if _, err := tx.ExecContext(ctx, prefix+rowPlaceholders(end-start, messageWidth)+suffix, args...); err != nil {
-			return tenantdb.WrapErr("apply: insert messages into "+table, err)
-		}
+		out = append(out, stmt{query: prefix + rowPlaceholders(end-start, messageWidth) + suffix, args: args})
 		start = end
 	}
-	return nil
+	return out
 }
 
 func groupRow(o op) []any {
@@ -187,13 +194,15 @@ func nullInt(n int64) any {
 	return n
 }
 
-// upsertReadMarks moves read marks forward only. Rows are sorted so concurrent batches lock them
-// in the same order; the sort is stable and the server applies the rows of one statement in
-// order, so rows of the same user and topic end as if upserted one by one.
+// upsertReadMarks moves read marks forward only (markStmts).
 func upsertReadMarks(ctx context.Context, tx *sql.Tx, table string, rows []markRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
+	return execStmts(ctx, tx, markStmts(table, rows), "apply: upsert read marks")
+}
+
+// markStmts returns the upserts that move read marks forward only. Rows are sorted so concurrent
+// batches lock them in the same order; the sort is stable and the server applies the rows of
+// one statement in order, so rows of the same user and topic end as if upserted one by one.
+func markStmts(table string, rows []markRow) []stmt {
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].user != rows[j].user {
 			return rows[i].user < rows[j].user
@@ -205,16 +214,15 @@ func upsertReadMarks(ctx context.Context, tx *sql.Tx, table string, rows []markR
 		" updated_at = IF(VALUES(read_seq) > read_seq OR VALUES(recv_seq) > recv_seq, GREATEST(updated_at, VALUES(updated_at)), updated_at)," +
 		" read_seq = GREATEST(read_seq, VALUES(read_seq))," +
 		" recv_seq = GREATEST(recv_seq, VALUES(recv_seq))"
+	var out []stmt
 	for start := 0; start < len(rows); start += maxRowsPerInsert {
 		chunk := rows[start:min(start+maxRowsPerInsert, len(rows))]
 		args := make([]any, 0, 5*len(chunk))
 		for _, r := range chunk {
 			args = append(args, r.user.Int64(), r.topic, max(r.read, 0), max(r.recv, 0), r.at)
 		}
-		stmt := "INSERT INTO " + q(table) + " (user_id, topic, read_seq, recv_seq, updated_at) VALUES " + rowPlaceholders(len(chunk), 5) + upsert
-		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
-			return tenantdb.WrapErr("apply: upsert read marks", err)
-		}
+		out = append(out, stmt{query: "INSERT INTO " + q(table) + " (user_id, topic, read_seq, recv_seq, updated_at) VALUES " +
+			rowPlaceholders(len(chunk), 5) + upsert, args: args})
 	}
-	return nil
+	return out
 }
