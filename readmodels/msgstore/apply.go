@@ -68,6 +68,9 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	if err != nil {
 		return 0, fmt.Errorf("apply: %w", err)
 	}
+	if n, err := s.applyScript(ctx, db, tables, consumerGroup, ops, ok); !errors.Is(err, errNoScript) {
+		return n, err
+	}
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, tenantdb.WrapErr("apply: begin", err)
@@ -199,11 +202,7 @@ func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write me
 		case domain.ActionSent:
 			err = insertSent(ctx, tx, tables, g.ops, write)
 		case domain.ActionReadMarked:
-			rows := make([]markRow, len(g.ops))
-			for i, o := range g.ops {
-				rows[i] = markRow{user: o.mark.User, topic: o.topic.String(), read: o.mark.ReadSeq, recv: o.mark.RecvSeq, at: o.at(o.mark.At)}
-			}
-			err = upsertReadMarks(ctx, tx, tables.ReadMarks, rows)
+			err = upsertReadMarks(ctx, tx, tables.ReadMarks, readMarkRows(g.ops))
 		case domain.ActionDeleted:
 			err = insertDeletions(ctx, tx, tables.Deletions, g.ops)
 		default:
@@ -226,6 +225,15 @@ func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write me
 		}
 	}
 	return nil
+}
+
+// readMarkRows returns the read-mark rows of read_marked ops, in order.
+func readMarkRows(ops []op) []markRow {
+	rows := make([]markRow, len(ops))
+	for i, o := range ops {
+		rows[i] = markRow{user: o.mark.User, topic: o.topic.String(), read: o.mark.ReadSeq, recv: o.mark.RecvSeq, at: o.at(o.mark.At)}
+	}
+	return rows
 }
 
 // opGroup is ops of one action that are written together.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -15,6 +16,9 @@ import (
 // safe for concurrent use.
 type Store struct {
 	router *tenantdb.Router
+
+	noScripts atomic.Bool  // the server refused a compound statement; write statement by statement
+	scripted  atomic.Int64 // batches written by applyScript
 }
 
 // NewStore returns a Store over router's tenant databases.
