@@ -20,8 +20,18 @@ type Config struct {
 	// topic names ([a-zA-Z0-9._-]) are accepted.
 	TopicPrefix string
 
-	// Partitions is the partition count of topics created by EnsureTopics. Default 12. It bounds
-	// the parallelism of each consumer group; existing topics are never altered.
+	// Partitions is the partition count of topics created by EnsureTopics. Default 64. Existing
+	// topics are never altered, so a changed count (or default) applies to new topics only.
+	//
+	// It bounds the parallelism of each consumer group. A projector holds one record of each
+	// partition in flight (a partition's next record is handed over only after the previous one
+	// is written and acknowledged), so a projection applies at most about one event per
+	// partition per read-model transaction, and the partition that the busiest conversations
+	// hash to sets the pace: with a hundred busy conversations, 12 partitions leave one of them
+	// a tenth of all events, 64 partitions about a twenty-fifth. More partitions cost more
+	// broker memory and open files, longer consumer-group rebalances, smaller producer batches
+	// per partition, and more memory in a consumer that is far behind, which buffers fetched
+	// records per partition.
 	Partitions int32
 
 	// ReplicationFactor is the replication factor of topics created by EnsureTopics. Default 1,
@@ -71,7 +81,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Partitions == 0 {
-		c.Partitions = 12
+		c.Partitions = 64
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 1
