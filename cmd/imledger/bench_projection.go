@@ -63,7 +63,7 @@ func newBenchProjectionCmd() *cobra.Command {
 			if mode != benchModeLive {
 				if _, err := projections.BenchRebuild(ctx, projections.BenchRebuildOptions{
 					Deps:   projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs, Logger: n.log},
-					Tenant: t, Events: events, Topics: topics, BatchSize: batch, Workers: workers, Out: out}); err != nil {
+					Tenant: t, Events: events, Topics: topics, BatchSize: batch, Workers: workers, Out: out, Postgres: n.pool}); err != nil {
 					return err
 				}
 			}
@@ -75,8 +75,8 @@ func newBenchProjectionCmd() *cobra.Command {
 	f.StringVar(&tenant, "tenant", "bench", "tenant whose read model is written")
 	f.IntVar(&events, "events", 200_000, "group-message events")
 	f.IntVar(&topics, "topics", 100, "group conversations they are spread over")
-	f.IntVar(&batch, "batch", 0, "rebuild: events per page and write (default 1000)")
-	f.IntVar(&workers, "workers", 0, "rebuild: concurrent writers (default 4)")
+	f.IntVar(&batch, "batch", 0, "rebuild: events per write transaction (default 5000)")
+	f.IntVar(&workers, "workers", 0, "rebuild: concurrent writers (default 2)")
 	return cmd
 }
 

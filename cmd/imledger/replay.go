@@ -63,8 +63,8 @@ func newReplayCmd() *cobra.Command {
 	f.StringVar(&projection, "projection", "", "read model: "+strings.Join(replayable, ", ")+" (required)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant with a database)")
 	f.BoolVar(&verify, "verify", false, "compare the live read model with a rebuild instead of replacing it")
-	f.IntVar(&opts.BatchSize, "batch", 0, "events read per page and written per call (default 1000)")
-	f.IntVar(&opts.Workers, "workers", 0, "concurrent writers, each owning its conversations (default 4)")
+	f.IntVar(&opts.BatchSize, "batch", 0, "events per write transaction (default 5000)")
+	f.IntVar(&opts.Workers, "workers", 0, "concurrent writers, each owning its conversations (default 2)")
 	_ = cmd.MarkFlagRequired("projection")
 	return cmd
 }
