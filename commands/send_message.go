@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/commands/eventstore"
@@ -166,6 +167,8 @@ type SendMessageDeps struct {
 	Redis  redis.UniversalClient // required: seqs and idempotency claims
 	Policy SendPolicy            // default AllowAll
 	Logger *slog.Logger          // default discards
+
+	Registerer prometheus.Registerer // optional: the sequencer's metrics
 }
 
 // SendMessageHandler handles SendMessage. Sends are routed by tenant and topic to one of
@@ -173,11 +176,12 @@ type SendMessageDeps struct {
 // store in batches (group commit). Within one node a topic's seq order is its commit order.
 // Close stops it.
 type SendMessageHandler struct {
-	cfg    SendMessageConfig
-	store  MessageStore
-	seqs   seqAllocator
-	policy SendPolicy
-	log    *slog.Logger
+	cfg     SendMessageConfig
+	store   MessageStore
+	seqs    seqAllocator
+	policy  SendPolicy
+	log     *slog.Logger
+	metrics *sendMetrics
 
 	parts  []*partition
 	mu     sync.RWMutex // guards closed against sends into closed queues
@@ -199,6 +203,10 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 	if err != nil {
 		errs = append(errs, err)
 	}
+	m, err := newSendMetrics(deps.Registerer)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("send message handler: %w", err)
 	}
@@ -208,7 +216,7 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, log: deps.Logger}
+	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, log: deps.Logger, metrics: m}
 	h.startPartitions()
 	return h, nil
 }

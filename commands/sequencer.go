@@ -21,8 +21,12 @@ import (
 //	Redis pipeline: claim + allocate a seq per send (seed missing counters from the store)
 //	→ one AppendBatch transaction (seq = stream version)
 //	→ sends whose seq was taken: re-seed from the store, new seq, append again (bounded)
-//	→ Redis pipeline: mark the claims done (together with the next batch's allocations)
-//	→ answer the callers.
+//	→ answer the callers
+//	→ Redis pipeline: mark the claims done (together with the next batch's allocations).
+//
+// A caller is answered as soon as its event is committed. An identical send arriving before the
+// done mark finds the claim pending and polls it until the mark lands (see awaitClaim), so the
+// early answer never yields a second message.
 //
 // Because a partition allocates a batch only after the previous one committed, a topic's seqs
 // are committed in seq order on this node, and the relay publishes them in that order.
@@ -100,8 +104,8 @@ func (h *SendMessageHandler) submit(ctx context.Context, cmd *SendMessage) (send
 }
 
 // runPartition processes batches until the queue is closed and drained. The sends a batch
-// committed are marked done in the same Redis round trip that starts the next batch (or alone
-// when nothing is queued), and answered right after it.
+// committed are answered at once and marked done in the same Redis round trip that starts the
+// next batch (or alone when nothing is queued).
 func (h *SendMessageHandler) runPartition(p *partition) {
 	defer h.wg.Done()
 	var committed []*sendRequest
@@ -138,8 +142,8 @@ func (h *SendMessageHandler) take(p *partition, wait bool) (batch []*sendRequest
 	return batch, true
 }
 
-// processBatch marks the previous batch's committed sends done and answers them, then runs one
-// group commit for batch and returns its committed sends. Callers that gave up are dropped
+// processBatch marks the previous batch's committed sends done, then runs one group commit for
+// batch, answers its committed sends and returns them. Callers that gave up are dropped
 // before any work is done. The work runs under a context of its own, bounded by BatchTimeout:
 // one caller leaving must not abort the others' sends.
 func (h *SendMessageHandler) processBatch(prev, batch []*sendRequest) []*sendRequest {
@@ -160,18 +164,29 @@ func (h *SendMessageHandler) processBatch(prev, batch []*sendRequest) []*sendReq
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(first[0].ctx), h.cfg.BatchTimeout)
 	defer cancel()
+	if len(live) > 0 {
+		h.metrics.batch.Observe(float64(len(live)))
+	}
+	start := time.Now()
 	allocated := h.allocate(ctx, prev, live)
+	h.metrics.observe("allocate", start)
 	if len(allocated) == 0 {
 		return nil
 	}
-	return h.commit(ctx, allocated)
+	start = time.Now()
+	committed := h.commit(ctx, allocated)
+	h.metrics.observe("append", start)
+	for _, r := range committed {
+		r.answer(sendOutcome{result: r.result})
+	}
+	return committed
 }
 
 // maxSeedRounds bounds how often one batch seeds missing counters (Redis losing them again
 // between seeding and allocating).
 const maxSeedRounds = 3
 
-// allocate marks prev done and answers it, claims and allocates a seq for every request of
+// allocate marks prev done, claims and allocates a seq for every request of
 // reqs, answers those that are already held or failed, and returns the requests that got a seq.
 func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendRequest) []*sendRequest {
 	var out []*sendRequest
@@ -217,8 +232,8 @@ func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendReq
 	return out
 }
 
-// markDoneAndAllocate marks the committed sends done and allocates for keys in one round trip,
-// then answers the committed sends. A failed done mark is only logged: the events are committed,
+// markDoneAndAllocate marks the committed sends done and allocates for keys in one round trip.
+// A failed done mark is only logged: the events are committed,
 // and once the pending claims expire a retry is answered by the store's idempotency index.
 func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed []*sendRequest, keys []seq.Key) []seq.Allocation {
 	done := make([]seq.Done, len(committed))
@@ -228,9 +243,6 @@ func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed 
 	allocs, err := h.seqs.MarkDoneAndAllocate(ctx, done, keys)
 	if err != nil {
 		h.log.WarnContext(ctx, "mark sends done", slog.Int("sends", len(done)), slog.Any("error", err))
-	}
-	for _, r := range committed {
-		r.answer(sendOutcome{result: r.result})
 	}
 	return allocs
 }

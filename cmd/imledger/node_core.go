@@ -63,7 +63,7 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 // newSendHandler builds the SendMessage handler with policy (nil allows every send).
 func (n *node) newSendHandler(policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
 	return commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: n.store, Redis: n.rdb, Policy: policy, Logger: n.log.With("component", "send"),
+		Store: n.store, Redis: n.rdb, Policy: policy, Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 }
 
