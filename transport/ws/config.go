@@ -24,6 +24,10 @@ type Config struct {
 	// on Linux grows to megabytes. A small buffer bounds the memory a stuck client pins in the
 	// kernel and gets it disconnected sooner (its send queue fills instead).
 	SocketSendBuffer int `koanf:"socket_send_buffer"`
+	// ReadBufferSize is each connection's read buffer, in bytes. Every connection holds it for
+	// its whole life, idle or not; a frame larger than the buffer is read straight into the
+	// message. Default 1024.
+	ReadBufferSize int `koanf:"read_buffer_size"`
 	// WriteTimeout bounds one write to a client: a write blocked for longer (at least half of it,
 	// at most all of it) fails and the client is disconnected. Default 10 s.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
@@ -62,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SendQueueSize == 0 {
 		c.SendQueueSize = 256
+	}
+	if c.ReadBufferSize == 0 {
+		c.ReadBufferSize = 1024
 	}
 	setDuration(&c.WriteTimeout, 10*time.Second)
 	setDuration(&c.IdleTimeout, 60*time.Second)
@@ -108,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.SocketSendBuffer < 0 {
 		errs = append(errs, errors.New("ws: socket_send_buffer must not be negative"))
+	}
+	if c.ReadBufferSize < 64 {
+		errs = append(errs, errors.New("ws: read_buffer_size must be at least 64"))
 	}
 	if c.MaxTopicsPerSession <= 0 {
 		errs = append(errs, errors.New("ws: max_topics_per_session must be positive"))

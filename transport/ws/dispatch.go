@@ -29,9 +29,11 @@ func (s *session) handle(ctx context.Context, payload []byte) {
 			label = "unknown"
 		}
 		s.g.metrics.frames.WithLabelValues(label).Inc()
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
 		s.dispatch(ctx, typ, body)
 		cancel()
+		s.g.metrics.frameTime.WithLabelValues(label).Observe(time.Since(start).Seconds())
 	}
 }
 

@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -75,9 +76,13 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 // Hub returns the gateway's topic registry.
 func (g *Gateway) Hub() *Hub { return g.deps.Hub }
 
-// ServeHTTP upgrades the request and runs the session until the connection ends. A request whose
+// ServeHTTP upgrades the request and starts the session in a goroutine of its own. A request whose
 // Origin is not allowed is refused with 403 before the upgrade; during Shutdown every request is
 // refused with 503.
+//
+// Returning right after the upgrade lets net/http drop what it keeps per connection (the
+// request, its buffers, the handler goroutine's grown stack): an idle connection then costs
+// its session, a small read buffer and one small goroutine.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.originAllowed(r) {
 		g.metrics.refused.WithLabelValues("origin").Inc()
@@ -92,10 +97,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.wg.Add(1)
 	g.mu.Unlock()
-	defer g.wg.Done()
 
 	conn, rw, _, err := g.upgrader.Upgrade(r, w)
 	if err != nil {
+		g.wg.Done()
 		if conn != nil {
 			_ = conn.Close()
 		}
@@ -106,14 +111,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tc, ok := conn.(*net.TCPConn); ok && g.cfg.SocketSendBuffer > 0 {
 		_ = tc.SetWriteBuffer(g.cfg.SocketSendBuffer)
 	}
-	s := newSession(g, conn, rw.Reader, r.RemoteAddr)
+	// Keep net/http's reader only when the client already sent bytes after the handshake.
+	br := rw.Reader
+	if br.Buffered() == 0 {
+		br = bufio.NewReaderSize(conn, g.cfg.ReadBufferSize)
+	}
+	s := newSession(g, conn, br, r.RemoteAddr)
 	if !g.track(s) {
+		g.wg.Done()
 		s.kill(closeGoingAway)
 		return
 	}
-	defer g.untrack(s)
-	// The request context lives until ServeHTTP returns, which is after the session ended.
-	s.run(r.Context())
+	// The request context ends when ServeHTTP returns; the session keeps its values only.
+	ctx := context.WithoutCancel(r.Context())
+	go func() {
+		defer g.wg.Done()
+		defer g.untrack(s)
+		s.run(ctx)
+	}()
 }
 
 func (g *Gateway) track(s *session) bool {
