@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // batchItem is one event waiting for its batch to be written.
@@ -28,12 +29,13 @@ type batcher struct {
 	in       chan *batchItem
 	max      int
 	flushers int
+	linger   time.Duration
 	flush    func(ctx context.Context, items []*batchItem)
 	wg       sync.WaitGroup
 }
 
-func newBatcher(max, flushers int, flush func(context.Context, []*batchItem)) *batcher {
-	return &batcher{in: make(chan *batchItem, max), max: max, flushers: flushers, flush: flush}
+func newBatcher(max, flushers int, linger time.Duration, flush func(context.Context, []*batchItem)) *batcher {
+	return &batcher{in: make(chan *batchItem, max), max: max, flushers: flushers, linger: linger, flush: flush}
 }
 
 // start runs the flushers until ctx ends. Items queued when ctx ends are failed with its error.
@@ -60,17 +62,49 @@ func (b *batcher) loop(ctx context.Context) {
 		case it := <-b.in:
 			batch = append(batch[:0], it)
 		}
-	fill:
-		for len(batch) < b.max {
-			select {
-			case it := <-b.in:
-				batch = append(batch, it)
-			default:
-				break fill
-			}
-		}
+		batch = b.fill(ctx, batch)
 		b.flush(ctx, batch)
 	}
+}
+
+// fill adds queued items to batch up to max. With a linger it keeps waiting for more while they
+// keep coming: until linger has passed since the first item, or no item came for linger/8. A
+// backlog, where every partition in flight has submitted, thus waits one short gap, and a
+// trickle of sends from many partitions is written in few transactions.
+func (b *batcher) fill(ctx context.Context, batch []*batchItem) []*batchItem {
+	var deadline time.Time
+	var gap *time.Timer
+	if b.linger > 0 {
+		deadline = time.Now().Add(b.linger)
+	}
+	for len(batch) < b.max {
+		select {
+		case it := <-b.in:
+			batch = append(batch, it)
+			continue
+		default:
+		}
+		wait := time.Until(deadline)
+		if b.linger <= 0 || wait <= 0 {
+			break
+		}
+		wait = min(wait, b.linger/8)
+		if gap == nil {
+			gap = time.NewTimer(wait)
+			defer gap.Stop()
+		} else {
+			gap.Reset(wait)
+		}
+		select {
+		case it := <-b.in:
+			batch = append(batch, it)
+		case <-gap.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 func (b *batcher) failQueued(err error) {

@@ -39,7 +39,7 @@ type runner struct {
 
 func newRunner(p Projection, cfg Config, parking parkingStore, m *Metrics, log *slog.Logger) *runner {
 	r := &runner{p: p, parking: parking, metrics: m, log: log.With("consumer_group", p.ConsumerGroup)}
-	r.batch = newBatcher(cfg.Batch.MaxEvents, cfg.Batch.Flushers, r.flush)
+	r.batch = newBatcher(cfg.Batch.MaxEvents, cfg.Batch.Flushers, cfg.Batch.Linger, r.flush)
 	return r
 }
 

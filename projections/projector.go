@@ -96,6 +96,8 @@ func (p *Projector) saramaConfig() (*sarama.Config, error) {
 	}
 	sc.Consumer.Return.Errors = true
 	sc.ChannelBufferSize = p.cfg.ChannelBufferSize
+	sc.Consumer.Fetch.Min = p.cfg.FetchMinBytes
+	sc.Consumer.MaxWaitTime = p.cfg.FetchMaxWait
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	if p.cfg.InitialOffset == OffsetNewest {
 		sc.Consumer.Offsets.Initial = sarama.OffsetNewest
