@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -139,17 +138,16 @@ func (s *Store) InvalidateTenant(ctx context.Context, tenant domain.TenantID) (i
 	}
 	var mu sync.Mutex
 	var keys []string
-	for _, pattern := range s.keyspace(tenant).scanPatterns() {
-		err := scanKeys(ctx, s.rdb, pattern, func(k string) {
-			if !strings.HasSuffix(k, fenceSuffix) {
-				mu.Lock()
-				keys = append(keys, k)
-				mu.Unlock()
-			}
-		})
-		if err != nil {
-			return 0, domain.Retryable("invalidate tenant caches", fmt.Errorf("redis: %w", err))
+	ks := s.keyspace(tenant)
+	err := scanKeys(ctx, s.rdb, ks.scanPattern(), func(k string) {
+		if ks.isCacheKey(k) {
+			mu.Lock()
+			keys = append(keys, k)
+			mu.Unlock()
 		}
+	})
+	if err != nil {
+		return 0, domain.Retryable("invalidate tenant caches", fmt.Errorf("redis: %w", err))
 	}
 	if err := s.dropKeys(ctx, s.rdb, keys); err != nil {
 		return 0, domain.Retryable("invalidate tenant caches", err)
@@ -158,10 +156,14 @@ func (s *Store) InvalidateTenant(ctx context.Context, tenant domain.TenantID) (i
 }
 
 // scanKeys calls fn for every key matching pattern; on Redis Cluster it scans every master, and
-// fn may then be called concurrently.
+// fn may then be called concurrently. SCAN walks the whole keyspace whatever the pattern, so it
+// asks for many keys per round trip.
+// scanCount is the COUNT hint of each SCAN call.
+const scanCount = 10000
+
 func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(string)) error {
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		iter := c.Scan(ctx, 0, pattern, scanCount).Iterator()
 		for iter.Next(ctx) {
 			fn(iter.Val())
 		}

@@ -2,6 +2,7 @@ package business
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -65,10 +66,22 @@ func (k keyspace) userProfile(uid int64) string {
 	return k.base + "user:{" + strconv.FormatInt(uid, 10) + "}:profile"
 }
 
-// scanPatterns match every cache key and fence of the tenant (for InvalidateTenant).
-func (k keyspace) scanPatterns() []string {
-	b := escapeGlob(k.base)
-	return []string{b + "group:{*}:*", b + "relation:friends:{*}*", b + "relation:blocklist:{*}*", b + "user:{*}:profile*"}
+// scanPattern matches every key under the tenant's base; isCacheKey picks the cache entries.
+func (k keyspace) scanPattern() string { return escapeGlob(k.base) + "*" }
+
+// isCacheKey reports whether key, matched by scanPattern, is a cache entry of the layout above
+// (not its fence, nor a key of another store sharing the prefix).
+func (k keyspace) isCacheKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, k.base)
+	if !ok || strings.HasSuffix(rest, fenceSuffix) {
+		return false
+	}
+	for _, p := range []string{"group:{", "relation:friends:{", "relation:blocklist:{", "user:{"} {
+		if strings.HasPrefix(rest, p) {
+			return strings.Contains(rest[len(p):], "}")
+		}
+	}
+	return false
 }
 
 // escapeGlob escapes the characters SCAN MATCH treats specially.
