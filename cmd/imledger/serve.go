@@ -24,6 +24,13 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cfg.HTTP.PprofAddr != "" {
+				stop, err := servePprof(cfg.HTTP.PprofAddr, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			ctx := cmd.Context()
 			n, err := startNode(ctx, cfg, log)
 			if err != nil {

@@ -117,6 +117,9 @@ type HTTPConfig struct {
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
 	// MaxBodyBytes caps a request body; larger bodies are refused. Default 1 MiB.
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// PprofAddr serves Go's net/http/pprof profiles on a listener of their own, host:port.
+	// Bind it to a private interface. Default empty: off.
+	PprofAddr string `koanf:"pprof_addr"`
 	// DevAuth accepts the headers X-IM-Tenant and X-IM-User as the principal of a request
 	// without a bearer token: anyone can claim any user. For tests and local experiments only.
 	// Default false.
