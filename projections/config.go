@@ -54,12 +54,15 @@ type Config struct {
 	ChannelBufferSize int
 
 	// FetchMinBytes is how many bytes a fetch from Kafka waits for, across the partitions it
-	// asks for, before the broker answers (or FetchMaxWait passes). Many small fetches cost
-	// the broker and this node far more than a few larger ones. Default 16 KiB.
+	// asks for, before the broker answers (or FetchMaxWait passes). Under heavy load many
+	// small fetches cost the broker and this node more than a few larger ones, but every
+	// event may then wait up to FetchMaxWait, and an idle consumer fetches every FetchMaxWait.
+	// Default 1: answer as soon as there is anything.
 	FetchMinBytes int32
 
 	// FetchMaxWait is how long the broker may hold a fetch that has fewer than FetchMinBytes:
-	// the longest an event waits before the projector sees it. Default 20ms.
+	// with FetchMinBytes above 1, the longest an event waits before the projector sees it.
+	// Default 500ms.
 	FetchMaxWait time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -130,10 +133,10 @@ func (c *Config) setDefaults() {
 		c.ChannelBufferSize = 1024
 	}
 	if c.FetchMinBytes == 0 {
-		c.FetchMinBytes = 16 << 10
+		c.FetchMinBytes = 1
 	}
 	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = 20 * time.Millisecond
+		c.FetchMaxWait = 500 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
