@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/internal/processed"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -51,8 +52,8 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, consumer
 	if len(events) == 0 {
 		return ApplyResult{}, nil
 	}
-	if consumerGroup == "" || len(consumerGroup) > maxConsumerGroupLen {
-		return ApplyResult{}, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", maxConsumerGroupLen, domain.ErrInvalid)
+	if consumerGroup == "" || len(consumerGroup) > processed.MaxGroupLen {
+		return ApplyResult{}, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", processed.MaxGroupLen, domain.ErrInvalid)
 	}
 	ops, err := decodeBatch(tenant, events)
 	if err != nil {
@@ -89,7 +90,7 @@ func (a *applier) run(ctx context.Context, db *sql.DB, consumerGroup string, ops
 		}
 	}()
 	a.tx = tx
-	fresh, err := markProcessed(ctx, tx, a.t.Processed, consumerGroup, ops)
+	fresh, err := processed.Mark(ctx, tx, a.t.Processed, consumerGroup, ops, op.eventID)
 	if err != nil {
 		return 0, err
 	}

@@ -16,6 +16,9 @@ import (
 // rowChunk is the most rows one statement reads or writes.
 const rowChunk = 500
 
+// errDuplicateKey is ER_DUP_ENTRY.
+const errDuplicateKey = 1062
+
 // rowState is a row as the batch found it and as the batch's events leave it. A row that did not
 // exist starts as the empty state of its stream (version 0).
 type rowState[T any] struct {
@@ -407,4 +410,15 @@ func (a *applier) staleKeys() {
 			a.touch(a.ks.userProfile(st.cur.id))
 		}
 	}
+}
+
+// placeholders returns "?, ?, …" with n marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// rowPlaceholders returns n rows of width marks: "(?, ?), (?, ?)".
+func rowPlaceholders(n, width int) string {
+	row := "(" + placeholders(width) + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 )
@@ -15,6 +17,9 @@ type op struct {
 	env     domain.Envelope
 	payload any // a pointer to the payload struct; nil for event types this read model ignores
 }
+
+// eventID is the id processed.Mark records.
+func (o op) eventID() uuid.UUID { return o.env.EventID }
 
 // at is when the event happened, as the tables store it (updated_at); an envelope without
 // occurred_at gets the time it is applied.

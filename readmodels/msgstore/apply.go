@@ -6,22 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/internal/processed"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
-
-// maxConsumerGroupLen is the width of im_processed_events.consumer_group.
-const maxConsumerGroupLen = 128
-
-// processedChunk is the most processed rows one statement inserts or looks up.
-const processedChunk = 500
-
-// errDuplicateKey is ER_DUP_ENTRY.
-const errDuplicateKey = 1062
 
 // Apply writes a batch of events of one tenant to tables in ONE transaction and returns how many
 // of them were new. It first records (consumerGroup, event_id) of every event in tables.Processed;
@@ -57,8 +46,8 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	if len(events) == 0 {
 		return 0, nil
 	}
-	if consumerGroup == "" || len(consumerGroup) > maxConsumerGroupLen {
-		return 0, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", maxConsumerGroupLen, domain.ErrInvalid)
+	if consumerGroup == "" || len(consumerGroup) > processed.MaxGroupLen {
+		return 0, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", processed.MaxGroupLen, domain.ErrInvalid)
 	}
 	ops, err := decodeBatch(tenant, events)
 	if err != nil {
@@ -80,7 +69,7 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 			_ = tx.Rollback()
 		}
 	}()
-	fresh, err := markProcessed(ctx, tx, tables.Processed, consumerGroup, ops)
+	fresh, err := processed.Mark(ctx, tx, tables.Processed, consumerGroup, ops, op.eventID)
 	if err != nil {
 		return 0, err
 	}
@@ -98,97 +87,13 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	return len(fresh), nil
 }
 
-// markProcessed records the processed rows of ops and returns the ops not recorded before. The
-// common case, a batch seen for the first time, costs one multi-row INSERT; only when that hits a
-// duplicate (a redelivery) does it read which events were done and insert the rest. InnoDB undoes
-// just the failed statement, so the transaction carries on. Batches larger than one statement
-// read first, so no earlier statement's rows can be mistaken for old ones.
-func markProcessed(ctx context.Context, tx *sql.Tx, table, group string, ops []op) ([]op, error) {
-	if len(ops) <= processedChunk {
-		err := insertProcessed(ctx, tx, table, group, ops)
-		if err == nil {
-			return ops, nil
-		}
-		if !tenantdb.IsMySQLError(err, errDuplicateKey) {
-			return nil, tenantdb.WrapErr("apply: record processed events", err)
-		}
-	}
-	done, err := processedAmong(ctx, tx, table, group, ops)
-	if err != nil {
-		return nil, err
-	}
-	fresh := make([]op, 0, len(ops))
-	for _, o := range ops {
-		if !done[o.env.EventID] {
-			fresh = append(fresh, o)
-		}
-	}
-	err = insertProcessed(ctx, tx, table, group, fresh)
-	if tenantdb.IsMySQLError(err, errDuplicateKey) {
-		// Another Apply recorded the same event after our read: retrying sees it as done.
-		return nil, domain.Retryable("apply: record processed events", err)
-	}
-	if err != nil {
-		return nil, tenantdb.WrapErr("apply: record processed events", err)
-	}
-	return fresh, nil
-}
-
-// insertProcessed inserts one processed row per op and returns the server's error as it is.
-func insertProcessed(ctx context.Context, tx *sql.Tx, table, group string, ops []op) error {
-	for _, st := range processedStmts(table, group, ops) {
-		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // processedStmts returns the inserts of one processed row per op.
 func processedStmts(table, group string, ops []op) []stmt {
-	now := time.Now().UTC()
 	var out []stmt
-	for start := 0; start < len(ops); start += processedChunk {
-		chunk := ops[start:min(start+processedChunk, len(ops))]
-		args := make([]any, 0, 3*len(chunk))
-		for _, o := range chunk {
-			args = append(args, group, o.env.EventID[:], now)
-		}
-		out = append(out, stmt{query: "INSERT INTO " + q(table) + " (consumer_group, event_id, processed_at) VALUES " + rowPlaceholders(len(chunk), 3), args: args})
+	for _, st := range processed.InsertStmts(table, group, ops, op.eventID) {
+		out = append(out, stmt{query: st.Query, args: st.Args})
 	}
 	return out
-}
-
-// processedAmong returns which of ops are recorded as processed for group.
-func processedAmong(ctx context.Context, tx *sql.Tx, table, group string, ops []op) (map[uuid.UUID]bool, error) {
-	done := make(map[uuid.UUID]bool, len(ops))
-	for start := 0; start < len(ops); start += processedChunk {
-		chunk := ops[start:min(start+processedChunk, len(ops))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, group)
-		for _, o := range chunk {
-			args = append(args, o.env.EventID[:])
-		}
-		rows, err := tx.QueryContext(ctx, "SELECT event_id FROM "+q(table)+" WHERE consumer_group = ? AND event_id IN ("+placeholders(len(chunk))+")", args...)
-		if err != nil {
-			return nil, tenantdb.WrapErr("apply: read processed events", err)
-		}
-		for rows.Next() {
-			var id []byte
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, tenantdb.WrapErr("apply: read processed events", err)
-			}
-			if u, err := uuid.FromBytes(id); err == nil {
-				done[u] = true
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, tenantdb.WrapErr("apply: read processed events", err)
-		}
-	}
-	return done, nil
 }
 
 // applyOps applies ops with as few statements as it can: ops are gathered into groups of one

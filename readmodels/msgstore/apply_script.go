@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/internal/processed"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -44,7 +45,7 @@ var errNoScript = errors.New("msgstore: batch not scripted")
 // locks for those at either level (gap locks only for duplicate-key checks, which it takes at
 // both).
 func (s *Store) applyScript(ctx context.Context, db *sql.DB, tables Tables, group string, ops []op, ok func(context.Context) error) (n int, err error) {
-	if s.noScripts.Load() || len(ops) > processedChunk {
+	if s.noScripts.Load() || len(ops) > processed.Chunk {
 		return 0, errNoScript
 	}
 	stmts, scriptable := scriptStmts(tables, group, ops)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 )
@@ -136,6 +138,9 @@ func decodeOne(tenant domain.TenantID, env domain.Envelope) (op, error) {
 	}
 	return o, nil
 }
+
+// eventID is the id processed.Mark records.
+func (o op) eventID() uuid.UUID { return o.env.EventID }
 
 // seq is the message seq an op addresses (0 for read marks).
 func (o op) seq() int64 {

@@ -3,12 +3,8 @@ package msgstore
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"regexp"
-	"strings"
 
-	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 )
 
 // Tables names the read-model tables Apply writes and the readers read. The live projector uses
@@ -43,52 +39,25 @@ func (t Tables) WithSuffix(s string) Tables {
 	}
 }
 
-// oldSuffix names the tables SwapTables moves aside before dropping them.
-const oldSuffix = "_old"
+// pkgName prefixes the validation errors of Validate and the table functions.
+const pkgName = "msgstore"
 
-// tableNameRe is what a table name may be; names are interpolated into SQL, so nothing else passes.
-var tableNameRe = regexp.MustCompile(`^[A-Za-z0-9_]{1,60}$`)
-
+// list returns the names in the order tableset pairs them.
 func (t Tables) list() []string {
 	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions, t.Processed}
 }
 
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] (room for the "_old"
 // suffix within MySQL's 64) and that the names are distinct.
-func (t Tables) Validate() error {
-	var errs []error
-	seen := map[string]bool{}
-	for _, n := range t.list() {
-		if !tableNameRe.MatchString(n) {
-			errs = append(errs, fmt.Errorf("msgstore: bad table name %q", n))
-		}
-		if seen[strings.ToLower(n)] {
-			errs = append(errs, fmt.Errorf("msgstore: table name %q used twice", n))
-		}
-		seen[strings.ToLower(n)] = true
-	}
-	return errors.Join(errs...)
-}
+func (t Tables) Validate() error { return tableset.Validate(pkgName, t.list()) }
 
 // q quotes a validated table name.
-func q(name string) string { return "`" + name + "`" }
+func q(name string) string { return tableset.Quote(name) }
 
 // CreateTablesLike creates each table of to with the definition of the matching table of from
 // (CREATE TABLE IF NOT EXISTS … LIKE …), skipping pairs with the same name. Rows are not copied.
 func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	if err := errors.Join(from.Validate(), to.Validate()); err != nil {
-		return err
-	}
-	src, dst := from.list(), to.list()
-	for i := range src {
-		if src[i] == dst[i] {
-			continue
-		}
-		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+q(dst[i])+" LIKE "+q(src[i])); err != nil {
-			return tenantdb.WrapErr("create table "+dst[i], err)
-		}
-	}
-	return nil
+	return tableset.CreateLike(ctx, db, pkgName, from.list(), to.list())
 }
 
 // SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE statement, so
@@ -97,49 +66,10 @@ func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
 // table). Leftover "<live>_old" tables from an interrupted swap are dropped first. If the final
 // drop fails the swap has still happened; the error says so.
 func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	if err := errors.Join(live.Validate(), rebuilt.Validate()); err != nil {
-		return err
-	}
-	l, r := live.list(), rebuilt.list()
-	var renames, olds []string
-	for i := range l {
-		if l[i] == r[i] {
-			continue
-		}
-		old := l[i] + oldSuffix
-		olds = append(olds, old)
-		renames = append(renames, q(l[i])+" TO "+q(old), q(r[i])+" TO "+q(l[i]))
-	}
-	if len(renames) == 0 {
-		return nil
-	}
-	if err := dropAll(ctx, db, olds); err != nil {
-		return fmt.Errorf("swap tables: clear leftovers: %w", err)
-	}
-	if _, err := db.ExecContext(ctx, "RENAME TABLE "+strings.Join(renames, ", ")); err != nil {
-		return tenantdb.WrapErr("swap tables", err)
-	}
-	if err := dropAll(ctx, db, olds); err != nil {
-		return fmt.Errorf("swap tables: swapped, but dropping the old tables failed: %w", err)
-	}
-	return nil
+	return tableset.Swap(ctx, db, pkgName, live.list(), rebuilt.list())
 }
 
 // DropTables drops every table of t that exists.
 func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	if err := t.Validate(); err != nil {
-		return err
-	}
-	return dropAll(ctx, db, t.list())
-}
-
-func dropAll(ctx context.Context, db *sql.DB, names []string) error {
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = q(n)
-	}
-	if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+strings.Join(quoted, ", ")); err != nil {
-		return tenantdb.WrapErr("drop tables", err)
-	}
-	return nil
+	return tableset.Drop(ctx, db, pkgName, t.list())
 }
