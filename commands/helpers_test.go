@@ -2,14 +2,11 @@ package commands_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/commands"
@@ -17,16 +14,10 @@ import (
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/migrations"
 )
 
 // testCtx returns a context that ends with the test or after two minutes.
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 
 // sendEnv is a migrated database, a Redis key prefix and a handler over both.
 type sendEnv struct {
@@ -42,31 +33,7 @@ type sendEnv struct {
 // newPostgres migrates a fresh database and returns a pool over it with maxConns connections.
 func newPostgres(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	ctx := testCtx(t)
-	url := testenv.Postgres(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrations.UpPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := eventstore.New(pool, eventstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, store
+	return testenv.EventStore(t, maxConns)
 }
 
 // newSendEnv builds a handler over a fresh database and key prefix; cfg's Seq.KeyPrefix is set.

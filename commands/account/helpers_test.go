@@ -2,19 +2,16 @@ package account_test
 
 import (
 	"context"
-	"database/sql"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/transport/auth"
 )
 
@@ -39,25 +36,7 @@ type env struct {
 // newEnv migrates a fresh database and returns a Service over it.
 func newEnv(t *testing.T, deps account.Deps, cfg account.Config) *env {
 	t.Helper()
-	ctx := testCtx(t)
-	url := testenv.Postgres(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrations.UpPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := eventstore.New(pool, eventstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, store := testenv.EventStore(t, 0)
 	deps.Pool, deps.Store = pool, store
 	if cfg.Password == (auth.PasswordParams{}) {
 		cfg.Password = cheap

@@ -2,58 +2,25 @@ package group_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/migrations"
 )
 
 // testCtx returns a context that ends with the test or after two minutes.
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 
 // newStore migrates a fresh database and returns a pool with maxConns connections and a store.
 func newStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	ctx := testCtx(t)
-	url := testenv.Postgres(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrations.UpPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := eventstore.New(pool, eventstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, store
+	return testenv.EventStore(t, maxConns)
 }
 
 // newHandlers builds handlers over store; a nil deps.Store means store.

@@ -3,7 +3,6 @@ package rest_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/commands"
@@ -22,7 +20,6 @@ import (
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
@@ -162,28 +159,10 @@ func (s *stack) project(t testing.TB) {
 	}
 }
 
+// eventStore migrates a fresh database and returns a pool of pgx's default size and a store.
 func eventStore(t testing.TB) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	ctx := testCtx(t)
-	url := testenv.Postgres(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrations.UpPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := eventstore.New(pool, eventstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, store
+	return testenv.EventStore(t, 0)
 }
 
 func newSigner(t testing.TB, now func() time.Time) *auth.Signer {

@@ -2,7 +2,6 @@ package ws_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -27,7 +24,6 @@ import (
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
@@ -37,12 +33,8 @@ import (
 
 var acme = domain.MustTenantID("acme")
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx returns a context that ends with the test or after two minutes.
+func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 
 // cluster is what nodes share: one event store, one Redis key prefix, one token key.
 type cluster struct {
@@ -56,31 +48,10 @@ type cluster struct {
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	ctx := testCtx(t)
-	url := testenv.Postgres(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrations.UpPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	c := &cluster{}
-	if c.store, err = eventstore.New(pool, eventstore.Config{}); err != nil {
-		t.Fatal(err)
-	}
+	_, c.store = testenv.EventStore(t, 16)
 	c.rdb, c.prefix = testenv.Redis(t)
+	var err error
 	if c.tokens, err = auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package wsbench_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/commands"
@@ -23,7 +20,6 @@ import (
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
@@ -41,31 +37,7 @@ func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store
 // gatewayWithMetrics is gateway plus a registry holding every node's gateway metrics.
 func gatewayWithMetrics(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store, *prometheus.Registry) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	url := testenv.Postgres(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrations.UpPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := eventstore.New(pool, eventstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := testenv.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb},
 		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: prefix}})

@@ -1,0 +1,47 @@
+package testenv
+
+import (
+	"database/sql"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/migrations"
+)
+
+// EventStore migrates a fresh PostgreSQL database (see Postgres) and returns a pool over it with
+// maxConns connections and an event store on that pool; maxConns 0 keeps pgx's default (the
+// greater of 4 and the CPU count). Tests that race writers size the pool themselves, so they
+// know how many can wait on a connection. The pool is closed at cleanup.
+func EventStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
+	t.Helper()
+	ctx := Context(t)
+	url := Postgres(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrations.UpPostgres(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxConns > 0 {
+		pcfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := eventstore.New(pool, eventstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, store
+}
