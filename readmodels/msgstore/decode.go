@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/internal/eventdecode"
 )
 
 // op is one decoded event, ready to apply.
@@ -49,32 +50,17 @@ var messageActions = func() map[domain.EventType]struct {
 // types outside the message model decode to an op with no action: they are recorded as processed
 // and otherwise ignored.
 func decodeBatch(tenant domain.TenantID, events []domain.Envelope) ([]op, error) {
-	ops := make([]op, 0, len(events))
-	seen := make(map[[16]byte]bool, len(events))
-	for i, env := range events {
-		if seen[env.EventID] {
-			continue
-		}
-		seen[env.EventID] = true
-		o, err := decodeOne(tenant, env)
-		if err != nil {
-			return nil, &EventError{Index: i, EventID: env.EventID, Err: err}
-		}
-		o.index = i
-		ops = append(ops, o)
-	}
-	return ops, nil
+	return eventdecode.Batch(tenant, events, decodeOne, func(i int, id uuid.UUID, err error) error {
+		return &EventError{Index: i, EventID: id, Err: err}
+	})
 }
 
-func bad(field, detail string) error {
-	return &domain.ValidationError{Field: field, Reason: "bad_event", Detail: detail}
-}
+// bad is the error of a message event that can never be applied.
+var bad = eventdecode.Bad
 
-func decodeOne(tenant domain.TenantID, env domain.Envelope) (op, error) {
-	o := op{env: env}
-	if env.TenantID != tenant {
-		return o, bad("tenant_id", fmt.Sprintf("event of tenant %q applied to tenant %q", env.TenantID, tenant))
-	}
+// decodeOne decodes the message event at index i of a batch whose tenant Batch has checked.
+func decodeOne(i int, env domain.Envelope) (op, error) {
+	o := op{index: i, env: env}
 	info, ok := messageActions[env.EventType]
 	if !ok {
 		return o, nil
