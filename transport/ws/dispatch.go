@@ -10,10 +10,6 @@ import (
 	"github.com/imledger/imledger/transport/fanout"
 )
 
-// frameTypes are the client frame types, for metric labels.
-var frameTypes = map[string]bool{"hi": true, "login": true, "sub": true, "leave": true, "pub": true,
-	"get": true, "note": true, "ping": true}
-
 // handle decodes one client message and dispatches it. A message must be a JSON object with
 // exactly one key, the frame type.
 func (s *session) handle(ctx context.Context, payload []byte) {
@@ -24,16 +20,11 @@ func (s *session) handle(ctx context.Context, payload []byte) {
 		return
 	}
 	for typ, body := range env {
-		label := typ
-		if !frameTypes[typ] {
-			label = "unknown"
-		}
-		s.g.metrics.frames.WithLabelValues(label).Inc()
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
 		s.dispatch(ctx, typ, body)
 		cancel()
-		s.g.metrics.frameTime.WithLabelValues(label).Observe(time.Since(start).Seconds())
+		s.g.metrics.frameObserver(typ).Observe(time.Since(start).Seconds())
 	}
 }
 

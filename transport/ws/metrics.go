@@ -9,24 +9,26 @@ import (
 // metrics are the gateway metrics:
 //
 //	imledger_ws_connections           open connections
-//	imledger_ws_frames_total          client frames by type
+//	imledger_ws_frame_seconds         client frames by type (its _count) and the time to handle
+//	                                  one (a pub: until its ack is queued)
 //	imledger_ws_refused_total         refused frames and handshakes, by reason
 //	imledger_ws_disconnects_total     closed connections, by cause
-//	imledger_ws_frame_seconds         time to handle a client frame (a pub: until its ack is queued), by type
 type metrics struct {
 	connections prometheus.Gauge
-	frames      *prometheus.CounterVec
 	frameTime   *prometheus.HistogramVec
+	frameTypes  map[string]prometheus.Observer // frameTime's series of each known type
+	unknownType prometheus.Observer            // … and of every other type
 	refused     *prometheus.CounterVec
 	disconnects *prometheus.CounterVec
 }
+
+// frameTypes are the client frame types; any other is counted as "unknown".
+var frameTypes = []string{"hi", "login", "sub", "leave", "pub", "get", "note", "ping"}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "imledger_ws_connections",
 			Help: "Open WebSocket connections."}),
-		frames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imledger_ws_frames_total",
-			Help: "Client frames received, by type."}, []string{"type"}),
 		frameTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "imledger_ws_frame_seconds",
 			Help:    "Time to handle a client frame, by type; a pub's ends when its ack is queued.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"type"}),
@@ -35,12 +37,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		disconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imledger_ws_disconnects_total",
 			Help: "Closed connections, by cause."}, []string{"cause"}),
 	}
+	m.frameTypes = make(map[string]prometheus.Observer, len(frameTypes))
+	for _, t := range frameTypes {
+		m.frameTypes[t] = m.frameTime.WithLabelValues(t)
+	}
+	m.unknownType = m.frameTime.WithLabelValues("unknown")
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.connections, m.frames, m.frameTime, m.refused, m.disconnects} {
+	for _, c := range []prometheus.Collector{m.connections, m.frameTime, m.refused, m.disconnects} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)
+}
+
+// frameObserver returns the frame-time series of a client frame type.
+func (m *metrics) frameObserver(typ string) prometheus.Observer {
+	if o, ok := m.frameTypes[typ]; ok {
+		return o
+	}
+	return m.unknownType
 }
