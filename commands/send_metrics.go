@@ -13,8 +13,10 @@ import (
 //	                                     the previous batch's done marks) and event-store append
 //	imledger_send_batch_sends            sends per batch
 type sendMetrics struct {
-	stage *prometheus.HistogramVec
-	batch prometheus.Histogram
+	stage    *prometheus.HistogramVec
+	allocate prometheus.Observer // stage's series, resolved once
+	append   prometheus.Observer
+	batch    prometheus.Histogram
 }
 
 func newSendMetrics(reg prometheus.Registerer) (*sendMetrics, error) {
@@ -26,13 +28,12 @@ func newSendMetrics(reg prometheus.Registerer) (*sendMetrics, error) {
 			Help:    "Sends per sequencer batch.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}}),
 	}
+	m.allocate, m.append = m.stage.WithLabelValues("allocate"), m.stage.WithLabelValues("append")
 	if reg == nil {
 		return m, nil
 	}
 	return m, errors.Join(reg.Register(m.stage), reg.Register(m.batch))
 }
 
-// observe records the time since start under stage.
-func (m *sendMetrics) observe(stage string, start time.Time) {
-	m.stage.WithLabelValues(stage).Observe(time.Since(start).Seconds())
-}
+// since records the time since start in o.
+func since(o prometheus.Observer, start time.Time) { o.Observe(time.Since(start).Seconds()) }

@@ -169,13 +169,13 @@ func (h *SendMessageHandler) processBatch(prev, batch []*sendRequest) []*sendReq
 	}
 	start := time.Now()
 	allocated := h.allocate(ctx, prev, live)
-	h.metrics.observe("allocate", start)
+	since(h.metrics.allocate, start)
 	if len(allocated) == 0 {
 		return nil
 	}
 	start = time.Now()
 	committed := h.commit(ctx, allocated)
-	h.metrics.observe("append", start)
+	since(h.metrics.append, start)
 	for _, r := range committed {
 		r.answer(sendOutcome{result: r.result})
 	}
