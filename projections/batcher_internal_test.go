@@ -45,12 +45,19 @@ func submitSpaced(t *testing.T, b *batcher, n int, spacing time.Duration) {
 	wg.Wait()
 }
 
-func TestBatcherLingerGathersATrickle(t *testing.T) {
+// startBatcher runs a batcher of up to 100 events with one flusher and linger until the test
+// ends, and returns it with the log of its flushes.
+func startBatcher(t *testing.T, linger time.Duration) (*batcher, *flushLog) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var log flushLog
-	b := newBatcher(100, 1, 400*time.Millisecond, log.flush)
+	t.Cleanup(cancel)
+	log := &flushLog{}
+	b := newBatcher(100, 1, linger, log.flush)
 	b.start(ctx)
+	return b, log
+}
+
+func TestBatcherLingerGathersATrickle(t *testing.T) {
+	b, log := startBatcher(t, 400*time.Millisecond)
 	// Ten events 10 ms apart: each gap is far below linger/8 (50 ms), so they wait for each
 	// other and are written together, within the linger.
 	start := time.Now()
@@ -64,11 +71,7 @@ func TestBatcherLingerGathersATrickle(t *testing.T) {
 }
 
 func TestBatcherLingerStopsAfterAGap(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var log flushLog
-	b := newBatcher(100, 1, 800*time.Millisecond, log.flush)
-	b.start(ctx)
+	b, log := startBatcher(t, 800*time.Millisecond)
 	// One event alone is written once nothing followed it for linger/8 (100 ms), well before
 	// the linger (800 ms) is over.
 	start := time.Now()
@@ -82,11 +85,7 @@ func TestBatcherLingerStopsAfterAGap(t *testing.T) {
 }
 
 func TestBatcherWithoutLingerWritesAtOnce(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var log flushLog
-	b := newBatcher(100, 1, -1, log.flush)
-	b.start(ctx)
+	b, log := startBatcher(t, -1)
 	submitSpaced(t, b, 5, 20*time.Millisecond)
 	if sizes := log.get(); len(sizes) != 5 {
 		t.Fatalf("5 events 20 ms apart without linger were written as %v, want 5 batches of 1", sizes)
