@@ -87,15 +87,6 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	return len(fresh), nil
 }
 
-// processedStmts returns the inserts of one processed row per op.
-func processedStmts(table, group string, ops []op) []stmt {
-	var out []stmt
-	for _, st := range processed.InsertStmts(table, group, ops, op.eventID) {
-		out = append(out, stmt{query: st.Query, args: st.Args})
-	}
-	return out
-}
-
 // applyOps applies ops with as few statements as it can: ops are gathered into groups of one
 // action (groupOps) and each group is written at once, the sent events of a group with write,
 // its read marks as one upsert, its deletions as one insert; recalls and edits stay one
@@ -189,16 +180,14 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// stmt is one SQL statement and its arguments.
-type stmt struct {
-	query string
-	args  []any
-}
+// stmt is one SQL statement and its arguments; it is processed.Stmt, so the processed rows of a
+// batch join its other statements as they are.
+type stmt = processed.Stmt
 
 // execStmts runs stmts in tx in order; a failure is wrapped with what (tenantdb.WrapErr).
 func execStmts(ctx context.Context, tx *sql.Tx, stmts []stmt, what string) error {
 	for _, st := range stmts {
-		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+		if _, err := tx.ExecContext(ctx, st.Query, st.Args...); err != nil {
 			return tenantdb.WrapErr(what, err)
 		}
 	}

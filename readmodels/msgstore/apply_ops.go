@@ -87,8 +87,8 @@ func deletionStmts(table string, ops []op) []stmt {
 		for _, o := range chunk {
 			args = append(args, o.del.User.Int64(), o.topic.String(), o.del.Seq, o.at(o.del.DeletedAt))
 		}
-		out = append(out, stmt{query: "INSERT INTO " + q(table) + " (user_id, topic, seqid, deleted_at) VALUES " +
-			rowPlaceholders(len(chunk), 4) + " ON DUPLICATE KEY UPDATE user_id = user_id", args: args})
+		out = append(out, stmt{Query: "INSERT INTO " + q(table) + " (user_id, topic, seqid, deleted_at) VALUES " +
+			rowPlaceholders(len(chunk), 4) + " ON DUPLICATE KEY UPDATE user_id = user_id", Args: args})
 	}
 	return out
 }

@@ -91,7 +91,7 @@ func (s *Store) applyScript(ctx context.Context, db *sql.DB, tables Tables, grou
 // scriptStmts returns the statements that write ops, starting with their processed rows, and
 // whether every op can be written without looking at a statement's result.
 func scriptStmts(tables Tables, group string, ops []op) ([]stmt, bool) {
-	stmts := processedStmts(tables.Processed, group, ops)
+	stmts := processed.InsertStmts(tables.Processed, group, ops, op.eventID)
 	bytes := 0
 	for _, g := range groupOps(ops) {
 		switch g.action {
@@ -120,9 +120,9 @@ func compound(stmts []stmt) (string, []any) {
 	var args []any
 	b.WriteString("BEGIN NOT ATOMIC START TRANSACTION; ")
 	for _, st := range stmts {
-		b.WriteString(st.query)
+		b.WriteString(st.Query)
 		b.WriteString("; ")
-		args = append(args, st.args...)
+		args = append(args, st.Args...)
 	}
 	b.WriteString("END")
 	return b.String(), args

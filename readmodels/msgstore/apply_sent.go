@@ -117,7 +117,7 @@ func messageStmts(table, columns string, ops []op, row func(op) []any) []stmt {
 		for _, o := range ops[start:end] {
 			args = append(args, row(o)...)
 		}
-		out = append(out, stmt{query: prefix + rowPlaceholders(end-start, messageWidth) + suffix, args: args})
+		out = append(out, stmt{Query: prefix + rowPlaceholders(end-start, messageWidth) + suffix, Args: args})
 		start = end
 	}
 	return out
@@ -221,8 +221,8 @@ func markStmts(table string, rows []markRow) []stmt {
 		for _, r := range chunk {
 			args = append(args, r.user.Int64(), r.topic, max(r.read, 0), max(r.recv, 0), r.at)
 		}
-		out = append(out, stmt{query: "INSERT INTO " + q(table) + " (user_id, topic, read_seq, recv_seq, updated_at) VALUES " +
-			rowPlaceholders(len(chunk), 5) + upsert, args: args})
+		out = append(out, stmt{Query: "INSERT INTO " + q(table) + " (user_id, topic, read_seq, recv_seq, updated_at) VALUES " +
+			rowPlaceholders(len(chunk), 5) + upsert, Args: args})
 	}
 	return out
 }
