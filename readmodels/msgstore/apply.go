@@ -60,31 +60,45 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	if n, err := s.applyScript(ctx, db, tables, consumerGroup, ops, ok); !errors.Is(err, errNoScript) {
 		return n, err
 	}
+	var fresh []op
+	err = inTx(ctx, db, "apply", func(tx *sql.Tx) error {
+		var err error
+		if fresh, err = processed.Mark(ctx, tx, tables.Processed, consumerGroup, ops, op.eventID); err != nil {
+			return err
+		}
+		if err := applyOps(ctx, tx, tables, fresh, insertMessages); err != nil {
+			return err
+		}
+		if ok != nil {
+			return ok(ctx)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(fresh), nil
+}
+
+// inTx runs fn in a READ COMMITTED transaction of db and commits unless fn fails; fn's error is
+// returned as it is, a failure to begin or commit is wrapped with what.
+func inTx(ctx context.Context, db *sql.DB, what string, fn func(*sql.Tx) error) (err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return 0, tenantdb.WrapErr("apply: begin", err)
+		return tenantdb.WrapErr(what+": begin", err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	fresh, err := processed.Mark(ctx, tx, tables.Processed, consumerGroup, ops, op.eventID)
-	if err != nil {
-		return 0, err
-	}
-	if err := applyOps(ctx, tx, tables, fresh, insertMessages); err != nil {
-		return 0, err
-	}
-	if ok != nil {
-		if err := ok(ctx); err != nil {
-			return 0, err
-		}
+	if err := fn(tx); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, tenantdb.WrapErr("apply: commit", err)
+		return tenantdb.WrapErr(what+": commit", err)
 	}
-	return len(fresh), nil
+	return nil
 }
 
 // applyOps applies ops with as few statements as it can: ops are gathered into groups of one

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // BulkLoad fills fresh copies of a tenant's read-model tables from its event history, for a
@@ -103,23 +102,10 @@ func (b *BulkLoad) Apply(ctx context.Context, events []domain.Envelope) (int, er
 }
 
 // write applies ops in one transaction, writing runs of sent events with write.
-func (b *BulkLoad) write(ctx context.Context, ops []op, write messageWriter) (err error) {
-	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return tenantdb.WrapErr("bulk load: begin", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err := applyOps(ctx, tx, b.tables, ops, write); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return tenantdb.WrapErr("bulk load: commit", err)
-	}
-	return nil
+func (b *BulkLoad) write(ctx context.Context, ops []op, write messageWriter) error {
+	return inTx(ctx, b.db, "bulk load", func(tx *sql.Tx) error {
+		return applyOps(ctx, tx, b.tables, ops, write)
+	})
 }
 
 // Finish adds the secondary indexes StartBulkLoad left out, one ALTER TABLE per message table,
