@@ -57,10 +57,7 @@ func randomHistory(t *testing.T, tenant domain.TenantID, rng *rand.Rand, n int) 
 func TestBatchesRegroupedByActionEndAsOneByOne(t *testing.T) {
 	t.Parallel()
 	ctx, f := setup(t)
-	db, err := f.router.DB(ctx, f.tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := f.db(ctx, t)
 	one := f.tables.WithSuffix("_one")
 	if err := msgstore.CreateTablesLike(ctx, db, f.tables, one); err != nil {
 		t.Fatal(err)

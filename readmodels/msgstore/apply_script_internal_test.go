@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/internal/rmtest"
@@ -15,14 +14,7 @@ import (
 // handled as Apply always handled them.
 func TestScriptedApply(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r := rmtest.Router(t)
-	tenant := rmtest.Tenant(t, r)
-	db, err := r.DB(ctx, tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, r, tenant, db := tenantDB(t)
 	scripted, plain := NewStore(r), NewStore(r)
 	plain.noScripts.Store(true)
 	live, other := DefaultTables(), DefaultTables().WithSuffix("_plain")

@@ -2,6 +2,7 @@ package msgstore_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -29,6 +30,16 @@ func setup(t *testing.T) (context.Context, fixture) {
 	t.Cleanup(cancel)
 	r := rmtest.Router(t)
 	return ctx, fixture{router: r, store: msgstore.NewStore(r), tenant: rmtest.Tenant(t, r), tables: msgstore.DefaultTables()}
+}
+
+// db returns the fixture tenant's database.
+func (f fixture) db(ctx context.Context, t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := f.router.DB(ctx, f.tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 func (f fixture) apply(ctx context.Context, t *testing.T, events ...domain.Envelope) int {

@@ -119,10 +119,7 @@ func createTable(ctx context.Context, t *testing.T, db *sql.DB, table string) st
 func TestBulkLoadWritesWhatApplyWrites(t *testing.T) {
 	t.Parallel()
 	ctx, f := setup(t)
-	db, err := f.router.DB(ctx, f.tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := f.db(ctx, t)
 	fresh := f.tables.WithSuffix("_bulk")
 	bl, err := f.store.StartBulkLoad(ctx, f.tenant, f.tables, fresh)
 	if err != nil {

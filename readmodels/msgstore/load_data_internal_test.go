@@ -3,13 +3,29 @@ package msgstore
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/internal/rmtest"
+	"github.com/imledger/imledger/readmodels/tenantdb"
 )
+
+// tenantDB returns a test context, a router, a fresh tenant of it and the tenant's database.
+func tenantDB(t *testing.T) (context.Context, *tenantdb.Router, domain.TenantID, *sql.DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	r := rmtest.Router(t)
+	tenant := rmtest.Tenant(t, r)
+	db, err := r.DB(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, r, tenant, db
+}
 
 func sentOps(t *testing.T, tenant domain.TenantID, topic string, n int) []op {
 	t.Helper()
@@ -28,14 +44,7 @@ func sentOps(t *testing.T, tenant domain.TenantID, topic string, n int) []op {
 // skipped as a duplicate without making the load unclean.
 func TestLoadMessagesTakesTheFastPath(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r := rmtest.Router(t)
-	tenant := rmtest.Tenant(t, r)
-	db, err := r.DB(ctx, tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, tenant, db := tenantDB(t)
 	ops := sentOps(t, tenant, "grp3", 2*loadDataMinRows)
 	ops = append(ops, ops[7]) // the same message again, as a second event would carry it
 	tables := DefaultTables()

@@ -11,10 +11,7 @@ import (
 func TestRebuildIntoSuffixedTablesThenSwap(t *testing.T) {
 	t.Parallel()
 	ctx, f := setup(t)
-	db, err := f.router.DB(ctx, f.tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := f.db(ctx, t)
 	live := msgstore.DefaultTables()
 	rebuilt := live.WithSuffix("_rebuild")
 	events := []domain.Envelope{
@@ -64,10 +61,7 @@ func TestRebuildIntoSuffixedTablesThenSwap(t *testing.T) {
 func TestChecksumNamesTheTopicThatDiffers(t *testing.T) {
 	t.Parallel()
 	ctx, f := setup(t)
-	db, err := f.router.DB(ctx, f.tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := f.db(ctx, t)
 	copyTables := f.tables.WithSuffix("_copy")
 	if err := msgstore.CreateTablesLike(ctx, db, f.tables, copyTables); err != nil {
 		t.Fatal(err)
@@ -88,7 +82,7 @@ func TestChecksumNamesTheTopicThatDiffers(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "DELETE FROM im_group_messages_copy WHERE topic = 'grp8' AND seqid = 3"); err != nil {
 		t.Fatal(err)
 	}
-	b, err = f.store.Checksum(ctx, f.tenant, copyTables)
+	b, err := f.store.Checksum(ctx, f.tenant, copyTables)
 	if err != nil {
 		t.Fatal(err)
 	}
