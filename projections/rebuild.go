@@ -155,12 +155,9 @@ func (r *Rebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResul
 	if o.Projection == ProjectionMessagesHot && r.d.Hot == nil {
 		return RebuildResult{}, errors.New("projections: rebuild: messages-hot needs a hot store")
 	}
-	tenants := []domain.TenantID{o.Tenant}
-	if o.Tenant.IsZero() {
-		var err error
-		if tenants, err = r.d.Tenants.Tenants(ctx); err != nil {
-			return RebuildResult{}, fmt.Errorf("projections: rebuild: list tenants: %w", err)
-		}
+	tenants, err := tenantsToRebuild(ctx, r.d.Tenants, o.Tenant)
+	if err != nil {
+		return RebuildResult{}, err
 	}
 	start := time.Now()
 	var res RebuildResult
@@ -200,10 +197,8 @@ func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o Rebui
 	if err := bl.Finish(ctx); err != nil {
 		return TenantRebuild{}, err
 	}
-	copySQL := "INSERT IGNORE INTO `" + rebuilt.Processed + "` (consumer_group, event_id, processed_at)" +
-		" SELECT consumer_group, event_id, processed_at FROM `" + live.Processed + "` WHERE consumer_group <> ?"
-	if _, err := db.ExecContext(ctx, copySQL, GroupRebuildMessagesMySQL); err != nil {
-		return TenantRebuild{}, fmt.Errorf("copy processed events: %w", err)
+	if err := copyProcessed(ctx, db, live.Processed, rebuilt.Processed, GroupRebuildMessagesMySQL); err != nil {
+		return TenantRebuild{}, err
 	}
 	if err := msgstore.SwapTables(ctx, db, live, rebuilt); err != nil {
 		return TenantRebuild{}, err
@@ -273,6 +268,30 @@ func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o Rebuild
 		_ = bar.Finish()
 	}
 	return TenantRebuild{Tenant: t, Events: read, Applied: read, Duration: time.Since(start)}, err
+}
+
+// tenantsToRebuild returns t, or every tenant with a database when t is zero.
+func tenantsToRebuild(ctx context.Context, dbs TenantDatabases, t domain.TenantID) ([]domain.TenantID, error) {
+	if !t.IsZero() {
+		return []domain.TenantID{t}, nil
+	}
+	ts, err := dbs.Tenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("projections: rebuild: list tenants: %w", err)
+	}
+	return ts, nil
+}
+
+// copyProcessed copies the processed-event rows of every consumer group but the rebuild's own
+// from the live table into the rebuilt one, so the live projector keeps deduplicating
+// redeliveries once the tables are swapped. The names are validated table names.
+func copyProcessed(ctx context.Context, db *sql.DB, live, rebuilt, rebuildGroup string) error {
+	copySQL := "INSERT IGNORE INTO `" + rebuilt + "` (consumer_group, event_id, processed_at)" +
+		" SELECT consumer_group, event_id, processed_at FROM `" + live + "` WHERE consumer_group <> ?"
+	if _, err := db.ExecContext(ctx, copySQL, rebuildGroup); err != nil {
+		return fmt.Errorf("copy processed events: %w", err)
+	}
+	return nil
 }
 
 // newBar returns a progress bar writing to w, or nil when w is nil.

@@ -58,7 +58,7 @@ const businessPage = 1000
 // to the old tables meanwhile changes anything), and the tenant's Redis caches are invalidated.
 func (r *BusinessRebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResult, error) {
 	o.setDefaults()
-	tenants, err := r.tenants(ctx, o.Tenant)
+	tenants, err := tenantsToRebuild(ctx, r.d.Tenants, o.Tenant)
 	if err != nil {
 		return RebuildResult{}, err
 	}
@@ -76,17 +76,6 @@ func (r *BusinessRebuilder) Rebuild(ctx context.Context, o RebuildOptions) (Rebu
 	return res, nil
 }
 
-func (r *BusinessRebuilder) tenants(ctx context.Context, t domain.TenantID) ([]domain.TenantID, error) {
-	if !t.IsZero() {
-		return []domain.TenantID{t}, nil
-	}
-	ts, err := r.d.Tenants.Tenants(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("projections: rebuild: list tenants: %w", err)
-	}
-	return ts, nil
-}
-
 func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
 	start := time.Now()
 	db, err := r.d.Tenants.DB(ctx, t)
@@ -99,10 +88,8 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 	if err != nil {
 		return TenantRebuild{}, err
 	}
-	copySQL := "INSERT IGNORE INTO `" + rebuilt.Processed + "` (consumer_group, event_id, processed_at)" +
-		" SELECT consumer_group, event_id, processed_at FROM `" + live.Processed + "` WHERE consumer_group <> ?"
-	if _, err := db.ExecContext(ctx, copySQL, GroupRebuildBusinessMySQL); err != nil {
-		return TenantRebuild{}, fmt.Errorf("copy processed events: %w", err)
+	if err := copyProcessed(ctx, db, live.Processed, rebuilt.Processed, GroupRebuildBusinessMySQL); err != nil {
+		return TenantRebuild{}, err
 	}
 	if err := business.SwapTables(ctx, db, live, rebuilt); err != nil {
 		return TenantRebuild{}, err
