@@ -2,7 +2,6 @@ package ws
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,25 +10,17 @@ import (
 	"github.com/imledger/imledger/transport/fanout"
 )
 
-// changeFrame is the info frame of a committed change: what changed in the topic, the user it
+// encodeChange is the info frame of a committed change: what changed in the topic, the user it
 // concerns (src) and who made it (from), each omitted when there is none or it is unknown.
-type changeFrame struct {
-	Topic string `json:"topic"`
-	What  string `json:"what"`
-	Src   string `json:"src,omitempty"`
-	From  string `json:"from,omitempty"`
-}
-
 func encodeChange(m *fanout.Message) []byte {
-	f := changeFrame{Topic: m.Topic.String(), What: m.What}
+	i := infoFrame{Topic: m.Topic.String(), What: m.What}
 	if m.Src != 0 {
-		f.Src = m.Src.String()
+		i.Src = m.Src.String()
 	}
 	if m.From != 0 {
-		f.From = m.From.String()
+		i.From = m.From.String()
 	}
-	b, _ := json.Marshal(map[string]changeFrame{"info": f})
-	return b
+	return encodeInfo(i)
 }
 
 // control applies a fanout.KindControl message on this node: every session subscribed to the

@@ -58,7 +58,7 @@
 //	< {"info":{"topic":"grp7","what":"removed","src":"43"}}
 //	< {"info":{"topic":"grp7","what":"role","src":"44"}}
 //	< {"info":{"topic":"grp7","what":"dissolved"}}
-//	< {"info":{"topic":"p2p5_6","what":"blocked","src":"6","from":"5"}}
+//	< {"info":{"topic":"p2p5_6","from":"5","what":"blocked","src":"6"}}
 //
 // what is, in a group topic: profile, settings, announcement, owner (then role frames follow),
 // dissolved; and about member src: invited, join_requested, join_rejected, joined, left, removed

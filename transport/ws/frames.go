@@ -111,11 +111,14 @@ type presFrame struct {
 	Src   string `json:"src"`
 }
 
+// infoFrame is a note (from always set) or a committed change of the topic (from and src set
+// when there is such a user and it is known).
 type infoFrame struct {
 	Topic string `json:"topic"`
-	From  string `json:"from"`
+	From  string `json:"from,omitempty"`
 	What  string `json:"what"`
 	Seq   string `json:"seq,omitempty"`
+	Src   string `json:"src,omitempty"`
 }
 
 // timestamp formats t as the protocol's ts: UTC RFC 3339 with milliseconds.
