@@ -37,7 +37,6 @@ var (
 type Notifier struct {
 	pub ControlPublisher
 	log *slog.Logger
-	now func() time.Time
 }
 
 var _ group.Notifier = (*Notifier)(nil)
@@ -51,7 +50,7 @@ func NewNotifier(pub ControlPublisher, logger *slog.Logger) (*Notifier, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Notifier{pub: pub, log: logger, now: time.Now}, nil
+	return &Notifier{pub: pub, log: logger}, nil
 }
 
 // The info "what" of each change; a change missing here is not pushed.
@@ -132,7 +131,7 @@ func (n *Notifier) publish(ctx context.Context, tenant domain.TenantID, topic do
 	if !ok {
 		return
 	}
-	m.Kind, m.Tenant, m.Topic, m.What, m.TS = fanout.KindControl, tenant, topic, what, n.now().UTC()
+	m.Kind, m.Tenant, m.Topic, m.What, m.TS = fanout.KindControl, tenant, topic, what, time.Now().UTC()
 	if err := n.pub.PublishControl(ctx, &m); err != nil {
 		n.log.WarnContext(ctx, "ws: topic change not sent to other nodes", "tenant_id", tenant.String(),
 			"topic", topic.String(), "what", what, "err", err)
