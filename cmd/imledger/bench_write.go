@@ -1,17 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands"
-	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -132,48 +129,22 @@ func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts commands.Be
 }
 
 // prepareBenchGroups creates the benchmark's groups (owned by user 1) and joins users
-// 2..Senders to every one of them through the group commands, Senders joins at a time, and
-// reports the joins/s.
+// 2..Senders to every one of them through the node's group commands, Senders joins at a time,
+// and reports the joins that took effect per second.
 func prepareBenchGroups(ctx context.Context, out io.Writer, n *node, opts commands.BenchWriteOptions) error {
-	owner := domain.Principal{Tenant: opts.Tenant, User: 1}
-	profile, err := domain.NewGroupProfile("bench", "", "")
+	if err := createBenchGroups(ctx, n.groups, opts.Tenant, opts.FirstGroupID, opts.Topics,
+		func(int) domain.UserID { return 1 }); err != nil {
+		return err
+	}
+	perGroup := max(opts.Senders-1, 0)
+	start := time.Now()
+	joins, err := joinBenchGroups(ctx, n.groups, opts.Tenant, opts.Topics*perGroup, opts.Senders,
+		func(j int) (domain.UserID, domain.GroupID) {
+			return domain.UserID(2 + j%perGroup), domain.GroupID(opts.FirstGroupID + int64(j/perGroup))
+		})
 	if err != nil {
 		return err
 	}
-	for i := range int64(opts.Topics) {
-		_, err := n.groups.CreateGroup.Handle(ctx, group.CreateGroup{Actor: owner, Group: domain.GroupID(opts.FirstGroupID + i), Profile: profile})
-		if err != nil {
-			return fmt.Errorf("create bench group: %w", err)
-		}
-	}
-	start := time.Now()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, opts.Senders)
-	for i := range int64(opts.Topics) {
-		for u := 2; u <= opts.Senders; u++ {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				_, err := n.groups.JoinGroup.Handle(ctx, group.JoinGroup{Actor: domain.Principal{Tenant: opts.Tenant, User: domain.UserID(u)},
-					Group: domain.GroupID(opts.FirstGroupID + i)})
-				if err != nil {
-					mu.Lock()
-					first = cmp.Or(first, err)
-					mu.Unlock()
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	if first != nil {
-		return fmt.Errorf("join bench group: %w", first)
-	}
-	joins := opts.Topics * (opts.Senders - 1)
 	elapsed := time.Since(start)
 	fmt.Fprintf(out, "joins: %d into %d groups in %s (%.0f joins/s, %d concurrent)\n",
 		joins, opts.Topics, elapsed.Round(time.Millisecond), float64(joins)/elapsed.Seconds(), opts.Senders)

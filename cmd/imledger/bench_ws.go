@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -173,48 +174,74 @@ func (n *node) prepareBenchGroups(ctx context.Context, o wsbench.Options) error 
 	if err != nil {
 		return err
 	}
-	who := func(i int) domain.Principal {
-		return domain.Principal{Tenant: o.Tenant, User: domain.UserID(o.FirstUser + int64(i))}
+	user := func(i int) domain.UserID { return domain.UserID(o.FirstUser + int64(i)) }
+	if err := createBenchGroups(ctx, h, o.Tenant, o.FirstGroup, o.Groups, user); err != nil {
+		return err
 	}
-	for g := range o.Groups {
+	_, err = joinBenchGroups(ctx, h, o.Tenant, o.Clients-o.Groups, 32, func(j int) (domain.UserID, domain.GroupID) {
+		i := o.Groups + j
+		return user(i), domain.GroupID(o.FirstGroup + int64(i%o.Groups))
+	})
+	return err
+}
+
+// createBenchGroups creates count groups through h, ids first, first+1, ..., group g owned by
+// owner(g). Groups that exist already are kept.
+func createBenchGroups(ctx context.Context, h *group.Handlers, tenant domain.TenantID, first int64, count int, owner func(g int) domain.UserID) error {
+	for g := range count {
 		profile, err := domain.NewGroupProfile(fmt.Sprintf("bench %d", g), "", "")
 		if err != nil {
 			return err
 		}
-		_, err = h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(g), Group: domain.GroupID(o.FirstGroup + int64(g)), Profile: profile})
+		gid := domain.GroupID(first + int64(g))
+		_, err = h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: domain.Principal{Tenant: tenant, User: owner(g)}, Group: gid, Profile: profile})
 		if err != nil && !isDenied(err, domain.ReasonGroupExists) {
-			return fmt.Errorf("create bench group %d: %w", o.FirstGroup+int64(g), err)
+			return fmt.Errorf("create bench group %d: %w", gid, err)
 		}
 	}
+	return nil
+}
+
+// joinBenchGroups makes count joins through h, workers at a time: join j is user member(j)
+// joining its group. Memberships that exist already are kept. It returns how many joins took
+// effect, and the first failure.
+func joinBenchGroups(ctx context.Context, h *group.Handlers, tenant domain.TenantID, count, workers int,
+	member func(j int) (domain.UserID, domain.GroupID)) (joined int, err error) {
 	jobs := make(chan int)
 	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 32 {
+	var (
+		wg sync.WaitGroup
+		n  atomic.Int64
+	)
+	for range max(workers, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
-				gid := domain.GroupID(o.FirstGroup + int64(i%o.Groups))
-				if _, err := h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: who(i), Group: gid}); err != nil && !isDenied(err, domain.ReasonAlreadyMember) {
+			for j := range jobs {
+				uid, gid := member(j)
+				_, err := h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: domain.Principal{Tenant: tenant, User: uid}, Group: gid})
+				switch {
+				case err == nil:
+					n.Add(1)
+				case !isDenied(err, domain.ReasonAlreadyMember):
 					select {
-					case errc <- fmt.Errorf("bench user %d joins group %d: %w", who(i).User, gid, err):
+					case errc <- fmt.Errorf("bench user %d joins group %d: %w", uid, gid, err):
 					default:
 					}
 				}
 			}
 		}()
 	}
-	for i := o.Groups; i < o.Clients; i++ {
-		jobs <- i
+	for j := range count {
+		jobs <- j
 	}
 	close(jobs)
 	wg.Wait()
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	default:
-		return nil
 	}
+	return int(n.Load()), err
 }
 
 // isDenied reports whether err is a refusal with reason.
