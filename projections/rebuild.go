@@ -155,30 +155,11 @@ func (r *Rebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResul
 	if o.Projection == ProjectionMessagesHot && r.d.Hot == nil {
 		return RebuildResult{}, errors.New("projections: rebuild: messages-hot needs a hot store")
 	}
-	tenants, err := tenantsToRebuild(ctx, r.d.Tenants, o.Tenant)
-	if err != nil {
-		return RebuildResult{}, err
+	rebuild := r.rebuildMySQL
+	if o.Projection == ProjectionMessagesHot {
+		rebuild = r.rebuildHot
 	}
-	start := time.Now()
-	var res RebuildResult
-	for _, t := range tenants {
-		var tr TenantRebuild
-		var err error
-		if o.Projection == ProjectionMessagesMySQL {
-			tr, err = r.rebuildMySQL(ctx, t, o)
-		} else {
-			tr, err = r.rebuildHot(ctx, t, o)
-		}
-		if err != nil {
-			return res, fmt.Errorf("projections: rebuild %s of tenant %s: %w", o.Projection, t, err)
-		}
-		res.Tenants = append(res.Tenants, tr)
-		res.Events += tr.Events
-		r.log.Info("tenant rebuilt", "projection", o.Projection, "tenant_id", t.String(), "events", tr.Events,
-			"applied", tr.Applied, "duration", tr.Duration)
-	}
-	res.Duration = time.Since(start)
-	return res, nil
+	return rebuildTenants(ctx, r.d.Tenants, o, r.log, rebuild)
 }
 
 func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
@@ -270,16 +251,31 @@ func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o Rebuild
 	return TenantRebuild{Tenant: t, Events: read, Applied: read, Duration: time.Since(start)}, err
 }
 
-// tenantsToRebuild returns t, or every tenant with a database when t is zero.
-func tenantsToRebuild(ctx context.Context, dbs TenantDatabases, t domain.TenantID) ([]domain.TenantID, error) {
-	if !t.IsZero() {
-		return []domain.TenantID{t}, nil
+// rebuildTenants runs rebuild of o.Projection for o.Tenant, or for every tenant with a database
+// when o.Tenant is zero, one tenant after another, and adds up the results.
+func rebuildTenants(ctx context.Context, dbs TenantDatabases, o RebuildOptions, log *slog.Logger,
+	rebuild func(context.Context, domain.TenantID, RebuildOptions) (TenantRebuild, error)) (RebuildResult, error) {
+	tenants := []domain.TenantID{o.Tenant}
+	if o.Tenant.IsZero() {
+		var err error
+		if tenants, err = dbs.Tenants(ctx); err != nil {
+			return RebuildResult{}, fmt.Errorf("projections: rebuild: list tenants: %w", err)
+		}
 	}
-	ts, err := dbs.Tenants(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("projections: rebuild: list tenants: %w", err)
+	start := time.Now()
+	var res RebuildResult
+	for _, t := range tenants {
+		tr, err := rebuild(ctx, t, o)
+		if err != nil {
+			return res, fmt.Errorf("projections: rebuild %s of tenant %s: %w", o.Projection, t, err)
+		}
+		res.Tenants = append(res.Tenants, tr)
+		res.Events += tr.Events
+		log.Info("tenant rebuilt", "projection", o.Projection, "tenant_id", t.String(), "events", tr.Events,
+			"applied", tr.Applied, "duration", tr.Duration)
 	}
-	return ts, nil
+	res.Duration = time.Since(start)
+	return res, nil
 }
 
 // copyProcessed copies the processed-event rows of every consumer group but the rebuild's own

@@ -44,7 +44,7 @@ func NewBusinessRebuilder(d BusinessRebuildDeps) (*BusinessRebuilder, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &BusinessRebuilder{d: d, log: log.With("component", "rebuild", "projection", ProjectionBusinessMySQL)}, nil
+	return &BusinessRebuilder{d: d, log: log.With("component", "rebuild")}, nil
 }
 
 // businessPage is how many events a rebuild reads and applies at a time; the event store caps a
@@ -58,22 +58,8 @@ const businessPage = 1000
 // to the old tables meanwhile changes anything), and the tenant's Redis caches are invalidated.
 func (r *BusinessRebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResult, error) {
 	o.setDefaults()
-	tenants, err := tenantsToRebuild(ctx, r.d.Tenants, o.Tenant)
-	if err != nil {
-		return RebuildResult{}, err
-	}
-	start := time.Now()
-	var res RebuildResult
-	for _, t := range tenants {
-		tr, err := r.rebuildTenant(ctx, t, o)
-		if err != nil {
-			return res, fmt.Errorf("projections: rebuild %s of tenant %s: %w", ProjectionBusinessMySQL, t, err)
-		}
-		res.Tenants = append(res.Tenants, tr)
-		res.Events += tr.Events
-	}
-	res.Duration = time.Since(start)
-	return res, nil
+	o.Projection = ProjectionBusinessMySQL
+	return rebuildTenants(ctx, r.d.Tenants, o, r.log, r.rebuildTenant)
 }
 
 func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
@@ -99,7 +85,8 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 		return TenantRebuild{}, fmt.Errorf("catch up after swap: %w", err)
 	}
 	if _, err := r.d.Store.InvalidateTenant(ctx, t); err != nil {
-		r.log.WarnContext(ctx, "caches not invalidated after the swap; they expire by their TTL", "tenant_id", t.String(), "err", err)
+		r.log.WarnContext(ctx, "caches not invalidated after the swap; they expire by their TTL", "projection", ProjectionBusinessMySQL,
+			"tenant_id", t.String(), "err", err)
 	}
 	return TenantRebuild{Tenant: t, Events: events, Applied: applied + caught, Duration: time.Since(start)}, nil
 }
