@@ -67,7 +67,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	if !ok {
 		return BenchResult{}, errors.New("projections: bench: the event reader cannot append")
 	}
-	have, err := o.Deps.Events.Count(ctx, eventstore.Filter{Tenant: o.Tenant, EventTypes: messageEventTypes()})
+	have, err := o.Deps.Events.Count(ctx, messageFilter(o.Tenant))
 	if err != nil {
 		return BenchResult{}, err
 	}

@@ -39,10 +39,14 @@ func isMessageEvent(t domain.EventType) bool {
 }
 
 // messageEventTypes lists the event types isMessageEvent accepts.
-func messageEventTypes() []domain.EventType {
+func messageEventTypes() []domain.EventType { return acceptedTypes(isMessageEvent) }
+
+// acceptedTypes lists the event types accept accepts, for reading a projection's events from
+// the store.
+func acceptedTypes(accept func(domain.EventType) bool) []domain.EventType {
 	var out []domain.EventType
 	for _, info := range domain.EventTypes() {
-		if isMessageEvent(info.Type) {
+		if accept(info.Type) {
 			out = append(out, info.Type)
 		}
 	}

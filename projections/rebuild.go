@@ -213,8 +213,7 @@ func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables ms
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	filter := eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
-	total, err := r.d.Events.Count(ctx, filter)
+	total, err := r.d.Events.Count(ctx, messageFilter(t))
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
@@ -228,14 +227,13 @@ func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables ms
 
 func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
 	start := time.Now()
-	filter := eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
-	total, err := r.d.Events.Count(ctx, filter)
+	total, err := r.d.Events.Count(ctx, messageFilter(t))
 	if err != nil {
 		return TenantRebuild{}, fmt.Errorf("count events: %w", err)
 	}
 	bar := newBar(o.Progress, total, "rebuild hot "+t.String())
 	var read int64
-	err = r.readPages(ctx, t, 0, o.BatchSize, func(page []domain.Envelope) error {
+	err = readPages(ctx, r.d.Events, messageFilter(t), 0, o.BatchSize, func(page []domain.Envelope) error {
 		if _, err := r.d.Hot.ApplyBatch(ctx, t, page); err != nil {
 			return err
 		}

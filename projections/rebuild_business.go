@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 	}
 	live := business.DefaultTables()
 	rebuilt := live.WithSuffix(o.Suffix)
-	applied, last, events, err := r.fill(ctx, t, rebuilt, o.Progress, "rebuild "+t.String())
+	applied, last, events, err := r.fill(ctx, db, t, rebuilt, o.Progress, "rebuild "+t.String())
 	if err != nil {
 		return TenantRebuild{}, err
 	}
@@ -91,17 +92,16 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 	return TenantRebuild{Tenant: t, Events: events, Applied: applied + caught, Duration: time.Since(start)}, nil
 }
 
-// fill creates tables like the live ones and applies every business event of t to them.
-func (r *BusinessRebuilder) fill(ctx context.Context, t domain.TenantID, tables business.Tables, progress io.Writer, label string) (applied, last, read int64, err error) {
-	db, err := r.d.Tenants.DB(ctx, t)
-	if err != nil {
-		return 0, 0, 0, err
+// fill creates tables in db, t's database, like the live ones (dropping leftovers of an
+// interrupted run first) and applies every business event of t to them.
+func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables business.Tables, progress io.Writer, label string) (applied, last, read int64, err error) {
+	if err := business.DropTables(ctx, db, tables); err != nil {
+		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
 	}
-	_ = business.DropTables(ctx, db, tables)
 	if err := business.CreateTablesLike(ctx, db, business.DefaultTables(), tables); err != nil {
 		return 0, 0, 0, err
 	}
-	total, err := r.d.Events.Count(ctx, r.filter(t))
+	total, err := r.d.Events.Count(ctx, businessFilter(t))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
@@ -117,31 +117,18 @@ func (r *BusinessRebuilder) fill(ctx context.Context, t domain.TenantID, tables 
 	return applied, last, read, err
 }
 
-func (r *BusinessRebuilder) filter(t domain.TenantID) eventstore.Filter {
-	var types []domain.EventType
-	for _, info := range domain.EventTypes() {
-		if info.Category == domain.CategoryBusiness {
-			types = append(types, info.Type)
-		}
-	}
-	return eventstore.Filter{Tenant: t, EventTypes: types}
+// businessFilter selects t's business events.
+func businessFilter(t domain.TenantID) eventstore.Filter {
+	return eventstore.Filter{Tenant: t, EventTypes: acceptedTypes(isBusinessEvent)}
 }
 
 // apply reads t's business events after position `after` and applies them to tables in order.
 func (r *BusinessRebuilder) apply(ctx context.Context, t domain.TenantID, tables business.Tables, after int64, progress func(int)) (applied, last, read int64, err error) {
-	f := r.filter(t)
 	last = after
-	for {
-		page, err := r.d.Events.ReadAll(ctx, f, last, businessPage)
-		if err != nil {
-			return applied, last, read, fmt.Errorf("read events: %w", err)
-		}
-		if len(page) == 0 {
-			return applied, last, read, nil
-		}
+	err = readPages(ctx, r.d.Events, businessFilter(t), after, businessPage, func(page []domain.Envelope) error {
 		res, err := r.d.Store.ApplyBatch(ctx, t, GroupRebuildBusinessMySQL, tables, page)
 		if err != nil {
-			return applied, last, read, err
+			return err
 		}
 		applied += int64(res.Applied)
 		read += int64(len(page))
@@ -149,7 +136,9 @@ func (r *BusinessRebuilder) apply(ctx context.Context, t domain.TenantID, tables
 		if progress != nil {
 			progress(len(page))
 		}
-	}
+		return nil
+	})
+	return applied, last, read, err
 }
 
 // BusinessTableDiff is a table whose live summary differs from a rebuild.
@@ -191,7 +180,7 @@ func (r *BusinessRebuilder) Verify(ctx context.Context, o VerifyOptions) (Busine
 	}
 	check := business.DefaultTables().WithSuffix("_verify")
 	defer func() { _ = business.DropTables(context.WithoutCancel(ctx), db, check) }()
-	_, _, events, err := r.fill(ctx, o.Tenant, check, o.Progress, "verify "+o.Tenant.String())
+	_, _, events, err := r.fill(ctx, db, o.Tenant, check, o.Progress, "verify "+o.Tenant.String())
 	if err != nil {
 		return BusinessVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
 	}

@@ -70,7 +70,7 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 	}
 	last = after
 	var pending []domain.Envelope
-	readErr := r.readPages(ctx, t, after, o.BatchSize, func(page []domain.Envelope) error {
+	readErr := readPages(ctx, r.d.Events, messageFilter(t), after, o.BatchSize, func(page []domain.Envelope) error {
 		read += int64(len(page))
 		last = page[len(page)-1].Position
 		if seen != nil {
@@ -95,6 +95,11 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 		return applied, last, read, err
 	}
 	return applied, last, read, readErr
+}
+
+// messageFilter selects t's message events.
+func messageFilter(t domain.TenantID) eventstore.Filter {
+	return eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
 }
 
 // recentEvents remembers the ids of the events read within the last window positions of a
@@ -147,20 +152,19 @@ func splitByConversation(events []domain.Envelope, n int) [][]domain.Envelope {
 	return parts
 }
 
-// readPages reads t's message events after position in pages of up to limit events (the store
+// readPages reads the events of filter after position in pages of up to limit events (the store
 // may cap a page lower) and hands each page to apply, in order. Reading runs two pages ahead of
 // apply.
-func (r *Rebuilder) readPages(ctx context.Context, t domain.TenantID, after int64, limit int, apply func([]domain.Envelope) error) error {
+func readPages(ctx context.Context, events EventReader, filter eventstore.Filter, after int64, limit int, apply func([]domain.Envelope) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	filter := eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
 	pages := make(chan []domain.Envelope, 2)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
 		pos := after
 		for {
-			page, err := r.d.Events.ReadAll(ctx, filter, pos, limit)
+			page, err := events.ReadAll(ctx, filter, pos, limit)
 			if err != nil {
 				readErr <- fmt.Errorf("read events after position %d: %w", pos, err)
 				return
