@@ -240,10 +240,10 @@ func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply appl
 		}
 		return true
 	}
-	if panicked == nil && (errors.Is(err, errParked) || isTransient(err)) {
-		if errors.Is(err, errParked) {
-			return false
-		}
+	if panicked == nil && errors.Is(err, errParked) {
+		return false
+	}
+	if panicked == nil && isTransient(err) {
 		for _, it := range items {
 			it.finish(err)
 		}
