@@ -76,15 +76,22 @@ func groupHistory(t *testing.T, tenant domain.TenantID, gid domain.GroupID, owne
 	return all
 }
 
-func TestBusinessProjectionBuildsGroupsAndPublishesInvalidations(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
+// businessStore returns a business store over m's tenants with its own Redis key prefix.
+func (m *mysqlEnv) businessStore(t testing.TB) *business.Store {
+	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	biz, err := business.NewStore(m.router, rdb, business.Config{KeyPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return biz
+}
+
+func TestBusinessProjectionBuildsGroupsAndPublishesInvalidations(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	biz := m.businessStore(t)
 	tn := m.tenant("biz")
 	other := m.tenant("bizother")
 	inv := &publishedKeys{keys: map[string]bool{}}
@@ -127,11 +134,7 @@ func TestBusinessRebuildAndVerify(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	m := newMySQL(t)
-	rdb, prefix := testenv.Redis(t)
-	biz, err := business.NewStore(m.router, rdb, business.Config{KeyPrefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	biz := m.businessStore(t)
 	tn := m.tenant("bizrebuild")
 	store := newEventStore(t, h.pool)
 	history := appendAll(t, store, groupHistory(t, tn, 7, 1, []domain.UserID{2, 3, 4, 5}))

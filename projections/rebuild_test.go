@@ -23,12 +23,18 @@ import (
 // newEventStore migrates the harness's Postgres database and returns an event store on it.
 func newEventStore(t testing.TB, pool *pgxpool.Pool) *eventstore.Store {
 	t.Helper()
+	return newEventStoreWith(t, pool, eventstore.Config{})
+}
+
+// newEventStoreWith is newEventStore with cfg.
+func newEventStoreWith(t testing.TB, pool *pgxpool.Pool, cfg eventstore.Config) *eventstore.Store {
+	t.Helper()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	if err := migrations.UpPostgres(testCtx(t), db); err != nil {
 		t.Fatal(err)
 	}
-	s, err := eventstore.New(pool, eventstore.Config{})
+	s, err := eventstore.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,16 +201,7 @@ func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
 	m := newMySQL(t)
 	tn := m.tenant("catchup")
 	other := m.tenant("untouched")
-	pool := h.pool
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	if err := migrations.UpPostgres(testCtx(t), db); err != nil {
-		t.Fatal(err)
-	}
-	store, err := eventstore.New(pool, eventstore.Config{MaxRead: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := newEventStoreWith(t, h.pool, eventstore.Config{MaxRead: 7})
 	var history []domain.Envelope
 	for seq := int64(1); seq <= 40; seq++ {
 		history = append(history, sentEvent(tn, groupTopic(seq%3+1), seq, domain.UserID(seq%4+1), "m"))
