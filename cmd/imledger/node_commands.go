@@ -32,9 +32,13 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 		return err
 	}
 	n.aux = append(n.aux, n.spawn(ctx, "send policy", n.policy.Run))
+	notifier, err := n.newRealtimeNotifier()
+	if err != nil {
+		return err
+	}
 	if n.groups, err = group.New(group.Deps{Store: n.store,
 		Invalidator: policy.Broadcaster{Local: n.policy, Remote: inval, Logger: n.log.With("component", "groups")},
-		Notifier:    &realtimeNotifier{n: n},
+		Notifier:    notifier,
 	}, n.cfg.Groups); err != nil {
 		return err
 	}

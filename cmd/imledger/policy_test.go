@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -30,6 +31,12 @@ func TestSubscriptionsFollowBlocksAndDissolution(t *testing.T) {
 	if r := call(t, http.MethodPost, a.base+"/v1/im/blocks", alice.token, "block-1", `{"user_id":"`+bob.id+`"}`); r.status != http.StatusOK {
 		t.Fatalf("block: %d %s", r.status, r.raw)
 	}
+	// The block reaches the gateway through the group handlers' realtime notifier.
+	c.waitFor("the block's info frame", func(fs []wsFrame) bool {
+		return slices.ContainsFunc(fs, func(f wsFrame) bool {
+			return f.Info != nil && f.Info.Topic == direct && f.Info.What == "blocked" && f.Info.Src == bob.id
+		})
+	})
 	c.write(`{"sub":{"id":"again-direct","topic":"` + direct + `"}}`)
 	if r := c.ctrl("again-direct"); r.Code != http.StatusForbidden {
 		t.Fatalf("blocked user's sub to the 1:1 topic: %+v, want 403", r)

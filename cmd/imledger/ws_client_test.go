@@ -23,6 +23,11 @@ type wsFrame struct {
 		Topic string `json:"topic"`
 		What  string `json:"what"`
 	} `json:"pres"`
+	Info *struct {
+		Topic string `json:"topic"`
+		What  string `json:"what"`
+		Src   string `json:"src"`
+	} `json:"info"`
 }
 
 type wsCtrl struct {
