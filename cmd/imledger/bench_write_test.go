@@ -1,20 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/imledger/imledger/internal/testenv"
 )
 
-func TestBenchWrite(t *testing.T) {
-	t.Parallel()
+// benchWriteConfig writes the configuration of a bench write run: a fresh database, a fresh
+// sequence key prefix, an embedded Kafka and a relay that polls often.
+func benchWriteConfig(t *testing.T) string {
+	t.Helper()
 	_, prefix := testenv.Redis(t)
 	yaml := fmt.Sprintf(`
 log: {level: warn}
@@ -27,57 +26,39 @@ relay: {min_poll: 1ms, max_poll: 20ms}
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	root := newRootCmd()
-	var out, logs strings.Builder
-	root.SetOut(&out)
-	root.SetErr(&logs)
-	root.SetArgs([]string{"bench", "write", "--config", file, "--count", "300", "--senders", "6", "--topics", "3", "--drain-timeout", "20s"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("%v\n%s", err, logs.String())
-	}
-	for _, re := range []string{
-		`(?m)^write: sends=300 errors=0 elapsed=\S+ sends/s=[1-9]\d* p50=\S+ p99=\S+ max=\S+$`,
-		`(?m)^relay: events=300 batches=[1-9]\d* elapsed=\S+ events/s=[1-9]\d* caught_up_after_writes=\S+$`,
-	} {
-		if !regexp.MustCompile(re).MatchString(out.String()) {
-			t.Errorf("output does not match %s:\n%s\n%s", re, out.String(), logs.String())
+	return file
+}
+
+// matchAll fails t for every pattern out does not match.
+func matchAll(t *testing.T, out, logs string, patterns ...string) {
+	t.Helper()
+	for _, re := range patterns {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("output does not match %s:\n%s\n%s", re, out, logs)
 		}
 	}
+}
+
+func TestBenchWrite(t *testing.T) {
+	t.Parallel()
+	out, logs, err := runCLI(t, "bench", "write", "--config", benchWriteConfig(t), "--count", "300", "--senders", "6", "--topics", "3", "--drain-timeout", "20s")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	matchAll(t, out, logs,
+		`(?m)^write: sends=300 errors=0 elapsed=\S+ sends/s=[1-9]\d* p50=\S+ p99=\S+ max=\S+$`,
+		`(?m)^relay: events=300 batches=[1-9]\d* elapsed=\S+ events/s=[1-9]\d* caught_up_after_writes=\S+$`)
 }
 
 // TestBenchWriteWithPolicy has bench write create its groups and join its senders through the
 // group commands, then send under the send policy: every send of a member is accepted.
 func TestBenchWriteWithPolicy(t *testing.T) {
 	t.Parallel()
-	_, prefix := testenv.Redis(t)
-	yaml := fmt.Sprintf(`
-log: {level: warn}
-postgres: {url: %q}
-kafka: {embedded: {addr: "127.0.0.1:0"}}
-send: {seq: {key_prefix: %q}}
-`, missingDatabaseURL(t), prefix)
-	file := filepath.Join(t.TempDir(), "bench.yaml")
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
+	out, logs, err := runCLI(t, "bench", "write", "--config", benchWriteConfig(t), "--policy", "--no-relay", "--count", "60", "--senders", "4", "--topics", "3")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	root := newRootCmd()
-	var out, logs strings.Builder
-	root.SetOut(&out)
-	root.SetErr(&logs)
-	root.SetArgs([]string{"bench", "write", "--config", file, "--policy", "--no-relay", "--count", "60", "--senders", "4", "--topics", "3"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("%v\n%s", err, logs.String())
-	}
-	for _, re := range []string{
+	matchAll(t, out, logs,
 		`(?m)^joins: 9 into 3 groups in \S+ \([1-9]\d* joins/s, 4 concurrent\)$`,
-		`(?m)^write: sends=60 errors=0 `,
-	} {
-		if !regexp.MustCompile(re).MatchString(out.String()) {
-			t.Errorf("output does not match %s:\n%s\n%s", re, out.String(), logs.String())
-		}
-	}
+		`(?m)^write: sends=60 errors=0 `)
 }
