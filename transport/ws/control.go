@@ -47,7 +47,7 @@ func (h *Hub) control(m *fanout.Message) {
 		delete(h.topics, k)
 	}
 	if m.Drop != fanout.DropNone {
-		h.drops.Add(1)
+		h.dropShard(k).Add(1)
 	}
 	h.mu.Unlock()
 	for _, s := range dropped {
@@ -57,12 +57,12 @@ func (h *Hub) control(m *fanout.Message) {
 	}
 }
 
-// joinUnless subscribes s to k unless a control message ended subscriptions since the hub's
-// drop count was epoch.
+// joinUnless subscribes s to k unless a control message ended subscriptions since the drop
+// count of k's shard was epoch.
 func (h *Hub) joinUnless(k hubKey, s *session, epoch uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.drops.Load() != epoch {
+	if h.dropShard(k).Load() != epoch {
 		return false
 	}
 	set := h.topics[k]
@@ -80,15 +80,18 @@ const maxAdmitAttempts = 3
 // admit asks the Policy whether the session may subscribe to t and joins the hub's topic if so.
 // A control message that ends subscriptions while the Policy is being asked may concern this
 // very user, and the answer may predate it: admit then asks again, so a sub racing a removal
-// never outlives it. After maxAdmitAttempts such races it fails with domain.ErrConcurrency.
+// never outlives it. Only drops in the topic's shard count, so changes to other topics seldom
+// cost a second question. After maxAdmitAttempts such races it fails with domain.ErrConcurrency.
 func (s *session) admit(ctx context.Context, t domain.Topic) error {
 	hub := s.g.deps.Hub
+	k := hubKey{s.tenant, t.String()}
+	shard := hub.dropShard(k)
 	for range maxAdmitAttempts {
-		epoch := hub.drops.Load()
+		epoch := shard.Load()
 		if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
 			return err
 		}
-		if hub.joinUnless(hubKey{s.tenant, t.String()}, s, epoch) {
+		if hub.joinUnless(k, s, epoch) {
 			return nil
 		}
 	}

@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 
@@ -13,7 +14,20 @@ import (
 type Hub struct {
 	mu     sync.RWMutex
 	topics map[hubKey]map[*session]domain.UserID // each session with its user
-	drops  atomic.Uint64                         // control messages that ended subscriptions; changed under mu
+	drops  [dropShards]atomic.Uint64             // control messages that ended subscriptions, by topic shard; changed under mu
+}
+
+// dropShards is how many counters the topics' drops are spread over: a sub only retries for a
+// drop in its own shard, so changes to other topics rarely make it ask the Policy again.
+const dropShards = 64
+
+// dropShard returns k's drop counter.
+func (h *Hub) dropShard(k hubKey) *atomic.Uint64 {
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(k.tenant.String()))
+	_, _ = f.Write([]byte{0})
+	_, _ = f.Write([]byte(k.topic))
+	return &h.drops[f.Sum32()%dropShards]
 }
 
 // hubKey names a topic of a tenant; tenants never share topics (seed 004 §5.2).
