@@ -52,32 +52,6 @@ func (h wsHistory) History(ctx context.Context, tenant domain.TenantID, topic do
 	return ws.HistoryPage{Messages: p.Messages, LastSeq: p.LastSeq, HasMore: p.HasMore}, nil
 }
 
-// wsPolicy lets those who may read a topic subscribe to it and read its history, and those the
-// send policy allows post to it.
-type wsPolicy struct {
-	read rest.ReadPolicy
-	send commands.SendPolicy
-}
-
-var _ ws.Policy = wsPolicy{}
-
-// CanSubscribe implements ws.Policy. A user the peer blocks may still read the 1:1 topic's
-// history but not subscribe to it: a live subscription would deliver the blocker's new messages.
-func (p wsPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	if err := p.read.CanRead(ctx, tenant, user, topic); err != nil {
-		return err
-	}
-	if topic.Kind() == domain.TopicDirect {
-		return p.send.CanSend(ctx, tenant, user, topic)
-	}
-	return nil
-}
-
-// CanPublish implements ws.Policy.
-func (p wsPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	return p.send.CanSend(ctx, tenant, user, topic)
-}
-
 // fanoutSender hands every message it commits to the realtime fanout, so messages sent over REST
 // reach online WebSocket sessions as the gateway's own sends do. A duplicate send is not
 // delivered again: it was when first sent. The gateway publishes its sends itself and uses the

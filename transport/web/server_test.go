@@ -242,7 +242,7 @@ func (s *chatServer) serve(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = fan.Close() })
 	gw, err := ws.New(ws.Deps{Tokens: signer, Sender: send, Marks: ops, History: wsHistory{reader}, Presence: pres,
-		Hub: hub, Publisher: fan, Policy: wsPolicy{read: readPolicy, send: sendPolicy}, Logger: s.log}, ws.Config{})
+		Hub: hub, Publisher: fan, Policy: ws.MemberPolicy{Read: readPolicy, Send: sendPolicy}, Logger: s.log}, ws.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,19 +271,4 @@ func (h wsHistory) History(ctx context.Context, tenant domain.TenantID, topic do
 		return ws.HistoryPage{}, err
 	}
 	return ws.HistoryPage{Messages: p.Messages, LastSeq: p.LastSeq, HasMore: p.HasMore}, nil
-}
-
-// wsPolicy lets the members of a group (as the membership read model says) subscribe to its
-// topic and read its history, and those the send policy allows post to it.
-type wsPolicy struct {
-	read rest.ReadPolicy
-	send *policy.Policy
-}
-
-func (p wsPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	return p.read.CanRead(ctx, tenant, user, topic)
-}
-
-func (p wsPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	return p.send.CanSend(ctx, tenant, user, topic)
 }

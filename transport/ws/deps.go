@@ -87,6 +87,38 @@ func (p DefaultPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, u
 	return p.CanSubscribe(ctx, tenant, user, topic)
 }
 
+// TopicReader answers whether a user may read a topic (transport/rest.ReadPolicy implements it).
+type TopicReader interface {
+	CanRead(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error
+}
+
+// MemberPolicy is the Policy of a node with memberships: those who may read a topic may
+// subscribe to it and read its history, and those the send policy allows may post to it. A user
+// the peer blocks may still read the 1:1 topic's history but not subscribe to it: a live
+// subscription would deliver the blocker's new messages.
+type MemberPolicy struct {
+	Read TopicReader
+	Send commands.SendPolicy
+}
+
+var _ Policy = MemberPolicy{}
+
+// CanSubscribe implements Policy.
+func (p MemberPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	if err := p.Read.CanRead(ctx, tenant, user, topic); err != nil {
+		return err
+	}
+	if topic.Kind() == domain.TopicDirect {
+		return p.Send.CanSend(ctx, tenant, user, topic)
+	}
+	return nil
+}
+
+// CanPublish implements Policy.
+func (p MemberPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	return p.Send.CanSend(ctx, tenant, user, topic)
+}
+
 // SessionRecorder appends session.opened.v1 / session.closed.v1 events so analysts can replay
 // presence (commands.SessionRecorder implements it). Calls only queue the event.
 type SessionRecorder interface {

@@ -58,7 +58,7 @@ func (c *cluster) fullNodeWith(t testing.TB, id string, wrap func(ws.Policy) ws.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	var gwPolicy ws.Policy = servePolicy{read: rest.MemberReadPolicy{Members: loaderMembers{loader}}, send: pol}
+	var gwPolicy ws.Policy = ws.MemberPolicy{Read: rest.MemberReadPolicy{Members: loaderMembers{loader}}, Send: pol}
 	if wrap != nil {
 		gwPolicy = wrap(gwPolicy)
 	}
@@ -73,21 +73,6 @@ func (c *cluster) fullNodeWith(t testing.TB, id string, wrap func(ws.Policy) ws.
 		t.Fatal(err)
 	}
 	return &fullNode{node: n, policy: pol, groups: groups}
-}
-
-// servePolicy is serve's gateway policy: who may read a topic may subscribe, and the send
-// policy decides posts.
-type servePolicy struct {
-	read rest.ReadPolicy
-	send *policy.Policy
-}
-
-func (p servePolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	return p.read.CanRead(ctx, tenant, user, topic)
-}
-
-func (p servePolicy) CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
-	return p.send.CanSend(ctx, tenant, user, topic)
 }
 
 // loaderMembers answers membership from the policy's cache, trusting a state for policyTTL.
