@@ -349,9 +349,6 @@ const writeBufferSize = 16 << 10
 // writeBatch writes frames and flushes them. It reports whether the writer is done: a close
 // frame was written (frames after it are dropped) or a write failed (the session is killed).
 func (s *session) writeBatch(frames []outFrame) (done bool) {
-	if len(frames) == 0 {
-		return false
-	}
 	bw := writerPool.Get().(*bufio.Writer)
 	bw.Reset(s.conn)
 	defer func() {
