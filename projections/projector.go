@@ -122,7 +122,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		return fmt.Errorf("projections: dead-letter producer: %w", err)
 	}
 	defer producer.Close()
-	wlog := watermill.NewSlogLoggerWithLevelMapping(p.log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	wlog := newWatermillLogger(p.log)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: p.cfg.CloseTimeout}, wlog)
 	if err != nil {
 		return fmt.Errorf("projections: router: %w", err)
