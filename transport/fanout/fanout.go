@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/presence"
 )
 
 // Deliverer hands a message to this node's online sessions of its topic. It must not block:
@@ -20,9 +20,10 @@ type Deliverer interface {
 	Deliver(m *Message)
 }
 
-// NodeFinder lists the nodes with online members of a topic (transport/presence implements it).
+// NodeFinder lists the nodes with online members of topics, nodes[i] for refs[i], in one round
+// trip (transport/presence implements it).
 type NodeFinder interface {
-	NodesForTopic(ctx context.Context, tenant domain.TenantID, topic domain.Topic) ([]string, error)
+	NodesForTopics(ctx context.Context, refs []presence.TopicRef) (nodes [][]string, err error)
 }
 
 // Deps are the collaborators of a Fanout.

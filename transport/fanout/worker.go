@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/transport/presence"
 )
 
 // work sends the queued messages of its shard to the other nodes, up to MaxBatch per round trip.
@@ -32,25 +34,30 @@ func (f *Fanout) work(ctx context.Context, q chan *Message) {
 
 type topicKey struct{ tenant, topic string }
 
-// send publishes one batch. Node lists are read once per topic of the batch.
+// send publishes one batch. The node lists of all its topics are read in one round trip.
 func (f *Fanout) send(ctx context.Context, batch []*Message) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
 	targets := map[topicKey][]string{}
+	var refs []presence.TopicRef
 	for _, m := range batch {
 		k := topicKey{m.Tenant.String(), m.Topic.String()}
-		if _, ok := targets[k]; ok {
-			continue
+		if _, ok := targets[k]; !ok {
+			targets[k] = nil
+			refs = append(refs, presence.TopicRef{Tenant: m.Tenant, Topic: m.Topic})
 		}
-		nodes, err := f.nodes.NodesForTopic(ctx, m.Tenant, m.Topic)
-		if err != nil {
-			f.metrics.errors.WithLabelValues("nodes").Inc()
-			f.log.WarnContext(ctx, "fanout: listing nodes failed", "tenant_id", m.Tenant.String(), "topic", m.Topic.String(), "err", err)
-		}
-		targets[k] = slices.DeleteFunc(nodes, func(n string) bool { return n == f.cfg.NodeID })
+	}
+	lists, err := f.nodes.NodesForTopics(ctx, refs)
+	if err != nil {
+		f.metrics.errors.WithLabelValues("nodes").Inc()
+		f.log.WarnContext(ctx, "fanout: listing nodes failed", "topics", len(refs), "err", err)
+		return
+	}
+	for i, r := range refs {
+		targets[topicKey{r.Tenant.String(), r.Topic.String()}] = slices.DeleteFunc(lists[i], func(n string) bool { return n == f.cfg.NodeID })
 	}
 	n := 0
-	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
 			nodes := targets[topicKey{m.Tenant.String(), m.Topic.String()}]
 			if len(nodes) == 0 {

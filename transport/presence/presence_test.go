@@ -355,3 +355,36 @@ func TestRunKeepsQuietSessionsOnline(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestNodesForTopicsAnswersEachTopicInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, presence.Config{})
+	ctx := testCtx(t)
+	both, _ := domain.GroupTopic(21)
+	onlyB, _ := domain.GroupTopic(22)
+	nobody, _ := domain.GroupTopic(23)
+	a := login(t, e.a, 31, "multi-a")
+	b := login(t, e.b, 32, "multi-b")
+	for _, j := range []struct {
+		s *presence.Session
+		t domain.Topic
+	}{{a, both}, {b, both}, {b, onlyB}} {
+		if err := j.s.Join(ctx, j.t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := domain.MustTenantID("other")
+	lists, err := e.a.NodesForTopics(ctx, []presence.TopicRef{{acme, nobody}, {acme, both}, {other, both}, {acme, onlyB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{nil, {"node-a", "node-b"}, nil, {"node-b"}}
+	if len(lists) != len(want) {
+		t.Fatalf("got %d lists for 4 topics", len(lists))
+	}
+	for i := range want {
+		if !slices.Equal(sorted(lists[i]), want[i]) {
+			t.Errorf("topic %d: nodes = %v, want %v", i, lists[i], want[i])
+		}
+	}
+}

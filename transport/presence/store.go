@@ -144,12 +144,39 @@ func (s *Store) Get(ctx context.Context, tenant domain.TenantID, user domain.Use
 	return p, nil
 }
 
+// TopicRef names a topic of a tenant.
+type TopicRef struct {
+	Tenant domain.TenantID
+	Topic  domain.Topic
+}
+
 // NodesForTopic returns the nodes with live online members of a topic, this node included when
 // it has some. Errors are Redis errors wrapped as domain.ErrRetryable.
 func (s *Store) NodesForTopic(ctx context.Context, tenant domain.TenantID, topic domain.Topic) ([]string, error) {
-	nodes, err := nodesScript.RunRO(ctx, s.rdb, []string{s.keys.topicNodes(tenant, topic)}).StringSlice()
+	nodes, err := s.NodesForTopics(ctx, []TopicRef{{tenant, topic}})
+	if err != nil {
+		return nil, err
+	}
+	return nodes[0], nil
+}
+
+// NodesForTopics is NodesForTopic for several topics in one Redis round trip: nodes[i] are those
+// of refs[i].
+func (s *Store) NodesForTopics(ctx context.Context, refs []TopicRef) (nodes [][]string, err error) {
+	cmds := make([]*redis.Cmd, len(refs))
+	err = s.pipelined(ctx, func(p redis.Pipeliner) {
+		for i, r := range refs {
+			cmds[i] = nodesScript.EvalShaRO(ctx, p, []string{s.keys.topicNodes(r.Tenant, r.Topic)})
+		}
+	})
 	if err != nil {
 		return nil, domain.Retryable("presence: nodes for topic", err)
+	}
+	nodes = make([][]string, len(refs))
+	for i, c := range cmds {
+		if nodes[i], err = c.StringSlice(); err != nil {
+			return nil, domain.Retryable("presence: nodes for topic", err)
+		}
 	}
 	return nodes, nil
 }
