@@ -18,7 +18,9 @@ type cacheEntry struct {
 	stale    bool          // invalidated since verified: the next cached use must read first
 	gen      uint64        // bumped by every invalidation of this key
 	used     atomic.Bool   // set by every hit; eviction gives used entries a second chance
-	elem     *list.Element
+	// readingAhead is set while a background read confirms the state before it expires.
+	readingAhead atomic.Bool
+	elem         *list.Element
 }
 
 // flight is a read of one key in progress that later cached loads of the same generation wait

@@ -25,7 +25,9 @@ type StreamReader interface {
 // version on) and returns the state as of a read that began after the call: what command
 // handlers need. With maxAge > 0 a cached state is returned without any I/O when the read that
 // last confirmed it began less than maxAge ago and the key was not invalidated since: what the
-// send-path policy needs. Concurrent cached loads of one key share one read.
+// send-path policy needs. Concurrent cached loads of one key share one read. A state in steady
+// use is read again in the background shortly before it expires (see refreshAheadNum), so the
+// send path rarely waits for the store.
 //
 // Invalidate and InvalidateAll mark states stale; an invalidation that crosses a read in
 // progress makes that read's result stale too, so a state read before a commit is never taken
@@ -35,9 +37,19 @@ type Loader struct {
 	cfg   LoaderConfig
 	cache *stateCache
 	epoch time.Time
+	ahead chan struct{} // one token per background read in progress
 
-	hits, reads atomic.Int64
+	hits, reads, aheadReads atomic.Int64
 }
+
+// A cached load answered from a state older than refreshAhead of its maxAge also starts a
+// background read of the stream, so a state in steady use is confirmed again before it expires
+// and its loads never wait for the store. At most maxReadsAhead such reads run at once; an
+// aging state that finds none free is read when it expires, as without them.
+const (
+	refreshAheadNum, refreshAheadDen = 3, 4
+	maxReadsAhead                    = 4
+)
 
 var _ Invalidator = (*Loader)(nil)
 
@@ -55,18 +67,20 @@ func NewLoader(store StreamReader, cfg LoaderConfig) (*Loader, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("group loader: %w", err)
 	}
-	return &Loader{store: store, cfg: cfg, cache: newStateCache(cfg.MaxEntries, cfg.Shards), epoch: time.Now()}, nil
+	return &Loader{store: store, cfg: cfg, cache: newStateCache(cfg.MaxEntries, cfg.Shards), epoch: time.Now(),
+		ahead: make(chan struct{}, maxReadsAhead)}, nil
 }
 
 // LoaderStats counts a Loader's work since it was created.
 type LoaderStats struct {
 	Hits  int64 // cached loads answered without I/O
-	Reads int64 // loads that read the store (each may take several pages)
+	Reads int64 // loads that read the store (each may take several pages), background reads included
+	Ahead int64 // background reads started for states about to expire
 }
 
 // Stats returns the counters.
 func (l *Loader) Stats() LoaderStats {
-	return LoaderStats{Hits: l.hits.Load(), Reads: l.reads.Load()}
+	return LoaderStats{Hits: l.hits.Load(), Reads: l.reads.Load(), Ahead: l.aheadReads.Load()}
 }
 
 // clock returns the loader's monotonic time.
@@ -180,7 +194,13 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 	}
 	sh := l.cache.shard(key)
 	if maxAge > 0 {
-		if st, ok := hit[S](l, sh, key, maxAge); ok {
+		if st, ok, aging := hit[S](l, sh, key, maxAge); ok {
+			if aging != nil {
+				soon := maxAge * refreshAheadNum / refreshAheadDen
+				l.readAhead(aging, maxAge, func(ctx context.Context) {
+					_, _ = load[S, P](ctx, l, tenant, key, soon, empty)
+				})
+			}
 			return st, nil
 		}
 	}
@@ -237,21 +257,46 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 	}
 }
 
-// hit answers a cached load under the read lock when the cached state is fresh enough.
-func hit[S any](l *Loader, sh *cacheShard, key stateKey, maxAge time.Duration) (S, bool) {
+// hit answers a cached load under the read lock when the cached state is fresh enough. When the
+// state is past refreshAhead of maxAge and no background read of it runs, aging is its entry,
+// marked as being read: the caller starts that read.
+func hit[S any](l *Loader, sh *cacheShard, key stateKey, maxAge time.Duration) (st S, ok bool, aging *cacheEntry) {
 	now := l.clock()
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	e := sh.items[key]
 	if e == nil || e.state == nil || e.stale || now-e.verified >= maxAge {
-		var zero S
-		return zero, false
+		return st, false, nil
 	}
 	if !e.used.Load() {
 		e.used.Store(true)
 	}
 	l.hits.Add(1)
-	return e.state.(S), true
+	if now-e.verified >= maxAge*refreshAheadNum/refreshAheadDen && e.readingAhead.CompareAndSwap(false, true) {
+		aging = e
+	}
+	return e.state.(S), true, aging
+}
+
+// readAhead runs read, a load of e's key that reads the store, in the background, bounded by
+// maxAge; it does nothing when maxReadsAhead reads already run.
+func (l *Loader) readAhead(e *cacheEntry, maxAge time.Duration, read func(context.Context)) {
+	select {
+	case l.ahead <- struct{}{}:
+	default:
+		e.readingAhead.Store(false)
+		return
+	}
+	l.aheadReads.Add(1)
+	go func() {
+		defer func() {
+			e.readingAhead.Store(false)
+			<-l.ahead
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), maxAge)
+		defer cancel()
+		read(ctx)
+	}()
 }
 
 // awaitFlight waits for another load's read. retry is true when that read ended with its own

@@ -181,3 +181,52 @@ func TestLoaderEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("evicted user: %d reads, want 1", n)
 	}
 }
+
+// A state used after three quarters of its maxAge is still answered from the cache, and read
+// again in the background once, so the loads after it see newer commits without waiting.
+func TestLoaderReadsAheadOfExpiry(t *testing.T) {
+	t.Parallel()
+	_, store := newStore(t, 4)
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("acme")
+	h := newHandlers(t, store, group.Deps{}, group.Config{})
+	g := createGroup(t, h, who(tenant, 1), nil)
+	join(t, h, tenant, g, 2)
+
+	cr := &countingReader{Store: store}
+	l, err := group.NewLoader(cr, group.LoaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxAge = 2 * time.Second
+	loaded := time.Now()
+	if gs, err := l.Group(ctx, tenant, g, maxAge); err != nil || gs.MemberCount() != 2 {
+		t.Fatalf("first load: %d members, %v", gs.MemberCount(), err)
+	}
+	join(t, h, tenant, g, 3) // through other handlers: this loader learns of it only by reading
+	if gs, _ := l.Group(ctx, tenant, g, maxAge); gs.MemberCount() != 2 || cr.reads.Load() != 1 || l.Stats().Ahead != 0 {
+		t.Fatalf("young state: %d members after %d reads, %d ahead; want the cached 2 and no read",
+			gs.MemberCount(), cr.reads.Load(), l.Stats().Ahead)
+	}
+	time.Sleep(time.Until(loaded.Add(maxAge*3/4 + 50*time.Millisecond)))
+	for range 3 {
+		if gs, _ := l.Group(ctx, tenant, g, maxAge); gs.MemberCount() != 2 && gs.MemberCount() != 3 {
+			t.Fatalf("aging state has %d members", gs.MemberCount())
+		}
+	}
+	// Until the state expires, loads return it, the background read's result as soon as it
+	// is stored, without another read.
+	var gs domain.GroupState
+	for time.Since(loaded) < maxAge-100*time.Millisecond {
+		if gs, err = l.Group(ctx, tenant, g, maxAge); err != nil || gs.MemberCount() == 3 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err != nil || gs.MemberCount() != 3 {
+		t.Fatalf("before expiry: %d members, %v; want 3 from the background read", gs.MemberCount(), err)
+	}
+	if st := l.Stats(); st.Ahead != 1 || cr.reads.Load() != 2 {
+		t.Errorf("stats %+v with %d reads; want 1 read ahead and no other", st, cr.reads.Load())
+	}
+}
