@@ -44,14 +44,16 @@ func appendContent(b []byte, sentNS int64, from, k int, pad string) []byte {
 // content at all. scratch is reused for the rebuilt content and returned.
 func checkContent(raw []byte, pad string, scratch []byte) (f contentFields, exact, ok bool, _ []byte) {
 	err := members(raw, func(key, value []byte) bool {
-		n, isInt := integer(value)
 		switch string(key) {
 		case "bench_ts":
-			f.SentNS = n
-			ok = isInt && n > 0
+			var isInt bool
+			f.SentNS, isInt = integer(value)
+			ok = isInt && f.SentNS > 0
 		case "from":
+			n, _ := integer(value)
 			f.From = int(n)
 		case "k":
+			n, _ := integer(value)
 			f.K = int(n)
 		}
 		return true
