@@ -4,16 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -53,18 +52,7 @@ func NewStore(router *tenantdb.Router, rdb redis.UniversalClient, cfg Config) (*
 // the payload) and domain.ErrNotFound for a group event other than group.created.v1 on a group the
 // read model does not hold (its creation was not projected: the event must wait, not be dropped).
 // A projector parks such an event instead of retrying it.
-type EventError struct {
-	Index   int       // position in the batch
-	EventID uuid.UUID // the event's id
-	Err     error
-}
-
-func (e *EventError) Error() string {
-	return fmt.Sprintf("event %d (%s): %v", e.Index, e.EventID, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *EventError) Unwrap() error { return e.Err }
+type EventError = readmodels.EventError
 
 // db returns tenant's pool after checking the table names.
 func (s *Store) db(ctx context.Context, tenant domain.TenantID, tables Tables) (*sql.DB, error) {

@@ -3,12 +3,10 @@ package msgstore
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"sync/atomic"
 
-	"github.com/google/uuid"
-
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -28,18 +26,7 @@ func NewStore(router *tenantdb.Router) *Store { return &Store{router: router} }
 // event that can never be applied (bad payload, wrong tenant) and domain.ErrNotFound for a recall
 // or edit of a message the read model does not hold; a projector parks such an event instead of
 // retrying it.
-type EventError struct {
-	Index   int       // position in the batch
-	EventID uuid.UUID // the event's id
-	Err     error
-}
-
-func (e *EventError) Error() string {
-	return fmt.Sprintf("event %d (%s): %v", e.Index, e.EventID, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *EventError) Unwrap() error { return e.Err }
+type EventError = readmodels.EventError
 
 // db returns tenant's pool after checking the table names.
 func (s *Store) db(ctx context.Context, tenant domain.TenantID, tables Tables) (*sql.DB, error) {
