@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,10 @@ func NewLogger(w io.Writer, level, format, nodeID string) (*slog.Logger, error) 
 func NewRegistry(version string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		collectors.NewGoCollector(),
+		// go_sched_latencies_seconds: how long goroutines wait to run, the first sign of a
+		// node short of CPU.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	info := prometheus.NewGauge(prometheus.GaugeOpts{

@@ -60,7 +60,7 @@ func TestNewRegistry(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"imledger_build_info", "go_goroutines", "process_open_fds"} {
+	for _, want := range []string{"imledger_build_info", "go_goroutines", "go_sched_latencies_seconds", "process_open_fds"} {
 		if !names[want] {
 			t.Errorf("metric %s missing", want)
 		}
