@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -35,10 +36,13 @@ type runner struct {
 	metrics *Metrics
 	log     *slog.Logger
 	batch   *batcher
+
+	batchEvents, flushTime prometheus.Observer
 }
 
 func newRunner(p Projection, cfg Config, parking parkingStore, m *Metrics, log *slog.Logger) *runner {
-	r := &runner{p: p, parking: parking, metrics: m, log: log.With("consumer_group", p.ConsumerGroup)}
+	r := &runner{p: p, parking: parking, metrics: m, log: log.With("consumer_group", p.ConsumerGroup),
+		batchEvents: m.batchEvents.WithLabelValues(p.ConsumerGroup), flushTime: m.flushTime.WithLabelValues(p.ConsumerGroup)}
 	r.batch = newBatcher(cfg.Batch.MaxEvents, cfg.Batch.Flushers, cfg.Batch.Linger, r.flush)
 	return r
 }
@@ -69,12 +73,18 @@ func (r *runner) handleEvent(msg *message.Message) error {
 	return r.batch.submit(msg.Context(), envelope{Envelope: env, src: sourceOf(msg), payload: msg.Payload})
 }
 
+func (r *runner) observeFlush(events int, start time.Time) {
+	r.batchEvents.Observe(float64(events))
+	r.flushTime.Observe(time.Since(start).Seconds())
+}
+
 // flush writes one batch: events of parked conversations are parked, the rest are applied one
 // tenant at a time. With a CheckedApplier the lookup of parked conversations in Postgres runs
 // while the batch is written and the batch commits only if none of its conversations is parked;
 // otherwise (and for other appliers) the lookup comes first. A batch that fails with a
 // non-transient error is retried event by event, so one bad event fails only its own handler.
 func (r *runner) flush(ctx context.Context, items []*batchItem) {
+	defer r.observeFlush(len(items), time.Now())
 	checked, ok := r.p.Applier.(CheckedApplier)
 	if !ok {
 		r.parkThenApply(ctx, items)

@@ -17,6 +17,12 @@ import (
 //	imledger_projection_retries_total       retries of failing events
 //	imledger_projection_dead_letters_total  events dead-lettered, also labelled by reason
 //	imledger_projection_parked_events_total events parked behind a dead letter
+//	imledger_projection_batch_events        events per read-model batch
+//	imledger_projection_flush_seconds       time to write one batch
+//
+// A consumer group has at most one event per Kafka partition in flight, so a batch holds at
+// most one event per partition: small batches while the lag grows mean the flushes, not the
+// fetches, are what holds the projection back.
 type Metrics struct {
 	applied     *prometheus.CounterVec
 	retries     *prometheus.CounterVec
@@ -24,6 +30,8 @@ type Metrics struct {
 	parked      *prometheus.CounterVec
 	lagEvents   *prometheus.GaugeVec
 	lagSeconds  *prometheus.GaugeVec
+	batchEvents *prometheus.HistogramVec
+	flushTime   *prometheus.HistogramVec
 
 	mu          sync.Mutex
 	lastApplied map[string]time.Time
@@ -46,13 +54,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Events not yet consumed: high watermark minus committed offset, summed over partitions."}, group),
 		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "imledger_projection_lag_seconds",
 			Help: "Age of the newest applied event while the group is behind; 0 when caught up."}, group),
+		batchEvents: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "imledger_projection_batch_events",
+			Help:    "Events per read-model batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}, group),
+		flushTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "imledger_projection_flush_seconds",
+			Help:    "Time to write one read-model batch, the lookup of parked conversations included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, group),
 		lastApplied: map[string]time.Time{},
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.applied, m.retries, m.deadLetters, m.parked, m.lagEvents, m.lagSeconds} {
+	for _, c := range []prometheus.Collector{m.applied, m.retries, m.deadLetters, m.parked, m.lagEvents, m.lagSeconds,
+		m.batchEvents, m.flushTime} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)
@@ -100,6 +115,16 @@ func (m *Metrics) DeadLetters(group, reason string) float64 {
 
 // Parked returns how many events group has parked in this process.
 func (m *Metrics) Parked(group string) float64 { return value(m.parked.WithLabelValues(group)) }
+
+// Batches returns how many batches group has written in this process and how many events they
+// held.
+func (m *Metrics) Batches(group string) (batches uint64, events float64) {
+	var d dto.Metric
+	if err := m.batchEvents.WithLabelValues(group).(prometheus.Histogram).Write(&d); err != nil || d.Histogram == nil {
+		return 0, 0
+	}
+	return d.Histogram.GetSampleCount(), d.Histogram.GetSampleSum()
+}
 
 func value(c prometheus.Counter) float64 {
 	var d dto.Metric

@@ -119,6 +119,9 @@ func TestMySQLEveryEventDeliveredTwice(t *testing.T) {
 	if got := p.Metrics().Applied(projections.GroupMessagesMySQL); got != float64(len(events)) {
 		t.Errorf("applied metric %v, want %d (duplicates are not applied)", got, len(events))
 	}
+	if batches, flushed := p.Metrics().Batches(projections.GroupMessagesMySQL); batches == 0 || flushed < float64(2*len(events)) || float64(batches) > flushed {
+		t.Errorf("%d batches held %v events; want every one of the %d delivered events in one", batches, flushed, 2*len(events))
+	}
 }
 
 // TestMySQLSendRecallEditEndInFinalState publishes send, recall and edit in order.
