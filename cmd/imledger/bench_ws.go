@@ -133,6 +133,7 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	if mon.pid != 0 {
 		o.Monitor = mon.run
 	}
+	before := n.scrapeNodes(ctx, o.URLs)
 	res, err := wsbench.Run(ctx, o)
 	if err != nil {
 		return err
@@ -140,7 +141,38 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	if err := res.Print(cmd.OutOrStdout()); err != nil {
 		return err
 	}
-	return mon.print(cmd.OutOrStdout())
+	if err := mon.print(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	for _, u := range o.URLs {
+		if before[u] == nil {
+			continue
+		}
+		after, err := scrapeMetrics(ctx, u)
+		if err != nil {
+			n.log.Warn("bench ws: reading the node's metrics failed", "url", u, "err", err)
+			continue
+		}
+		if err := printNodeMetrics(cmd.OutOrStdout(), u, before[u], after); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scrapeNodes reads the metrics of every node loaded; a node whose metrics cannot be read is
+// left out of the report, with a warning.
+func (n *node) scrapeNodes(ctx context.Context, urls []string) map[string]nodeMetrics {
+	out := map[string]nodeMetrics{}
+	for _, u := range urls {
+		m, err := scrapeMetrics(ctx, u)
+		if err != nil {
+			n.log.Warn("bench ws: reading the node's metrics failed; its report is left out", "url", u, "err", err)
+			continue
+		}
+		out[u] = m
+	}
+	return out
 }
 
 // openBenchTarget opens what preparing remote nodes needs: the event store, Redis for the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"testing"
@@ -25,8 +26,43 @@ func TestBenchWSInProcess(t *testing.T) {
 		t.Errorf("bench ws reported errors:\n%s", out)
 	}
 	sent := regexp.MustCompile(`(?m)^sent\s+(\d+)`).FindStringSubmatch(out)
-	if n, _ := strconv.Atoi(sent[1]); n < 30 {
+	n, _ := strconv.Atoi(sent[1])
+	if n < 30 {
 		t.Errorf("only %d messages sent in a second at 60/s:\n%s", n, out)
+	}
+	// The node's own account of the run: every send went through a sequencer batch.
+	seq := regexp.MustCompile(`(?m)^  sequencer\s+(\d+) batches of ([\d.]+) sends; stages \(means\): allocate [\d.]+ms, append [\d.]+ms$`).FindStringSubmatch(out)
+	if seq == nil {
+		t.Fatalf("no sequencer line in the node report:\n%s", out)
+	}
+	batches, _ := strconv.Atoi(seq[1])
+	mean, _ := strconv.ParseFloat(seq[2], 64)
+	if batches == 0 || math.Abs(float64(batches)*mean-float64(n)) > float64(batches)*0.05+0.5 {
+		t.Errorf("%d batches of %.1f sends do not add up to the %d sent:\n%s", batches, mean, n, out)
+	}
+	if !regexp.MustCompile(`(?m)^  scheduling  goroutines waited [\d.]+ms on average to run \([1-9]\d* waits\)$`).MatchString(out) {
+		t.Errorf("no scheduling line in the node report:\n%s", out)
+	}
+}
+
+func TestMetricsURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"ws://127.0.0.1:8080/v1/im/ws":      "http://127.0.0.1:8080/metrics",
+		"wss://im.example.com/v1/im/ws?x=1": "https://im.example.com/metrics",
+		"http://127.0.0.1:8080/v1/im/ws":    "",
+		"ws://[::1]:9/v1/im/ws":             "http://[::1]:9/metrics",
+	} {
+		got, err := metricsURL(in)
+		if want == "" {
+			if err == nil {
+				t.Errorf("metricsURL(%q) = %q, want an error", in, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("metricsURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }
 
