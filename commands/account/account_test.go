@@ -249,23 +249,30 @@ func TestUnknownLoginCostsAHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash, _ := auth.HashPassword("password1", params)
-	minOf := func(f func()) time.Duration {
-		best := time.Hour
-		for range 5 {
+	// The four are timed in turns, so a stretch of contention from other tests slows them all,
+	// and each keeps its fastest time. A login that skipped the hash would take well under a
+	// millisecond, not a fraction of a verification.
+	runs := map[string]func(){
+		"verify":          func() { _ = auth.VerifyPassword("wrong", hash) },
+		"unknown login":   func() { _, _ = e.svc.Login(ctx, acme, "unknown", "wrong") },
+		"malformed login": func() { _, _ = e.svc.Login(ctx, acme, "!", "wrong") },
+		"wrong password":  func() { _, _ = e.svc.Login(ctx, acme, "known", "wrong") },
+	}
+	best := map[string]time.Duration{}
+	for range 7 {
+		for name, f := range runs {
 			start := time.Now()
 			f()
-			best = min(best, time.Since(start))
+			if d := time.Since(start); best[name] == 0 || d < best[name] {
+				best[name] = d
+			}
 		}
-		return best
 	}
-	verify := minOf(func() { _ = auth.VerifyPassword("wrong", hash) })
-	unknown := minOf(func() { _, _ = e.svc.Login(ctx, acme, "unknown", "wrong") })
-	malformed := minOf(func() { _, _ = e.svc.Login(ctx, acme, "!", "wrong") })
-	wrong := minOf(func() { _, _ = e.svc.Login(ctx, acme, "known", "wrong") })
-	t.Logf("verify %v, unknown login %v, malformed login %v, wrong password %v", verify, unknown, malformed, wrong)
-	for name, d := range map[string]time.Duration{"unknown login": unknown, "malformed login": malformed, "wrong password": wrong} {
-		if d < verify*3/4 {
-			t.Errorf("%s took %v, less than a password verification (%v): it skips the hash", name, d, verify)
+	verify := best["verify"]
+	t.Logf("fastest of 7: %v", best)
+	for name, d := range best {
+		if name != "verify" && d < verify/3 {
+			t.Errorf("%s took %v, a fraction of a password verification (%v): it skips the hash", name, d, verify)
 		}
 	}
 }
