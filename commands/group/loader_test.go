@@ -198,7 +198,7 @@ func TestLoaderReadsAheadOfExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const maxAge = 2 * time.Second
+	const maxAge = 4 * time.Second
 	loaded := time.Now()
 	if gs, err := l.Group(ctx, tenant, g, maxAge); err != nil || gs.MemberCount() != 2 {
 		t.Fatalf("first load: %d members, %v", gs.MemberCount(), err)
@@ -217,7 +217,7 @@ func TestLoaderReadsAheadOfExpiry(t *testing.T) {
 	// Until the state expires, loads return it, the background read's result as soon as it
 	// is stored, without another read.
 	var gs domain.GroupState
-	for time.Since(loaded) < maxAge-100*time.Millisecond {
+	for time.Since(loaded) < maxAge-300*time.Millisecond {
 		if gs, err = l.Group(ctx, tenant, g, maxAge); err != nil || gs.MemberCount() == 3 {
 			break
 		}
