@@ -179,9 +179,21 @@ func TestRunIdleHoldsConnections(t *testing.T) {
 
 func TestSampleProcessReadsThisProcess(t *testing.T) {
 	t.Parallel()
-	s, err := wsbench.SampleProcess(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
+	// The kernel counts CPU time in clock ticks: a test process that just started may have
+	// none yet, so spend some until a sample shows it.
+	var (
+		s   wsbench.ProcessSample
+		err error
+	)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if s, err = wsbench.SampleProcess(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+		if s.CPU > 0 || time.Now().After(deadline) {
+			break
+		}
+		for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+		}
 	}
 	if s.RSS < 1<<20 || s.HWM < s.RSS || s.CPU <= 0 {
 		t.Errorf("sample %+v: want an RSS of at least 1 MiB, a peak at least as high and some CPU time", s)
