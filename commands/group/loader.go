@@ -42,10 +42,11 @@ type Loader struct {
 	hits, reads, aheadReads atomic.Int64
 }
 
-// A cached load answered from a state older than refreshAhead of its maxAge also starts a
-// background read of the stream, so a state in steady use is confirmed again before it expires
-// and its loads never wait for the store. At most maxReadsAhead such reads run at once; an
-// aging state that finds none free is read when it expires, as without them.
+// A cached load answered from a state older than refreshAheadNum/refreshAheadDen (three
+// quarters) of its maxAge also starts a background read of the stream, so a state in steady use
+// is confirmed again before it expires and its loads never wait for the store. At most
+// maxReadsAhead such reads run at once; an aging state that finds none free is read when it
+// expires, as without them.
 const (
 	refreshAheadNum, refreshAheadDen = 3, 4
 	maxReadsAhead                    = 4
@@ -258,7 +259,7 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 }
 
 // hit answers a cached load under the read lock when the cached state is fresh enough. When the
-// state is past refreshAhead of maxAge and no background read of it runs, aging is its entry,
+// state is past three quarters of maxAge and no background read of it runs, aging is its entry,
 // marked as being read: the caller starts that read.
 func hit[S any](l *Loader, sh *cacheShard, key stateKey, maxAge time.Duration) (st S, ok bool, aging *cacheEntry) {
 	now := l.clock()
