@@ -108,15 +108,15 @@ func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts commands.Be
 	if n.relay == nil {
 		return nil
 	}
-	var last int64
-	if err := n.pool.QueryRow(ctx, "SELECT coalesce(max(position), 0) FROM events").Scan(&last); err != nil {
-		return fmt.Errorf("read the last event position: %w", err)
+	last, err := n.store.LastCursor(ctx)
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(drain)
-	for n.relay.Stats().Cursor.Position < last {
+	for n.relay.Stats().Cursor.Before(last) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			st := n.relay.Stats()
-			fmt.Fprintf(out, "relay: did not catch up within %s: events=%d position=%d of %d\n", drain, st.Events, st.Cursor.Position, last)
+			fmt.Fprintf(out, "relay: did not catch up within %s: events=%d at %+v of %+v\n", drain, st.Events, st.Cursor, last)
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)

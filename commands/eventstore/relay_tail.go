@@ -17,6 +17,11 @@ type Cursor struct {
 	Position int64
 }
 
+// Before reports whether c comes before o in the commit-safe order.
+func (c Cursor) Before(o Cursor) bool {
+	return c.TxID < o.TxID || c.TxID == o.TxID && c.Position < o.Position
+}
+
 // Record is an event read by ReadCommitted with the cursor just past it.
 type Record struct {
 	Cursor   Cursor
@@ -62,6 +67,24 @@ func (s *Store) ReadCommitted(ctx context.Context, after Cursor, limit int) ([]R
 		return nil, wrapErr(op, err)
 	}
 	return out, nil
+}
+
+// LastCursor returns the cursor of the last event in the commit-safe order, the zero Cursor when
+// there is none: a relay whose cursor reached it has published every event committed before the
+// call. It need not be the event with the highest position: a transaction may take its id
+// before another and its positions after it. Errors: domain.ErrRetryable when PostgreSQL was
+// unreachable or timed out.
+func (s *Store) LastCursor(ctx context.Context) (Cursor, error) {
+	var c Cursor
+	err := s.pool.QueryRow(ctx, `SELECT tx_id, position FROM events ORDER BY tx_id DESC, position DESC LIMIT 1`).
+		Scan(&c.TxID, &c.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Cursor{}, nil
+	}
+	if err != nil {
+		return Cursor{}, wrapErr("read the last cursor", err)
+	}
+	return c, nil
 }
 
 // LoadCheckpoint returns the cursor saved under name, or the zero Cursor when none was saved.

@@ -29,6 +29,9 @@ func TestReadCommittedWaitsForOpenTransactions(t *testing.T) {
 			ctx := testCtx(t)
 			store, pool := newStore(t, eventstore.Config{})
 			acme := domain.MustTenantID("acme")
+			if c, err := store.LastCursor(ctx); err != nil || c != (eventstore.Cursor{}) {
+				t.Fatalf("LastCursor of an empty store = %+v, %v; want the zero cursor", c, err)
+			}
 
 			early, err := store.Append(ctx, acme, "early", 0, []domain.Envelope{event(acme, "early", 0, "")})
 			if err != nil {
@@ -85,6 +88,19 @@ func TestReadCommittedWaitsForOpenTransactions(t *testing.T) {
 				t.Fatalf("cursors out of order: %+v then %+v after %+v", recs[0].Cursor, recs[1].Cursor, cursor)
 			}
 			assertSameEvent(t, recs[1].Envelope, fast[0])
+
+			// The last cursor is the fast event's, also when the slow one holds the highest
+			// position: a relay that waited for that position would wait forever.
+			last, err := store.LastCursor(ctx)
+			if err != nil || last != recs[1].Cursor {
+				t.Fatalf("LastCursor = %+v, %v; want the fast event's %+v", last, err, recs[1].Cursor)
+			}
+			if !cursor.Before(last) || !recs[0].Cursor.Before(last) || last.Before(recs[1].Cursor) || last.Before(last) {
+				t.Fatalf("Before disagrees with the read order: %+v, %+v, %+v", cursor, recs[0].Cursor, last)
+			}
+			if !tt.insertFirst && last.Position >= slowPos {
+				t.Fatalf("last cursor position %d, want below the slow event's %d", last.Position, slowPos)
+			}
 
 			rest, err := store.ReadCommitted(ctx, recs[1].Cursor, 10)
 			if err != nil || len(rest) != 0 {
