@@ -48,22 +48,41 @@ func (c *countingReader) ReadStream(ctx context.Context, tenant domain.TenantID,
 	return evs, err
 }
 
+// loaderEnv is a group of acme owned by user 1, the handlers that write it, and a loader over a
+// counting reader of the same store: the loader learns of the handlers' commits only by reading.
+type loaderEnv struct {
+	ctx    context.Context
+	tenant domain.TenantID
+	h      *group.Handlers
+	g      domain.GroupID
+	cr     *countingReader
+	l      *group.Loader
+}
+
+func newLoaderEnv(t *testing.T, cfg group.LoaderConfig, members ...domain.UserID) loaderEnv {
+	t.Helper()
+	_, store := newStore(t, 4)
+	e := loaderEnv{ctx: testCtx(t), tenant: domain.MustTenantID("acme")}
+	e.h = newHandlers(t, store, group.Deps{}, group.Config{})
+	e.g = createGroup(t, e.h, who(e.tenant, 1), nil)
+	if len(members) > 0 {
+		join(t, e.h, e.tenant, e.g, members...)
+	}
+	e.cr = &countingReader{Store: store}
+	l, err := group.NewLoader(e.cr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.l = l
+	return e
+}
+
 // The loader reads a stream once, then only what was appended since; a cached load within
 // maxAge costs no read; an invalidation forces the next cached load to read.
 func TestLoaderCatchesUpAndCaches(t *testing.T) {
 	t.Parallel()
-	_, store := newStore(t, 4)
-	ctx := testCtx(t)
-	tenant := domain.MustTenantID("acme")
-	h := newHandlers(t, store, group.Deps{}, group.Config{})
-	g := createGroup(t, h, who(tenant, 1), nil)
-	join(t, h, tenant, g, 2, 3, 4, 5)
-
-	cr := &countingReader{Store: store}
-	l, err := group.NewLoader(cr, group.LoaderConfig{ReadPage: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newLoaderEnv(t, group.LoaderConfig{ReadPage: 2}, 2, 3, 4, 5)
+	ctx, tenant, h, g, cr, l := e.ctx, e.tenant, e.h, e.g, e.cr, e.l
 	gs, err := l.Group(ctx, tenant, g, 0)
 	if err != nil || gs.MemberCount() != 5 || gs.Version() != 5 {
 		t.Fatalf("first load: %d members at version %d, %v", gs.MemberCount(), gs.Version(), err)
@@ -106,17 +125,8 @@ func TestLoaderCatchesUpAndCaches(t *testing.T) {
 // the state read before the commit is not trusted afterwards.
 func TestLoaderInvalidationCrossingARead(t *testing.T) {
 	t.Parallel()
-	_, store := newStore(t, 4)
-	ctx := testCtx(t)
-	tenant := domain.MustTenantID("acme")
-	h := newHandlers(t, store, group.Deps{}, group.Config{})
-	g := createGroup(t, h, who(tenant, 1), nil)
-
-	cr := &countingReader{Store: store}
-	l, err := group.NewLoader(cr, group.LoaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newLoaderEnv(t, group.LoaderConfig{})
+	ctx, tenant, h, g, cr, l := e.ctx, e.tenant, e.h, e.g, e.cr, e.l
 	for _, warm := range []bool{false, true} {
 		// Cold: nothing cached yet. Warm: a cached state that must be read again first.
 		l.Invalidate(ctx, tenant, []string{domain.MembershipStreamID(g, 9)})
@@ -186,18 +196,8 @@ func TestLoaderEvictsLeastRecentlyUsed(t *testing.T) {
 // again in the background once, so the loads after it see newer commits without waiting.
 func TestLoaderReadsAheadOfExpiry(t *testing.T) {
 	t.Parallel()
-	_, store := newStore(t, 4)
-	ctx := testCtx(t)
-	tenant := domain.MustTenantID("acme")
-	h := newHandlers(t, store, group.Deps{}, group.Config{})
-	g := createGroup(t, h, who(tenant, 1), nil)
-	join(t, h, tenant, g, 2)
-
-	cr := &countingReader{Store: store}
-	l, err := group.NewLoader(cr, group.LoaderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newLoaderEnv(t, group.LoaderConfig{}, 2)
+	ctx, tenant, h, g, cr, l := e.ctx, e.tenant, e.h, e.g, e.cr, e.l
 	const maxAge = 4 * time.Second
 	loaded := time.Now()
 	if gs, err := l.Group(ctx, tenant, g, maxAge); err != nil || gs.MemberCount() != 2 {
@@ -216,7 +216,10 @@ func TestLoaderReadsAheadOfExpiry(t *testing.T) {
 	}
 	// Until the state expires, loads return it, the background read's result as soon as it
 	// is stored, without another read.
-	var gs domain.GroupState
+	var (
+		gs  domain.GroupState
+		err error
+	)
 	for time.Since(loaded) < maxAge-300*time.Millisecond {
 		if gs, err = l.Group(ctx, tenant, g, maxAge); err != nil || gs.MemberCount() == 3 {
 			break
