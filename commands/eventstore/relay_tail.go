@@ -75,29 +75,26 @@ func (s *Store) ReadCommitted(ctx context.Context, after Cursor, limit int) ([]R
 // before another and its positions after it. Errors: domain.ErrRetryable when PostgreSQL was
 // unreachable or timed out.
 func (s *Store) LastCursor(ctx context.Context) (Cursor, error) {
-	var c Cursor
-	err := s.pool.QueryRow(ctx, `SELECT tx_id, position FROM events ORDER BY tx_id DESC, position DESC LIMIT 1`).
-		Scan(&c.TxID, &c.Position)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Cursor{}, nil
-	}
-	if err != nil {
-		return Cursor{}, wrapErr("read the last cursor", err)
-	}
-	return c, nil
+	return s.queryCursor(ctx, "read the last cursor",
+		`SELECT tx_id, position FROM events ORDER BY tx_id DESC, position DESC LIMIT 1`)
 }
 
 // LoadCheckpoint returns the cursor saved under name, or the zero Cursor when none was saved.
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) LoadCheckpoint(ctx context.Context, name string) (Cursor, error) {
+	return s.queryCursor(ctx, "load relay checkpoint",
+		`SELECT tx_id, position FROM relay_checkpoints WHERE name = $1`, name)
+}
+
+// queryCursor runs a query of at most one (tx_id, position) row; no row is the zero Cursor.
+func (s *Store) queryCursor(ctx context.Context, op, query string, args ...any) (Cursor, error) {
 	var c Cursor
-	err := s.pool.QueryRow(ctx, `SELECT tx_id, position FROM relay_checkpoints WHERE name = $1`, name).
-		Scan(&c.TxID, &c.Position)
+	err := s.pool.QueryRow(ctx, query, args...).Scan(&c.TxID, &c.Position)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cursor{}, nil
 	}
 	if err != nil {
-		return Cursor{}, wrapErr("load relay checkpoint", err)
+		return Cursor{}, wrapErr(op, err)
 	}
 	return c, nil
 }
