@@ -144,27 +144,27 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	if err := mon.print(cmd.OutOrStdout()); err != nil {
 		return err
 	}
+	after := n.scrapeNodes(ctx, o.URLs)
 	for _, u := range o.URLs {
-		if before[u] == nil {
+		if before[u] == nil || after[u] == nil {
 			continue
 		}
-		after, err := scrapeMetrics(ctx, u)
-		if err != nil {
-			n.log.Warn("bench ws: reading the node's metrics failed", "url", u, "err", err)
-			continue
-		}
-		if err := printNodeMetrics(cmd.OutOrStdout(), u, before[u], after); err != nil {
+		if err := printNodeMetrics(cmd.OutOrStdout(), u, before[u], after[u]); err != nil {
 			return err
 		}
+		delete(after, u) // a URL given twice is reported once
 	}
 	return nil
 }
 
-// scrapeNodes reads the metrics of every node loaded; a node whose metrics cannot be read is
-// left out of the report, with a warning.
+// scrapeNodes reads the metrics of every node loaded, once per URL; a node whose metrics cannot
+// be read is left out of the report, with a warning.
 func (n *node) scrapeNodes(ctx context.Context, urls []string) map[string]nodeMetrics {
 	out := map[string]nodeMetrics{}
 	for _, u := range urls {
+		if _, done := out[u]; done {
+			continue
+		}
 		m, err := scrapeMetrics(ctx, u)
 		if err != nil {
 			n.log.Warn("bench ws: reading the node's metrics failed; its report is left out", "url", u, "err", err)
