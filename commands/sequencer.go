@@ -186,8 +186,8 @@ func (h *SendMessageHandler) processBatch(prev, batch []*sendRequest) []*sendReq
 // between seeding and allocating).
 const maxSeedRounds = 3
 
-// allocate marks prev done, claims and allocates a seq for every request of
-// reqs, answers those that are already held or failed, and returns the requests that got a seq.
+// allocate marks prev done, claims and allocates a seq for every request of reqs, answers those
+// that are already held or failed, and returns the requests that got a seq.
 func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendRequest) []*sendRequest {
 	var out []*sendRequest
 	for round := 1; len(reqs) > 0 || len(prev) > 0; round++ {
@@ -233,8 +233,8 @@ func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendReq
 }
 
 // markDoneAndAllocate marks the committed sends done and allocates for keys in one round trip.
-// A failed done mark is only logged: the events are committed,
-// and once the pending claims expire a retry is answered by the store's idempotency index.
+// A failed done mark is only logged: the events are committed, and once the pending claims
+// expire a retry is answered by the store's idempotency index.
 func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed []*sendRequest, keys []seq.Key) []seq.Allocation {
 	done := make([]seq.Done, len(committed))
 	for i, r := range committed {

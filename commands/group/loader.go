@@ -26,7 +26,7 @@ type StreamReader interface {
 // handlers need. With maxAge > 0 a cached state is returned without any I/O when the read that
 // last confirmed it began less than maxAge ago and the key was not invalidated since: what the
 // send-path policy needs. Concurrent cached loads of one key share one read. A state in steady
-// use is read again in the background shortly before it expires (see refreshAheadNum), so the
+// use is read again in the background shortly before it expires (see aheadAge), so the
 // send path rarely waits for the store.
 //
 // Invalidate and InvalidateAll mark states stale; an invalidation that crosses a read in
@@ -51,6 +51,11 @@ const (
 	refreshAheadNum, refreshAheadDen = 3, 4
 	maxReadsAhead                    = 4
 )
+
+// aheadAge is the age from which a state loaded with maxAge is read again in the background.
+func aheadAge(maxAge time.Duration) time.Duration {
+	return maxAge * refreshAheadNum / refreshAheadDen
+}
 
 var _ Invalidator = (*Loader)(nil)
 
@@ -197,9 +202,9 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 	if maxAge > 0 {
 		if st, ok, aging := hit[S](l, sh, key, maxAge); ok {
 			if aging != nil {
-				soon := maxAge * refreshAheadNum / refreshAheadDen
+				// A load that takes states of aheadAge as expired reads, aging's state included.
 				l.readAhead(aging, maxAge, func(ctx context.Context) {
-					_, _ = load[S, P](ctx, l, tenant, key, soon, empty)
+					_, _ = load[S, P](ctx, l, tenant, key, aheadAge(maxAge), empty)
 				})
 			}
 			return st, nil
@@ -273,7 +278,7 @@ func hit[S any](l *Loader, sh *cacheShard, key stateKey, maxAge time.Duration) (
 		e.used.Store(true)
 	}
 	l.hits.Add(1)
-	if now-e.verified >= maxAge*refreshAheadNum/refreshAheadDen && e.readingAhead.CompareAndSwap(false, true) {
+	if now-e.verified >= aheadAge(maxAge) && e.readingAhead.CompareAndSwap(false, true) {
 		aging = e
 	}
 	return e.state.(S), true, aging
