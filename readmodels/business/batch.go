@@ -10,14 +10,12 @@ import (
 	"strings"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // rowChunk is the most rows one statement reads or writes.
 const rowChunk = 500
-
-// errDuplicateKey is ER_DUP_ENTRY.
-const errDuplicateKey = 1062
 
 // rowState is a row as the batch found it and as the batch's events leave it. A row that did not
 // exist starts as the empty state of its stream (version 0).
@@ -174,7 +172,7 @@ func (a *applier) loadRows(ctx context.Context, groups []int64, members, pairs [
 func lockRows(ctx context.Context, tx *sql.Tx, table, cols, key string, keys [][]any, each func(*sql.Rows) error) error {
 	for start := 0; start < len(keys); start += rowChunk {
 		chunk := keys[start:min(start+rowChunk, len(keys))]
-		marks := placeholders(len(chunk[0]))
+		marks := tableset.Placeholders(len(chunk[0]))
 		if len(chunk[0]) > 1 {
 			marks = "(" + marks + ")"
 		}
@@ -356,8 +354,8 @@ func writeRows(ctx context.Context, tx *sql.Tx, table string, cols []string, nke
 			for _, r := range chunk {
 				args = append(args, r...)
 			}
-			_, err := tx.ExecContext(ctx, head+rowPlaceholders(len(chunk), len(cols))+part.tail, args...)
-			if tenantdb.IsMySQLError(err, errDuplicateKey) {
+			_, err := tx.ExecContext(ctx, head+tableset.RowPlaceholders(len(chunk), len(cols))+part.tail, args...)
+			if tenantdb.IsMySQLError(err, tenantdb.ErrDupEntry) {
 				return domain.Retryable("apply: insert into "+table, err)
 			}
 			if err != nil {
@@ -410,15 +408,4 @@ func (a *applier) staleKeys() {
 			a.touch(a.ks.userProfile(st.cur.id))
 		}
 	}
-}
-
-// placeholders returns "?, ?, …" with n marks.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-// rowPlaceholders returns n rows of width marks: "(?, ?), (?, ?)".
-func rowPlaceholders(n, width int) string {
-	row := "(" + placeholders(width) + ")"
-	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/internal/processed"
@@ -189,11 +188,6 @@ func eventErr(o op, err error) error {
 	return &EventError{Index: o.index, EventID: o.env.EventID, Err: err}
 }
 
-// placeholders returns "?, ?, …" with n marks.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
 // stmt is one SQL statement and its arguments; it is processed.Stmt, so the processed rows of a
 // batch join its other statements as they are.
 type stmt = processed.Stmt
@@ -206,10 +200,4 @@ func execStmts(ctx context.Context, tx *sql.Tx, stmts []stmt, what string) error
 		}
 	}
 	return nil
-}
-
-// rowPlaceholders returns n rows of width marks: "(?, ?), (?, ?)".
-func rowPlaceholders(n, width int) string {
-	row := "(" + placeholders(width) + ")"
-	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }

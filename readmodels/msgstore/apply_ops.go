@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -88,7 +89,7 @@ func deletionStmts(table string, ops []op) []stmt {
 			args = append(args, o.del.User.Int64(), o.topic.String(), o.del.Seq, o.at(o.del.DeletedAt))
 		}
 		out = append(out, stmt{Query: "INSERT INTO " + q(table) + " (user_id, topic, seqid, deleted_at) VALUES " +
-			rowPlaceholders(len(chunk), 4) + " ON DUPLICATE KEY UPDATE user_id = user_id", Args: args})
+			tableset.RowPlaceholders(len(chunk), 4) + " ON DUPLICATE KEY UPDATE user_id = user_id", Args: args})
 	}
 	return out
 }

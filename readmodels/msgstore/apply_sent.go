@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 )
 
 // Limits of one multi-row INSERT: rows per statement and bytes of content per statement (well
@@ -117,7 +118,7 @@ func messageStmts(table, columns string, ops []op, row func(op) []any) []stmt {
 		for _, o := range ops[start:end] {
 			args = append(args, row(o)...)
 		}
-		out = append(out, stmt{Query: prefix + rowPlaceholders(end-start, messageWidth) + suffix, Args: args})
+		out = append(out, stmt{Query: prefix + tableset.RowPlaceholders(end-start, messageWidth) + suffix, Args: args})
 		start = end
 	}
 	return out
@@ -222,7 +223,7 @@ func markStmts(table string, rows []markRow) []stmt {
 			args = append(args, r.user.Int64(), r.topic, max(r.read, 0), max(r.recv, 0), r.at)
 		}
 		out = append(out, stmt{Query: "INSERT INTO " + q(table) + " (user_id, topic, read_seq, recv_seq, updated_at) VALUES " +
-			rowPlaceholders(len(chunk), 5) + upsert, Args: args})
+			tableset.RowPlaceholders(len(chunk), 5) + upsert, Args: args})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -52,17 +53,17 @@ func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tab
 	missing := "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND seqid BETWEEN ? AND ?"
 	args := []any{topic, c.From, c.To}
 	if len(c.Seqs) > 0 {
-		missing += " AND seqid NOT IN (" + placeholders(len(c.Seqs)) + ")"
+		missing += " AND seqid NOT IN (" + tableset.Placeholders(len(c.Seqs)) + ")"
 		args = appendInt64s(args, c.Seqs)
 	}
 	recalled := "0"
 	if len(c.Live) > 0 {
 		if c.Topic.Kind() == domain.TopicGroup {
 			// idx_im_group_messages_group_status_seq covers this.
-			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND status = 'recalled' AND seqid IN (" + placeholders(len(c.Live)) + ")"
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND status = 'recalled' AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
 			args = append(args, c.Topic.GroupID())
 		} else {
-			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND status = 'recalled' AND seqid IN (" + placeholders(len(c.Live)) + ")"
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND status = 'recalled' AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
 			args = append(args, topic)
 		}
 		args = appendInt64s(args, c.Live)

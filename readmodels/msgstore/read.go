@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -157,7 +158,7 @@ func (s *Store) LastSeqs(ctx context.Context, tenant domain.TenantID, tables Tab
 	for table, names := range byTable {
 		for start := 0; start < len(names); start += 500 {
 			chunk := names[start:min(start+500, len(names))]
-			rows, err := db.QueryContext(ctx, "SELECT topic, MAX(seqid) FROM "+q(table)+" WHERE topic IN ("+placeholders(len(chunk))+") GROUP BY topic", chunk...)
+			rows, err := db.QueryContext(ctx, "SELECT topic, MAX(seqid) FROM "+q(table)+" WHERE topic IN ("+tableset.Placeholders(len(chunk))+") GROUP BY topic", chunk...)
 			if err != nil {
 				return nil, tenantdb.WrapErr("last seqs", err)
 			}

@@ -62,6 +62,9 @@ func IsTransient(err error) bool {
 		errors.Is(err, syscall.ECONNRESET)
 }
 
+// ErrDupEntry is ER_DUP_ENTRY, the MySQL server error of a duplicate key.
+const ErrDupEntry = 1062
+
 // IsMySQLError reports whether err is the MySQL server error number code.
 func IsMySQLError(err error, code uint16) bool {
 	var me *mysql.MySQLError

@@ -8,7 +8,6 @@ package processed
 import (
 	"context"
 	"database/sql"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,9 +22,6 @@ const MaxGroupLen = 128
 
 // Chunk is the most processed rows one statement inserts or looks up.
 const Chunk = 500
-
-// errDuplicateKey is ER_DUP_ENTRY.
-const errDuplicateKey = 1062
 
 // Stmt is one SQL statement and its arguments.
 type Stmt struct {
@@ -46,7 +42,7 @@ func Mark[T any](ctx context.Context, tx *sql.Tx, table, group string, items []T
 		if err == nil {
 			return items, nil
 		}
-		if !tenantdb.IsMySQLError(err, errDuplicateKey) {
+		if !tenantdb.IsMySQLError(err, tenantdb.ErrDupEntry) {
 			return nil, tenantdb.WrapErr("apply: record processed events", err)
 		}
 	}
@@ -61,7 +57,7 @@ func Mark[T any](ctx context.Context, tx *sql.Tx, table, group string, items []T
 		}
 	}
 	err = insert(ctx, tx, table, group, fresh, id)
-	if tenantdb.IsMySQLError(err, errDuplicateKey) {
+	if tenantdb.IsMySQLError(err, tenantdb.ErrDupEntry) {
 		return nil, domain.Retryable("apply: record processed events", err)
 	}
 	if err != nil {
@@ -83,8 +79,8 @@ func InsertStmts[T any](table, group string, items []T, id func(T) uuid.UUID) []
 			u := id(it)
 			args = append(args, group, u[:], now)
 		}
-		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(chunk)), ", ")
-		out = append(out, Stmt{Query: "INSERT INTO " + tableset.Quote(table) + " (consumer_group, event_id, processed_at) VALUES " + rows, Args: args})
+		out = append(out, Stmt{Query: "INSERT INTO " + tableset.Quote(table) + " (consumer_group, event_id, processed_at) VALUES " +
+			tableset.RowPlaceholders(len(chunk), 3), Args: args})
 	}
 	return out
 }
@@ -110,8 +106,8 @@ func among[T any](ctx context.Context, tx *sql.Tx, table, group string, items []
 			u := id(it)
 			args = append(args, u[:])
 		}
-		marks := strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")
-		query := "SELECT event_id FROM " + tableset.Quote(table) + " WHERE consumer_group = ? AND event_id IN (" + marks + ")"
+		query := "SELECT event_id FROM " + tableset.Quote(table) + " WHERE consumer_group = ? AND event_id IN (" +
+			tableset.Placeholders(len(chunk)) + ")"
 		if err := scanIDs(ctx, tx, query, args, done); err != nil {
 			return nil, err
 		}

@@ -42,6 +42,17 @@ func Validate(pkg string, names []string) error {
 // Quote quotes a validated table name.
 func Quote(name string) string { return "`" + name + "`" }
 
+// Placeholders returns "?, ?, …" with n marks.
+func Placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// RowPlaceholders returns n rows of width marks: "(?, ?), (?, ?)".
+func RowPlaceholders(n, width int) string {
+	row := "(" + Placeholders(width) + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
 // CreateLike creates each table of dst with the definition of the table of src at the same index
 // (CREATE TABLE IF NOT EXISTS … LIKE …), skipping pairs with the same name. Rows are not copied.
 // Both lists are validated first; pkg prefixes the validation errors.

@@ -32,3 +32,19 @@ func TestValidateRejectsANameUsedTwiceIgnoringCase(t *testing.T) {
 		t.Fatalf("got %v, want the second spelling reported as used twice", err)
 	}
 }
+
+func TestPlaceholders(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		got, want string
+	}{
+		{tableset.Placeholders(1), "?"},
+		{tableset.Placeholders(3), "?, ?, ?"},
+		{tableset.RowPlaceholders(1, 2), "(?, ?)"},
+		{tableset.RowPlaceholders(2, 3), "(?, ?, ?), (?, ?, ?)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
