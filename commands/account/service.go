@@ -71,8 +71,7 @@ type Service struct {
 	keys   map[[32]byte]cachedKey
 }
 
-// New validates deps and cfg and returns a Service. It hashes one password to prepare the
-// unknown-login path, which takes as long as a login does.
+// New validates deps and cfg and returns a Service.
 func New(deps Deps, cfg Config) (*Service, error) {
 	cfg.setDefaults()
 	var errs []error
@@ -97,7 +96,7 @@ func New(deps Deps, cfg Config) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	dummy, err := auth.HashPassword("imledger: no such login", cfg.Password)
+	dummy, err := auth.DummyHash(cfg.Password)
 	if err != nil {
 		return nil, fmt.Errorf("account: %w", err)
 	}

@@ -85,8 +85,27 @@ func HashPassword(password string, p PasswordParams) (string, error) {
 		return "", fmt.Errorf("hash password: %w", err)
 	}
 	key := argon2.IDKey([]byte(password), salt, p.Time, p.Memory, p.Threads, p.KeyLen)
+	return encodePHC(p, salt, key), nil
+}
+
+// DummyHash returns a hash in HashPassword's format with p's parameters, a random salt and a
+// random key in place of a derived one, so no password matches it. VerifyPassword against it
+// costs what it costs against a real hash made with p and answers ErrPasswordMismatch; making
+// it costs none of the derivation's time or p.Memory of RAM.
+func DummyHash(p PasswordParams) (string, error) {
+	if err := p.validate(); err != nil {
+		return "", fmt.Errorf("dummy hash: %w", err)
+	}
+	b := make([]byte, p.SaltLen+p.KeyLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("dummy hash: %w", err)
+	}
+	return encodePHC(p, b[:p.SaltLen], b[p.SaltLen:]), nil
+}
+
+func encodePHC(p PasswordParams, salt, key []byte) string {
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, p.Memory, p.Time, p.Threads,
-		phcB64.EncodeToString(salt), phcB64.EncodeToString(key)), nil
+		phcB64.EncodeToString(salt), phcB64.EncodeToString(key))
 }
 
 // VerifyPassword checks password against a hash from HashPassword. It returns nil on a match,

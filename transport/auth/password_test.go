@@ -115,3 +115,29 @@ func TestHashPasswordRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestDummyHash(t *testing.T) {
+	t.Parallel()
+	h, err := auth.DummyHash(cheap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=1024,t=1,p=1$") {
+		t.Fatalf("dummy hash %q is not an argon2id PHC string with the given parameters", h)
+	}
+	// Same parameters as a real hash, so verifying against it does the same work.
+	if auth.NeedsRehash(h, cheap) {
+		t.Error("NeedsRehash of a dummy hash with its own parameters = true")
+	}
+	for _, pw := range []string{"", "pw", "correct horse battery staple"} {
+		if err := auth.VerifyPassword(pw, h); !errors.Is(err, auth.ErrPasswordMismatch) {
+			t.Errorf("VerifyPassword(%q, dummy) = %v, want a mismatch", pw, err)
+		}
+	}
+	if h2, _ := auth.DummyHash(cheap); h2 == h {
+		t.Error("two dummy hashes are equal: salt and key are not random")
+	}
+	if _, err := auth.DummyHash(auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 8}); err == nil {
+		t.Error("DummyHash accepted a key length HashPassword rejects")
+	}
+}
