@@ -3,6 +3,7 @@ package account
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/imledger/imledger/transport/auth"
@@ -14,6 +15,13 @@ type Config struct {
 	// rehashed at the next successful login. Default auth.DefaultPasswordParams. New fails on
 	// parameters auth.HashPassword rejects.
 	Password auth.PasswordParams
+	// HashConcurrency bounds the password hashes and verifications that run at once. Each takes
+	// Password.Memory of RAM and keeps Password.Threads cores busy, so a burst of logins queues
+	// instead of exhausting the node's memory. Default runtime.GOMAXPROCS.
+	HashConcurrency int
+	// HashWait is how long a registration or login waits for its turn to hash before it is
+	// refused as retryable. Default 10 s.
+	HashWait time.Duration
 	// MinPasswordLen is the shortest password Register accepts, in bytes. Default 8.
 	MinPasswordLen int
 	// PendingTimeout is how long a registration may hold a login name before its event is
@@ -33,6 +41,12 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Password == (auth.PasswordParams{}) {
 		c.Password = auth.DefaultPasswordParams
+	}
+	if c.HashConcurrency == 0 {
+		c.HashConcurrency = runtime.GOMAXPROCS(0)
+	}
+	if c.HashWait == 0 {
+		c.HashWait = 10 * time.Second
 	}
 	if c.MinPasswordLen == 0 {
 		c.MinPasswordLen = 8
@@ -54,6 +68,12 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.MinPasswordLen < 1 || c.MinPasswordLen > auth.MaxPasswordLen {
 		errs = append(errs, fmt.Errorf("account: min_password_len must be 1 to %d", auth.MaxPasswordLen))
+	}
+	if c.HashConcurrency < 1 {
+		errs = append(errs, errors.New("account: hash_concurrency must be at least 1"))
+	}
+	if c.HashWait < 0 {
+		errs = append(errs, errors.New("account: hash_wait must not be negative"))
 	}
 	if c.PendingTimeout < 0 {
 		errs = append(errs, errors.New("account: pending_timeout must not be negative"))

@@ -18,12 +18,12 @@ import (
 // a dummy hash of the same cost, so it takes as long as a wrong password and the answer does not
 // tell which logins exist. A hash made with other parameters than Config.Password is replaced
 // after a successful login (best effort). Other errors: domain.ErrRetryable when PostgreSQL
-// failed.
+// failed or when no hashing slot came free within Config.HashWait (ErrHashingBusy), ctx's error
+// when it ended while waiting for one.
 func (s *Service) Login(ctx context.Context, tenant domain.TenantID, login, password string) (domain.UserID, error) {
 	name, err := domain.NewLogin(login)
 	if err != nil || tenant.IsZero() {
-		_ = auth.VerifyPassword(password, s.dummyHash)
-		return 0, ErrInvalidCredentials
+		return 0, s.refuseLogin(ctx, password)
 	}
 	var (
 		uid       int64
@@ -33,17 +33,18 @@ func (s *Service) Login(ctx context.Context, tenant domain.TenantID, login, pass
 	err = s.pool.QueryRow(ctx, `SELECT user_id, password_hash, confirmed FROM credentials WHERE tenant_id = $1 AND login = $2`,
 		tenant.String(), name.String()).Scan(&uid, &hash, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_ = auth.VerifyPassword(password, s.dummyHash)
-		return 0, ErrInvalidCredentials
+		return 0, s.refuseLogin(ctx, password)
 	}
 	if err != nil {
 		return 0, dbErr("read credential", err)
 	}
-	switch err := auth.VerifyPassword(password, hash); {
+	switch err := s.verifyPassword(ctx, password, hash); {
 	case errors.Is(err, auth.ErrPasswordMismatch):
 		return 0, ErrInvalidCredentials
-	case err != nil:
+	case errors.Is(err, auth.ErrBadPasswordHash):
 		return 0, fmt.Errorf("login: stored hash of user %d: %w", uid, err)
+	case err != nil:
+		return 0, fmt.Errorf("login: %w", err)
 	}
 	user := domain.UserID(uid)
 	if !confirmed {
@@ -62,10 +63,20 @@ func (s *Service) Login(ctx context.Context, tenant domain.TenantID, login, pass
 	return user, nil
 }
 
+// refuseLogin answers a login that names no account after verifying password against the dummy
+// hash, the work a wrong password costs: ErrInvalidCredentials, or the error of waiting for a
+// hashing slot, which a wrong password would meet as well.
+func (s *Service) refuseLogin(ctx context.Context, password string) error {
+	if err := s.verifyPassword(ctx, password, s.dummyHash); err != nil && !errors.Is(err, auth.ErrPasswordMismatch) {
+		return fmt.Errorf("login: %w", err)
+	}
+	return ErrInvalidCredentials
+}
+
 // rehash replaces old with a hash of password under the current parameters, unless the stored
 // hash changed meanwhile. Failures are logged; the old hash keeps working.
 func (s *Service) rehash(ctx context.Context, tenant domain.TenantID, login domain.Login, password, old string) {
-	h, err := auth.HashPassword(password, s.cfg.Password)
+	h, err := s.hashPassword(ctx, password)
 	if err == nil {
 		_, err = s.pool.Exec(ctx, `UPDATE credentials SET password_hash = $3 WHERE tenant_id = $1 AND login = $2 AND password_hash = $4`,
 			tenant.String(), login.String(), h, old)

@@ -51,9 +51,11 @@ var errIDTaken = errors.New("user id taken")
 //
 // Errors: *domain.ValidationError for a bad tenant, login, password or profile;
 // *domain.DeniedError login_taken; domain.ErrInProgress while another registration of the name
-// is between its two writes; domain.ErrRetryable when PostgreSQL failed.
+// is between its two writes; domain.ErrRetryable when PostgreSQL failed or when no hashing slot
+// came free within Config.HashWait (ErrHashingBusy); ctx's error when it ended while waiting for
+// one.
 func (s *Service) Register(ctx context.Context, cmd Register) (Registered, error) {
-	login, profile, hash, err := s.prepare(cmd)
+	login, profile, hash, err := s.prepare(ctx, cmd)
 	if err != nil {
 		return Registered{}, err
 	}
@@ -77,7 +79,7 @@ func (s *Service) Register(ctx context.Context, cmd Register) (Registered, error
 }
 
 // prepare validates cmd and hashes the password.
-func (s *Service) prepare(cmd Register) (domain.Login, domain.UserProfile, string, error) {
+func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, domain.UserProfile, string, error) {
 	if cmd.Tenant.IsZero() {
 		return domain.Login{}, domain.UserProfile{}, "", &domain.ValidationError{Field: "tenant_id", Reason: "required"}
 	}
@@ -93,11 +95,14 @@ func (s *Service) prepare(cmd Register) (domain.Login, domain.UserProfile, strin
 	if err != nil {
 		return domain.Login{}, domain.UserProfile{}, "", err
 	}
-	if cmd.Password != "" && len(cmd.Password) < s.cfg.MinPasswordLen {
+	if err := auth.CheckPassword(cmd.Password); err != nil {
+		return domain.Login{}, domain.UserProfile{}, "", err
+	}
+	if len(cmd.Password) < s.cfg.MinPasswordLen {
 		return domain.Login{}, domain.UserProfile{}, "", &domain.ValidationError{Field: "password", Reason: "too_short",
 			Detail: fmt.Sprintf("at least %d bytes", s.cfg.MinPasswordLen)}
 	}
-	hash, err := auth.HashPassword(cmd.Password, s.cfg.Password)
+	hash, err := s.hashPassword(ctx, cmd.Password)
 	if err != nil {
 		return domain.Login{}, domain.UserProfile{}, "", err
 	}

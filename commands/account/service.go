@@ -24,6 +24,9 @@ var (
 	ErrInvalidCredentials = errors.New("invalid credentials")
 	// ErrInvalidAPIKey is an API key that is malformed, unknown or revoked.
 	ErrInvalidAPIKey = errors.New("invalid API key")
+	// ErrHashingBusy is the cause of the retryable error of a registration or login that
+	// waited Config.HashWait without its turn to hash.
+	ErrHashingBusy = errors.New("too many password hashes in progress")
 )
 
 // ReasonLoginTaken is the *domain.DeniedError reason of a registration whose login name is taken.
@@ -66,6 +69,9 @@ type Service struct {
 	// dummyHash is verified against when a login is unknown, so that an unknown login costs
 	// the same hashing work as a wrong password.
 	dummyHash string
+	// hashSlots holds a token for every hash or verification running; its capacity is
+	// Config.HashConcurrency.
+	hashSlots chan struct{}
 
 	keysMu sync.Mutex
 	keys   map[[32]byte]cachedKey
@@ -86,7 +92,7 @@ func New(deps Deps, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, pool: deps.Pool, store: deps.Store, ids: deps.IDs, log: deps.Logger, now: deps.Now,
-		keys: map[[32]byte]cachedKey{}}
+		keys: map[[32]byte]cachedKey{}, hashSlots: make(chan struct{}, cfg.HashConcurrency)}
 	if s.ids == nil {
 		s.ids = randomSnowflake()
 	}

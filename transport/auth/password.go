@@ -58,7 +58,9 @@ func (p PasswordParams) validate() error {
 	return nil
 }
 
-func checkPassword(password string) error {
+// CheckPassword reports why HashPassword would refuse password: a *domain.ValidationError
+// (field "password") when it is empty or longer than MaxPasswordLen, else nil.
+func CheckPassword(password string) error {
 	if password == "" {
 		return &domain.ValidationError{Field: "password", Reason: "required"}
 	}
@@ -74,7 +76,7 @@ var phcB64 = base64.RawStdEncoding.Strict()
 // PHC string format: $argon2id$v=19$m=<KiB>,t=<time>,p=<threads>$<salt>$<hash>, base64 without
 // padding. An empty or over-long password is a *domain.ValidationError (field "password").
 func HashPassword(password string, p PasswordParams) (string, error) {
-	if err := checkPassword(password); err != nil {
+	if err := CheckPassword(password); err != nil {
 		return "", err
 	}
 	if err := p.validate(); err != nil {
