@@ -73,6 +73,7 @@ type session struct {
 	wdeadline  time.Time     // the socket's write deadline; only the running writer touches it
 	ended      bool          // nothing more is written: a close frame went out, a write failed or the session was killed
 	writerDone chan struct{} // closed when ended is set
+	handled    chan struct{} // handleOffStack's goroutine is done with its frame
 
 	// reader state
 	ua      string
@@ -86,7 +87,7 @@ type session struct {
 func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
 	return &session{
 		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(),
-		killed: make(chan struct{}), writerDone: make(chan struct{}),
+		killed: make(chan struct{}), writerDone: make(chan struct{}), handled: make(chan struct{}),
 		topics: map[string]domain.Topic{},
 	}
 }
@@ -223,8 +224,22 @@ func (s *session) readLoop(ctx context.Context) closeCause {
 			return s.readError(err)
 		}
 		s.touch(ctx)
-		s.handle(ctx, payload)
+		s.handleOffStack(ctx, payload)
 	}
+}
+
+// handleOffStack handles a frame on a goroutine of its own and waits for it. Frames are still
+// handled one at a time and in order; what changes is whose stack their work grows. Decoding,
+// the token check and the Redis and PostgreSQL calls of a login or sub need several KiB of
+// stack, which a goroutine keeps once grown: on the reader, which lives as long as the
+// connection, an idle connection would hold that stack for hours. The handling goroutine ends
+// with its frame and its stack goes back to the runtime.
+func (s *session) handleOffStack(ctx context.Context, payload []byte) {
+	go func() {
+		s.handle(ctx, payload)
+		s.handled <- struct{}{}
+	}()
+	<-s.handled
 }
 
 // readDeadline is the idle deadline, or the login deadline while not logged in.
