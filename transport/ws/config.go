@@ -49,6 +49,12 @@ type Config struct {
 	// Origin's host must equal the request's Host. A request without an Origin header (a
 	// non-browser client) is always allowed; it needs a token anyway.
 	AllowedOrigins []string `koanf:"allowed_origins"`
+	// MaxConnections bounds the open connections of the gateway; an upgrade beyond it is refused
+	// with 503 and Retry-After, so a node at capacity turns clients away instead of running out
+	// of file descriptors, which would also cost it its database, Redis and Kafka connections.
+	// Default: the process's open-file limit less ReservedFiles (no limit when that limit is
+	// unlimited or unknown); negative: no limit.
+	MaxConnections int `koanf:"max_connections"`
 	// MaxTopicsPerSession bounds the topics one connection may subscribe to. Default 1000.
 	MaxTopicsPerSession int `koanf:"max_topics_per_session"`
 	// HistoryDefaultLimit is a get's page size when it names none. Default 50.
@@ -76,6 +82,9 @@ func (c *Config) setDefaults() {
 	setDuration(&c.RequestTimeout, 10*time.Second)
 	setDuration(&c.CloseGrace, time.Second)
 	setDuration(&c.HandshakeTimeout, 5*time.Second)
+	if c.MaxConnections == 0 {
+		c.MaxConnections = defaultMaxConnections()
+	}
 	if c.MaxTopicsPerSession == 0 {
 		c.MaxTopicsPerSession = 1000
 	}
@@ -85,6 +94,20 @@ func (c *Config) setDefaults() {
 	if c.HistoryMaxLimit == 0 {
 		c.HistoryMaxLimit = 100
 	}
+}
+
+// ReservedFiles is what the default MaxConnections leaves of the open-file limit for the
+// node's own sockets and files: its pools, the Kafka clients and the embedded broker.
+const ReservedFiles = 1024
+
+// defaultMaxConnections is the open-file limit less ReservedFiles, at least 1; -1 (no limit)
+// when the limit is unlimited or cannot be read.
+func defaultMaxConnections() int {
+	n, ok := openFileLimit()
+	if !ok {
+		return -1
+	}
+	return max(n-ReservedFiles, 1)
 }
 
 func setDuration(d *time.Duration, def time.Duration) {

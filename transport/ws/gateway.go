@@ -30,6 +30,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	admitted int // connections admitted and not yet released: being upgraded or in sessions
 	closing  bool
 	wg       sync.WaitGroup
 }
@@ -77,8 +78,8 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 func (g *Gateway) Hub() *Hub { return g.deps.Hub }
 
 // ServeHTTP upgrades the request and starts the session in a goroutine of its own. A request whose
-// Origin is not allowed is refused with 403 before the upgrade; during Shutdown every request is
-// refused with 503.
+// Origin is not allowed is refused with 403 before the upgrade; during Shutdown, and while
+// Config.MaxConnections connections are open, every request is refused with 503.
 //
 // Returning right after the upgrade lets net/http drop what it keeps per connection (the
 // request, its buffers, the handler goroutine's grown stack): an idle connection then costs
@@ -95,12 +96,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if g.cfg.MaxConnections > 0 && g.admitted >= g.cfg.MaxConnections {
+		g.mu.Unlock()
+		g.metrics.refused.WithLabelValues("max_connections").Inc()
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
+	g.admitted++
 	g.wg.Add(1)
 	g.mu.Unlock()
 
 	conn, rw, _, err := g.upgrader.Upgrade(r, w)
 	if err != nil {
-		g.wg.Done()
+		g.release()
 		if conn != nil {
 			_ = conn.Close()
 		}
@@ -118,7 +127,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newSession(g, conn, br, r.RemoteAddr)
 	if !g.track(s) {
-		g.wg.Done()
+		g.release()
 		s.kill(closeGoingAway)
 		return
 	}
@@ -142,10 +151,21 @@ func (g *Gateway) track(s *session) bool {
 	return true
 }
 
+// release ends what ServeHTTP admitted for a connection that got no tracked session: it no
+// longer counts against MaxConnections, and Shutdown no longer waits for it.
+func (g *Gateway) release() {
+	g.mu.Lock()
+	g.admitted--
+	g.mu.Unlock()
+	g.wg.Done()
+}
+
+// untrack forgets an ended session; its connection no longer counts against MaxConnections.
 func (g *Gateway) untrack(s *session) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.sessions, s)
+	g.admitted--
 	g.metrics.connections.Dec()
 }
 
