@@ -33,17 +33,11 @@ func (s *Service) verifyPassword(ctx context.Context, password, hash string) err
 // returns the function that gives it back. Errors: a *domain.RetryableError wrapping
 // ErrHashingBusy when the wait ran out, ctx's error when ctx ended first.
 func (s *Service) hashSlot(ctx context.Context) (release func(), err error) {
-	release = func() { <-s.hashSlots }
-	select {
-	case s.hashSlots <- struct{}{}:
-		return release, nil
-	default:
-	}
 	wait := time.NewTimer(s.cfg.HashWait)
 	defer wait.Stop()
 	select {
 	case s.hashSlots <- struct{}{}:
-		return release, nil
+		return func() { <-s.hashSlots }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait to hash a password: %w", ctx.Err())
 	case <-wait.C:
