@@ -97,6 +97,7 @@ func (a mysqlApplier) ApplyIf(ctx context.Context, tenant domain.TenantID, event
 // msgstoreErr classifies a msgstore.Apply error: an event that can never apply is permanent, an
 // unprovisioned tenant is ErrUnknownTenant; a recall or edit of a message the read model does
 // not hold stays an ordinary error (retried, then dead-lettered); transient ones pass through.
+// Content the store refuses never gets here: msgstore writes such a message as a placeholder.
 func msgstoreErr(err error) error {
 	if err == nil || errors.Is(err, domain.ErrRetryable) {
 		return err

@@ -17,13 +17,18 @@ import (
 // harmless. The new events take effect as if applied one by one in batch order (see groupOps):
 //
 //   - sent: the message row is inserted (the batch's sent events become multi-row INSERTs; a
-//     row already holding the topic and seq is kept). The sender's read mark moves to
+//     row already holding the topic and seq is kept). A message whose content the server refuses
+//     (tenantdb.IsDataError: JSON it will not hold, nested too deep, bad UTF-8) is stored as a
+//     placeholder: status "blocked", no content, head or mentions, and in the group table
+//     has_risk 1 and audit_status "reject", so the conversation's history stays complete and
+//     its later events apply. The sender's read mark moves to
 //     the seq (their own messages are read); in a 1:1 topic the receiver gets a read-mark row,
 //     read_seq unchanged, so the conversation shows in their unread list.
 //   - recalled: status "recalled", content, head and mentions cleared, recalled_at/by set, version
 //     bumped; a second recall changes nothing.
-//   - edited: content and version = EditVersion, only if EditVersion is greater than the stored
-//     version and the message is not recalled.
+//   - edited: content and version = EditVersion and status "normal", only if EditVersion is
+//     greater than the stored version and the message is not recalled. New content the server
+//     refuses makes the message a blocked placeholder at that version instead.
 //   - deleted_for_user: a delete-for-me row.
 //   - read_marked: read_seq and recv_seq move forward only (GREATEST).
 //
