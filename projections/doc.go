@@ -6,8 +6,9 @@
 // Delivery. watermill-kafka delivers one record per partition at a time and waits for its ack;
 // the projector writes the records in flight across partitions as one batch per tenant
 // (Config.Batch) and acks each only after its batch committed. A conversation's events share a
-// Kafka key, hence a partition, so they are applied in order; redeliveries are skipped by the
-// read model (im_processed_events, or compare-and-set in Redis).
+// Kafka key, hence a partition, so they are applied in order; a redelivery changes nothing
+// because every read-model write is idempotent by itself (unique keys and version guards in
+// MySQL, compare-and-set in Redis).
 //
 // Failures. A store that is unreachable (domain.ErrRetryable) pauses the partition: the event
 // is retried with backoff and redelivered until it applies, never dead-lettered. A value the

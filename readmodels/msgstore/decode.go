@@ -51,8 +51,7 @@ var messageActions = func() map[domain.EventType]struct {
 }()
 
 // decodeBatch decodes events in order, dropping repeats of an event id within the batch. Event
-// types outside the message model decode to an op with no action: they are recorded as processed
-// and otherwise ignored.
+// types outside the message model decode to an op with no action: they are ignored.
 func decodeBatch(tenant domain.TenantID, events []domain.Envelope) ([]op, error) {
 	return eventdecode.Batch(tenant, events, decodeOne, func(i int, id uuid.UUID, err error) error {
 		return &EventError{Index: i, EventID: id, Err: err}
@@ -127,9 +126,6 @@ func decodeOne(i int, env domain.Envelope) (op, error) {
 	}
 	return o, nil
 }
-
-// eventID is the id processed.Mark records.
-func (o op) eventID() uuid.UUID { return o.env.EventID }
 
 // seq is the message seq an op addresses (0 for read marks).
 func (o op) seq() int64 {
