@@ -64,7 +64,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	h := n.cfg.HTTP
 	cfg := rest.Config{
 		Version: buildVersion(), MaxBodyBytes: h.MaxBodyBytes, MaxContentBytes: n.cfg.Send.MaxContentBytes,
-		Logger: n.log.With("component", "rest"), DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
+		Logger: n.log.With("component", "rest"), Panics: n.panics, DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
 		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
 		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerName: h.LoginPerName, RegisterPerIP: h.RegisterPerIP,
 	}

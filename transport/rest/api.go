@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/internal/telemetry"
 )
 
 // Config configures the REST API.
@@ -26,6 +27,9 @@ type Config struct {
 	MaxContentBytes int
 	// Logger receives the causes of 5xx answers, which clients never see. Default: discard.
 	Logger *slog.Logger
+	// Panics counts the panics of handlers (imledger_panics_total{component="rest"}); each is
+	// logged with its stack and answered 500 internal. Default: logged only.
+	Panics *telemetry.Panics
 
 	// DevAuth also accepts the development headers X-IM-Tenant and X-IM-User as the principal
 	// of a request without an Authorization header. Anyone can claim any user with them: for
@@ -170,7 +174,9 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	if h.Redis != nil {
 		a.limiter = redis_rate.NewLimiter(h.Redis)
 	}
-	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent)
+	// recoverPanics runs innermost, so a panic is answered like any 500: the idempotency
+	// middleware releases the key and the answer carries the request id.
+	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent, a.recoverPanics)
 	a.registerAll()
 	return a, nil
 }
