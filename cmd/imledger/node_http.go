@@ -66,7 +66,8 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		Version: buildVersion(), MaxBodyBytes: h.MaxBodyBytes, MaxContentBytes: n.cfg.Send.MaxContentBytes,
 		Logger: n.log.With("component", "rest"), Panics: n.panics, DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
 		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
-		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerName: h.LoginPerName, RegisterPerIP: h.RegisterPerIP,
+		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerNameIP: h.LoginPerNameIP,
+		LoginPerName: h.LoginPerName, LoginKnownAddressTTL: h.LoginKnownAddressTTL, RegisterPerIP: h.RegisterPerIP,
 	}
 	handlers := rest.Handlers{
 		Send: fanoutSender{next: n.send, pub: n.fanout}, MessageOps: n.ops, ReadPolicy: n.readPolicy(),

@@ -52,10 +52,21 @@ type Config struct {
 	// RateLimitPrefix prefixes the Redis keys of the login and register rate limits.
 	// Default "im:rl:".
 	RateLimitPrefix string
-	// LoginPerIP is how many logins one client address may try per minute. Default 30.
+	// LoginPerIP is how many logins one client address may try per minute, whatever the login
+	// names. Default 30.
 	LoginPerIP int
-	// LoginPerName is how many logins of one login name may be tried per minute. Default 10.
+	// LoginPerNameIP is how many logins of one login name one client address may try per
+	// minute: a password guesser is slowed down without touching the owner at another address.
+	// Default 10.
+	LoginPerNameIP int
+	// LoginPerName is how many logins of one login name may be tried per minute from all the
+	// addresses that have not logged in to it within LoginKnownAddressTTL, so guessing from many
+	// addresses is bounded while the owner, at an address it logged in from, is never locked out
+	// by it. Default 100.
 	LoginPerName int
+	// LoginKnownAddressTTL is how long a successful login keeps its client address known to the
+	// login name (exempt from LoginPerName). Default 30 days.
+	LoginKnownAddressTTL time.Duration
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int
 }
@@ -85,8 +96,14 @@ func (c *Config) setDefaults() {
 	if c.LoginPerIP == 0 {
 		c.LoginPerIP = 30
 	}
+	if c.LoginPerNameIP == 0 {
+		c.LoginPerNameIP = 10
+	}
 	if c.LoginPerName == 0 {
-		c.LoginPerName = 10
+		c.LoginPerName = 100
+	}
+	if c.LoginKnownAddressTTL == 0 {
+		c.LoginKnownAddressTTL = 30 * 24 * time.Hour
 	}
 	if c.RegisterPerIP == 0 {
 		c.RegisterPerIP = 10
@@ -109,8 +126,11 @@ func (c Config) Validate() error {
 	if c.IdempotencyPendingTimeout >= c.IdempotencyTTL {
 		errs = append(errs, errors.New("rest: IdempotencyPendingTimeout must be shorter than IdempotencyTTL"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
 		errs = append(errs, errors.New("rest: rate limits must not be negative"))
+	}
+	if c.LoginKnownAddressTTL < 0 {
+		errs = append(errs, errors.New("rest: LoginKnownAddressTTL must not be negative"))
 	}
 	return errors.Join(errs...)
 }
