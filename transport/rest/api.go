@@ -152,6 +152,8 @@ type Handlers struct {
 	ReadPolicy ReadPolicy
 	// Presence serves GET /v1/im/users/{uid}/presence.
 	Presence PresenceReader
+	// PresencePolicy decides who may read a user's presence. Required with Presence.
+	PresencePolicy PresenceVisibility
 	// Groups are the group, relation and profile command handlers (POST/PUT/PATCH/DELETE under
 	// /v1/im/groups, /v1/im/friends, /v1/im/blocks and PATCH /v1/im/users/me).
 	Groups *group.Handlers
@@ -216,6 +218,9 @@ func checkHandlers(cfg Config, h Handlers) error {
 	}
 	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
 		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
+	}
+	if h.Presence != nil && h.PresencePolicy == nil {
+		errs = append(errs, errors.New("rest: Presence needs PresencePolicy to respect blocks"))
 	}
 	if cfg.RequireAPIKey && h.APIKeys == nil {
 		errs = append(errs, errors.New("rest: RequireAPIKey needs APIKeys"))

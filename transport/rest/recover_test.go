@@ -25,6 +25,13 @@ func (panickyPresence) Get(_ context.Context, _ domain.TenantID, user domain.Use
 	return presence.Presence{Status: presence.StatusOffline}, nil
 }
 
+// everyone lets anyone read anyone's presence.
+type everyone struct{}
+
+func (everyone) CanSeePresence(context.Context, domain.TenantID, domain.UserID, domain.UserID) error {
+	return nil
+}
+
 // TestHandlerPanicIsAnswered500AndCounted: a handler that panics is answered with the 500
 // envelope, the panic is counted under component rest, and the server keeps serving.
 func TestHandlerPanicIsAnswered500AndCounted(t *testing.T) {
@@ -36,7 +43,7 @@ func TestHandlerPanicIsAnswered500AndCounted(t *testing.T) {
 	}
 	signer := newSigner(t, time.Now)
 	mux := http.NewServeMux()
-	if _, err := rest.New(mux, rest.Config{Panics: panics}, rest.Handlers{Presence: panickyPresence{}, Tokens: signer}); err != nil {
+	if _, err := rest.New(mux, rest.Config{Panics: panics}, rest.Handlers{Presence: panickyPresence{}, PresencePolicy: everyone{}, Tokens: signer}); err != nil {
 		t.Fatal(err)
 	}
 	s := &stack{srv: httptest.NewServer(mux), signer: signer}
