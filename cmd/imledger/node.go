@@ -43,9 +43,10 @@ import (
 // node is one running imledger process: its connections, handlers, background workers and HTTP
 // server. startNode builds it; shutdown takes it apart in the reverse order.
 type node struct {
-	cfg config.Config
-	log *slog.Logger
-	reg *prometheus.Registry
+	cfg    config.Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	panics *telemetry.Panics // imledger_panics_total, shared by the WebSocket gateway and the REST API
 
 	// Connections.
 	broker *kafkabroker.Broker // nil when brokers are configured
@@ -105,7 +106,11 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 }
 
 func newNode(cfg config.Config, log *slog.Logger) *node {
-	return &node{cfg: cfg, log: log, reg: telemetry.NewRegistry(buildVersion()), errc: make(chan error, 8)}
+	reg := telemetry.NewRegistry(buildVersion())
+	// A fresh registry holds no other imledger_panics_total, so this cannot fail; a nil counter
+	// would still log every panic.
+	panics, _ := telemetry.NewPanics(reg)
+	return &node{cfg: cfg, log: log, reg: reg, panics: panics, errc: make(chan error, 8)}
 }
 
 // worker is a background loop of the node, run under its own context so shutdown stops it at its

@@ -64,13 +64,14 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	h := n.cfg.HTTP
 	cfg := rest.Config{
 		Version: buildVersion(), MaxBodyBytes: h.MaxBodyBytes, MaxContentBytes: n.cfg.Send.MaxContentBytes,
-		Logger: n.log.With("component", "rest"), DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
+		Logger: n.log.With("component", "rest"), Panics: n.panics, DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
 		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
-		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerName: h.LoginPerName, RegisterPerIP: h.RegisterPerIP,
+		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerNameIP: h.LoginPerNameIP,
+		LoginPerName: h.LoginPerName, LoginKnownAddressTTL: h.LoginKnownAddressTTL, RegisterPerIP: h.RegisterPerIP,
 	}
 	handlers := rest.Handlers{
 		Send: fanoutSender{next: n.send, pub: n.fanout}, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
-		Presence: n.presence, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
+		Presence: n.presence, PresencePolicy: n.policy, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
 		Idempotency: idem, Redis: n.rdb,
 	}
 	if n.reader != nil {

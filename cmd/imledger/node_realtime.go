@@ -41,6 +41,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	deps := ws.Deps{
 		Tokens: n.signer, Sender: n.send, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
 		Policy: ws.MemberPolicy{Read: n.readPolicy(), Send: n.policy}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
+		Panics: n.panics,
 	}
 	if n.reader != nil {
 		deps.History = wsHistory{n.reader}

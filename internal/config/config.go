@@ -137,8 +137,15 @@ type HTTPConfig struct {
 	IdempotencyPurgeInterval time.Duration `koanf:"idempotency_purge_interval"`
 	// LoginPerIP is how many logins one client address may try per minute. Default 30.
 	LoginPerIP int `koanf:"login_per_ip"`
-	// LoginPerName is how many logins of one login name may be tried per minute. Default 10.
+	// LoginPerNameIP is how many logins of one login name one client address may try per
+	// minute. Default 10.
+	LoginPerNameIP int `koanf:"login_per_name_ip"`
+	// LoginPerName is how many logins of one login name may be tried per minute from the
+	// addresses that have not logged in to it within login_known_address_ttl. Default 100.
 	LoginPerName int `koanf:"login_per_name"`
+	// LoginKnownAddressTTL is how long a successful login exempts its client address from
+	// login_per_name for that login name. Default 720h.
+	LoginKnownAddressTTL time.Duration `koanf:"login_known_address_ttl"`
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int `koanf:"register_per_ip"`
 }
@@ -189,7 +196,7 @@ func Defaults() Config {
 		Log:             LogConfig{Level: "info", Format: "text"},
 		HTTP: HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
 			IdempotencyTTL: 24 * time.Hour, IdempotencyPendingTimeout: time.Minute, IdempotencyPurgeInterval: 10 * time.Minute,
-			LoginPerIP: 30, LoginPerName: 10, RegisterPerIP: 10},
+			LoginPerIP: 30, LoginPerNameIP: 10, LoginPerName: 100, LoginKnownAddressTTL: 30 * 24 * time.Hour, RegisterPerIP: 10},
 		Postgres: PostgresConfig{
 			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
 			MaxConns: 16,
@@ -261,8 +268,11 @@ func (c HTTPConfig) Validate() error {
 	if c.IdempotencyPurgeInterval <= 0 {
 		errs = append(errs, errors.New("http.idempotency_purge_interval: must be positive"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
-		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name, http.register_per_ip: must not be negative"))
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name_ip, http.login_per_name, http.register_per_ip: must not be negative"))
+	}
+	if c.LoginKnownAddressTTL < 0 {
+		errs = append(errs, errors.New("http.login_known_address_ttl: must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -119,7 +119,10 @@ func sign(key []byte, signed string) []byte {
 func invalid(detail string) error { return fmt.Errorf("%w: %s", ErrTokenInvalid, detail) }
 
 // Verify checks token and returns its principal. Errors wrap ErrTokenInvalid or ErrTokenExpired;
-// an expired token is reported as expired only when its signature is valid.
+// an expired token is reported as expired only when its signature is valid. Config.MaxTTL bounds
+// verification as it bounds issuing: a correctly signed token whose lifetime (exp − iat) is
+// longer, or that expires later than MaxTTL from now (plus the leeway), is ErrTokenInvalid, so a
+// token minted with a longer lifetime, by an older configuration or a tool, is not honoured.
 func (s *Signer) Verify(token string) (Principal, error) {
 	if len(token) == 0 || len(token) > MaxTokenLen {
 		return Principal{}, invalid("empty or too long")
@@ -164,14 +167,21 @@ func (s *Signer) principal(c claims) (Principal, error) {
 	if err != nil {
 		return Principal{}, invalid("subject claim")
 	}
-	if c.Expires == 0 || c.IssuedAt == 0 || c.Expires < c.IssuedAt {
+	if c.Expires <= 0 || c.IssuedAt <= 0 || c.Expires < c.IssuedAt {
 		return Principal{}, invalid("missing or inconsistent times")
+	}
+	// Issue rounds both times down to the second, so a lifetime may exceed its ttl by a second.
+	if c.Expires-c.IssuedAt > int64((s.cfg.MaxTTL+time.Second)/time.Second) {
+		return Principal{}, invalid("lifetime beyond max_ttl")
 	}
 	now := s.cfg.Now()
 	if time.Unix(c.IssuedAt, 0).After(now.Add(s.cfg.Leeway)) {
 		return Principal{}, invalid("issued in the future")
 	}
 	exp := time.Unix(c.Expires, 0).UTC()
+	if exp.After(now.Add(s.cfg.MaxTTL + s.cfg.Leeway + time.Second)) {
+		return Principal{}, invalid("expires beyond max_ttl")
+	}
 	if !now.Before(exp.Add(s.cfg.Leeway)) {
 		return Principal{}, fmt.Errorf("%w at %s", ErrTokenExpired, exp.Format(time.RFC3339))
 	}

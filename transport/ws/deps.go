@@ -8,6 +8,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
@@ -145,4 +146,7 @@ type Deps struct {
 	Policy     Policy                // default DefaultPolicy
 	Logger     *slog.Logger          // default discards
 	Registerer prometheus.Registerer // optional
+	// Panics counts the panics sessions recover from (imledger_panics_total{component="ws"}).
+	// Default: the counter registered on Registerer, shared with other components given it.
+	Panics *telemetry.Panics
 }

@@ -29,6 +29,9 @@ func (s *session) handle(ctx context.Context, payload []byte) {
 }
 
 func (s *session) dispatch(ctx context.Context, typ string, body json.RawMessage) {
+	if hook := s.g.frameHook.Load(); hook != nil {
+		(*hook)(typ)
+	}
 	switch typ {
 	case "hi":
 		var f hiFrame

@@ -91,4 +91,10 @@
 // over MaxFrameSize is answered with ctrl 413 frame_too_large and a close 1009. Browsers must
 // come from an allowed Origin (by default the page's own host); requests without an Origin
 // header are non-browser clients and are let through, since they must log in with a token.
+//
+// A client's close frame is answered as RFC 6455 §7.4 says: a valid code is echoed, an empty
+// close is answered 1000, a code no endpoint may send (or a one-byte close body) 1002, a reason
+// that is not UTF-8 1007. A panic while handling a frame, or on any goroutine of a session, is
+// recovered: it is logged with its stack and counted (imledger_panics_total{component="ws"}),
+// that connection is closed with 1011, and the node's other sessions go on.
 package ws
