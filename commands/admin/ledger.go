@@ -39,18 +39,18 @@ const (
 // claim takes the command for this consumer. For claimFinished it returns the stored result;
 // attempts counts the claims of this row, this one included.
 func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand) (st claimState, stored *domain.AdminResult, attempts int, err error) {
+	// The common case, a command seen for the first time, is one statement.
+	tag, err := l.pool.Exec(ctx, `INSERT INTO admin_commands (consumer_group, event_id, parent_event_id, tenant_id, command_type,
+			status, owner, attempts, claimed_at)
+		VALUES ($1, $2, $3, $4, $5, 'running', $6, 1, now()) ON CONFLICT DO NOTHING`,
+		l.group, cmd.EventID, cmd.ParentEventID, cmd.TenantID, cmd.EventType, l.owner)
+	if err != nil {
+		return 0, nil, 0, dbErr("claim admin command", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return claimNew, nil, 1, nil
+	}
 	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO admin_commands (consumer_group, event_id, parent_event_id, tenant_id, command_type,
-				status, owner, attempts, claimed_at)
-			VALUES ($1, $2, $3, $4, $5, 'running', $6, 1, now()) ON CONFLICT DO NOTHING`,
-			l.group, cmd.EventID, cmd.ParentEventID, cmd.TenantID, cmd.EventType, l.owner)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 {
-			st, attempts = claimNew, 1
-			return nil
-		}
 		var (
 			status, owner string
 			result        []byte
