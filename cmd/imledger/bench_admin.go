@@ -15,6 +15,7 @@ func newBenchAdminCmd() *cobra.Command {
 	var (
 		o         adminclient.BenchOptions
 		inProcess bool
+		pprof     string
 	)
 	cmd := &cobra.Command{
 		Use:   "admin",
@@ -38,6 +39,13 @@ func newBenchAdminCmd() *cobra.Command {
 			n, err := toolNode(cmd)
 			if err != nil {
 				return err
+			}
+			if pprof != "" {
+				stop, err := servePprof(pprof, n.log)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			ctx := cmd.Context()
 			kcfg := n.cfg.Kafka.Config
@@ -89,5 +97,6 @@ func newBenchAdminCmd() *cobra.Command {
 	f.Int64Var(&o.FirstUser, "first-user", 1, "id of the first user")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long a command waits for its result")
 	f.BoolVar(&inProcess, "in-process", false, "start a node in this process even when kafka.brokers is set")
+	f.StringVar(&pprof, "pprof", "", "serve this process's net/http/pprof profiles on this address")
 	return cmd
 }
