@@ -54,6 +54,7 @@ func openTenantTools(cmd *cobra.Command, withRouter bool) (*node, error) {
 	var notifier tenant.Notifier
 	if err := n.openRedis(ctx); err != nil {
 		n.log.Warn("redis not reachable: running nodes learn of the change through im.config.event or at their next refresh", "err", err)
+		_ = n.rdb.Close()
 		n.rdb = nil
 	} else {
 		notifier = access.NewNotifier(redisBroadcast(n.rdb, n.cfg.FanoutConfig().KeyPrefix), n.log)

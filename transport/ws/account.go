@@ -88,14 +88,20 @@ func (h *Hub) account(m *fanout.Message) {
 		return
 	}
 	var end []*session
-	h.mu.RLock()
-	for k, set := range h.users {
-		if k.tenant != m.Tenant || (a.User != 0 && k.user != a.User) {
-			continue
-		}
+	collect := func(set map[*session]time.Time) {
 		for s, issued := range set {
 			if a.EndBefore.IsZero() || issued.Before(a.EndBefore) {
 				end = append(end, s)
+			}
+		}
+	}
+	h.mu.RLock()
+	if a.User != 0 {
+		collect(h.users[userKey{m.Tenant, a.User}]) // one user: no walk over the node's sessions
+	} else {
+		for k, set := range h.users {
+			if k.tenant == m.Tenant {
+				collect(set)
 			}
 		}
 	}
