@@ -79,9 +79,44 @@ func TestAdminPlaneAcrossTwoNodes(t *testing.T) {
 		}
 	}
 	mustAdmin(t, b, "user.unban", "demo", fmt.Sprintf(`{"user_id":%q}`, bob.id))
-	if ans := call(t, http.MethodPost, b.base+"/v1/im/auth/login", "", "", body); ans.status != 200 {
+	ans := call(t, http.MethodPost, b.base+"/v1/im/auth/login", "", "", body)
+	if ans.status != 200 {
 		t.Fatalf("login after the unban: %d %s", ans.status, ans.raw)
 	}
+	bob.token, _ = ans.Data["token"].(string)
+
+	// A kick ends the sessions on both nodes; the token stays good.
+	onA, onB = dialWS(t, a.base, bob, "bob@a again"), dialWS(t, b.base, bob, "bob@b again")
+	mustAdmin(t, b, "user.kick", "demo", fmt.Sprintf(`{"user_id":%q,"reason":"rude"}`, bob.id))
+	onA.endedWith("kicked", time.Second)
+	onB.endedWith("kicked", time.Second)
+	if ans := call(t, http.MethodGet, a.base+"/v1/im/unread", bob.token, "", ""); ans.status != 200 {
+		t.Fatalf("a kicked user's token: %d %s", ans.status, ans.raw)
+	}
+
+	// Broadcasts: to a group as an ordinary system message of its topic, to the tenant as an info
+	// frame on every node.
+	bobWS := dialWS(t, a.base, bob, "bob@a listening")
+	gidB := createGroup(t, b.base, bob, "announcements")
+	bobWS.sub("grp" + gidB)
+	mustAdmin(t, b, "message.broadcast", "demo", fmt.Sprintf(`{"group_id":%q,"content":{"text":"maintenance"}}`, gidB))
+	bobWS.waitFor("the group broadcast", func(fs []wsFrame) bool {
+		for _, f := range fs {
+			if f.Data != nil && f.Data.Topic == "grp"+gidB && strings.Contains(string(f.Data.Content), "maintenance") {
+				return true
+			}
+		}
+		return false
+	})
+	mustAdmin(t, a, "message.broadcast", "demo", `{"content":"all hands"}`)
+	bobWS.waitFor("the tenant broadcast", func(fs []wsFrame) bool {
+		for _, f := range fs {
+			if f.Info != nil && f.Info.What == "broadcast" {
+				return true
+			}
+		}
+		return false
+	})
 
 	// revoke_tokens: alice's token works on both nodes, then fails on both.
 	for _, n := range []*served{a, b} {
