@@ -127,8 +127,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		MaxRetries: c.cfg.Retry.MaxRetries, InitialInterval: c.cfg.Retry.InitialInterval,
 		MaxInterval: c.cfg.Retry.MaxInterval, Multiplier: c.cfg.Retry.Multiplier, RandomizationFactor: 0.2,
 		ShouldRetry: func(p middleware.RetryParams) bool {
-			c.metrics.retries.Inc()
-			return !errors.Is(p.Err, context.Canceled)
+			again := !errors.Is(p.Err, context.Canceled)
+			if again && p.RetryNum < c.cfg.Retry.MaxRetries {
+				c.metrics.retries.Inc()
+			}
+			return again
 		},
 		ResetContextOnRetry: true,
 	}
