@@ -100,3 +100,49 @@ func structSchema(t reflect.Type) map[string]any {
 	}
 	return s
 }
+
+// AdminCommandSchema returns the JSON Schema (draft 2020-12) of an admin command's payload,
+// generated from its Go payload type with the conventions of EventSchema. The schemas are
+// checked in under domain/schemas/commands/.
+func AdminCommandSchema(info AdminCommandInfo) ([]byte, error) {
+	if info.Payload == nil {
+		return nil, fmt.Errorf("admin command %s has no payload type", info.Type)
+	}
+	return typeSchema(reflect.TypeOf(info.Payload()), "imledger:command:"+string(info.Type), string(info.Type),
+		fmt.Sprintf("Payload of the admin command %s (envelope version %d): %s", info.Type, AdminCommandVersion, info.Summary))
+}
+
+// AdminEnvelopeSchemas returns the JSON Schemas of the admin command envelope and of its result,
+// named admin.command and admin.command.result.
+func AdminEnvelopeSchemas() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for name, v := range map[string]struct {
+		t    reflect.Type
+		desc string
+	}{
+		"admin.command": {reflect.TypeFor[AdminCommand](),
+			"An admin command on im.admin.command (seed 004 §8 envelope); event_type is the command type, payload its payload."},
+		"admin.command.result": {reflect.TypeFor[AdminResult](),
+			"The answer to an admin command on im.admin.command.result, keyed like the command."},
+	} {
+		b, err := typeSchema(v.t, "imledger:"+name, name, v.desc)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// typeSchema describes t as a top-level schema.
+func typeSchema(t reflect.Type, id, title, desc string) ([]byte, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	s := schemaOf(t, false)
+	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	s["$id"] = id
+	s["title"] = title
+	s["description"] = desc
+	return json.MarshalIndent(s, "", "  ")
+}

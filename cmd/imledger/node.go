@@ -24,6 +24,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/internal/telemetry"
@@ -33,6 +34,7 @@ import (
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/httpserver"
@@ -65,6 +67,14 @@ type node struct {
 	ops      *commands.MessageOpsHandler
 	accounts *account.Service
 
+	// Tenants and account governance.
+	registry   *tenant.Registry
+	tenants    *tenant.Cache
+	guard      *account.Guard
+	governance *account.Governance
+	notifier   *access.Notifier
+	gate       *access.Gate
+
 	// Read side; nil when MySQL is disabled.
 	router *tenantdb.Router
 	msgs   *msgstore.Store
@@ -94,8 +104,8 @@ type node struct {
 // it closes what it had opened.
 func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node, error) {
 	n := newNode(cfg, log)
-	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startRelay,
-		n.startProjector, n.startRealtime, n.startHTTP}
+	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startRelay,
+		n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()

@@ -72,7 +72,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	handlers := rest.Handlers{
 		Send: fanoutSender{next: n.send, pub: n.fanout}, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
 		Presence: n.presence, PresencePolicy: n.policy, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
-		Idempotency: idem, Redis: n.rdb,
+		Idempotency: idem, Redis: n.rdb, Gate: n.gate,
 	}
 	if n.reader != nil {
 		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz

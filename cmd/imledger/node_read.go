@@ -13,24 +13,14 @@ import (
 	"github.com/imledger/imledger/transport/kafka"
 )
 
-// startReadSide opens the read models: the tenant database router (provisioning the demo
-// tenant), the MySQL message store, the business store with its Redis caches, the Redis hot
+// startReadSide opens the read models: the tenant database router, the MySQL message store, the business store with its Redis caches, the Redis hot
 // messages and the query reader over them. With MySQL disabled there is no read side.
 func (n *node) startReadSide(ctx context.Context) (err error) {
 	if !n.cfg.MySQLEnabled() {
 		n.log.Warn("mysql.server_dsn is empty: no read models, history or projections")
 		return nil
 	}
-	if err := n.openReadModels(); err != nil {
-		return err
-	}
-	if t := n.cfg.DemoTenant(); !t.IsZero() {
-		if err := n.router.Provision(ctx, t); err != nil {
-			return fmt.Errorf("provision the demo tenant: %w", err)
-		}
-		n.log.Info("demo tenant provisioned", "tenant_id", t.String(), "database", n.router.DatabaseName(t))
-	}
-	return nil
+	return n.openReadModels()
 }
 
 // openReadModels builds the stores over MySQL and Redis; it opens no connection yet.

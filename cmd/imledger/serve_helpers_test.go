@@ -40,6 +40,7 @@ type serveEnv struct {
 	dbURL, prefix, template string
 	brokers                 []string
 	keys                    bool
+	mysqlDSN                string // default testenv.MySQLDSN
 }
 
 func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
@@ -49,6 +50,13 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 	template := testenv.UniqueName("ims")
 	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
 	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys}
+}
+
+func (e *serveEnv) mysql() string {
+	if e.mysqlDSN != "" {
+		return e.mysqlDSN
+	}
+	return testenv.MySQLDSN
 }
 
 // config writes the configuration file of node nodeID listening on addr.
@@ -76,7 +84,7 @@ auth: %s
 account: {password: {memory: 1024, time: 1, threads: 1, salt_len: 16, key_len: 32}}
 relay: {min_poll: 1ms, max_poll: 20ms}
 projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}}
-`, nodeID, addr, e.dbURL, testenv.MySQLDSN, e.template, e.prefix, kafkaYAML, authYAML)
+`, nodeID, addr, e.dbURL, e.mysql(), e.template, e.prefix, kafkaYAML, authYAML)
 	file := filepath.Join(t.TempDir(), nodeID+".yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/hot"
@@ -99,6 +100,11 @@ type Config struct {
 	Business business.Config `koanf:"business"`
 	// Demo configures what serve sets up for trying imledger.
 	Demo DemoConfig `koanf:"demo"`
+	// Tenants tunes the in-process tenant cache every node checks requests against (and the
+	// account guard, which is refreshed as often) (commands/tenant).
+	Tenants tenant.CacheConfig `koanf:"tenants"`
+	// Admin configures the admin command consumer (commands/admin).
+	Admin AdminConfig `koanf:"admin"`
 }
 
 // LogConfig configures the process logger.
@@ -206,6 +212,7 @@ func Defaults() Config {
 		Kafka:       KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
 		Auth:        AuthConfig{TokenTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour, Leeway: 30 * time.Second},
 		Projections: ProjectionsConfig{Run: true},
+		Admin:       AdminConfig{Run: true},
 		Demo:        DemoConfig{Tenant: "demo"},
 	}
 }

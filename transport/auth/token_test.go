@@ -46,7 +46,7 @@ func TestIssueVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := auth.Principal{Tenant: acme, User: 42, ExpiresAt: c.t.Add(time.Hour)}
+	want := auth.Principal{Tenant: acme, User: 42, ExpiresAt: c.t.Add(time.Hour), IssuedAt: c.t}
 	if p != want {
 		t.Fatalf("principal = %+v, want %+v", p, want)
 	}
@@ -302,5 +302,24 @@ func TestLongLivedTokenIsRefused(t *testing.T) {
 	}
 	if p, err := strict.Verify(month); err != nil || p.User != 42 {
 		t.Fatalf("a token of exactly max_ttl: %+v, %v", p, err)
+	}
+}
+
+// TestIssuedAtHasMilliseconds: a revocation at 12:00:00.500 must refuse a token issued at
+// 12:00:00.250 and accept one issued at 12:00:00.750, so IssuedAt keeps the milliseconds.
+func TestIssuedAtHasMilliseconds(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 250_000_000, time.UTC)}
+	s := newSigner(t, c, []auth.Key{{ID: "k1", Secret: secretA}}, "")
+	tok, err := s.Issue(acme, 42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.IssuedAt.Equal(c.t) {
+		t.Fatalf("IssuedAt = %v, want %v", p.IssuedAt, c.t)
 	}
 }

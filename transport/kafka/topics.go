@@ -17,7 +17,8 @@ const (
 	TopicAdminCommand = "im.admin.command"
 	// TopicAdminCommandResult carries the outcome of each admin command.
 	TopicAdminCommandResult = "im.admin.command.result"
-	// TopicConfigEvent carries configuration changes.
+	// TopicConfigEvent carries configuration changes (category config: tenant lifecycle and
+	// settings), which every node follows to refresh its tenant cache.
 	TopicConfigEvent = "im.config.event"
 	// TopicCacheInvalidate carries cache invalidation hints.
 	TopicCacheInvalidate = "im.cache.invalidate"
@@ -44,6 +45,7 @@ var categoryTopics = map[domain.Category]string{
 	domain.CategoryBusiness:      TopicBusinessEvent,
 	domain.CategorySession:       TopicSessionEvent,
 	domain.CategoryAudit:         TopicAuditEvent,
+	domain.CategoryConfig:        TopicConfigEvent,
 }
 
 // Topic returns the full name of a base topic: the configured prefix followed by base.

@@ -171,6 +171,9 @@ type Handlers struct {
 	Idempotency IdempotencyStore
 	// Redis holds the login and register rate limits. Required with Accounts.
 	Redis redis.UniversalClient
+	// Gate checks tenants and principals against the tenant registry and account governance.
+	// Optional: without it every tenant a client names is served.
+	Gate Gate
 }
 
 // API is the REST API mounted on a ServeMux.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
 )
 
 // AccountService registers users and checks logins; *account.Service implements it.
@@ -80,6 +81,11 @@ func (a *API) registerAuth() {
 			if err != nil {
 				return nil, err
 			}
+			if a.h.Gate != nil {
+				if err := a.h.Gate.CanRegister(ctx, tenant); err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
+			}
 			res, err := a.h.Accounts.Register(ctx, account.Register{Tenant: tenant, Login: in.Body.Login,
 				Password: in.Body.Password, Nickname: in.Body.Nickname, Avatar: in.Body.Avatar,
 				Signature: in.Body.Signature, TraceID: RequestID(ctx)})
@@ -104,12 +110,23 @@ func (a *API) registerAuth() {
 			if err != nil {
 				return nil, err
 			}
+			if a.h.Gate != nil {
+				if err := a.h.Gate.CheckTenant(ctx, tenant); err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
+			}
 			if err := a.limitLogin(ctx, tenant, name); err != nil {
 				return nil, err
 			}
 			uid, err := a.h.Accounts.Login(ctx, tenant, in.Body.Login, in.Body.Password)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			if a.h.Gate != nil {
+				// A login is checked for the ban only: the token it issues is new.
+				if err := a.h.Gate.Admit(ctx, auth.Principal{Tenant: tenant, User: uid}); err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
 			}
 			a.rememberAddress(ctx, tenant, name)
 			token, err := a.h.Tokens.Issue(tenant, uid, a.cfg.TokenTTL)

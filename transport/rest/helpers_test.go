@@ -57,7 +57,8 @@ type stack struct {
 }
 
 type stackOpts struct {
-	reads bool // MySQL read models, history, unread and business reads
+	reads   bool                     // MySQL read models, history, unread and business reads
+	gateFor func(s *stack) rest.Gate // optional: the gate, built over the stack's stores
 }
 
 func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
@@ -109,6 +110,9 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	}
 	h := rest.Handlers{Send: send, MessageOps: ops, Groups: groups, Presence: pres, PresencePolicy: pol, Accounts: s.accounts,
 		Tokens: s.signer, APIKeys: s.accounts, Idempotency: idem, Redis: s.rdb}
+	if o.gateFor != nil {
+		h.Gate = o.gateFor(s)
+	}
 	if o.reads {
 		s.withReads(t, ctx, &h)
 	} else {

@@ -142,8 +142,11 @@ type Deps struct {
 	// as its Local deliverer.
 	Hub *Hub
 	// Publisher delivers to every node. Default: the Hub alone (a single node).
-	Publisher  Publisher
-	Policy     Policy                // default DefaultPolicy
+	Publisher Publisher
+	Policy    Policy // default DefaultPolicy
+	// Gate checks the principal at login and before every frame, and gives the tenant's content
+	// limit. Optional: without it every verified token is admitted.
+	Gate       Gate
 	Logger     *slog.Logger          // default discards
 	Registerer prometheus.Registerer // optional
 	// Panics counts the panics sessions recover from (imledger_panics_total{component="ws"}).

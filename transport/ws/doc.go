@@ -77,6 +77,23 @@
 // checked again, so it never outlives the change; it is answered 409 conflict only if changes
 // keep crossing it. A user's profile change belongs to no topic and is not pushed.
 //
+// # Ended sessions and broadcasts
+//
+// With a Gate, a login is refused like a REST request of its token (403 tenant_not_found,
+// tenant_suspended, user_banned; 401 token_revoked). A logged-in session ends, on every node at
+// once, when a fanout.KindAccount message says so: its user was banned (user_banned) or kicked
+// (kicked), its token predates a revocation (token_revoked), its tenant was suspended
+// (tenant_suspended). It gets a last ctrl frame without id naming the reason and is closed with
+// 1008 and the reason as text; a session whose node missed the message is ended the same way at
+// its next frame that needs a login, when the Gate refuses it.
+//
+//	< {"ctrl":{"code":403,"text":"session ended","reason":"user_banned","ts":"2026-11-29T08:01:02.003Z"}}
+//
+// A tenant broadcast reaches every logged-in session of the tenant as an info frame without a
+// topic, content spliced verbatim:
+//
+//	< {"info":{"what":"broadcast","ts":"2026-11-29T08:01:02.003Z","content":{"text":"maintenance at 22:00"}}}
+//
 // # Delivery and recovery
 //
 // Realtime delivery is best effort: a client that reconnects, or sees a gap in a topic's seqs,

@@ -148,6 +148,7 @@ type nodeOpts struct {
 	mux         func(http.Handler) http.Handler // optional wrapper
 	sessions    ws.SessionRecorder              // optional
 	policy      ws.Policy                       // default: ws.DefaultPolicy
+	gate        ws.Gate                         // optional
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -176,7 +177,7 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	t.Cleanup(func() { _ = n.fan.Close() })
 	deps := ws.Deps{Tokens: c.tokens, Sender: c.send, Marks: c.marks, History: storeHistory{c.store},
 		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions,
-		Policy: o.policy}
+		Policy: o.policy, Gate: o.gate}
 	if o.sender != nil {
 		deps.Sender = o.sender
 	}

@@ -83,6 +83,7 @@ type session struct {
 	tenant  domain.TenantID
 	user    domain.UserID
 	expires time.Time
+	issued  time.Time // the token's issue time
 	pres    *presence.Session
 	topics  map[string]domain.Topic
 }
@@ -493,6 +494,9 @@ func (s *session) cleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.g.cfg.RequestTimeout)
 	defer cancel()
 	s.forgetDrops()
+	if s.user != 0 {
+		s.g.deps.Hub.removeUser(s, s.tenant, s.user)
+	}
 	for _, t := range s.topics {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
 		s.publishPres(t, "off")
