@@ -13,7 +13,8 @@ import (
 type Filter struct {
 	// Tenant keeps one tenant's events; zero means all tenants.
 	Tenant domain.TenantID
-	// EventTypes keeps events of these types; empty means all types.
+	// EventTypes keeps events of these types and of every other version of them
+	// (domain.Versions), since reads return old versions upcast; empty means all types.
 	EventTypes []domain.EventType
 	// StreamPrefix keeps events whose stream id starts with it; empty means all streams.
 	StreamPrefix string
@@ -30,9 +31,15 @@ func (f Filter) where(args []any) (string, []any) {
 		conds = append(conds, "tenant_id = "+param(f.Tenant.String()))
 	}
 	if len(f.EventTypes) > 0 {
-		types := make([]string, len(f.EventTypes))
-		for i, t := range f.EventTypes {
-			types[i] = string(t)
+		seen := map[domain.EventType]bool{}
+		types := make([]string, 0, len(f.EventTypes))
+		for _, t := range f.EventTypes {
+			for _, v := range domain.Versions(t) {
+				if !seen[v] {
+					seen[v] = true
+					types = append(types, string(v))
+				}
+			}
 		}
 		conds = append(conds, "event_type = ANY("+param(types)+"::text[])")
 	}
@@ -44,7 +51,8 @@ func (f Filter) where(args []any) (string, []any) {
 
 // ReadAll returns up to limit events matching f with a position above afterPosition, in
 // position order (limit <= 0 or above Config.MaxRead means MaxRead); pass the last position
-// back to read on. Position order is append order, not commit order: for a rebuild that must
+// back to read on; events come upcast to the current version of their type (domain.Upcast).
+// Position order is append order, not commit order: for a rebuild that must
 // not miss events committed late, read after the writers stopped or use ReadCommitted.
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) ReadAll(ctx context.Context, f Filter, afterPosition int64, limit int) ([]domain.Envelope, error) {
