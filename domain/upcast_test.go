@@ -196,3 +196,12 @@ func TestSchemasAcceptBothVersionsOfMemberMuted(t *testing.T) {
 		t.Error("the v2 schema accepts a payload that does not say whether it mutes")
 	}
 }
+
+func TestWritersCannotEmitSupersededVersions(t *testing.T) {
+	t.Parallel()
+	_, err := domain.NewEnvelope(tenantA, domain.MembershipStreamID(groupID, uMember), 1, domain.EventMemberMutedV1,
+		domain.Actor{Type: domain.ActorUser, ID: "1"}, domain.MemberMutedV1{GroupID: groupID, User: uMember})
+	if reasonOf(err) != "invalid:event_type:superseded" {
+		t.Fatalf("NewEnvelope(member.muted.v1) = %v, want a superseded refusal", err)
+	}
+}

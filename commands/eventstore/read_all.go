@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -13,11 +14,16 @@ import (
 type Filter struct {
 	// Tenant keeps one tenant's events; zero means all tenants.
 	Tenant domain.TenantID
-	// EventTypes keeps events of these types and of every other version of them
-	// (domain.Versions), since reads return old versions upcast; empty means all types.
+	// EventTypes keeps events stored under these type names; empty means all types. Reads
+	// that upcast return old versions as current ones, so a reader that selects a type lists
+	// every version of it (domain.Versions).
 	EventTypes []domain.EventType
 	// StreamPrefix keeps events whose stream id starts with it; empty means all streams.
 	StreamPrefix string
+	// Since keeps events that occurred at or after it; zero means no lower bound.
+	Since time.Time
+	// Until keeps events that occurred before it; zero means no upper bound.
+	Until time.Time
 }
 
 // where renders f as a WHERE clause body over args, appending its parameters.
@@ -31,20 +37,20 @@ func (f Filter) where(args []any) (string, []any) {
 		conds = append(conds, "tenant_id = "+param(f.Tenant.String()))
 	}
 	if len(f.EventTypes) > 0 {
-		seen := map[domain.EventType]bool{}
-		types := make([]string, 0, len(f.EventTypes))
-		for _, t := range f.EventTypes {
-			for _, v := range domain.Versions(t) {
-				if !seen[v] {
-					seen[v] = true
-					types = append(types, string(v))
-				}
-			}
+		types := make([]string, len(f.EventTypes))
+		for i, t := range f.EventTypes {
+			types[i] = string(t)
 		}
 		conds = append(conds, "event_type = ANY("+param(types)+"::text[])")
 	}
 	if f.StreamPrefix != "" {
 		conds = append(conds, "starts_with(stream_id, "+param(f.StreamPrefix)+")")
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "occurred_at >= "+param(f.Since)+"::timestamptz")
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, "occurred_at < "+param(f.Until)+"::timestamptz")
 	}
 	return strings.Join(conds, " AND "), args
 }
