@@ -100,7 +100,7 @@ func (s *Store) ScanCommitted(ctx context.Context, r Range, f Filter, page int, 
 	if page <= 0 {
 		page = s.cfg.MaxRead
 	}
-	var sc envelopeScanner
+	sc := newPageScanner()
 	for {
 		rw, args := r.where([]any{page})
 		fw, args := f.where(args)
@@ -111,13 +111,12 @@ func (s *Store) ScanCommitted(ctx context.Context, r Range, f Filter, page int, 
 		}
 		recs := make([]Record, 0, min(page, 4096))
 		for rows.Next() {
-			var txID uint64
-			e, err := sc.scan(rows, &txID)
+			rec, err := sc.scan(rows)
 			if err != nil {
 				rows.Close()
 				return wrapErr(op, err)
 			}
-			recs = append(recs, Record{Cursor: Cursor{TxID: txID, Position: e.Position}, Envelope: e})
+			recs = append(recs, rec)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

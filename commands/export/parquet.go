@@ -1,7 +1,6 @@
 package export
 
 import (
-	"encoding/json"
 	"io"
 	"time"
 
@@ -58,6 +57,8 @@ type messageFields struct {
 	SentAt  time.Time     `json:"sent_at"`
 }
 
+func domainUser(n int64) domain.UserID { return domain.UserID(n) }
+
 // isMessage reports whether t is an event of a conversation's message log.
 func isMessage(t domain.EventType) bool {
 	info, ok := domain.LookupEventType(t)
@@ -87,7 +88,7 @@ func rowOf(r *Row, rec *eventstore.Record) {
 		return
 	}
 	var m messageFields
-	if json.Unmarshal(e.Payload, &m) != nil {
+	if readMessageFields(e.Payload, &m) != nil {
 		return // the payload column keeps what the event holds; the flattened ones stay null
 	}
 	if m.Topic != "" {
