@@ -32,6 +32,7 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
+	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
@@ -69,6 +70,7 @@ type node struct {
 	msgs   *msgstore.Store
 	hot    *hot.Store
 	biz    *business.Store
+	sess   *sessions.Store
 	reader *query.Reader
 
 	// Realtime.
