@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,7 @@ func (h *benchHistory) open(cmd *cobra.Command) (*node, domain.TenantID, error) 
 		return nil, t, err
 	}
 	ctx := cmd.Context()
+	n.bulkReads = true
 	if err := n.openPostgres(ctx); err != nil {
 		n.closeResources()
 		return nil, t, err
@@ -81,9 +83,10 @@ func measured(fn func() error) (peak int64, err error) {
 
 func newBenchExportCmd() *cobra.Command {
 	var (
-		h       benchHistory
-		formats []string
-		outDir  string
+		h          benchHistory
+		formats    []string
+		outDir     string
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "export",
@@ -106,6 +109,17 @@ func newBenchExportCmd() *cobra.Command {
 					return err
 				}
 				defer os.RemoveAll(base)
+			}
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			for _, f := range formats {
 				dir := filepath.Join(base, f) + "/"
@@ -130,6 +144,7 @@ func newBenchExportCmd() *cobra.Command {
 	h.register(cmd, "benchexport")
 	cmd.Flags().StringSliceVar(&formats, "formats", []string{string(export.FormatJSONL), string(export.FormatParquet)}, "formats to measure")
 	cmd.Flags().StringVar(&outDir, "out", "", "directory the exports go to (default: a temporary one, removed afterwards)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the exports to this file")
 	return cmd
 }
 

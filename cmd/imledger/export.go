@@ -126,6 +126,7 @@ func newExportCmd() *cobra.Command {
 				return err
 			}
 			defer n.closeResources()
+			n.bulkReads = true
 			if err := n.openPostgres(cmd.Context()); err != nil {
 				return err
 			}

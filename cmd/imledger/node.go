@@ -55,6 +55,9 @@ type node struct {
 	rdb    *redis.Client
 	mysql  *sql.DB     // readiness ping only; nil when MySQL is disabled
 	kping  *kgo.Client // readiness ping of Kafka
+	// bulkReads gives the pool's connections a large socket read buffer, for the commands
+	// that stream the whole log (export, republish).
+	bulkReads bool
 
 	// Write side.
 	signer   *auth.Signer

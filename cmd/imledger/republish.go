@@ -49,6 +49,7 @@ func newRepublishCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			n.bulkReads = true
 			if err := n.openPostgres(ctx); err != nil {
 				return err
 			}

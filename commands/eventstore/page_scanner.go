@@ -98,6 +98,9 @@ type internedText struct {
 
 // ScanBytes implements pgtype.BytesScanner; b is driver memory, valid only during the call.
 func (t *internedText) ScanBytes(b []byte) error {
+	if string(b) == t.v { // most columns repeat the previous row's value (or are empty)
+		return nil
+	}
 	if s, ok := t.strs[string(b)]; ok { // no allocation for the lookup
 		t.v = s
 		return nil
