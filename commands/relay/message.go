@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -103,32 +101,11 @@ func newOutMsg(env domain.Envelope, topic string) (outMsg, error) {
 	return outMsg{topic: topic, key: sarama.StringEncoder(Key(env)), value: sarama.ByteEncoder(value), headers: headers}, nil
 }
 
-// payloadTail is how json.Marshal ends an envelope whose Payload is nil: Payload is its last
-// field.
-var payloadTail = []byte(`"payload":null}`)
-
 // marshalEnvelope is json.Marshal(env) without re-validating and compacting the payload, which
 // is most of the cost of encoding an event: the payload comes from a jsonb column, so it is valid
-// JSON already. If the envelope's layout ever stops ending with the payload it falls back to
-// json.Marshal.
+// JSON already (domain.Envelope.AppendJSON).
 func marshalEnvelope(env domain.Envelope) ([]byte, error) {
-	payload := env.Payload
-	if len(payload) == 0 {
-		return json.Marshal(env)
-	}
-	env.Payload = nil
-	b, err := json.Marshal(env)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.HasSuffix(b, payloadTail) {
-		env.Payload = payload
-		return json.Marshal(env)
-	}
-	b = b[:len(b)-len("null}")]
-	out := make([]byte, 0, len(b)+len(payload)+1)
-	out = append(append(append(out, b...), payload...), '}')
-	return out, nil
+	return env.AppendJSON(make([]byte, 0, 320+len(env.Payload))), nil
 }
 
 // IsTraceparent reports whether s is a W3C Trace Context traceparent header value in the
