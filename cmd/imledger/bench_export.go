@@ -110,17 +110,11 @@ func newBenchExportCmd() *cobra.Command {
 				}
 				defer os.RemoveAll(base)
 			}
-			if cpuProfile != "" {
-				pf, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer pf.Close()
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			for _, f := range formats {
 				dir := filepath.Join(base, f) + "/"
 				_ = os.RemoveAll(dir)
@@ -148,8 +142,27 @@ func newBenchExportCmd() *cobra.Command {
 	return cmd
 }
 
+// startCPUProfile writes a CPU profile to path until stop is called; "" profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
 func newBenchRepublishCmd() *cobra.Command {
-	var h benchHistory
+	var (
+		h          benchHistory
+		cpuProfile string
+	)
 	cmd := &cobra.Command{
 		Use:   "republish",
 		Short: "Measure republish of a seeded history into Kafka: events/s",
@@ -178,8 +191,13 @@ func newBenchRepublishCmd() *cobra.Command {
 			if n.producer, err = kafka.NewSyncProducer(kcfg); err != nil {
 				return err
 			}
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
 			res, err := republish.Run(ctx, n.store, n.producer, republish.Config{Topic: topic, LiveTopics: kcfg.LiveTopics(),
 				Tenant: t, Logger: n.log})
+			stop()
 			if err != nil {
 				return err
 			}
@@ -189,5 +207,6 @@ func newBenchRepublishCmd() *cobra.Command {
 		},
 	}
 	h.register(cmd, "benchexport")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the republish to this file")
 	return cmd
 }
