@@ -57,8 +57,6 @@ type messageFields struct {
 	SentAt  time.Time     `json:"sent_at"`
 }
 
-func domainUser(n int64) domain.UserID { return domain.UserID(n) }
-
 // isMessage reports whether t is an event of a conversation's message log.
 func isMessage(t domain.EventType) bool {
 	info, ok := domain.LookupEventType(t)

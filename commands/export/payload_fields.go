@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/imledger/imledger/domain"
 )
 
 // errNotObject is the error of a payload that is not a JSON object.
@@ -96,7 +98,7 @@ func (m *messageFields) set(key string, v []byte) error {
 	case "from":
 		var n int64
 		n, err = strconv.ParseInt(string(s), 10, 64)
-		m.From = domainUser(n)
+		m.From = domain.UserID(n)
 	case "sent_at":
 		m.SentAt, err = time.Parse(time.RFC3339Nano, string(s))
 	}
