@@ -33,6 +33,7 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
+	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/auth"
@@ -57,6 +58,9 @@ type node struct {
 	rdb    *redis.Client
 	mysql  *sql.DB     // readiness ping only; nil when MySQL is disabled
 	kping  *kgo.Client // readiness ping of Kafka
+	// bulkReads gives the pool's connections a large socket read buffer, for the commands
+	// that stream the whole log (export, republish).
+	bulkReads bool
 
 	// Write side.
 	signer   *auth.Signer
@@ -80,6 +84,7 @@ type node struct {
 	msgs   *msgstore.Store
 	hot    *hot.Store
 	biz    *business.Store
+	sess   *sessions.Store
 	reader *query.Reader
 
 	// Realtime.

@@ -11,12 +11,13 @@ import (
 	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/transport/httpserver"
 	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/schemaapi"
 	"github.com/imledger/imledger/transport/web"
 	"github.com/imledger/imledger/transport/ws"
 )
 
-// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway and the chat page on
-// one mux, binds the listener and serves in the background.
+// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway, the stream contract's
+// schemas and the chat page on one mux, binds the listener and serves in the background.
 func (n *node) startHTTP(ctx context.Context) error {
 	health, err := httpserver.NewOps(httpserver.Config{
 		Checks: n.checks(), Gatherer: n.reg, Logger: n.log.With("component", "readyz"),
@@ -31,6 +32,7 @@ func (n *node) startHTTP(ctx context.Context) error {
 		return err
 	}
 	mux.Handle(ws.Path, n.gateway)
+	mux.Handle(schemaapi.Path, schemaapi.Handler(n.cfg.Kafka.Config))
 	mux.Handle("/", web.Handler())
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Addr)
 	if err != nil {

@@ -70,3 +70,14 @@ func (c Config) CategoryTopic(cat domain.Category) (string, bool) {
 	}
 	return c.Topic(base), true
 }
+
+// LiveTopics returns every name under which imledger's own topics may exist: the full (prefixed)
+// names of TopicNames and the base names themselves. Tools that write to a topic of an operator's
+// choosing (republish) refuse these.
+func (c Config) LiveTopics() []string {
+	out := c.Topics()
+	if c.TopicPrefix != "" {
+		out = append(out, TopicNames()...)
+	}
+	return out
+}
