@@ -23,7 +23,8 @@ type RecallResult struct {
 	RecalledAt time.Time
 }
 
-// Recall withdraws a message: only its sender may, within the recall window, and only once.
+// Recall withdraws a message: only its sender may, within the recall window, and only once. Once
+// the recall is committed the ChangeListener hears about it.
 // Errors: *domain.ValidationError for bad input, domain.ErrNotFound for an unknown seq,
 // *domain.DeniedError (not_sender, recall_window_passed, already_recalled), domain.ErrConcurrency
 // when another operation on the message won the race, retryable errors from the store.
@@ -50,6 +51,8 @@ func (h *MessageOpsHandler) Recall(ctx context.Context, ref MessageRef) (RecallR
 	if err != nil {
 		return RecallResult{}, err
 	}
+	h.changed(ctx, CommittedChange{Tenant: ref.Tenant, Topic: ref.Topic, Seq: ref.Seq, MessageID: st.sent.MessageID,
+		By: ref.Actor, What: ChangeRecall, At: now})
 	return RecallResult{Seq: ref.Seq, MessageID: st.sent.MessageID, RecalledAt: now}, nil
 }
 

@@ -45,7 +45,7 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 	if n.send, err = n.newSendHandler(n.policy); err != nil {
 		return err
 	}
-	if n.ops, err = commands.NewMessageOpsHandler(n.store, n.cfg.MessageOps); err != nil {
+	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Logger: n.log.With("component", "message_ops")}, n.cfg.MessageOps); err != nil {
 		return fmt.Errorf("message_ops: %w", err)
 	}
 	return n.newAccounts()

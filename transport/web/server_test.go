@@ -209,7 +209,7 @@ func (s *chatServer) serve(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = send.Close() })
-	ops, err := commands.NewMessageOpsHandler(s.store, commands.MessageOpsConfig{})
+	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store}, commands.MessageOpsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func newCluster(t testing.TB) *cluster {
 		t.Fatal(err)
 	}
 	c.send = c.sendHandler(t, c.rdb)
-	if c.marks, err = commands.NewMessageOpsHandler(c.store, commands.MessageOpsConfig{}); err != nil {
+	if c.marks, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: c.store}, commands.MessageOpsConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	return c
