@@ -25,6 +25,10 @@ const (
 	// block): every session of the topic hears What about user Src, and the subscriptions Drop
 	// names end on every node that receives it. Nodes that do not know the kind ignore it.
 	KindControl Kind = "control"
+	// KindChange is a committed change of message Seq by user From: What is "recall" or "edit";
+	// an edit carries the content Version after it and the new Content. Nodes that do not know
+	// the kind ignore it.
+	KindChange Kind = "change"
 )
 
 // Drop names the subscriptions a KindControl message ends.
@@ -63,6 +67,8 @@ type Message struct {
 	Src domain.UserID `json:"src,omitempty"`
 	// Drop is whose subscriptions a KindControl message ends.
 	Drop Drop `json:"drop,omitempty"`
+	// Version is the content version after a KindChange edit.
+	Version int64 `json:"version,omitempty,string"`
 	// SkipSession, when set, names the session the message came from; it does not receive it.
 	SkipSession string `json:"skip_session,omitempty"`
 }
