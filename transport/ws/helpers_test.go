@@ -373,7 +373,13 @@ func (cl *client) snapshot() []serverFrame {
 // waitFor polls cond over the received frames until it holds or 15 s pass.
 func (cl *client) waitFor(what string, cond func([]serverFrame) bool) []serverFrame {
 	cl.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	return cl.waitWithin(15*time.Second, what, cond)
+}
+
+// waitWithin is waitFor with another deadline.
+func (cl *client) waitWithin(within time.Duration, what string, cond func([]serverFrame) bool) []serverFrame {
+	cl.t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		fs := cl.snapshot()
 		if cond(fs) {
