@@ -283,9 +283,11 @@ func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendReq
 	return out
 }
 
-// markDoneAndAllocate marks the committed sends done and allocates for keys in one round trip.
-// A failed done mark is only logged: the events are committed, and once the pending claims
-// expire a retry is answered by the store's idempotency index.
+// markDoneAndAllocate marks the committed sends done and allocates for reqs in one round trip.
+// A failed done mark is only logged: the events are committed, and a retry that finds the claim
+// still pending takes it over (at once on this node, where the attempt has landed; elsewhere
+// once the claim expires or this node's heartbeat lapses) and is answered by the store's
+// idempotency index.
 func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed []*sendRequest, reqs []seq.Request) []seq.Allocation {
 	done := make([]seq.Done, len(committed))
 	for i, r := range committed {
