@@ -26,7 +26,9 @@ type EditResult struct {
 }
 
 // Edit replaces the content of a message: only its sender may, within the edit window, never after
-// a recall. Errors as for Recall, plus domain.ErrConcurrency for a stale Version.
+// a recall. Content is checked as a send's is (domain.NewContent). Once the edit is committed the
+// ChangeListener hears about it. Errors as for Recall, plus domain.ErrConcurrency for a stale
+// Version.
 func (h *MessageOpsHandler) Edit(ctx context.Context, cmd EditMessage) (EditResult, error) {
 	if err := cmd.validate(); err != nil {
 		return EditResult{}, err
@@ -37,7 +39,7 @@ func (h *MessageOpsHandler) Edit(ctx context.Context, cmd EditMessage) (EditResu
 	if cmd.Content.Size() == 0 {
 		return EditResult{}, invalidField("content", "required", "")
 	}
-	if cmd.Content.Size() > h.cfg.MaxContentBytes {
+	if cmd.Content.StoredSize() > h.cfg.MaxContentBytes {
 		return EditResult{}, invalidField("content", "too_large", fmt.Sprintf("at most %d bytes", h.cfg.MaxContentBytes))
 	}
 	st, err := loadMessage(ctx, h.store, cmd.Tenant, cmd.Topic, cmd.Seq)
@@ -61,5 +63,7 @@ func (h *MessageOpsHandler) Edit(ctx context.Context, cmd EditMessage) (EditResu
 	if err := h.appendOp(ctx, cmd.MessageRef, domain.ActionEdited, st.opsVersion, payload); err != nil {
 		return EditResult{}, err
 	}
+	h.changed(ctx, CommittedChange{Tenant: cmd.Tenant, Topic: cmd.Topic, Seq: cmd.Seq, MessageID: st.sent.MessageID,
+		By: cmd.Actor, What: ChangeEdit, Version: payload.EditVersion, Content: cmd.Content.Raw(), At: now})
 	return EditResult{Seq: cmd.Seq, MessageID: st.sent.MessageID, Version: payload.EditVersion, EditedAt: now}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,7 +67,17 @@ func (e *sendEnv) handler(t testing.TB, deps commands.SendMessageDeps, cfg comma
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.Close() })
+	runCtx, stop := context.WithCancel(context.WithoutCancel(testCtx(t)))
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = h.Run(runCtx)
+	}()
+	t.Cleanup(func() {
+		_ = h.Close()
+		stop()
+		<-ran
+	})
 	return h
 }
 
@@ -93,14 +104,16 @@ func (e *sendEnv) countEvents(t testing.TB) int64 {
 	return n
 }
 
-// redisKeys returns every key under the environment's prefix.
+// redisKeys returns every key under the environment's prefix but the handlers' heartbeats.
 func (e *sendEnv) redisKeys(t testing.TB) []string {
 	t.Helper()
 	ctx := testCtx(t)
 	var keys []string
 	iter := e.rdb.Scan(ctx, 0, e.prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+		if !strings.HasPrefix(iter.Val(), e.prefix+"node:") {
+			keys = append(keys, iter.Val())
+		}
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)

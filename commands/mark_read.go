@@ -42,6 +42,8 @@ func (h *MessageOpsHandler) MarkRead(ctx context.Context, cmd MarkRead) (MarkRes
 		return MarkResult{}, invalidField("seq", "required", "read_seq or recv_seq")
 	case cmd.Topic.Kind() == domain.TopicDirect && !cmd.Topic.Has(cmd.User):
 		return MarkResult{}, invalidField("topic", "not_party", "the user is not one of the two users of this 1:1 topic")
+	case len(cmd.TraceID) > MaxTraceIDLen || !storableText(cmd.TraceID):
+		return MarkResult{}, invalidField("trace_id", domain.ReasonBadText, "at most 128 bytes of UTF-8 without U+0000")
 	}
 	last, err := h.store.LastVersion(ctx, cmd.Tenant, cmd.Topic.String())
 	if err != nil {

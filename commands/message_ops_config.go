@@ -1,7 +1,9 @@
 package commands
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/imledger/imledger/domain"
@@ -54,20 +56,48 @@ func (c MessageOpsConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// MessageOpsDeps are the collaborators of a MessageOpsHandler.
+type MessageOpsDeps struct {
+	Store StreamStore // required
+	// Listener hears about every recall and edit right after it commits: realtime delivery.
+	// Optional.
+	Listener ChangeListener
+	Logger   *slog.Logger // default discards
+}
+
 // MessageOpsHandler handles the commands that act on sent messages: recall and edit by the sender,
 // delete for one user, and read/receive marks. Each appends to the message's own stream with an
 // expected version, so two concurrent operations on one message never both win.
 type MessageOpsHandler struct {
-	store StreamStore
-	cfg   MessageOpsConfig
-	now   func() time.Time
+	store    StreamStore
+	listener ChangeListener // nil: none
+	log      *slog.Logger
+	cfg      MessageOpsConfig
+	now      func() time.Time
 }
 
-// NewMessageOpsHandler validates cfg and returns a handler over store.
-func NewMessageOpsHandler(store StreamStore, cfg MessageOpsConfig) (*MessageOpsHandler, error) {
+// NewMessageOpsHandler validates cfg and returns a handler over deps.Store.
+func NewMessageOpsHandler(deps MessageOpsDeps, cfg MessageOpsConfig) (*MessageOpsHandler, error) {
+	if deps.Store == nil {
+		return nil, errors.New("message ops: Store is required")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &MessageOpsHandler{store: store, cfg: cfg, now: func() time.Time { return time.Now().UTC() }}, nil
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, log: deps.Logger, cfg: cfg,
+		now: func() time.Time { return time.Now().UTC() }}, nil
+}
+
+// changed tells the listener about a committed change. The change is committed, so it is told
+// even when the caller's context has ended.
+func (h *MessageOpsHandler) changed(ctx context.Context, c CommittedChange) {
+	if h.listener == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	safely(ctx, h.log, "change listener", func() { h.listener.MessageChanged(ctx, c) })
 }

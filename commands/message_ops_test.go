@@ -27,7 +27,7 @@ const alice, bob = domain.UserID(11), domain.UserID(22)
 func newOpsEnv(t *testing.T, cfg commands.MessageOpsConfig) *opsEnv {
 	t.Helper()
 	_, store := newPostgres(t, 8)
-	h, err := commands.NewMessageOpsHandler(store, cfg)
+	h, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: store}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

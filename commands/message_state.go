@@ -81,6 +81,10 @@ func (r MessageRef) validate() error {
 		return invalidField("seq", "bad_format", "a positive seq")
 	case r.Topic.Kind() == domain.TopicDirect && !r.Topic.Has(r.Actor):
 		return invalidField("topic", "not_party", "the user is not one of the two users of this 1:1 topic")
+	case len(r.TraceID) > MaxTraceIDLen:
+		return invalidField("trace_id", "too_long", fmt.Sprintf("at most %d bytes", MaxTraceIDLen))
+	case !storableText(r.TraceID):
+		return invalidField("trace_id", domain.ReasonBadText, "valid UTF-8 without U+0000")
 	}
 	return nil
 }

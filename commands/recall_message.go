@@ -23,7 +23,8 @@ type RecallResult struct {
 	RecalledAt time.Time
 }
 
-// Recall withdraws a message: only its sender may, within the recall window, and only once.
+// Recall withdraws a message: only its sender may, within the recall window, and only once. Once
+// the recall is committed the ChangeListener hears about it.
 // Errors: *domain.ValidationError for bad input, domain.ErrNotFound for an unknown seq,
 // *domain.DeniedError (not_sender, recall_window_passed, already_recalled), domain.ErrConcurrency
 // when another operation on the message won the race, retryable errors from the store.
@@ -58,6 +59,8 @@ func (h *MessageOpsHandler) commitRecall(ctx context.Context, tenant domain.Tena
 	if err := h.appendAs(ctx, tenant, stream, st.opsVersion, typ, actor, meta, payload); err != nil {
 		return RecallResult{}, err
 	}
+	h.changed(ctx, CommittedChange{Tenant: tenant, Topic: topic, Seq: payload.Seq, MessageID: st.sent.MessageID,
+		By: payload.By, What: ChangeRecall, At: payload.RecalledAt})
 	return RecallResult{Seq: payload.Seq, MessageID: st.sent.MessageID, RecalledAt: payload.RecalledAt}, nil
 }
 

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -103,12 +105,14 @@ func (c *SendMessage) validate(maxContentBytes int) error {
 		return invalidField("client_msg_id", "required", "")
 	case c.Content.Size() == 0:
 		return invalidField("content", "required", "")
-	case c.Content.Size() > maxContentBytes:
+	case c.Content.StoredSize() > maxContentBytes:
 		return invalidField("content", "too_large", fmt.Sprintf("at most %d bytes", maxContentBytes))
 	case c.Topic.Kind() == domain.TopicDirect && !c.Topic.Has(c.From):
 		return invalidField("topic", "not_party", "the sender is not one of the two users of this 1:1 topic")
 	case len(c.TraceID) > MaxTraceIDLen:
 		return invalidField("trace_id", "too_long", fmt.Sprintf("at most %d bytes", MaxTraceIDLen))
+	case !storableText(c.TraceID):
+		return invalidField("trace_id", domain.ReasonBadText, "valid UTF-8 without U+0000")
 	}
 	if _, err := domain.ParseMsgType(string(c.MsgType)); err != nil {
 		return err
@@ -152,11 +156,15 @@ var _ MessageStore = (*eventstore.Store)(nil)
 
 // seqAllocator is what the handler needs from commands/seq.
 type seqAllocator interface {
-	MarkDoneAndAllocate(ctx context.Context, done []seq.Done, keys []seq.Key) ([]seq.Allocation, error)
+	MarkDoneAndAllocate(ctx context.Context, done []seq.Done, reqs []seq.Request) ([]seq.Allocation, error)
 	Seed(ctx context.Context, topics []seq.TopicFloor) error
 	Reallocate(ctx context.Context, reqs []seq.Realloc) []seq.Allocation
-	MarkFailed(ctx context.Context, keys []seq.Key) error
+	MarkFailed(ctx context.Context, reqs []seq.Request) error
 	Claim(ctx context.Context, k seq.Key) (seq.Claim, error)
+	NewNonce() string
+	Mine(o seq.Owner) bool
+	Alive(ctx context.Context, o seq.Owner) (bool, error)
+	RunHeartbeat(ctx context.Context, log *slog.Logger)
 }
 
 var _ seqAllocator = (*seq.Allocator)(nil)
@@ -164,9 +172,13 @@ var _ seqAllocator = (*seq.Allocator)(nil)
 // SendMessageDeps are the collaborators of a SendMessageHandler.
 type SendMessageDeps struct {
 	Store  MessageStore          // required
-	Redis  redis.UniversalClient // required: seqs and idempotency claims
+	Redis  redis.UniversalClient // required: seqs, idempotency claims and the node's heartbeat
 	Policy SendPolicy            // default AllowAll
 	Logger *slog.Logger          // default discards
+	// Listener hears about every message at the point it commits: realtime delivery. Optional.
+	Listener CommitListener
+	// Holes hears about the seqs that became holes, so they can be made final. Optional.
+	Holes HoleRecorder
 
 	Registerer prometheus.Registerer // optional: the sequencer's metrics
 }
@@ -174,19 +186,25 @@ type SendMessageDeps struct {
 // SendMessageHandler handles SendMessage. Sends are routed by tenant and topic to one of
 // Config.Partitions sequencer goroutines, which allocate seqs in Redis and append to the event
 // store in batches (group commit). Within one node a topic's seq order is its commit order.
-// Close stops it.
+// Every committed message goes to the CommitListener at its commit. Run keeps the node's
+// heartbeat; Close stops taking sends.
 type SendMessageHandler struct {
-	cfg     SendMessageConfig
-	store   MessageStore
-	seqs    seqAllocator
-	policy  SendPolicy
-	log     *slog.Logger
-	metrics *sendMetrics
+	cfg      SendMessageConfig
+	store    MessageStore
+	seqs     seqAllocator
+	policy   SendPolicy
+	listener CommitListener // nil: none
+	holes    HoleRecorder   // nil: none
+	log      *slog.Logger
+	metrics  *sendMetrics
+	flights  sync.Map // nonces of this node's attempts in flight (see fly)
 
-	parts  []*partition
-	mu     sync.RWMutex // guards closed against sends into closed queues
-	closed bool
-	wg     sync.WaitGroup
+	parts     []*partition
+	mu        sync.RWMutex   // guards closed and enqueuing.Add against Close
+	closed    bool           // no new sends are queued
+	closing   chan struct{}  // closed by Close: callers waiting for room give up
+	enqueuing sync.WaitGroup // callers between the closed check and their queue
+	wg        sync.WaitGroup // the partitions
 }
 
 // NewSendMessageHandler validates cfg and starts the partitions.
@@ -216,27 +234,34 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, log: deps.Logger, metrics: m}
+	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, listener: deps.Listener,
+		holes: deps.Holes, log: deps.Logger, metrics: m, closing: make(chan struct{})}
 	h.startPartitions()
 	return h, nil
 }
 
 // maxResubmits bounds how often one Handle call goes back to the sequencer after an identical
-// send it waited for failed.
-const maxResubmits = 2
+// send it waited for failed, vanished or was abandoned.
+const maxResubmits = 3
 
 // Handle sends the message and returns its seq and message id once the event is committed.
 //
 // A repeated send (same tenant, topic, sender and client_msg_id) returns the first send's seq and
 // message id with Duplicate set and writes nothing: Redis answers within Seq.DoneTTL, the event
 // store's idempotency index after that. While an identical send is still in progress Handle waits
-// up to PendingWait for it, then fails with domain.ErrInProgress.
+// up to PendingWait for it, then fails with domain.ErrInProgress. An identical send that can no
+// longer finish (its attempt is no longer in flight on this node, or its node's heartbeat
+// expired) is taken over at once: the event store then answers with its seq if it had committed,
+// and the message gets a new seq otherwise.
 //
 // Errors: *domain.ValidationError for bad input and *domain.DeniedError from the SendPolicy
-// (nothing written, no Redis key created); domain.ErrRetryable when Redis or PostgreSQL failed or
-// the handler is closed (the message was not committed; seqs already allocated become holes);
-// the context's error when ctx ends first, in which case the send may still commit and a retry
-// with the same client_msg_id answers it.
+// (nothing written, no Redis key created); a *domain.ValidationError (message/rejected_by_store)
+// when the event store refused the message's data (its claim is marked failed; the other sends
+// of its batch are not affected); domain.ErrRetryable when Redis or PostgreSQL failed or the
+// handler is closed (the message was not committed; seqs already allocated become holes); the
+// context's error when ctx ends first, in which case the send may still commit, is then
+// delivered to the CommitListener all the same, and a retry with the same client_msg_id
+// answers it.
 func (h *SendMessageHandler) Handle(ctx context.Context, cmd SendMessage) (SendResult, error) {
 	if err := cmd.validate(h.cfg.MaxContentBytes); err != nil {
 		return SendResult{}, err
@@ -247,51 +272,71 @@ func (h *SendMessageHandler) Handle(ctx context.Context, cmd SendMessage) (SendR
 	if err := h.policy.CanSend(ctx, cmd.Tenant, cmd.From, cmd.Topic); err != nil {
 		return SendResult{}, err
 	}
+	var takeOver seq.Claim
 	for attempt := 0; ; attempt++ {
-		out, err := h.submit(ctx, &cmd)
+		out, err := h.submit(ctx, &cmd, takeOver)
 		if err != nil {
 			return SendResult{}, err
 		}
 		if !out.pending {
 			return out.result, nil
 		}
-		res, again, err := h.awaitClaim(ctx, keyOf(&cmd))
+		if attempt == maxResubmits {
+			return SendResult{}, domain.ErrInProgress
+		}
+		res, again, abandoned, err := h.awaitClaim(ctx, keyOf(&cmd), out.claim)
 		if err != nil || !again {
 			return res, err
 		}
-		if attempt == maxResubmits {
-			return SendResult{}, domain.ErrInProgress
+		takeOver = abandoned
+	}
+}
+
+// awaitClaim waits for the identical send holding claim held. It returns the send's result when
+// it is done; again=true when it failed or vanished (this send may claim it now), with the
+// claim to take over when its attempt was abandoned; and domain.ErrInProgress when it is still
+// pending, with its attempt alive, after PendingWait.
+func (h *SendMessageHandler) awaitClaim(ctx context.Context, key seq.Key, held seq.Claim) (res SendResult, again bool, abandoned seq.Claim, err error) {
+	deadline := time.Now().Add(h.cfg.PendingWait)
+	tick := time.NewTicker(h.cfg.PendingPoll)
+	defer tick.Stop()
+	for c := held; ; {
+		switch c.State {
+		case seq.StateDone:
+			return claimResult(c), false, seq.Claim{}, nil
+		case seq.StateFailed, seq.StateAbsent:
+			return SendResult{}, true, seq.Claim{}, nil
+		case seq.StatePending:
+			if h.abandoned(ctx, c.Owner) {
+				return SendResult{}, true, c, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return SendResult{}, false, seq.Claim{}, domain.ErrInProgress
+		}
+		select {
+		case <-ctx.Done():
+			return SendResult{}, false, seq.Claim{}, ctx.Err()
+		case <-tick.C:
+		}
+		if c, err = h.seqs.Claim(ctx, key); err != nil {
+			return SendResult{}, false, seq.Claim{}, err
 		}
 	}
 }
 
-// awaitClaim polls the claim of an identical send in progress. It returns the send's result when
-// it is done, again=true when it failed or vanished (this send may claim it now), and
-// domain.ErrInProgress when it is still pending after PendingWait.
-func (h *SendMessageHandler) awaitClaim(ctx context.Context, key seq.Key) (SendResult, bool, error) {
-	deadline := time.Now().Add(h.cfg.PendingWait)
-	tick := time.NewTicker(h.cfg.PendingPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return SendResult{}, false, ctx.Err()
-		case <-tick.C:
-		}
-		c, err := h.seqs.Claim(ctx, key)
-		if err != nil {
-			return SendResult{}, false, err
-		}
-		switch c.State {
-		case seq.StateDone:
-			return claimResult(c), false, nil
-		case seq.StateFailed, seq.StateAbsent:
-			return SendResult{}, true, nil
-		}
-		if time.Now().After(deadline) {
-			return SendResult{}, false, domain.ErrInProgress
-		}
+// abandoned reports whether the attempt o can no longer finish: an attempt of this process that
+// is not in flight, or one of a process whose heartbeat has stopped. A claim without an owner
+// (written by an older version) is never abandoned: it expires after PendingTTL.
+func (h *SendMessageHandler) abandoned(ctx context.Context, o seq.Owner) bool {
+	if o.IsZero() {
+		return false
 	}
+	if h.seqs.Mine(o) {
+		return !h.inFlight(o.Nonce)
+	}
+	alive, err := h.seqs.Alive(ctx, o)
+	return err == nil && !alive
 }
 
 // claimResult answers a send from a done claim.
@@ -310,8 +355,17 @@ func idempotencyKey(cmd *SendMessage) string {
 	return cmd.From.String() + ":" + cmd.ClientMsgID.String()
 }
 
+// Run keeps this node's heartbeat until ctx ends, then retires it (see seq.Config.HeartbeatTTL):
+// while it runs, other nodes wait for this node's sends in progress instead of taking them
+// over. Start it with the handler and stop it after Close.
+func (h *SendMessageHandler) Run(ctx context.Context) error {
+	h.seqs.RunHeartbeat(ctx, h.log)
+	return nil
+}
+
 // Close stops taking sends, lets the partitions finish every send already queued and waits for
-// them. Later Handle calls fail with ErrClosed (retryable). Close is idempotent.
+// them. Callers waiting for room in a full queue give up at once. Later Handle calls fail with
+// ErrClosed (retryable). Close is idempotent.
 func (h *SendMessageHandler) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -319,10 +373,17 @@ func (h *SendMessageHandler) Close() error {
 		return nil
 	}
 	h.closed = true
+	close(h.closing)
+	h.mu.Unlock()
+	h.enqueuing.Wait() // no one sends into a queue after this
 	for _, p := range h.parts {
 		close(p.queue)
 	}
-	h.mu.Unlock()
 	h.wg.Wait()
 	return nil
+}
+
+// storableText reports whether every store keeps s as it is: valid UTF-8 without U+0000.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }

@@ -60,10 +60,28 @@ func ParseMsgType(s string) (MsgType, error) {
 }
 
 // Content is a message body: any non-null JSON value (a string for plain text, an object for rich
-// content or file metadata) within a size limit. Binary files never travel in content.
-type Content struct{ raw json.RawMessage }
+// content or file metadata) within a size limit, which every store keeps as it is. Binary files
+// never travel in content.
+type Content struct {
+	raw  json.RawMessage
+	grow int // bytes its numbers gain when the event store writes them out in full
+}
 
-// NewContent validates raw as JSON of at most maxBytes bytes (DefaultMaxContentBytes when maxBytes <= 0).
+// NewContent validates raw as content of at most maxBytes bytes (DefaultMaxContentBytes when
+// maxBytes <= 0). It is the one check of content on every path (send and edit), made once over
+// the bytes, against what every store accepts. Refusals are *ValidationError values for field
+// "content" with a stable reason:
+//
+//   - required: empty, null or "";
+//   - too_large: more than maxBytes bytes, counting numbers written with an exponent as
+//     PostgreSQL stores them, written out in full (1e300 counts 301 bytes);
+//   - bad_json: not exactly one JSON value (RFC 8259);
+//   - too_deep: arrays and objects nested deeper than MaxContentDepth (MariaDB refuses 32);
+//   - bad_text: a string or key with invalid UTF-8, a surrogate code point (an unpaired \ud800
+//     escape or one encoded raw) or U+0000 (PostgreSQL's jsonb refuses \u0000);
+//   - bad_number: a number that is not a finite double (1e400), or that is not zero yet too
+//     small to be told from zero (1e-400). Numbers are otherwise kept as sent; the read models
+//     may write one in another notation of the same value (1E+2 as 100).
 func NewContent(raw []byte, maxBytes int) (Content, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxContentBytes
@@ -74,12 +92,17 @@ func NewContent(raw []byte, maxBytes int) (Content, error) {
 	if len(raw) > maxBytes {
 		return Content{}, invalid("content", "too_large", "at most "+strconv.Itoa(maxBytes)+" bytes")
 	}
-	if !json.Valid(raw) {
-		return Content{}, invalid("content", "bad_json", "content must be a JSON value")
+	grow, err := checkContent(raw)
+	if err != nil {
+		return Content{}, err
+	}
+	if len(raw)+grow > maxBytes {
+		return Content{}, invalid("content", "too_large",
+			"at most "+strconv.Itoa(maxBytes)+" bytes with its numbers written out in full")
 	}
 	cp := make([]byte, len(raw))
 	copy(cp, raw)
-	return Content{raw: cp}, nil
+	return Content{raw: cp, grow: grow}, nil
 }
 
 // TextContent is NewContent for a plain-text string.
@@ -96,6 +119,10 @@ func (c Content) Raw() json.RawMessage { return c.raw }
 
 // Size returns the serialized size in bytes.
 func (c Content) Size() int { return len(c.raw) }
+
+// StoredSize returns an upper bound of the content's size in the event store, where numbers
+// written with an exponent are written out in full; it is Size for most content.
+func (c Content) StoredSize() int { return len(c.raw) + c.grow }
 
 // Head is the message head: mentions and reply context.
 type Head struct {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/query"
-	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/ws"
 )
@@ -50,30 +48,4 @@ func (h wsHistory) History(ctx context.Context, tenant domain.TenantID, topic do
 		return ws.HistoryPage{}, err
 	}
 	return ws.HistoryPage{Messages: p.Messages, LastSeq: p.LastSeq, HasMore: p.HasMore}, nil
-}
-
-// fanoutSender hands every message it commits to the realtime fanout, so messages sent over REST
-// reach online WebSocket sessions as the gateway's own sends do. A duplicate send is not
-// delivered again: it was when first sent. The gateway publishes its sends itself and uses the
-// plain handler.
-type fanoutSender struct {
-	next rest.MessageSender
-	pub  ws.Publisher
-}
-
-var _ rest.MessageSender = fanoutSender{}
-
-// Handle sends cmd and, once committed, publishes it.
-func (s fanoutSender) Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error) {
-	res, err := s.next.Handle(ctx, cmd)
-	if err != nil || res.Duplicate {
-		return res, err
-	}
-	m := &fanout.Message{Kind: fanout.KindData, Tenant: cmd.Tenant, Topic: cmd.Topic, From: cmd.From, Seq: res.Seq,
-		MessageID: res.MessageID, MsgType: cmd.MsgType, TS: res.SentAt, Content: cmd.Content.Raw()}
-	if h := cmd.Head; len(h.Mentions) > 0 || h.MentionAll || h.ReplySeq != 0 || h.RootSeq != 0 {
-		m.Head = &h
-	}
-	s.pub.Publish(m)
-	return res, nil
 }

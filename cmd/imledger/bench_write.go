@@ -67,7 +67,7 @@ func newBenchWriteCmd() *cobra.Command {
 				if err := prepareBenchGroups(cmd.Context(), cmd.OutOrStdout(), n, opts); err != nil {
 					return err
 				}
-			} else if n.send, err = n.newSendHandler(nil); err != nil { // the groups need not exist
+			} else if n.send, err = n.newSendHandler(cmd.Context(), nil); err != nil { // the groups need not exist
 				return err
 			}
 			if !noRelay {

@@ -69,6 +69,7 @@ func TestTwoNodesFormACluster(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // room for a duplicate to show up
 	checkSession(t, ca, alice.id, bobSeqs, total)
 	checkSession(t, cb, bob.id, aliceSeqs, total)
+	checkChangesDelivered(t, b.base, bob, ca, topic, bobSeqs[len(bobSeqs)-1], bobSeqs[len(bobSeqs)-2])
 
 	// Bob goes away, misses 100 messages, comes back and catches up after his last seq.
 	bobLast := slices.Max(append(slices.Clone(aliceSeqs), bobSeqs...))
@@ -123,6 +124,32 @@ func checkCacheInvalidations(t *testing.T, brokers []string, gid string) {
 			seen = append(seen, v.Keys...)
 		}
 	}
+}
+
+// checkChangesDelivered edits message edited and recalls message recalled of u over REST on
+// base; c, a session of the topic on another node, must get an info frame for each at once.
+func checkChangesDelivered(t *testing.T, base string, u user, c *wsClient, topic string, edited, recalled int64) {
+	t.Helper()
+	msg := fmt.Sprintf("%s/v1/im/topics/%s/messages/", base, topic)
+	if r := call(t, http.MethodPatch, fmt.Sprint(msg, edited), u.token, "edit-1", `{"version":"1","content":{"text": "edited"}}`); r.status != http.StatusOK {
+		t.Fatalf("REST edit: %d %s", r.status, r.raw)
+	}
+	if r := call(t, http.MethodPost, fmt.Sprint(msg, recalled, "/recall"), u.token, "recall-1", ""); r.status != http.StatusOK {
+		t.Fatalf("REST recall: %d %s", r.status, r.raw)
+	}
+	c.waitFor("the edit and the recall", func(fs []wsFrame) bool {
+		var edit, recall bool
+		for _, f := range fs {
+			switch i := f.Info; {
+			case i == nil || i.Topic != topic:
+			case i.What == "edit" && i.Seq == fmt.Sprint(edited) && i.Version == "2" && string(i.Content) == `{"text": "edited"}`:
+				edit = true
+			case i.What == "recall" && i.Seq == fmt.Sprint(recalled):
+				recall = true
+			}
+		}
+		return edit && recall
+	})
 }
 
 // seqOf returns the seq of a send answer.

@@ -49,7 +49,7 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 		Logger: n.log.With("component", "admin"), Registerer: n.reg,
 		Handlers: admin.Handlers{
 			Tenants: n.registry, Lookup: n.tenants, Accounts: n.governance, Groups: n.groups, GroupStates: n.loader,
-			Messages: n.ops, Sender: fanoutSender{next: n.send, pub: n.fanout}, Broadcaster: n.notifier, Events: n.store,
+			Messages: n.ops, Sender: n.send, Broadcaster: n.notifier, Events: n.store,
 			MaxContentBytes: n.cfg.Send.MaxContentBytes,
 		},
 	})

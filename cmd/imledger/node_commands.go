@@ -42,10 +42,11 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 	}, n.cfg.Groups); err != nil {
 		return err
 	}
-	if n.send, err = n.newSendHandler(n.policy); err != nil {
+	if n.send, err = n.newSendHandler(ctx, n.policy); err != nil {
 		return err
 	}
-	if n.ops, err = commands.NewMessageOpsHandler(n.store, n.cfg.MessageOps); err != nil {
+	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n},
+		Logger: n.log.With("component", "message_ops")}, n.cfg.MessageOps); err != nil {
 		return fmt.Errorf("message_ops: %w", err)
 	}
 	return n.newAccounts()

@@ -60,11 +60,19 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 	return err
 }
 
-// newSendHandler builds the SendMessage handler with policy (nil allows every send).
-func (n *node) newSendHandler(policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
-	return commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: n.store, Redis: n.rdb, Policy: policy, Logger: n.log.With("component", "send"), Registerer: n.reg,
+// newSendHandler builds the SendMessage handler with policy (nil allows every send), which
+// delivers every message it commits through the node's fanout, and starts its heartbeat.
+func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
+	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
+		Store: n.store, Redis: n.rdb, Policy: policy, Listener: nodeCommits{n}, Logger: n.log.With("component", "send"),
+		Registerer: n.reg,
 	}, n.cfg.SendConfig())
+	if err != nil {
+		return nil, err
+	}
+	// Stopped after the handler closed, so other nodes wait for this node's last sends.
+	n.aux = append(n.aux, n.spawn(ctx, "send heartbeat", h.Run))
+	return h, nil
 }
 
 // startRelay starts the outbox relay in the background with the kafka section's settings. It

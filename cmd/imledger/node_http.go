@@ -57,7 +57,8 @@ func (n *node) startHTTP(ctx context.Context) error {
 }
 
 // mountREST mounts the REST API with every handler the node has, and starts the purge of expired
-// Idempotency-Key records. REST sends are published to the fanout after they commit.
+// Idempotency-Key records. REST sends, recalls and edits reach online sessions through the
+// handlers' commit listeners, as the gateway's own do.
 func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	idem, err := rest.NewPostgresIdempotency(n.pool, n.log.With("component", "idempotency"))
 	if err != nil {
@@ -72,7 +73,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		LoginPerName: h.LoginPerName, LoginKnownAddressTTL: h.LoginKnownAddressTTL, RegisterPerIP: h.RegisterPerIP,
 	}
 	handlers := rest.Handlers{
-		Send: fanoutSender{next: n.send, pub: n.fanout}, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
+		Send: n.send, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
 		Presence: n.presence, PresencePolicy: n.policy, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
 		Idempotency: idem, Redis: n.rdb, Gate: n.gate,
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/ws"
@@ -30,4 +31,29 @@ func (f nodeFanout) PublishControl(ctx context.Context, m *fanout.Message) error
 		return nil
 	}
 	return f.n.fanout.PublishControl(ctx, m)
+}
+
+// nodeCommits delivers what the send handler and the message operations commit through the
+// node's fanout (fanout.Commits), found through the node as nodeFanout finds it: the handlers
+// are built before the fanout, and sends arrive only once it runs. bench write, which runs no
+// fanout, delivers nothing.
+type nodeCommits struct{ n *node }
+
+var (
+	_ commands.CommitListener = nodeCommits{}
+	_ commands.ChangeListener = nodeCommits{}
+)
+
+// MessagesCommitted implements commands.CommitListener.
+func (c nodeCommits) MessagesCommitted(ctx context.Context, msgs []commands.CommittedMessage) {
+	if c.n.fanout != nil {
+		fanout.Commits{Publisher: c.n.fanout}.MessagesCommitted(ctx, msgs)
+	}
+}
+
+// MessageChanged implements commands.ChangeListener.
+func (c nodeCommits) MessageChanged(ctx context.Context, ch commands.CommittedChange) {
+	if c.n.fanout != nil {
+		fanout.Commits{Publisher: c.n.fanout}.MessageChanged(ctx, ch)
+	}
 }

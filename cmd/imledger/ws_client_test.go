@@ -25,9 +25,12 @@ type wsFrame struct {
 		What  string `json:"what"`
 	} `json:"pres"`
 	Info *struct {
-		Topic string `json:"topic"`
-		What  string `json:"what"`
-		Src   string `json:"src"`
+		Topic   string          `json:"topic"`
+		What    string          `json:"what"`
+		Src     string          `json:"src"`
+		Seq     string          `json:"seq"`
+		Version string          `json:"version"`
+		Content json.RawMessage `json:"content"`
 	} `json:"info"`
 }
 

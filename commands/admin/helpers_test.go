@@ -125,7 +125,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if e.groups, err = group.New(group.Deps{Store: e.store, Loader: e.loader}, group.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	ops, err := commands.NewMessageOpsHandler(e.store, commands.MessageOpsConfig{})
+	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: e.store}, commands.MessageOpsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,8 +18,10 @@ import (
 // Every batch method costs one pipelined round trip (two when Redis lost its script cache).
 // Errors from an unreachable Redis are *domain.RetryableError values.
 type Allocator struct {
-	rdb redis.UniversalClient
-	cfg Config
+	rdb      redis.UniversalClient
+	cfg      Config
+	instance string        // this process's start of the node: random, recorded in its claims
+	nonces   atomic.Uint64 // numbers the attempts of this process
 }
 
 // New returns an Allocator over rdb.
@@ -30,7 +33,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Allocator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Allocator{rdb: rdb, cfg: cfg}, nil
+	inst, err := randomID()
+	if err != nil {
+		return nil, err
+	}
+	return &Allocator{rdb: rdb, cfg: cfg, instance: inst}, nil
 }
 
 // State is the state of a send's claim.
@@ -60,19 +67,24 @@ func (s State) String() string {
 // Claim is the stored state of a send.
 type Claim struct {
 	State     State
-	Seq       int64     // StateDone
+	Seq       int64     // StateDone: the message's seq; StatePending: the seq the attempt was given
 	MessageID string    // StateDone
 	SentAt    time.Time // StateDone, when known
+	Owner     Owner     // StatePending: the attempt holding the claim (zero in claims of older versions)
 	CreatedAt time.Time
 }
 
-// claimValue is the JSON stored under a claim key (seed 000 §5.4).
+// claimValue is the JSON stored under a claim key (seed 000 §5.4). A pending claim records its
+// owner (node, inst, nonce) and the seq its attempt was given.
 type claimValue struct {
 	Status    string     `json:"status"`
-	Seq       int64      `json:"seq,omitempty"`
+	Node      string     `json:"node,omitempty"`
+	Instance  string     `json:"inst,omitempty"`
+	Nonce     string     `json:"nonce,omitempty"`
 	MessageID string     `json:"message_id,omitempty"`
 	SentAt    *time.Time `json:"sent_at,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
+	Seq       int64      `json:"seq,omitempty"` // last: the scripts append it to a pending value
 }
 
 func encodeClaim(v claimValue) string {
@@ -85,7 +97,8 @@ func decodeClaim(s string) (Claim, error) {
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		return Claim{}, fmt.Errorf("decode claim: %w", err)
 	}
-	c := Claim{Seq: v.Seq, MessageID: v.MessageID, CreatedAt: v.CreatedAt}
+	c := Claim{Seq: v.Seq, MessageID: v.MessageID, CreatedAt: v.CreatedAt,
+		Owner: Owner{Node: v.Node, Instance: v.Instance, Nonce: v.Nonce}}
 	if v.SentAt != nil {
 		c.SentAt = *v.SentAt
 	}
@@ -124,29 +137,53 @@ type Allocation struct {
 	Err     error // set when this key's call failed; the other fields are then zero
 }
 
-func (a *Allocator) pendingArgs() (string, int64) {
-	return encodeClaim(claimValue{Status: "pending", CreatedAt: time.Now().UTC()}), a.cfg.PendingTTL.Milliseconds()
+// Request asks for a send's claim and a seq.
+type Request struct {
+	Key Key
+	// Nonce names this attempt (NewNonce); the pending claim records it, with this node and
+	// process, as its owner. Empty: the claim records no owner.
+	Nonce string
+	// TakeOver, when set, is the nonce of an abandoned attempt (see Owner) whose pending claim
+	// this request may take: atomically, and only while the claim still holds that nonce.
+	TakeOver string
 }
 
-// Allocate claims each key and allocates a seq for each claim taken, in one round trip. Keys are
-// processed in order, so a key repeated in the batch is Held by its first occurrence. A failed
-// claim is taken again. The i-th allocation answers keys[i].
+// pendingPrefix is the pending claim value of attempt nonce without its closing brace: the
+// scripts append the seq they allocate.
+func (a *Allocator) pendingPrefix(nonce string) string {
+	v := claimValue{Status: "pending", CreatedAt: time.Now().UTC()}
+	if nonce != "" {
+		v.Node, v.Instance, v.Nonce = a.cfg.NodeID, a.instance, nonce
+	}
+	s := encodeClaim(v)
+	return s[:len(s)-1]
+}
+
+// Allocate claims each key, recording no owner, and allocates a seq for each claim taken, in
+// one round trip. Keys are processed in order, so a key repeated in the batch is Held by its
+// first occurrence. A failed claim is taken again. The i-th allocation answers keys[i].
 func (a *Allocator) Allocate(ctx context.Context, keys []Key) []Allocation {
-	out, _ := a.MarkDoneAndAllocate(ctx, nil, keys)
+	reqs := make([]Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = Request{Key: k}
+	}
+	out, _ := a.MarkDoneAndAllocate(ctx, nil, reqs)
 	return out
 }
 
-// MarkDoneAndAllocate is MarkDone followed by Allocate in the same round trip, for a sequencer
-// that finishes one batch while it starts the next. The error is MarkDone's.
-func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, keys []Key) ([]Allocation, error) {
-	pending, ttl := a.pendingArgs()
-	calls := make([]scriptCall, len(keys))
-	for i, k := range keys {
-		calls[i] = scriptCall{allocateScript, []string{a.ClaimKey(k), a.CounterKey(k.Tenant, k.Topic)}, []any{pending, ttl}}
+// MarkDoneAndAllocate is MarkDone followed by the allocation of reqs (as Allocate, with each
+// request's own nonce and take-over) in the same round trip, for a sequencer that finishes one
+// batch while it starts the next. The error is MarkDone's.
+func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, reqs []Request) ([]Allocation, error) {
+	ttl := a.cfg.PendingTTL.Milliseconds()
+	calls := make([]scriptCall, len(reqs))
+	for i, r := range reqs {
+		calls[i] = scriptCall{allocateScript, []string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)},
+			[]any{a.pendingPrefix(r.Nonce), ttl, r.TakeOver}}
 	}
 	var sets []*redis.StatusCmd
 	cmds := a.runScripts(ctx, calls, func(p redis.Pipeliner) { sets = a.queueDone(ctx, p, done) })
-	out := make([]Allocation, len(keys))
+	out := make([]Allocation, len(reqs))
 	for i, cmd := range cmds {
 		out[i] = parseAllocate(cmd)
 	}
@@ -206,20 +243,21 @@ func (a *Allocator) Seed(ctx context.Context, topics []TopicFloor) error {
 }
 
 // Realloc asks for a new seq for a key whose claim this caller holds and whose seq was already
-// taken in the event store; Floor is the store's highest seq for the topic.
+// taken in the event store; Floor is the store's highest seq for the topic, Nonce the attempt's.
 type Realloc struct {
 	Key   Key
+	Nonce string
 	Floor int64
 }
 
 // Reallocate raises each topic's counter to at least its floor, refreshes the claim as pending
 // and allocates the next seq, in one round trip. Allocations are Allocated or carry Err.
 func (a *Allocator) Reallocate(ctx context.Context, reqs []Realloc) []Allocation {
-	pending, ttl := a.pendingArgs()
+	ttl := a.cfg.PendingTTL.Milliseconds()
 	calls := make([]scriptCall, len(reqs))
 	for i, r := range reqs {
 		calls[i] = scriptCall{reallocateScript,
-			[]string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)}, []any{r.Floor, pending, ttl}}
+			[]string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)}, []any{r.Floor, a.pendingPrefix(r.Nonce), ttl}}
 	}
 	out := make([]Allocation, len(reqs))
 	for i, cmd := range a.runScripts(ctx, calls, nil) {
@@ -278,13 +316,14 @@ func doneErr(cmds []*redis.StatusCmd) error {
 	return firstErr(errs)
 }
 
-// MarkFailed stores each claim as failed for FailedTTL, unless it is already done, in one round
-// trip. A failed claim lets the same client_msg_id be sent again.
-func (a *Allocator) MarkFailed(ctx context.Context, keys []Key) error {
+// MarkFailed stores each request's claim as failed for FailedTTL, in one round trip, unless it
+// is done or held by another attempt (pending with another nonce: a retry took it over). A
+// failed claim lets the same client_msg_id be sent again. TakeOver is ignored.
+func (a *Allocator) MarkFailed(ctx context.Context, reqs []Request) error {
 	v := encodeClaim(claimValue{Status: "failed", CreatedAt: time.Now().UTC()})
-	calls := make([]scriptCall, len(keys))
-	for i, k := range keys {
-		calls[i] = scriptCall{failScript, []string{a.ClaimKey(k)}, []any{v, a.cfg.FailedTTL.Milliseconds()}}
+	calls := make([]scriptCall, len(reqs))
+	for i, r := range reqs {
+		calls[i] = scriptCall{failScript, []string{a.ClaimKey(r.Key)}, []any{v, a.cfg.FailedTTL.Milliseconds(), r.Nonce}}
 	}
 	var errs []error
 	for _, cmd := range a.runScripts(ctx, calls, nil) {

@@ -119,7 +119,7 @@ func TestClaimLifecycle(t *testing.T) {
 	if got[0].Seq != 3 {
 		t.Fatalf("allocate k3 = %+v, want seq 3", got[0])
 	}
-	got, err := a.MarkDoneAndAllocate(ctx, []seq.Done{{Key: k3, Seq: 3, MessageID: "m-three", SentAt: sent}}, []seq.Key{k3, key(t, "p2p1_2", 1, "c")})
+	got, err := a.MarkDoneAndAllocate(ctx, []seq.Done{{Key: k3, Seq: 3, MessageID: "m-three", SentAt: sent}}, []seq.Request{{Key: k3}, {Key: key(t, "p2p1_2", 1, "c")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestClaimLifecycle(t *testing.T) {
 	}
 
 	// A failed claim may be taken again and gets a new seq; done is never marked failed.
-	if err := a.MarkFailed(ctx, []seq.Key{k1, k2}); err != nil {
+	if err := a.MarkFailed(ctx, []seq.Request{{Key: k1}, {Key: k2}}); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := a.Claim(ctx, k1); c.State != seq.StateDone {
@@ -244,7 +244,7 @@ func TestUnreachableRedisIsRetryable(t *testing.T) {
 	checks := map[string]error{
 		"Seed":       a.Seed(ctx, []seq.TopicFloor{{Tenant: k.Tenant, Topic: k.Topic}}),
 		"MarkDone":   a.MarkDone(ctx, []seq.Done{{Key: k, Seq: 1}}),
-		"MarkFailed": a.MarkFailed(ctx, []seq.Key{k}),
+		"MarkFailed": a.MarkFailed(ctx, []seq.Request{{Key: k}}),
 	}
 	_, err = a.Claim(ctx, k)
 	checks["Claim"] = err

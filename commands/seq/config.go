@@ -2,6 +2,7 @@ package seq
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -22,7 +23,18 @@ type Config struct {
 	// FailedTTL is how long a failed claim is remembered, default 5 min. A failed claim may be
 	// taken again by the same client_msg_id at any time.
 	FailedTTL time.Duration
+	// NodeID names this node in the pending claims it takes and in its heartbeat key
+	// <KeyPrefix>node:<NodeID>:alive: 1-64 of [A-Za-z0-9._-], unique among live nodes. Default: a
+	// random id, so separate handlers never share one; a node sets its own (serve uses node_id).
+	NodeID string
+	// HeartbeatTTL is how long the heartbeat key of a node outlives its last refresh (refreshed
+	// every third of it while the send handler runs). A retry finding a pending claim of a node
+	// whose heartbeat expired, or of an earlier start of it, takes the claim over at once rather
+	// than wait for PendingTTL. Default 3 s, at least 300 ms.
+	HeartbeatTTL time.Duration
 }
+
+var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func (c *Config) setDefaults() {
 	if c.KeyPrefix == "" {
@@ -36,6 +48,14 @@ func (c *Config) setDefaults() {
 	}
 	if c.FailedTTL == 0 {
 		c.FailedTTL = 5 * time.Minute
+	}
+	if c.NodeID == "" {
+		if id, err := randomID(); err == nil {
+			c.NodeID = "node-" + id
+		}
+	}
+	if c.HeartbeatTTL == 0 {
+		c.HeartbeatTTL = 3 * time.Second
 	}
 }
 
@@ -52,6 +72,12 @@ func (c Config) Validate() error {
 		if d.v < time.Millisecond {
 			errs = append(errs, errors.New("seq: "+d.name+" must be at least 1ms"))
 		}
+	}
+	if !nodeIDRe.MatchString(c.NodeID) {
+		errs = append(errs, errors.New("seq: NodeID must be 1-64 of [A-Za-z0-9._-]"))
+	}
+	if c.HeartbeatTTL < 300*time.Millisecond {
+		errs = append(errs, errors.New("seq: HeartbeatTTL must be at least 300ms"))
 	}
 	return errors.Join(errs...)
 }

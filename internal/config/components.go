@@ -76,6 +76,9 @@ func (c Config) validateComponents() error {
 	} else if err := c.FanoutConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Send.Seq.NodeID != "" {
+		errs = append(errs, errors.New("send.seq.node_id: not a key; the send handler uses node_id"))
+	}
 	if c.Sessions.Node != "" {
 		errs = append(errs, errors.New("sessions.node: not a key; sessions uses node_id"))
 	} else if err := c.SessionsConfig().Validate(); err != nil {
@@ -103,10 +106,11 @@ func (c Config) prefix(own string) string {
 	return c.Redis.KeyPrefix
 }
 
-// SendConfig is the send section with the Redis key prefix resolved.
+// SendConfig is the send section with node_id and the Redis key prefix resolved.
 func (c Config) SendConfig() commands.SendMessageConfig {
 	s := c.Send
 	s.Seq.KeyPrefix = c.prefix(s.Seq.KeyPrefix)
+	s.Seq.NodeID = c.NodeID
 	return s
 }
 

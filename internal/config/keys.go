@@ -22,8 +22,9 @@ var durationType = reflect.TypeFor[time.Duration]()
 
 // excluded are component fields that are not configuration keys because the binary fills them
 // from another section: the relay and the projectors use the kafka section's settings, presence,
-// fanout and the session recorder the top-level node_id.
-var excluded = map[string]bool{"relay.kafka": true, "projections.kafka": true, "presence.node_id": true, "fanout.node_id": true, "sessions.node": true}
+// fanout, the session recorder and the send handler's claims the top-level node_id.
+var excluded = map[string]bool{"relay.kafka": true, "projections.kafka": true, "presence.node_id": true, "fanout.node_id": true,
+	"sessions.node": true, "send.seq.node_id": true}
 
 func walk(v reflect.Value, prefix string, out map[string]any) {
 	t := v.Type()

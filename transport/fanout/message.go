@@ -30,6 +30,10 @@ const (
 	// node updates its guard and tenant cache from Account and ends or tells the sessions it
 	// concerns. It has no topic.
 	KindAccount Kind = "account"
+	// KindChange is a committed change of message Seq by user From: What is "recall" or "edit";
+	// an edit carries the content Version after it and the new Content. Nodes that do not know
+	// the kind ignore it.
+	KindChange Kind = "change"
 )
 
 // AccountControl is the body of a KindAccount message.
@@ -92,6 +96,8 @@ type Message struct {
 	Src domain.UserID `json:"src,omitempty"`
 	// Drop is whose subscriptions a KindControl message ends.
 	Drop Drop `json:"drop,omitempty"`
+	// Version is the content version after a KindChange edit.
+	Version int64 `json:"version,omitempty,string"`
 	// SkipSession, when set, names the session the message came from; it does not receive it.
 	SkipSession string `json:"skip_session,omitempty"`
 	// Account is the body of a KindAccount message.

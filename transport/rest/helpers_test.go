@@ -80,7 +80,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = send.Close() })
-	ops, err := commands.NewMessageOpsHandler(s.store, commands.MessageOpsConfig{MaxContentBytes: cfg.MaxContentBytes})
+	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store}, commands.MessageOpsConfig{MaxContentBytes: cfg.MaxContentBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

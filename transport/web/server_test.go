@@ -203,16 +203,6 @@ func (s *chatServer) serve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log},
-		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = send.Close() })
-	ops, err := commands.NewMessageOpsHandler(s.store, commands.MessageOpsConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	idem, err := rest.NewPostgresIdempotency(s.pool, s.log)
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +212,26 @@ func (s *chatServer) serve(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.background(t, "presence", pres.Run, nil)
+	hub := ws.NewHub()
+	fan, err := fanout.New(fanout.Deps{Redis: s.rdb, Nodes: pres, Local: hub}, fanout.Config{KeyPrefix: s.prefix + "fan:", NodeID: "web-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fan.Start(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fan.Close() })
+	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log,
+		Listener: fanout.Commits{Publisher: fan}},
+		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = send.Close() })
+	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store, Listener: fanout.Commits{Publisher: fan}}, commands.MessageOpsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reader := query.NewReader(s.msgs, nil, s.log)
 	readPolicy := rest.MemberReadPolicy{Members: s.biz}
 
@@ -232,15 +242,6 @@ func (s *chatServer) serve(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	hub := ws.NewHub()
-	fan, err := fanout.New(fanout.Deps{Redis: s.rdb, Nodes: pres, Local: hub}, fanout.Config{KeyPrefix: s.prefix + "fan:", NodeID: "web-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fan.Start(s.ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fan.Close() })
 	gw, err := ws.New(ws.Deps{Tokens: signer, Sender: send, Marks: ops, History: wsHistory{reader}, Presence: pres,
 		Hub: hub, Publisher: fan, Policy: ws.MemberPolicy{Read: readPolicy, Send: sendPolicy}, Logger: s.log}, ws.Config{})
 	if err != nil {

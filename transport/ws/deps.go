@@ -21,7 +21,9 @@ type TokenVerifier interface {
 	Verify(token string) (auth.Principal, error)
 }
 
-// MessageSender sends a message (commands.SendMessageHandler implements it).
+// MessageSender sends a message (commands.SendMessageHandler implements it). The gateway does
+// not deliver what it sends: the sender delivers each message at its commit (a
+// commands.CommitListener such as fanout.Commits), once, whatever became of the pub.
 type MessageSender interface {
 	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
 }
@@ -141,7 +143,8 @@ type Deps struct {
 	// Hub is this node's topic registry. Default: a new Hub. Pass the Hub given to fanout.New
 	// as its Local deliverer.
 	Hub *Hub
-	// Publisher delivers to every node. Default: the Hub alone (a single node).
+	// Publisher delivers notes (typing, receipts) and presence changes to every node. Default:
+	// the Hub alone (a single node). Messages are delivered by the Sender's commit listener.
 	Publisher Publisher
 	Policy    Policy // default DefaultPolicy
 	// Gate checks the principal at login and before every frame, and gives the tenant's content

@@ -3,14 +3,17 @@ package ws
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/imledger/imledger/commands"
-	"github.com/imledger/imledger/transport/fanout"
 )
 
 // onPub sends a message. The ack (202, params topic, seq, message_id, ts, and duplicate for a
-// resend of a client_msg_id already sent) comes after the event is committed; then the message
-// goes to the topic's online sessions, the sender's included. A refused pub writes nothing.
+// resend of a client_msg_id already sent) comes after the event is committed. The message goes
+// to the topic's online sessions, the sender's included, at its commit: the send handler's
+// commit listener publishes it (also when this session has gone by then), so the sender's own
+// data frame may come before the ack, and a duplicate is never delivered again. A refused pub
+// writes nothing.
 func (s *session) onPub(ctx context.Context, f pubFrame) {
 	if !s.authenticated(ctx, f.ID) {
 		return
@@ -23,13 +26,9 @@ func (s *session) onPub(ctx context.Context, f pubFrame) {
 		s.fail(ctx, f.ID, err)
 		return
 	}
-	trace := s.id + "-" + f.ID
-	if len(trace) > commands.MaxTraceIDLen {
-		trace = trace[:commands.MaxTraceIDLen]
-	}
 	cmd, err := commands.NewSendMessage(commands.SendMessageInput{
 		Tenant: s.tenant.String(), From: s.user.String(), Topic: t.String(), ClientMsgID: f.ClientMsgID,
-		MsgType: f.MsgType, Content: f.Content, Head: f.Head, TraceID: trace,
+		MsgType: f.MsgType, Content: f.Content, Head: f.Head, TraceID: pubTrace(s.id, f.ID),
 	}, s.contentLimit(ctx))
 	if err != nil {
 		s.fail(ctx, f.ID, err)
@@ -45,13 +44,24 @@ func (s *session) onPub(ctx context.Context, f pubFrame) {
 		params["duplicate"] = true
 	}
 	s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusAccepted, Text: "accepted", Params: params})
-	if res.Duplicate {
-		return // delivered when it was first sent
+}
+
+// pubTrace is the trace id of a pub: the session id and the frame id, which the client chose, so
+// only its characters of [A-Za-z0-9._:-] are kept (others become '_'), within
+// commands.MaxTraceIDLen bytes. The event store keeps it as text.
+func pubTrace(sessionID, frameID string) string {
+	var b strings.Builder
+	b.Grow(min(len(sessionID)+1+len(frameID), commands.MaxTraceIDLen))
+	b.WriteString(sessionID)
+	b.WriteByte('-')
+	for i := 0; i < len(frameID) && b.Len() < commands.MaxTraceIDLen; i++ {
+		c := frameID[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('_')
+		}
 	}
-	m := &fanout.Message{Kind: fanout.KindData, Tenant: s.tenant, Topic: t, From: s.user, Seq: res.Seq,
-		MessageID: res.MessageID, MsgType: cmd.MsgType, TS: res.SentAt, Content: cmd.Content.Raw()}
-	if h := cmd.Head; len(h.Mentions) > 0 || h.MentionAll || h.ReplySeq != 0 || h.RootSeq != 0 {
-		m.Head = &h
-	}
-	s.g.deps.Publisher.Publish(m)
+	return b.String()
 }

@@ -42,8 +42,7 @@ type cluster struct {
 	rdb    *redis.Client
 	prefix string
 	tokens *auth.Signer
-	send   *commands.SendMessageHandler
-	marks  *commands.MessageOpsHandler
+	send   *commands.SendMessageHandler // delivers nothing: for senders that wrap it
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -55,17 +54,21 @@ func newCluster(t testing.TB) *cluster {
 	if c.tokens, err = auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}}); err != nil {
 		t.Fatal(err)
 	}
-	c.send = c.sendHandler(t, c.rdb)
-	if c.marks, err = commands.NewMessageOpsHandler(c.store, commands.MessageOpsConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	c.send = c.sendHandler(t, c.rdb, nil)
 	return c
 }
 
-// sendHandler is a real send handler over the cluster's store and the given Redis.
-func (c *cluster) sendHandler(t testing.TB, rdb redis.UniversalClient) *commands.SendMessageHandler {
+// sendHandler is a real send handler over the cluster's store and the given Redis that tells l
+// (when not nil) about every message it commits.
+func (c *cluster) sendHandler(t testing.TB, rdb redis.UniversalClient, l commands.CommitListener) *commands.SendMessageHandler {
 	t.Helper()
-	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: c.store, Redis: rdb},
+	return c.sendHandlerOver(t, c.store, rdb, l)
+}
+
+// sendHandlerOver is sendHandler over another store.
+func (c *cluster) sendHandlerOver(t testing.TB, store commands.MessageStore, rdb redis.UniversalClient, l commands.CommitListener) *commands.SendMessageHandler {
+	t.Helper()
+	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb, Listener: l},
 		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: c.prefix}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +131,14 @@ func (h storeHistory) History(ctx context.Context, tenant domain.TenantID, topic
 	return page, nil
 }
 
-// node is one gateway: its own presence store, hub, fanout and HTTP server.
+// node is one gateway: its own presence store, hub, fanout, send and message-operation handlers
+// (which deliver what they commit through the node's fanout) and HTTP server.
 type node struct {
 	id       string
 	pres     *presence.Store
 	fan      *fanout.Fanout
+	send     *commands.SendMessageHandler
+	ops      *commands.MessageOpsHandler
 	gw       *ws.Gateway
 	srv      *httptest.Server
 	registry *prometheus.Registry
@@ -142,7 +148,8 @@ type nodeOpts struct {
 	cfg         ws.Config
 	presenceTTL time.Duration
 	rdb         *redis.Client                   // default: the cluster's
-	sender      ws.MessageSender                // default: the cluster's handler
+	sender      ws.MessageSender                // default: the node's own handler
+	sendStore   commands.MessageStore           // the node's own handler's store; default: the cluster's
 	history     ws.HistoryReader                // default: storeHistory
 	logger      *slog.Logger                    // default: discard
 	mux         func(http.Handler) http.Handler // optional wrapper
@@ -175,7 +182,16 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.fan.Close() })
-	deps := ws.Deps{Tokens: c.tokens, Sender: c.send, Marks: c.marks, History: storeHistory{c.store},
+	commits := fanout.Commits{Publisher: n.fan}
+	var store commands.MessageStore = c.store
+	if o.sendStore != nil {
+		store = o.sendStore
+	}
+	n.send = c.sendHandlerOver(t, store, c.rdb, commits)
+	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: c.store, Listener: commits}, commands.MessageOpsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	deps := ws.Deps{Tokens: c.tokens, Sender: n.send, Marks: n.ops, History: storeHistory{c.store},
 		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions,
 		Policy: o.policy, Gate: o.gate}
 	if o.sender != nil {
@@ -248,8 +264,12 @@ type (
 		TS        string          `json:"ts"`
 		Content   json.RawMessage `json:"content"`
 	}
-	presFrame   struct{ Topic, What, Src string }
-	infoFrame   struct{ Topic, From, What, Seq, Src string }
+	presFrame struct{ Topic, What, Src string }
+	infoFrame struct {
+		Topic, From, What, Seq, Src, Version string
+		MessageID                            string          `json:"message_id"`
+		Content                              json.RawMessage `json:"content"`
+	}
 	serverFrame struct {
 		Ctrl *ctrlFrame `json:"ctrl"`
 		Data *dataFrame `json:"data"`
@@ -360,7 +380,13 @@ func (cl *client) snapshot() []serverFrame {
 // waitFor polls cond over the received frames until it holds or 15 s pass.
 func (cl *client) waitFor(what string, cond func([]serverFrame) bool) []serverFrame {
 	cl.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	return cl.waitWithin(15*time.Second, what, cond)
+}
+
+// waitWithin is waitFor with another deadline.
+func (cl *client) waitWithin(within time.Duration, what string, cond func([]serverFrame) bool) []serverFrame {
+	cl.t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		fs := cl.snapshot()
 		if cond(fs) {

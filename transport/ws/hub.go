@@ -103,6 +103,8 @@ func encodeMessage(m *fanout.Message) []byte {
 		return encodeInfo(i)
 	case fanout.KindPres:
 		return encodePres(presFrame{Topic: m.Topic.String(), What: m.What, Src: m.From.String()})
+	case fanout.KindChange:
+		return encodeMessageChange(m)
 	}
 	return nil
 }

@@ -146,7 +146,7 @@ func TestRedisDownPubIsRetryable(t *testing.T) {
 	c := newCluster(t)
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
-	n := c.node(t, "node-a", nodeOpts{sender: c.sendHandler(t, dead)})
+	n := c.node(t, "node-a", nodeOpts{sender: c.sendHandler(t, dead, nil)})
 	cl := dial(t, n, "retry", dialOpts{})
 	cl.login(c, 1)
 	r := cl.call("p", `{"pub":{"id":"p","topic":"grp1","client_msg_id":"c1","content":"hi"}}`)

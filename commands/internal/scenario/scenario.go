@@ -61,7 +61,7 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: env.KeyPrefix}})
 	must("send handler", err)
 	defer send.Close()
-	ops, err := commands.NewMessageOpsHandler(env.Store, commands.MessageOpsConfig{})
+	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: env.Store}, commands.MessageOpsConfig{})
 	must("message ops handler", err)
 
 	testenv.RegisterUsers(t, env.Store, tenant, Owner, Admin, Member, Friend)

@@ -39,12 +39,6 @@ func gatewayWithMetrics(t testing.TB, nodes int) ([]string, *auth.Signer, *event
 	t.Helper()
 	_, store := testenv.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
-	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb},
-		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: prefix}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = send.Close() })
 	tokens, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("b", 32)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +60,13 @@ func gatewayWithMetrics(t testing.TB, nodes int) ([]string, *auth.Signer, *event
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = fan.Close() })
+		// Each node's own send handler delivers what it commits through the node's fanout.
+		send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb,
+			Listener: fanout.Commits{Publisher: fan}}, commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: prefix}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = send.Close() })
 		gw, err := ws.New(ws.Deps{Tokens: tokens, Sender: send, Presence: pres, Hub: hub, Publisher: fan,
 			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg)}, ws.Config{})
 		if err != nil {
