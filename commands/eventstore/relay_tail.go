@@ -3,7 +3,7 @@ package eventstore
 import (
 	"context"
 	"errors"
-	
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/imledger/imledger/domain"
