@@ -67,8 +67,10 @@ func (n *node) newSendHandler(policy commands.SendPolicy) (*commands.SendMessage
 	}, n.cfg.SendConfig())
 }
 
-// startRelay starts the outbox relay in the background with the kafka section's settings. It
-// runs under its own context so that shutdown can stop it after HTTP has drained.
+// startRelay starts the outbox relay in the background with the kafka section's settings (the
+// relay opens its own transactional producer each term), and opens the node's plain producer for
+// the cache invalidations. The relay runs under its own context so that shutdown can stop it
+// after HTTP has drained.
 func (n *node) startRelay(ctx context.Context) error {
 	p, err := kafka.NewSyncProducer(n.cfg.Kafka.Config)
 	if err != nil {
@@ -77,7 +79,7 @@ func (n *node) startRelay(ctx context.Context) error {
 	n.producer = p
 	rcfg := n.cfg.Relay
 	rcfg.Kafka = n.cfg.Kafka.Config
-	if n.relay, err = relay.New(n.store, p, n.pool, rcfg, n.log.With("component", "relay"), n.reg); err != nil {
+	if n.relay, err = relay.New(n.store, n.pool, rcfg, n.log.With("component", "relay"), n.reg); err != nil {
 		return err
 	}
 	n.relayW = n.spawn(ctx, "relay", n.relay.Run)

@@ -75,6 +75,9 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 		retry.reset()
 		if len(b.recs) == 0 {
 			r.m.lagSeconds.Set(0)
+			if stop, err := t.sweepGaps(); stop {
+				return err
+			}
 			if stop, err := t.pause(poll.next(), true); stop {
 				return err
 			}
@@ -89,13 +92,17 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 		}
 		cursor = next
 		poll.reset()
+		if stop, err := t.sweepGaps(); stop {
+			return err
+		}
 	}
 }
 
-// relayBatch publishes b, waits for the acks and saves the checkpoint, returning the new cursor.
-// Once read, the batch is finished even if ctx ends meanwhile, unless a publish or save fails
-// then, or work ends; stop reports that the term is over. A record that cannot be published ends
-// the batch before it and the term with errBlocked.
+// relayBatch publishes b in one Kafka transaction, saves the checkpoint with the acknowledged
+// offsets and feeds the batch to the gap sweeper, returning the new cursor. Once read, the batch
+// is finished even if ctx ends meanwhile, unless a publish or save fails then, or work ends;
+// stop reports that the term is over. A record that cannot be published ends the batch before it
+// and the term with errBlocked.
 func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error) {
 	r := t.r
 	start := time.Now()
@@ -108,24 +115,27 @@ func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error
 		}
 	}
 	done := recs[:len(msgs)]
-	if stop, err := t.publish(msgs); stop {
+	offsets, stop, err := t.publish(msgs)
+	if stop {
 		return eventstore.Cursor{}, true, err
 	}
 	last := done[len(done)-1]
-	if stop, err := t.saveCheckpoint(last.Cursor); stop {
+	if stop, err := t.saveCheckpoint(last.Cursor, offsets); stop {
 		return eventstore.Cursor{}, true, err
 	}
 	r.countBatch(msgs, last, time.Since(start))
+	t.observe(done)
 	if encErr != nil {
 		return eventstore.Cursor{}, true, errors.Join(errBlocked, encErr)
 	}
 	return last.Cursor, false, nil
 }
 
-// publish sends msgs as one batch until every message is acked, retrying with backoff. It gives
-// up when work ends, or when ctx has ended and an attempt fails: the checkpoint stays, so
-// nothing is lost.
-func (t *term) publish(msgs []outMsg) (bool, error) {
+// publish sends msgs as one Kafka transaction until it commits, retrying with backoff, and
+// returns the acknowledged offsets. It gives up when work ends, when the producer was fenced
+// (errFenced), or when ctx has ended and an attempt fails: the checkpoint stays, so nothing is
+// lost.
+func (t *term) publish(msgs []outMsg) ([]eventstore.PartitionOffset, bool, error) {
 	r := t.r
 	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
 	for {
@@ -135,25 +145,36 @@ func (t *term) publish(msgs []outMsg) (bool, error) {
 		}
 		err := t.send(pms)
 		if err == nil {
-			return false, nil
+			return ackedOffsets(pms), false, nil
 		}
 		r.m.publishErrors.Inc()
+		if errors.Is(err, errFenced) {
+			return nil, true, err
+		}
 		r.log.Warn("publish batch to Kafka; retrying without moving the checkpoint", "events", len(msgs), "err", firstProducerError(err))
 		if t.ctx.Err() != nil {
-			return t.end()
+			stop, err := t.end()
+			return nil, stop, err
 		}
 		if stop, err := t.pause(bo.next(), false); stop {
-			return true, err
+			return nil, true, err
 		}
 	}
 }
 
-// send is the producer's SendMessages, abandoned when work ends: a send to an unreachable cluster
-// can block for the producer's whole retry budget, and a lost lock or the stop timeout must not
-// wait for it. An abandoned send may still deliver, which at-least-once allows.
+// send publishes pms in one transaction of the term's producer, abandoned when work ends: a
+// send to an unreachable cluster can block for the producer's whole retry budget, and a lost
+// lock or the stop timeout must not wait for it. An abandoned transaction is never committed
+// by this term; the next term's producer aborts it.
 func (t *term) send(pms []*sarama.ProducerMessage) error {
 	done := make(chan error, 1)
-	go func() { done <- t.r.producer.SendMessages(pms) }()
+	p := t.producer
+	inflight := make(chan struct{})
+	t.inflight = inflight
+	go func() {
+		defer close(inflight)
+		done <- sendTxn(p, pms)
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -162,13 +183,16 @@ func (t *term) send(pms []*sarama.ProducerMessage) error {
 	}
 }
 
-func (t *term) saveCheckpoint(c eventstore.Cursor) (bool, error) {
+func (t *term) saveCheckpoint(c eventstore.Cursor, offsets []eventstore.PartitionOffset) (bool, error) {
 	r := t.r
 	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
 	for {
-		err := r.store.SaveCheckpoint(t.work, r.cfg.Name, c)
+		err := r.store.SaveRelayProgress(t.work, r.cfg.Name, t.number, c, offsets)
 		if err == nil {
 			return false, nil
+		}
+		if errors.Is(err, eventstore.ErrStaleTerm) {
+			return true, err
 		}
 		r.m.storeErrors.Inc()
 		r.log.Warn("save relay checkpoint", "err", err, "tx_id", c.TxID, "position", c.Position)
