@@ -92,14 +92,19 @@ func (n *node) startKafkaBroker() error {
 	if !n.cfg.Kafka.UseEmbedded() {
 		return nil
 	}
-	b, err := kafkabroker.Start(n.cfg.Kafka.Embedded, n.log)
+	bcfg := n.cfg.Kafka.EmbeddedBroker(n.cfg.NodeID)
+	b, err := kafkabroker.Start(bcfg, n.log)
 	if err != nil {
 		return err
 	}
 	n.broker = b
 	n.cfg.Kafka.Brokers = b.Addrs()
+	dir := bcfg.DataDir
+	if dir == "" {
+		dir = kafkabroker.InMemory
+	}
 	n.log.Warn("no Kafka brokers configured: started the embedded broker, for trying imledger only",
-		"addrs", b.Addrs())
+		"addrs", b.Addrs(), "data_dir", dir)
 	return nil
 }
 

@@ -54,7 +54,7 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 // config writes the configuration file of node nodeID listening on addr.
 func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 	t.Helper()
-	kafkaYAML := `{embedded: {addr: "127.0.0.1:0"}}`
+	kafkaYAML := fmt.Sprintf(`{embedded: {addr: "127.0.0.1:0", data_dir: %q}}`, filepath.Join(t.TempDir(), "kafka"))
 	if len(e.brokers) > 0 {
 		b, _ := json.Marshal(e.brokers)
 		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e.", partitions: 4}`, b)
