@@ -78,6 +78,11 @@ type Config struct {
 	// aborts it (a relay that died mid-batch and was not replaced). Default 60s.
 	TransactionTimeout time.Duration
 
+	// PublishTimeout bounds one attempt to publish and commit a batch; an attempt that takes
+	// longer is abandoned (its producer is replaced, which aborts the transaction) and the batch
+	// is sent again after a pause. Default 30s.
+	PublishTimeout time.Duration
+
 	// GapDeadline is how long a seq of a conversation may stay missing after the relay published
 	// a later seq of it before the relay gives the seq up with a seq-skip marker. It must exceed
 	// the longest a send can take after allocating its seq (the sequencer's batch timeout, 10s by
@@ -150,6 +155,9 @@ func (c *Config) setDefaults() {
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = time.Minute
 	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = 30 * time.Second
+	}
 	if c.GapDeadline == 0 {
 		c.GapDeadline = 15 * time.Second
 	}
@@ -197,6 +205,9 @@ func (c Config) Validate() error {
 	}
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("relay: transaction timeout: %s, want >= 1s", c.TransactionTimeout))
+	}
+	if c.PublishTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("relay: publish timeout: %s, want > 0", c.PublishTimeout))
 	}
 	if c.GapDeadline <= 0 || c.GapStreams < 1 || c.GapLookback < 1 || c.GapMaxSkips < 1 {
 		errs = append(errs, errors.New("relay: GapDeadline, GapStreams, GapLookback and GapMaxSkips must be positive"))

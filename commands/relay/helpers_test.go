@@ -85,6 +85,7 @@ func (e *env) fastConfig() relay.Config {
 		Kafka: e.kcfg, MinPoll: 2 * time.Millisecond, MaxPoll: 50 * time.Millisecond,
 		LockRetry: 50 * time.Millisecond, LockCheck: 50 * time.Millisecond,
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond, StopTimeout: 10 * time.Second,
+		PublishTimeout: 2 * time.Second,
 	}
 }
 

@@ -5,71 +5,124 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/transport/kafka"
 )
+
+// The relay publishes with franz-go's kgo client rather than Sarama, which the rest of imledger
+// uses: each term needs a transactional producer, and Sarama's transaction manager reads its
+// last error without the lock that guards writing it (IBM/sarama#2913), a data race the race
+// detector reports on every takeover.
 
 // errFenced ends a term whose producer was fenced: a newer term opened a producer with the same
 // transactional id, or the producer hit an error it cannot recover from.
 var errFenced = errors.New("relay: transactional producer fenced or failed")
 
-// newProducer opens the term's transactional producer. Opening it (InitProducerId) fences every
-// earlier producer with Config.TransactionalID: an open transaction of theirs is aborted and
-// their later sends and commits fail.
-func (r *Relay) newProducer() (sarama.SyncProducer, error) {
-	sc, err := kafka.NewProducerConfig(r.cfg.Kafka)
+// newProducer opens a transactional producer with Config.TransactionalID and loads its producer
+// id (InitProducerId), which fences every earlier producer with that id: an open transaction of
+// theirs is aborted and their later sends and commits fail. Records are partitioned like the
+// Kafka Java client's default partitioner (murmur2 of the key), as the rest of imledger does.
+func (r *Relay) newProducer(ctx context.Context) (*kgo.Client, error) {
+	k := r.cfg.Kafka.WithDefaults()
+	codec, err := compression(k.Compression)
 	if err != nil {
 		return nil, err
 	}
-	sc.Producer.Transaction.ID = r.cfg.TransactionalID
-	sc.Producer.Transaction.Timeout = r.cfg.TransactionTimeout
-	if err := sc.Validate(); err != nil {
-		return nil, fmt.Errorf("relay: transactional producer config: %w", err)
-	}
-	p, err := sarama.NewSyncProducer(r.cfg.Kafka.Brokers, sc)
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(k.Brokers...),
+		kgo.ClientID(k.ClientID),
+		kgo.DialTimeout(k.DialTimeout),
+		kgo.TransactionalID(r.cfg.TransactionalID),
+		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchMaxBytes(int32(k.MaxMessageBytes)),
+		kgo.ProduceRequestTimeout(k.ProduceTimeout),
+		kgo.RecordRetries(k.ProduceRetries),
+		kgo.ProducerLinger(0),
+		kgo.MaxBufferedRecords(max(10_000, 2*r.cfg.BatchSize)),
+	)
 	if err != nil {
+		return nil, fmt.Errorf("relay: transactional producer: %w", err)
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
 		return nil, fmt.Errorf("relay: open transactional producer %q: %w", r.cfg.TransactionalID, err)
 	}
-	return p, nil
+	return cl, nil
 }
 
-// sendTxn publishes pms in one transaction. A failure the producer can abort is aborted and
-// returned (the batch may be sent again); a fatal one wraps errFenced.
-func sendTxn(p sarama.SyncProducer, pms []*sarama.ProducerMessage) error {
-	fatal := func(err error) error {
-		if p.TxnStatus()&sarama.ProducerTxnFlagFatalError != 0 {
+// compression maps the kafka section's codec name to kgo's.
+func compression(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("relay: unknown compression %q", name)
+}
+
+// fenced reports whether err means the producer can no longer be used: a newer producer with
+// the same transactional id exists, or kgo failed it for good.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.InvalidProducerIDMapping) ||
+		errors.Is(err, kgo.ErrClientClosed)
+}
+
+// sendTxn publishes recs in one transaction and commits it. A failed transaction is aborted
+// (nothing of it becomes visible to read_committed consumers) and its error returned; an error
+// that means the producer was fenced wraps errFenced.
+func sendTxn(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	wrap := func(err error) error {
+		if fenced(err) {
 			return errors.Join(errFenced, err)
-		}
-		if p.TxnStatus()&sarama.ProducerTxnFlagAbortableError != 0 {
-			if aerr := p.AbortTxn(); aerr != nil {
-				return errors.Join(errFenced, err, aerr)
-			}
 		}
 		return err
 	}
-	if err := p.BeginTxn(); err != nil {
-		return fatal(err)
+	if err := cl.BeginTransaction(); err != nil {
+		return wrap(err)
 	}
-	if err := p.SendMessages(pms); err != nil {
-		return fatal(err)
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		_ = cl.AbortBufferedRecords(ctx)
+		if aerr := cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil && !fenced(err) {
+			return errors.Join(errFenced, err, aerr) // the producer's state is unknown: replace it
+		}
+		return wrap(err)
 	}
-	if err := p.CommitTxn(); err != nil {
-		return fatal(err)
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if fenced(err) {
+			return wrap(err)
+		}
+		// The documented retry of an unconfirmed or refused commit is an abort.
+		if aerr := cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			return errors.Join(errFenced, err, aerr)
+		}
+		return err
 	}
 	return nil
 }
 
-// ackedOffsets returns, per partition, the offset after the last of pms the broker acknowledged.
-func ackedOffsets(pms []*sarama.ProducerMessage) []eventstore.PartitionOffset {
+// ackedOffsets returns, per partition, the offset after the last of recs the broker
+// acknowledged.
+func ackedOffsets(recs []*kgo.Record) []eventstore.PartitionOffset {
 	type tp struct {
 		topic string
 		part  int32
 	}
 	next := map[tp]int64{}
 	var order []tp
-	for _, m := range pms {
+	for _, m := range recs {
 		k := tp{m.Topic, m.Partition}
 		if _, ok := next[k]; !ok {
 			order = append(order, k)
@@ -86,67 +139,55 @@ func ackedOffsets(pms []*sarama.ProducerMessage) []eventstore.PartitionOffset {
 // brokerState is what a Kafka cluster holds, as far as the relay can tell.
 type brokerState struct {
 	clusterID string
-	// ends are the end offsets (high watermarks) of the partitions asked about; a partition of
-	// a topic that no longer exists has end 0.
-	ends map[eventstore.PartitionOffset]int64 // keyed with Next zeroed
+	// ends are the end offsets (high watermarks) of the partitions asked about, keyed with Next
+	// zero; a partition of a topic that no longer exists has end 0.
+	ends map[eventstore.PartitionOffset]int64
 }
 
-// inspectBroker reads the cluster id and the end offsets of the partitions in offsets.
-func (r *Relay) inspectBroker(ctx context.Context, offsets []eventstore.PartitionOffset) (brokerState, error) {
-	sc, err := kafka.NewSaramaConfig(r.cfg.Kafka)
-	if err != nil {
-		return brokerState{}, err
-	}
-	client, err := sarama.NewClient(r.cfg.Kafka.Brokers, sc)
-	if err != nil {
-		return brokerState{}, fmt.Errorf("relay: connect to Kafka: %w", err)
-	}
-	defer client.Close()
+// inspectBroker reads the cluster id and the end offsets of the partitions in offsets, with the
+// term's producer client.
+func inspectBroker(ctx context.Context, cl *kgo.Client, offsets []eventstore.PartitionOffset) (brokerState, error) {
 	st := brokerState{ends: map[eventstore.PartitionOffset]int64{}}
-	if st.clusterID, err = clusterID(client, sc); err != nil {
-		return st, err
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return st, fmt.Errorf("relay: read the Kafka cluster id: %w", err)
 	}
-	byLeader := map[*sarama.Broker]*sarama.OffsetRequest{}
+	if meta.ClusterID != nil {
+		st.clusterID = *meta.ClusterID
+	}
+	if len(offsets) == 0 {
+		return st, nil
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	byTopic := map[string]int{}
 	for _, o := range offsets {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
+		i, ok := byTopic[o.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[o.Topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = o.Topic
+			req.Topics = append(req.Topics, t)
 		}
-		k := eventstore.PartitionOffset{Topic: o.Topic, Partition: o.Partition}
-		leader, err := client.Leader(o.Topic, o.Partition)
-		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
-			st.ends[k] = 0 // the topic (or partition) is gone, with its records
-			continue
-		}
-		if err != nil {
-			return st, fmt.Errorf("relay: leader of %s/%d: %w", o.Topic, o.Partition, err)
-		}
-		req := byLeader[leader]
-		if req == nil {
-			req = sarama.NewOffsetRequest(sc.Version)
-			byLeader[leader] = req
-		}
-		req.AddBlock(o.Topic, o.Partition, sarama.OffsetNewest, 1)
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp = o.Partition, -1 // the end offset
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	for leader, req := range byLeader {
-		resp, err := leader.GetAvailableOffsets(req)
-		if err != nil {
-			return st, fmt.Errorf("relay: end offsets from broker %d: %w", leader.ID(), err)
-		}
-		for _, o := range offsets {
-			blk := resp.GetBlock(o.Topic, o.Partition)
-			if blk == nil {
-				continue
-			}
-			k := eventstore.PartitionOffset{Topic: o.Topic, Partition: o.Partition}
-			switch {
-			case errors.Is(blk.Err, sarama.ErrUnknownTopicOrPartition):
-				st.ends[k] = 0
-			case !errors.Is(blk.Err, sarama.ErrNoError):
-				return st, fmt.Errorf("relay: end offset of %s/%d: %w", o.Topic, o.Partition, blk.Err)
-			case req.Version == 0 && len(blk.Offsets) > 0:
-				st.ends[k] = blk.Offsets[0]
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return st, fmt.Errorf("relay: end offsets: %w", err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			k := eventstore.PartitionOffset{Topic: t.Topic, Partition: p.Partition}
+			switch err := kerr.ErrorForCode(p.ErrorCode); {
+			case errors.Is(err, kerr.UnknownTopicOrPartition):
+				st.ends[k] = 0 // the topic (or partition) is gone, with its records
+			case err != nil:
+				return st, fmt.Errorf("relay: end offset of %s/%d: %w", t.Topic, p.Partition, err)
 			default:
-				st.ends[k] = blk.Offset
+				st.ends[k] = p.Offset
 			}
 		}
 	}
@@ -156,27 +197,6 @@ func (r *Relay) inspectBroker(ctx context.Context, offsets []eventstore.Partitio
 		}
 	}
 	return st, nil
-}
-
-// clusterID asks any broker for the cluster id (metadata v2 and later).
-func clusterID(client sarama.Client, sc *sarama.Config) (string, error) {
-	var errs []error
-	for _, b := range client.Brokers() {
-		if err := b.Open(sc); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
-			errs = append(errs, err)
-			continue
-		}
-		resp, err := b.GetMetadata(sarama.NewMetadataRequest(sc.Version, []string{}))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if resp.ClusterID == nil {
-			return "", nil // too old a protocol version to tell
-		}
-		return *resp.ClusterID, nil
-	}
-	return "", fmt.Errorf("relay: read the Kafka cluster id: %w", errors.Join(errs...))
 }
 
 // lostRecords compares what the relay recorded with what the broker holds: the broker lost

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/commands/eventstore"
 )
@@ -132,26 +132,35 @@ func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error
 }
 
 // publish sends msgs as one Kafka transaction until it commits, retrying with backoff, and
-// returns the acknowledged offsets. It gives up when work ends, when the producer was fenced
-// (errFenced), or when ctx has ended and an attempt fails: the checkpoint stays, so nothing is
-// lost.
+// returns the acknowledged offsets. An attempt that takes longer than Config.PublishTimeout is
+// abandoned and the producer replaced (the new one fences and aborts the old transaction). It
+// gives up when work ends, when the producer was fenced (errFenced), or when ctx has ended and
+// an attempt fails: the checkpoint stays, so nothing is lost.
 func (t *term) publish(msgs []outMsg) ([]eventstore.PartitionOffset, bool, error) {
 	r := t.r
 	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
 	for {
-		pms := make([]*sarama.ProducerMessage, len(msgs))
+		recs := make([]*kgo.Record, len(msgs))
 		for i := range msgs {
-			pms[i] = msgs[i].producerMessage()
+			recs[i] = msgs[i].record()
 		}
-		err := t.send(pms)
+		err := t.send(recs)
 		if err == nil {
-			return ackedOffsets(pms), false, nil
+			return ackedOffsets(recs), false, nil
 		}
 		r.m.publishErrors.Inc()
 		if errors.Is(err, errFenced) {
 			return nil, true, err
 		}
-		r.log.Warn("publish batch to Kafka; retrying without moving the checkpoint", "events", len(msgs), "err", firstProducerError(err))
+		if stop, err := t.end(); stop && t.work.Err() != nil {
+			return nil, true, err
+		}
+		r.log.Warn("publish batch to Kafka; retrying without moving the checkpoint", "events", len(msgs), "err", err)
+		if errors.Is(err, errPublishTimeout) {
+			if stop, err := t.replaceProducer(); stop {
+				return nil, true, err
+			}
+		}
 		if t.ctx.Err() != nil {
 			stop, err := t.end()
 			return nil, stop, err
@@ -162,22 +171,24 @@ func (t *term) publish(msgs []outMsg) ([]eventstore.PartitionOffset, bool, error
 	}
 }
 
-// send publishes pms in one transaction of the term's producer, abandoned when work ends: a
-// send to an unreachable cluster can block for the producer's whole retry budget, and a lost
-// lock or the stop timeout must not wait for it. An abandoned transaction is never committed
-// by this term; the next term's producer aborts it.
-func (t *term) send(pms []*sarama.ProducerMessage) error {
+// errPublishTimeout ends a publish attempt that took longer than Config.PublishTimeout.
+var errPublishTimeout = errors.New("relay: publish attempt timed out")
+
+// send publishes recs in one transaction of the term's producer, abandoned when work ends or
+// after Config.PublishTimeout: a send to an unreachable cluster can retry for long, and a lost
+// lock or the stop timeout must not wait for it. An abandoned transaction is never committed:
+// the producer that replaces it aborts it.
+func (t *term) send(recs []*kgo.Record) error {
 	done := make(chan error, 1)
 	p := t.producer
-	inflight := make(chan struct{})
-	t.inflight = inflight
-	go func() {
-		defer close(inflight)
-		done <- sendTxn(p, pms)
-	}()
+	go func() { done <- sendTxn(t.work, p, recs) }()
+	timer := time.NewTimer(t.r.cfg.PublishTimeout)
+	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
+	case <-timer.C:
+		return errPublishTimeout
 	case <-t.work.Done():
 		return context.Cause(t.work)
 	}
@@ -221,14 +232,4 @@ func (r *Relay) countBatch(msgs []outMsg, last eventstore.Record, took time.Dura
 	r.batches.Add(1)
 	r.txID.Store(last.Cursor.TxID)
 	r.pos.Store(last.Cursor.Position)
-}
-
-// firstProducerError unwraps the first per-message error of a failed batch send, which says more
-// than the batch's "failed to deliver N messages".
-func firstProducerError(err error) error {
-	var perrs sarama.ProducerErrors
-	if errors.As(err, &perrs) && len(perrs) > 0 {
-		return errors.Join(err, perrs[0].Err)
-	}
-	return err
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
@@ -19,8 +19,7 @@ type term struct {
 	work     context.Context // store and publish calls; ends when the term must end at once
 	notes    <-chan struct{} // store wake-up hints; nil once closed
 	number   int64           // the term number in the checkpoint row
-	producer sarama.SyncProducer
-	inflight <-chan struct{} // closed when the last transaction sent has returned
+	producer *kgo.Client
 	sweep    *sweeper
 }
 
@@ -97,10 +96,7 @@ func (t *term) begin() (eventstore.Cursor, bool, error) {
 	}); stop {
 		return eventstore.Cursor{}, true, err
 	}
-	if stop, err := t.retry("open the transactional producer", r.m.publishErrors.Inc, func() (err error) {
-		t.producer, err = r.newProducer()
-		return err
-	}); stop {
+	if stop, err := t.openProducer(); stop {
 		return eventstore.Cursor{}, true, err
 	}
 	if stop, err := t.retry("compare the broker with the checkpoint", r.m.publishErrors.Inc, func() error {
@@ -118,7 +114,7 @@ func (t *term) begin() (eventstore.Cursor, bool, error) {
 // meeting a cluster for the first time only records its id.
 func (t *term) checkBroker(st *eventstore.RelayTerm) error {
 	r := t.r
-	bs, err := r.inspectBroker(t.work, st.Offsets)
+	bs, err := inspectBroker(t.work, t.producer, st.Offsets)
 	if err != nil {
 		return err
 	}
@@ -144,21 +140,29 @@ func (t *term) checkBroker(st *eventstore.RelayTerm) error {
 	return nil
 }
 
-// closeProducer closes the term's producer, if it opened one, once its last transaction has
-// returned: a send abandoned when the term ended may still be running on it.
+// openProducer opens the term's transactional producer, retrying until it succeeds or the term
+// ends.
+func (t *term) openProducer() (bool, error) {
+	return t.retry("open the transactional producer", t.r.m.publishErrors.Inc, func() (err error) {
+		t.producer, err = t.r.newProducer(t.work)
+		return err
+	})
+}
+
+// replaceProducer closes the producer of an abandoned transaction and opens a new one, which
+// fences the old one and aborts its transaction.
+func (t *term) replaceProducer() (bool, error) {
+	t.closeProducer()
+	t.producer = nil
+	return t.openProducer()
+}
+
+// closeProducer closes the term's producer, if it opened one. Closing fails the records it still
+// buffers, so a send abandoned on it returns.
 func (t *term) closeProducer() {
-	p, inflight := t.producer, t.inflight
-	if p == nil {
-		return
+	if p := t.producer; p != nil {
+		go p.Close()
 	}
-	if inflight == nil {
-		_ = p.Close()
-		return
-	}
-	go func() {
-		<-inflight
-		_ = p.Close()
-	}()
 }
 
 // sweepGaps appends markers for the conversation seqs whose deadline has passed. A failure other
