@@ -11,6 +11,8 @@ import (
 const (
 	StatusNormal   = "normal"
 	StatusRecalled = "recalled"
+	// StatusSkipped marks a seq-skip marker's row: the seq is a final hole, never a message.
+	StatusSkipped = "skipped"
 )
 
 // Message is one message as a reader sees it. A recalled message keeps its place in the

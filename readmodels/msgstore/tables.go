@@ -15,6 +15,7 @@ type Tables struct {
 	ReadMarks      string // im_read_marks
 	Deletions      string // im_message_deletions
 	Processed      string // im_processed_events
+	Watermarks     string // im_topic_watermarks
 }
 
 // DefaultTables returns the live table names created by the migrations.
@@ -25,6 +26,7 @@ func DefaultTables() Tables {
 		ReadMarks:      "im_read_marks",
 		Deletions:      "im_message_deletions",
 		Processed:      "im_processed_events",
+		Watermarks:     "im_topic_watermarks",
 	}
 }
 
@@ -36,6 +38,7 @@ func (t Tables) WithSuffix(s string) Tables {
 		ReadMarks:      t.ReadMarks + s,
 		Deletions:      t.Deletions + s,
 		Processed:      t.Processed + s,
+		Watermarks:     t.Watermarks + s,
 	}
 }
 
@@ -44,7 +47,7 @@ const pkgName = "msgstore"
 
 // list returns the names in the order tableset pairs them.
 func (t Tables) list() []string {
-	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions, t.Processed}
+	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions, t.Processed, t.Watermarks}
 }
 
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] (room for the "_old"

@@ -108,3 +108,14 @@ func ReadMarked(t testing.TB, tenant domain.TenantID, topic string, user domain.
 	p := domain.ReadMarked{Topic: topic, User: user, ReadSeq: read, RecvSeq: recv, At: time.Now().UTC()}
 	return envelope(t, tenant, domain.ReadMarksStreamID(tp, user), max(read, 1), domain.MessageEventType(tp.Kind(), domain.ActionReadMarked), user, p)
 }
+
+// Skipped is a seq-skip marker at seq of topic.
+func Skipped(t testing.TB, tenant domain.TenantID, topic string, seq int64) domain.Envelope {
+	t.Helper()
+	env, err := domain.NewSeqSkipped(tenant, Topic(t, topic), seq, domain.SkipGapTimeout,
+		domain.Actor{Type: domain.ActorSystem, ID: "relay"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
