@@ -154,7 +154,9 @@ func (o op) seq() int64 {
 
 // holdsSeq reports whether the op puts a seq of its conversation in place: a message or a
 // seq-skip marker. Those are what the watermark counts.
-func (o op) holdsSeq() bool { return o.action == domain.ActionSent || o.action == domain.ActionSeqSkipped }
+func (o op) holdsSeq() bool {
+	return o.action == domain.ActionSent || o.action == domain.ActionSeqSkipped
+}
 
 // at returns t in millisecond UTC, or the event's time when the payload left it unset.
 func (o op) at(t time.Time) time.Time {
