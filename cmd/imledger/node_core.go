@@ -62,8 +62,12 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 
 // newSendHandler builds the SendMessage handler with policy (nil allows every send).
 func (n *node) newSendHandler(policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
+	var store commands.MessageStore = n.store
+	if n.wrapSendStore != nil {
+		store = n.wrapSendStore(store)
+	}
 	return commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: n.store, Redis: n.rdb, Policy: policy, Logger: n.log.With("component", "send"), Registerer: n.reg,
+		Store: store, Redis: n.rdb, Policy: policy, Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 }
 

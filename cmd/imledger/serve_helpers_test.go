@@ -40,6 +40,8 @@ type serveEnv struct {
 	dbURL, prefix, template string
 	brokers                 []string
 	keys                    bool
+	relay                   string // the relay section, YAML flow style
+	extra                   string // more top-level YAML for every node
 }
 
 func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
@@ -48,7 +50,8 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 	testenv.MySQLServer(t)
 	template := testenv.UniqueName("ims")
 	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
-	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys}
+	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys,
+		relay: "{min_poll: 1ms, max_poll: 20ms}"}
 }
 
 // config writes the configuration file of node nodeID listening on addr.
@@ -74,9 +77,10 @@ redis: {key_prefix: %q}
 kafka: %s
 auth: %s
 account: {password: {memory: 1024, time: 1, threads: 1, salt_len: 16, key_len: 32}}
-relay: {min_poll: 1ms, max_poll: 20ms}
+relay: %s
 projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}}
-`, nodeID, addr, e.dbURL, testenv.MySQLDSN, e.template, e.prefix, kafkaYAML, authYAML)
+%s
+`, nodeID, addr, e.dbURL, testenv.MySQLDSN, e.template, e.prefix, kafkaYAML, authYAML, e.relay, e.extra)
 	file := filepath.Join(t.TempDir(), nodeID+".yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
