@@ -328,3 +328,14 @@ func messageSeqs(t *testing.T, env *serveEnv, topic string) []int64 {
 	}
 	return seqs
 }
+
+// pgConn connects to the deployment's event store database; it is closed at cleanup.
+func pgConn(t *testing.T, env *serveEnv) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), env.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}

@@ -42,6 +42,7 @@ type serveEnv struct {
 	keys                    bool
 	relay                   string // the relay section, YAML flow style
 	extra                   string // more top-level YAML for every node
+	defaultDataDir          bool   // leave kafka.embedded.data_dir to its default
 }
 
 func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
@@ -58,6 +59,9 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 	t.Helper()
 	kafkaYAML := fmt.Sprintf(`{embedded: {addr: "127.0.0.1:0", data_dir: %q}}`, filepath.Join(t.TempDir(), "kafka"))
+	if e.defaultDataDir {
+		kafkaYAML = `{embedded: {addr: "127.0.0.1:0"}}`
+	}
 	if len(e.brokers) > 0 {
 		b, _ := json.Marshal(e.brokers)
 		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e.", partitions: 4}`, b)
