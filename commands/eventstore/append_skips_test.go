@@ -121,3 +121,52 @@ func TestMissingVersions(t *testing.T) {
 		t.Fatalf("window of 3 = %v, %v; want 7..8", narrow, err)
 	}
 }
+
+func TestHistoricHolesAndSweptMark(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	store, _ := newStore(t, eventstore.Config{})
+	acme := domain.MustTenantID("acme")
+	g1, _ := domain.GroupTopic(1)
+	g2, _ := domain.GroupTopic(2)
+	var evs []domain.Envelope
+	for _, v := range []int64{2, 3, 6} {
+		e := event(acme, g1.String(), v, "")
+		e.EventType = domain.EventGroupMessageSent
+		evs = append(evs, e)
+	}
+	for _, v := range []int64{1, 2} {
+		e := event(acme, g2.String(), v, "")
+		e.EventType = domain.EventGroupMessageSent
+		evs = append(evs, e)
+	}
+	other := event(acme, "group:1", 5, "") // not a conversation stream
+	evs = append(evs, other)
+	if _, err := store.AppendBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.AppendSkips(ctx, []eventstore.Skip{{Tenant: acme, Topic: g1, Seq: 4, Reason: domain.SkipGapTimeout}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []eventstore.StreamHole
+	if err := store.HistoricHoles(ctx, func(h eventstore.StreamHole) error { got = append(got, h); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []eventstore.StreamHole{{Tenant: acme, Topic: g1, From: 1, To: 1}, {Tenant: acme, Topic: g1, From: 5, To: 5}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("holes = %+v, want %+v", got, want)
+	}
+	term, _ := store.BeginRelayTerm(ctx, "relay")
+	if term.HolesSwept {
+		t.Fatal("a new relay starts with its history swept")
+	}
+	if err := store.MarkHolesSwept(ctx, "relay", term.Term-1); !errors.Is(err, eventstore.ErrStaleTerm) {
+		t.Fatalf("mark with a stale term = %v", err)
+	}
+	if err := store.MarkHolesSwept(ctx, "relay", term.Term); err != nil {
+		t.Fatal(err)
+	}
+	if next, _ := store.BeginRelayTerm(ctx, "relay"); !next.HolesSwept {
+		t.Fatal("the swept mark did not stay")
+	}
+}

@@ -37,6 +37,9 @@ type RelayTerm struct {
 	ClusterID string
 	// Offsets are, per partition, the offset after the last record the cluster acknowledged.
 	Offsets []PartitionOffset
+	// HolesSwept is set once a relay of this name gave up every hole of the history (see
+	// HistoricHoles and MarkHolesSwept).
+	HolesSwept bool
 }
 
 // From is the cursor a term publishes from: Republish when set, else Checkpoint.
@@ -64,8 +67,8 @@ func (s *Store) BeginRelayTerm(ctx context.Context, name string) (RelayTerm, err
 		err := tx.QueryRow(ctx, `INSERT INTO relay_checkpoints (name, tx_id, position, term, updated_at)
 			VALUES ($1, '0'::xid8, 0, 1, now())
 			ON CONFLICT (name) DO UPDATE SET term = relay_checkpoints.term + 1, updated_at = now()
-			RETURNING term, tx_id, position, cluster_id, replay_tx_id, replay_position`, name).
-			Scan(&t.Term, &t.Checkpoint.TxID, &t.Checkpoint.Position, &t.ClusterID, &replayTx, &replayPos)
+			RETURNING term, tx_id, position, cluster_id, replay_tx_id, replay_position, holes_swept`, name).
+			Scan(&t.Term, &t.Checkpoint.TxID, &t.Checkpoint.Position, &t.ClusterID, &replayTx, &replayPos, &t.HolesSwept)
 		if err != nil {
 			return err
 		}

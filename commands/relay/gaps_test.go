@@ -34,6 +34,17 @@ func (e *env) typeAt(tenant domain.TenantID, stream string, seq int64) domain.Ev
 	return evs[0].EventType
 }
 
+// waitHistorySwept waits until the relay's one-time sweep of the history's holes is done, so a
+// hole made after it is left to the live gap sweeper.
+func (e *env) waitHistorySwept() {
+	e.t.Helper()
+	waitUntil(e.t, 10*time.Second, func() bool {
+		var swept bool
+		_ = e.pool.QueryRow(e.ctx, "SELECT holes_swept FROM relay_checkpoints WHERE name = 'default'").Scan(&swept)
+		return swept
+	})
+}
+
 // A seq that never commits while a later one did is given up with a marker once the deadline
 // passes; the marker is relayed like any event.
 func TestGapSweeperSkipsASeqThatNeverCommits(t *testing.T) {
@@ -82,6 +93,7 @@ func TestGapSweeperLeavesALateCommitAlone(t *testing.T) {
 	cfg.GapDeadline = 3 * time.Second
 	r := e.newRelay(cfg, nil)
 	start(t, e.ctx, r)
+	e.waitHistorySwept()
 	e.appendAt(acme, "grp1", 1)
 	e.appendAt(acme, "grp1", 3)
 	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Events == 2 })
@@ -106,6 +118,7 @@ func TestGapSweeperFindsHolesLeftBeforeARestart(t *testing.T) {
 	slow.GapDeadline = time.Hour
 	r1 := e.newRelay(slow, nil)
 	stop1 := start(t, e.ctx, r1)
+	e.waitHistorySwept()
 	for _, seq := range []int64{1, 2, 4, 5} {
 		e.appendAt(acme, "grp7", seq)
 	}
@@ -123,5 +136,35 @@ func TestGapSweeperFindsHolesLeftBeforeARestart(t *testing.T) {
 	waitUntil(t, 15*time.Second, func() bool { return e.typeAt(acme, "grp7", 3) == domain.EventGroupSeqSkipped })
 	if r2.Stats().Skips != 1 {
 		t.Errorf("the second relay appended %d markers, want 1", r2.Stats().Skips)
+	}
+}
+
+// Holes a history has from before seq-skip markers existed are given up once, when the first
+// relay term starts, without waiting for a deadline or a later seq.
+func TestRelaySweepsTheHolesOfTheHistoryOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, true)
+	acme := domain.MustTenantID("acme")
+	for _, seq := range []int64{1, 3, 4, 7} {
+		e.appendAt(acme, "grp5", seq)
+	}
+	cfg := e.fastConfig()
+	cfg.GapDeadline = time.Hour
+	r := e.newRelay(cfg, nil)
+	stop := start(t, e.ctx, r)
+	waitUntil(t, 15*time.Second, func() bool { return r.Stats().Skips == 3 })
+	for _, seq := range []int64{2, 5, 6} {
+		if got := e.typeAt(acme, "grp5", seq); got != domain.EventGroupSeqSkipped {
+			t.Fatalf("seq %d holds %q, want a marker", seq, got)
+		}
+	}
+	stop()
+	e.appendAt(acme, "grp5", 9) // a hole at 8 in the live log waits for its deadline
+	r2 := e.newRelay(cfg, nil)
+	start(t, e.ctx, r2)
+	waitUntil(t, 10*time.Second, func() bool { return r2.Stats().Events > 0 })
+	time.Sleep(500 * time.Millisecond)
+	if got := e.typeAt(acme, "grp5", 8); got != "" || r2.Stats().Skips != 0 {
+		t.Fatalf("the second term swept the history again: seq 8 holds %q, %d markers", got, r2.Stats().Skips)
 	}
 }

@@ -34,6 +34,10 @@ type Store interface {
 	AppendSkipsFenced(ctx context.Context, relay string, term int64, skips []eventstore.Skip) ([]domain.Envelope, error)
 	// MissingVersions finds the missing versions below each probe, looking back window versions.
 	MissingVersions(ctx context.Context, probes []eventstore.StreamProbe, window int64) ([][]eventstore.VersionRange, error)
+	// HistoricHoles calls found for every run of seqs missing in a conversation's history.
+	HistoricHoles(ctx context.Context, found func(eventstore.StreamHole) error) error
+	// MarkHolesSwept records that the history's holes were given up, while term is current.
+	MarkHolesSwept(ctx context.Context, name string, term int64) error
 	// Notifications delivers a hint after events were appended, until ctx ends.
 	Notifications(ctx context.Context) <-chan struct{}
 }

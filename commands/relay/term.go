@@ -106,7 +106,59 @@ func (t *term) begin() (eventstore.Cursor, bool, error) {
 	}
 	r.log.Info("relay term started", "term", st.Term, "from_tx_id", st.From().TxID, "from_position", st.From().Position,
 		"republishing", st.Republish != nil)
+	if !st.HolesSwept {
+		go t.sweepHistory()
+	}
 	return st.From(), false, nil
+}
+
+// sweepHistory gives up, once per relay name, every hole the conversations' history has: holes
+// left before seq-skip markers existed would otherwise hold every watermark back for good. It runs
+// beside the tail, in batches of Config.GapMaxSkips markers, and records when it is done; a term
+// that ends first leaves it to the next term.
+func (t *term) sweepHistory() {
+	r := t.r
+	var batch []eventstore.Skip
+	var stored int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		got, err := r.store.AppendSkipsFenced(t.work, r.cfg.Name, t.number, batch)
+		if err != nil {
+			return err
+		}
+		batch = batch[:0]
+		stored += int64(len(got))
+		r.skips.Add(int64(len(got)))
+		r.m.skips.Add(float64(len(got)))
+		return nil
+	}
+	err := r.store.HistoricHoles(t.work, func(h eventstore.StreamHole) error {
+		for seq := h.From; seq <= h.To; seq++ {
+			batch = append(batch, eventstore.Skip{Tenant: h.Tenant, Topic: h.Topic, Seq: seq, Reason: domain.SkipGapTimeout, Actor: sweeperActor})
+			if len(batch) == r.cfg.GapMaxSkips {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err == nil {
+		err = r.store.MarkHolesSwept(t.work, r.cfg.Name, t.number)
+	}
+	if err != nil {
+		if t.work.Err() == nil && !errors.Is(err, eventstore.ErrStaleTerm) {
+			r.m.storeErrors.Inc()
+			r.log.Warn("give up the holes of the history; the next term tries again", "err", err)
+		}
+		return
+	}
+	r.log.Info("gave up the holes of the history", "seqs", stored)
 }
 
 // checkBroker compares the cluster with what earlier terms recorded and starts a republish from

@@ -11,7 +11,10 @@ ALTER TABLE relay_checkpoints
     -- Set while the relay republishes events it had published to a broker that lost them: how
     -- far the republish has come. The checkpoint itself never moves back.
     ADD COLUMN replay_tx_id    xid8   NULL,
-    ADD COLUMN replay_position bigint NULL;
+    ADD COLUMN replay_position bigint NULL,
+    -- Set once the relay has given up, with seq-skip markers, every hole the conversations had
+    -- before markers existed (a one-time sweep of the whole history).
+    ADD COLUMN holes_swept     boolean NOT NULL DEFAULT false;
 
 -- Per relay and partition: the offset after the last record the broker acknowledged. A broker
 -- whose end offset is below it has lost acknowledged records.
@@ -26,6 +29,7 @@ CREATE TABLE relay_partition_offsets (
 -- +goose Down
 DROP TABLE relay_partition_offsets;
 ALTER TABLE relay_checkpoints
+    DROP COLUMN holes_swept,
     DROP COLUMN replay_position,
     DROP COLUMN replay_tx_id,
     DROP COLUMN cluster_id,
