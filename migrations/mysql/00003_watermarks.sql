@@ -10,5 +10,21 @@ CREATE TABLE IF NOT EXISTS im_topic_watermarks (
     PRIMARY KEY (topic)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
+-- The watermarks of the topics that have messages already: the end of the run of seqs that starts
+-- at 1. A topic with an older hole stops below it until the relay gives the hole up.
+INSERT INTO im_topic_watermarks (topic, watermark, updated_at)
+SELECT a.topic, MIN(a.seqid), NOW(3) FROM im_group_messages a
+WHERE NOT EXISTS (SELECT 1 FROM im_group_messages b WHERE b.topic = a.topic AND b.seqid = a.seqid + 1)
+  AND EXISTS (SELECT 1 FROM im_group_messages c WHERE c.topic = a.topic AND c.seqid = 1)
+GROUP BY a.topic
+ON DUPLICATE KEY UPDATE watermark = GREATEST(watermark, VALUES(watermark));
+
+INSERT INTO im_topic_watermarks (topic, watermark, updated_at)
+SELECT a.topic, MIN(a.seqid), NOW(3) FROM im_messages a
+WHERE NOT EXISTS (SELECT 1 FROM im_messages b WHERE b.topic = a.topic AND b.seqid = a.seqid + 1)
+  AND EXISTS (SELECT 1 FROM im_messages c WHERE c.topic = a.topic AND c.seqid = 1)
+GROUP BY a.topic
+ON DUPLICATE KEY UPDATE watermark = GREATEST(watermark, VALUES(watermark));
+
 -- +goose Down
 DROP TABLE IF EXISTS im_topic_watermarks;

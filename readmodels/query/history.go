@@ -67,15 +67,26 @@ func (r *Reader) History(ctx context.Context, tenant domain.TenantID, topic doma
 		q.Limit = DefaultLimit
 	}
 	q.Limit = min(q.Limit, MaxLimit)
-	if h := r.hotStore(); h != nil && topic.Kind() == domain.TopicGroup {
-		page, ok, err := r.historyFromHot(ctx, h, tenant, topic, viewer, q)
-		if err != nil {
-			r.redisFailed(ctx, tenant, "history of "+topic.String(), err)
-		} else if ok {
-			return page, nil
+	h := r.hotStore()
+	if h == nil || topic.Kind() != domain.TopicGroup {
+		return r.historyFromMySQL(ctx, tenant, topic, viewer, q)
+	}
+	page, ok, unknown, err := r.historyFromHot(ctx, h, tenant, topic, viewer, q)
+	switch {
+	case err != nil:
+		r.redisFailed(ctx, tenant, "history of "+topic.String(), err)
+	case ok:
+		return page, nil
+	}
+	page, err = r.historyFromMySQL(ctx, tenant, topic, viewer, q)
+	if err == nil && unknown && page.LastSeq > 0 {
+		// Redis does not know the topic's watermark (its state expired or predates watermarks):
+		// give it MySQL's, so later pages can come from the cache.
+		if _, werr := h.RaiseWatermark(ctx, tenant, topic, page.LastSeq); werr != nil {
+			r.redisFailed(ctx, tenant, "write back watermark", werr)
 		}
 	}
-	return r.historyFromMySQL(ctx, tenant, topic, viewer, q)
+	return page, err
 }
 
 func (r *Reader) historyFromMySQL(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (HistoryPage, error) {
@@ -106,8 +117,9 @@ type cacheEntry struct {
 }
 
 // historyFromHot returns the page from Redis when it is provably complete; ok is false when MySQL
-// must answer. A non-nil error is a Redis failure.
-func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (page HistoryPage, ok bool, err error) {
+// must answer, and unknown tells that Redis does not know the topic's watermark. A non-nil error is
+// a Redis failure.
+func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (page HistoryPage, ok, unknown bool, err error) {
 	newest := q.AfterSeq == 0
 	lo, hi := q.AfterSeq+1, int64(math.MaxInt64)
 	if q.BeforeSeq > 0 {
@@ -116,18 +128,18 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 	// One message beyond the page tells whether there is more.
 	w, err := r.window(ctx, h, tenant, topic, lo, hi, q.Limit+1, newest)
 	if err != nil || !w.HasWatermark || !w.Complete {
-		return page, false, err
+		return page, false, err == nil && !w.HasWatermark, err
 	}
 	if w.Watermark < hi {
 		hi = w.Watermark
 		if hi < lo {
 			// Nothing can be in range: the client has caught up.
-			return HistoryPage{Messages: []Message{}, LastSeq: w.Watermark, Source: SourceRedis}, true, nil
+			return HistoryPage{Messages: []Message{}, LastSeq: w.Watermark, Source: SourceRedis}, true, false, nil
 		}
 		if newest && lastSeq(w) > hi {
 			// The newest entries are above the watermark: read the newest up to it instead.
 			if w, err = r.window(ctx, h, tenant, topic, lo, hi, q.Limit+1, newest); err != nil || !w.Complete {
-				return page, false, err
+				return page, false, false, err
 			}
 		}
 	}
@@ -142,7 +154,7 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 		}
 	}
 	if len(msgs) == 0 {
-		return page, false, nil
+		return page, false, false, nil
 	}
 	// The span the cache must account for runs from the range's edge to the page's far end; the
 	// cached entry just beyond the page only says there is more.
@@ -173,14 +185,14 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 	// Every seq of the span must be a cached message or marker: a seq the cache lacks may be
 	// evicted, expired, or not committed yet, and only MySQL can answer for it.
 	if held != spanTo-spanFrom+1 {
-		return page, false, nil
+		return page, false, false, nil
 	}
 	res, err := r.store.CheckHot(ctx, tenant, r.tables, check)
 	if err != nil || !res.OK() {
 		// MySQL's own answer (or its error) comes from the MySQL path.
-		return page, false, nil
+		return page, false, false, nil
 	}
-	return HistoryPage{Messages: msgs, LastSeq: w.Watermark, HasMore: more, Source: SourceRedis}, true, nil
+	return HistoryPage{Messages: msgs, LastSeq: w.Watermark, HasMore: more, Source: SourceRedis}, true, false, nil
 }
 
 // maxWindowReads bounds how often historyFromHot widens a window that seq-skip markers filled.

@@ -68,3 +68,23 @@ func TestCachedPageWithMarkers(t *testing.T) {
 		t.Fatalf("after 1, limit 1: %s more %v from %s", seqs(p), p.HasMore, p.Source)
 	}
 }
+
+// A topic whose Redis watermark is unknown (its state expired, or it predates watermarks) is read
+// from MySQL once, which gives Redis the watermark; later pages come from the cache again.
+func TestHistoryWritesTheWatermarkBackToRedis(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	for seq := int64(1); seq <= 3; seq++ {
+		f.both(ctx, t, rmtest.Sent(t, f.tenant, "grp7", seq, 10, "m"))
+	}
+	base := f.prefix + f.tenant.String() + ":topic:{grp7}:"
+	if err := f.rdb.Del(ctx, base+"proj_wm", base+"proj_seen").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.history(ctx, t, f.cached, "grp7", 20, query.HistoryQuery{}); p.Source != query.SourceMySQL || p.LastSeq != 3 {
+		t.Fatalf("without a cached watermark: from %s, last %d", p.Source, p.LastSeq)
+	}
+	if p := f.history(ctx, t, f.cached, "grp7", 20, query.HistoryQuery{}); p.Source != query.SourceRedis || seqs(p) != "1,2,3" || p.LastSeq != 3 {
+		t.Fatalf("after the write-back: %s from %s, last %d", seqs(p), p.Source, p.LastSeq)
+	}
+}
