@@ -46,11 +46,19 @@ func (h *MessageOpsHandler) Recall(ctx context.Context, ref MessageRef) (RecallR
 	}
 	payload := domain.MessageRecalled{Topic: ref.Topic.String(), Seq: ref.Seq, MessageID: st.sent.MessageID,
 		By: ref.Actor, RecalledAt: now}
-	err = h.appendOp(ctx, ref, domain.ActionRecalled, st.opsVersion, payload)
-	if err != nil {
+	return h.commitRecall(ctx, ref.Tenant, ref.Topic, st, payload, userActor(ref.Actor), func(e *domain.Envelope) { e.TraceID = ref.TraceID })
+}
+
+// commitRecall appends a recall decided by Recall or RecallByModerator: the one place a recall
+// commits, whoever asked for it.
+func (h *MessageOpsHandler) commitRecall(ctx context.Context, tenant domain.TenantID, topic domain.Topic, st messageState,
+	payload domain.MessageRecalled, actor domain.Actor, meta func(*domain.Envelope)) (RecallResult, error) {
+	stream := domain.MessageOpsStreamID(topic, payload.Seq)
+	typ := domain.MessageEventType(topic.Kind(), domain.ActionRecalled)
+	if err := h.appendAs(ctx, tenant, stream, st.opsVersion, typ, actor, meta, payload); err != nil {
 		return RecallResult{}, err
 	}
-	return RecallResult{Seq: ref.Seq, MessageID: st.sent.MessageID, RecalledAt: now}, nil
+	return RecallResult{Seq: payload.Seq, MessageID: st.sent.MessageID, RecalledAt: payload.RecalledAt}, nil
 }
 
 // appendOp appends one operation event to the message's operations stream at expected version.
@@ -60,11 +68,16 @@ func (h *MessageOpsHandler) appendOp(ctx context.Context, ref MessageRef, action
 }
 
 func (h *MessageOpsHandler) appendOne(ctx context.Context, tenant domain.TenantID, stream string, expected int64, typ domain.EventType, actor domain.UserID, traceID string, payload any) error {
-	env, err := domain.NewEnvelope(tenant, stream, expected+1, typ, userActor(actor), payload)
+	return h.appendAs(ctx, tenant, stream, expected, typ, userActor(actor), func(e *domain.Envelope) { e.TraceID = traceID }, payload)
+}
+
+// appendAs appends one event caused by actor; meta completes the envelope (trace, causation).
+func (h *MessageOpsHandler) appendAs(ctx context.Context, tenant domain.TenantID, stream string, expected int64, typ domain.EventType, actor domain.Actor, meta func(*domain.Envelope), payload any) error {
+	env, err := domain.NewEnvelope(tenant, stream, expected+1, typ, actor, payload)
 	if err != nil {
 		return err
 	}
-	env.TraceID = traceID
+	meta(&env)
 	if _, err := h.store.Append(ctx, tenant, stream, expected, []domain.Envelope{env}); err != nil {
 		if errors.Is(err, domain.ErrConcurrency) || errors.Is(err, domain.ErrInvalid) {
 			return err

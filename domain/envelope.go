@@ -62,7 +62,8 @@ func NewEnvelope(tenant TenantID, streamID string, streamVersion int64, typ Even
 	return NewEnvelopeWithID(id, tenant, streamID, streamVersion, typ, actor, payload)
 }
 
-// NewEnvelopeWithID is NewEnvelope with a caller-chosen event id.
+// NewEnvelopeWithID is NewEnvelope with a caller-chosen event id. Old versions of an event type
+// are read, never written: a superseded type fails with ErrInvalid (reason superseded).
 func NewEnvelopeWithID(id uuid.UUID, tenant TenantID, streamID string, streamVersion int64, typ EventType, actor Actor, payload any) (Envelope, error) {
 	if tenant.IsZero() {
 		return Envelope{}, invalid("tenant_id", "required", "")
@@ -76,6 +77,9 @@ func NewEnvelopeWithID(id uuid.UUID, tenant TenantID, streamID string, streamVer
 	info, ok := LookupEventType(typ)
 	if !ok {
 		return Envelope{}, invalid("event_type", "unknown", string(typ))
+	}
+	if cur := CurrentType(typ); cur != typ {
+		return Envelope{}, invalid("event_type", "superseded", "write "+string(cur)+", not "+string(typ))
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {

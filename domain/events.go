@@ -152,12 +152,16 @@ type MessageSent struct {
 }
 
 // MessageRecalled is the payload of message.{group,direct}.recalled.v1 (stream MessageOpsStreamID).
-// After it the message's content is gone from every read model.
+// After it the message's content is gone from every read model. A sender's recall names the
+// sender in By; a recall by moderation has no By and names the administrator in Moderator, with
+// the recorded Reason.
 type MessageRecalled struct {
 	Topic      string    `json:"topic"`
 	Seq        int64     `json:"seq,string"`
 	MessageID  string    `json:"message_id"`
-	By         UserID    `json:"by"`
+	By         UserID    `json:"by,omitempty"`
+	Moderator  string    `json:"moderator,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
 	RecalledAt time.Time `json:"recalled_at"`
 }
 

@@ -27,7 +27,9 @@ const (
 	EventMemberRemoved       EventType = "member.removed.v1"
 	EventMemberUnbanned      EventType = "member.unbanned.v1"
 	EventMemberRoleSet       EventType = "member.role_set.v1"
-	EventMemberMuted         EventType = "member.muted.v1"
+	// EventMemberMuted is version 2 of member.muted: it says whether the event mutes or lifts a
+	// mute. Version 1 (EventMemberMutedV1) said it only by leaving until out; it is upcast on read.
+	EventMemberMuted EventType = "member.muted.v2"
 )
 
 // Biz types of the business events (the envelope biz_type field).
@@ -93,8 +95,12 @@ func NewEnvelopes(tenant TenantID, actor Actor, events []PendingEvent) ([]Envelo
 }
 
 // decodePayload checks that env is the next event of the stream (tenant, id, version) and decodes
-// its payload through the event registry.
+// its payload, upcast to the current version, through the event registry.
 func decodePayload(env Envelope, tenant TenantID, streamID string, version int64) (any, error) {
+	env, err := Upcast(env)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case env.TenantID != tenant:
 		return nil, fmt.Errorf("%w: tenant %q, want %q", ErrStreamMismatch, env.TenantID.String(), tenant.String())
@@ -291,18 +297,25 @@ type MemberRoleSet struct {
 	SetAt   time.Time `json:"set_at"`
 }
 
-// MemberMuted is the payload of member.muted.v1: User may not post before Until. A zero Until
-// (omitted in JSON) lifts the mute.
+// MemberMuted is the payload of member.muted.v2. With Muted true, User may not post before
+// Until; with Muted false the event lifts User's mute and Until is absent. Version 1
+// (MemberMutedV1) had no Muted field: a v1 event without until was a lift, which a reader had
+// to know, and which a reader that did not know took for a mute without end.
 type MemberMuted struct {
 	GroupID GroupID   `json:"group_id"`
 	User    UserID    `json:"user"`
+	Muted   bool      `json:"muted"`
 	Until   time.Time `json:"until,omitzero"`
 	By      UserID    `json:"by"`
 	MutedAt time.Time `json:"muted_at"`
 }
 
 func registerBusiness(typ EventType, bizType string, payload func() any) {
-	RegisterEventType(EventInfo{Type: typ, SchemaVersion: 1, Category: CategoryBusiness,
+	registerBusinessVersion(typ, 1, bizType, payload)
+}
+
+func registerBusinessVersion(typ EventType, version int, bizType string, payload func() any) {
+	RegisterEventType(EventInfo{Type: typ, SchemaVersion: version, Category: CategoryBusiness,
 		BizType: bizType, Payload: payload})
 }
 
@@ -324,5 +337,6 @@ func init() {
 	registerBusiness(EventMemberRemoved, BizTypeMember, func() any { return &MemberRemoved{} })
 	registerBusiness(EventMemberUnbanned, BizTypeMember, func() any { return &MemberUnbanned{} })
 	registerBusiness(EventMemberRoleSet, BizTypeMember, func() any { return &MemberRoleSet{} })
-	registerBusiness(EventMemberMuted, BizTypeMember, func() any { return &MemberMuted{} })
+	registerBusinessVersion(EventMemberMuted, 2, BizTypeMember, func() any { return &MemberMuted{} })
+	registerSupersededBusiness()
 }

@@ -92,7 +92,10 @@ func (m *MembershipState) Apply(env Envelope) error {
 	case *MemberRoleSet:
 		m.role = e.Role
 	case *MemberMuted:
-		m.mutedUntil = e.Until
+		m.mutedUntil = time.Time{}
+		if e.Muted {
+			m.mutedUntil = e.Until
+		}
 	default:
 		return unknownEvent(m.StreamID(), p)
 	}
@@ -401,5 +404,5 @@ func (g GroupState) Mute(p Principal, actor, target MembershipState, until, now 
 		until = until.UTC()
 	}
 	return []PendingEvent{target.event(EventMemberMuted, &MemberMuted{GroupID: g.id, User: target.user,
-		Until: until, By: p.User, MutedAt: now.UTC()})}, nil
+		Muted: !until.IsZero(), Until: until, By: p.User, MutedAt: now.UTC()})}, nil
 }

@@ -39,7 +39,7 @@ func TestWatermarkMigrationBackfills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.UpTo(ctx, 2); err != nil {
+	if _, err := p.UpTo(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
 	rows := []struct {

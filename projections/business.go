@@ -17,14 +17,14 @@ const (
 	ProjectionBusinessMySQL = "business-mysql"
 	// GroupBusinessMySQL is its consumer group. Never renamed (see GroupMessagesMySQL).
 	GroupBusinessMySQL = "imledger.proj.business.mysql.v1"
-	// GroupRebuildBusinessMySQL is the consumer group a rebuild of business-mysql records in the
-	// rebuilt tables. It never consumes Kafka.
+	// GroupRebuildBusinessMySQL is the consumer group name under which a rebuild of
+	// business-mysql applies events. It never consumes Kafka.
 	GroupRebuildBusinessMySQL = "imledger.rebuild.business.mysql.v1"
 )
 
 // BusinessStore is what the business projection needs of readmodels/business: ApplyBatch writes
-// one tenant's events and their processed rows in one transaction, then invalidates the Redis
-// cache entries they changed.
+// one tenant's events in one transaction (version-guarded, so idempotent), then invalidates the
+// Redis cache entries they changed.
 type BusinessStore interface {
 	ApplyBatch(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables business.Tables, events []domain.Envelope) (business.ApplyResult, error)
 }
@@ -43,7 +43,7 @@ func isBusinessEvent(t domain.EventType) bool {
 }
 
 // BusinessMySQL is the business-mysql projection: every event of im.business.event goes to the
-// tenant's im_groups, im_group_members, im_relations and im_users with its processed row, and the
+// tenant's im_groups, im_group_members, im_relations and im_users, and the
 // Redis caches it made stale are invalidated after the commit and published to inv (optional).
 // group "" means GroupBusinessMySQL. Unknown tenants are dead-lettered as for MessagesMySQL.
 func BusinessMySQL(store BusinessStore, group string, inv Invalidations, log *slog.Logger) Projection {

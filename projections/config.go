@@ -8,8 +8,8 @@ import (
 	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
-// Consumer group names of the projections. They are a contract: Kafka offsets and the
-// im_processed_events rows are keyed by them, so a published name is never renamed. A read
+// Consumer group names of the projections. They are a contract: Kafka offsets are keyed by them,
+// so a published name is never renamed. A read
 // model whose meaning changes gets a new name (".v2") and is rebuilt.
 const (
 	// GroupMessagesMySQL is the consumer group of the messages-mysql projection.
@@ -17,8 +17,7 @@ const (
 	// GroupMessagesHot is the consumer group of the messages-hot projection.
 	GroupMessagesHot = "imledger.proj.messages.hot.v1"
 	// GroupRebuildMessagesMySQL is the consumer group name under which a rebuild of
-	// messages-mysql records the events of its catch-up after the swap in im_processed_events.
-	// It never consumes Kafka; the bulk load before the swap records none.
+	// messages-mysql applies the events of its catch-up after the swap. It never consumes Kafka.
 	GroupRebuildMessagesMySQL = "imledger.rebuild.messages.mysql.v1"
 )
 

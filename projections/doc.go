@@ -6,14 +6,18 @@
 // Delivery. watermill-kafka delivers one record per partition at a time and waits for its ack;
 // the projector writes the records in flight across partitions as one batch per tenant
 // (Config.Batch) and acks each only after its batch committed. A conversation's events share a
-// Kafka key, hence a partition, so they are applied in order; redeliveries are skipped by the
-// read model (im_processed_events, or compare-and-set in Redis).
+// Kafka key, hence a partition, so they are applied in order; a redelivery changes nothing
+// because every read-model write is idempotent by itself (unique keys and version guards in
+// MySQL, compare-and-set in Redis).
 //
 // Failures. A store that is unreachable (domain.ErrRetryable) pauses the partition: the event
-// is retried with backoff and redelivered until it applies, never dead-lettered. Any other
-// failure is retried Config.Retry.MaxRetries times; a record that is not an envelope, an
-// unknown event type, a payload the read model rejects or an unknown tenant is not retried at
-// all. Then the record goes to im.dead.letter (with reason, consumer group and original
+// is retried with backoff and redelivered until it applies, never dead-lettered. A value the
+// store refuses in one event (content MySQL will not hold: invalid or too deeply nested JSON,
+// bad UTF-8, too long) is no failure at all: the read model stores that message as a
+// placeholder (status blocked, no content) and the conversation goes on; rebuilds do the same.
+// Any other failure is retried Config.Retry.MaxRetries times; a record that is not an envelope,
+// an unknown event type, a payload the read model cannot place (no seq, wrong topic) or an
+// unknown tenant is not retried at all. Then the record goes to im.dead.letter (with reason, consumer group and original
 // coordinates as headers) and to projection_dead_letters in Postgres, and every later event of
 // the same conversation in the same consumer group is parked in projection_parked_events until
 // an operator replays or skips the dead letter (DeadLetters), which applies the parked events in

@@ -19,7 +19,9 @@ const (
 	// ReasonUnknownEventType: the event type is not registered in this build (a newer writer, or
 	// a typo). Acking it would lose it silently; upgrade, then replay. Never retried.
 	ReasonUnknownEventType = "unknown_event_type"
-	// ReasonBadEvent: the envelope decodes but the read model rejects its payload (domain.ErrInvalid).
+	// ReasonBadEvent: the envelope decodes but the read model cannot place its payload
+	// (domain.ErrInvalid): no seq or sender, a topic of the wrong kind, another tenant's event.
+	// Content the store refuses is not one of these: the message is stored as a placeholder.
 	// Never retried.
 	ReasonBadEvent = "bad_event"
 	// ReasonRetriesExhausted: applying the event failed with a non-transient error on every

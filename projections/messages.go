@@ -17,8 +17,8 @@ const (
 )
 
 // MessageStore is what the messages-mysql projection needs of readmodels/msgstore: Apply
-// writes a batch of one tenant's events and the im_processed_events rows of consumerGroup in one
-// transaction; ApplyIf does the same but lets ok veto the commit.
+// writes a batch of one tenant's events in one transaction, every write idempotent; ApplyIf does
+// the same but lets ok veto the commit.
 type MessageStore interface {
 	Apply(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables msgstore.Tables, events []domain.Envelope) (int, error)
 	ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables msgstore.Tables, events []domain.Envelope, ok func(context.Context) error) (int, error)
@@ -54,8 +54,8 @@ func acceptedTypes(accept func(domain.EventType) bool) []domain.EventType {
 }
 
 // MessagesMySQL is the messages-mysql projection: every message event of both message topics is
-// written to the tenant's MySQL tables (msgstore.DefaultTables) with its im_processed_events row
-// in the same transaction. group "" means GroupMessagesMySQL.
+// written to the tenant's MySQL tables (msgstore.DefaultTables). group "" means
+// GroupMessagesMySQL.
 //
 // An event of a tenant without a read-model database is dead-lettered with ReasonUnknownTenant:
 // tenants are provisioned by an operator command (`imledger tenant`), never implicitly by an
@@ -97,6 +97,7 @@ func (a mysqlApplier) ApplyIf(ctx context.Context, tenant domain.TenantID, event
 // msgstoreErr classifies a msgstore.Apply error: an event that can never apply is permanent, an
 // unprovisioned tenant is ErrUnknownTenant; a recall or edit of a message the read model does
 // not hold stays an ordinary error (retried, then dead-lettered); transient ones pass through.
+// Content the store refuses never gets here: msgstore writes such a message as a placeholder.
 func msgstoreErr(err error) error {
 	if err == nil || errors.Is(err, domain.ErrRetryable) {
 		return err
@@ -116,8 +117,9 @@ func msgstoreErr(err error) error {
 
 // MessagesHot is the messages-hot projection: message events of both message topics go to the
 // Redis hot store (group snapshots, recall and edit, last seqs and read marks; the store
-// ignores what it does not keep). It needs no processed-event table: every Redis write is a
-// compare-and-set that only moves forward. group "" means GroupMessagesHot.
+// ignores what it does not keep). Like the MySQL projections it keeps no record of applied
+// events: every Redis write is a compare-and-set that only moves forward. group "" means
+// GroupMessagesHot.
 func MessagesHot(store HotStore, group string) Projection {
 	if group == "" {
 		group = GroupMessagesHot

@@ -84,7 +84,7 @@ func seqs(msgs []readmodels.Message) []int64 {
 }
 
 // TestMySQLEveryEventDeliveredTwice republishes the whole batch: every event must give exactly
-// one row and one processed row.
+// one row, whatever the second delivery finds.
 func TestMySQLEveryEventDeliveredTwice(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -99,7 +99,7 @@ func TestMySQLEveryEventDeliveredTwice(t *testing.T) {
 	}
 	h.publish(events...)
 	h.publish(events...)
-	want := msgstore.TableCounts{GroupMessages: int64(len(events)), Processed: int64(len(events)), ReadMarks: 10}
+	want := msgstore.TableCounts{GroupMessages: int64(len(events)), ReadMarks: 10}
 	eventually(t, 40*time.Second, func() error {
 		if got := m.counts(tn); got != want {
 			return fmt.Errorf("counts %+v, want %+v", got, want)
@@ -116,8 +116,9 @@ func TestMySQLEveryEventDeliveredTwice(t *testing.T) {
 	if got := m.counts(tn); got != want {
 		t.Errorf("after catching up: counts %+v, want %+v", got, want)
 	}
-	if got := p.Metrics().Applied(projections.GroupMessagesMySQL); got != float64(len(events)) {
-		t.Errorf("applied metric %v, want %d (duplicates are not applied)", got, len(events))
+	// A redelivery is applied again (and changes nothing); one within a batch counts once.
+	if got := p.Metrics().Applied(projections.GroupMessagesMySQL); got < float64(len(events)) || got > float64(2*len(events)) {
+		t.Errorf("applied metric %v, want between %d and %d", got, len(events), 2*len(events))
 	}
 	if batches, flushed := p.Metrics().Batches(projections.GroupMessagesMySQL); batches == 0 || flushed < float64(2*len(events)) || float64(batches) > flushed {
 		t.Errorf("%d batches held %v events; want every one of the %d delivered events in one", batches, flushed, 2*len(events))
@@ -392,7 +393,7 @@ func TestMySQLOutageMidRun(t *testing.T) {
 		t.Fatalf("%d messages written while MySQL was unreachable", n)
 	}
 	px.Open(t)
-	want := msgstore.TableCounts{GroupMessages: 500, Processed: 500, ReadMarks: 5}
+	want := msgstore.TableCounts{GroupMessages: 500, ReadMarks: 5}
 	eventually(t, 60*time.Second, func() error {
 		if got := m.counts(tn); got != want {
 			return fmt.Errorf("counts %+v, want %+v", got, want)

@@ -137,12 +137,11 @@ func (r RebuildResult) PerSecond() float64 {
 //
 // messages-mysql, per tenant: fresh tables named with Suffix are created like the live ones
 // (leftovers of an interrupted rebuild are dropped first) and every message event of the tenant
-// is bulk-loaded into them in position order (msgstore.BulkLoad: no processed-event rows, the
-// secondary indexes added in one pass at the end), the live projector's processed-event rows are
-// copied over (so it keeps deduplicating redeliveries), the tables are swapped in atomically
-// (msgstore.SwapTables), and the last CatchUpWindow positions are applied again to the new live
-// tables with the consumer group GroupRebuildMessagesMySQL. The live projector may keep running;
-// what it wrote to the old tables is re-derived from the store by the catch-up.
+// is bulk-loaded into them in position order (msgstore.BulkLoad: the secondary indexes added in
+// one pass at the end), the tables are swapped in atomically (msgstore.SwapTables), and the last
+// CatchUpWindow positions are applied again to the new live tables with the consumer group
+// GroupRebuildMessagesMySQL. The live projector may keep running; what it wrote to the old
+// tables is re-derived from the store by the catch-up, and what it writes again is idempotent.
 //
 // messages-hot: every message event of the tenant is applied to Redis again in position order;
 // the hot store is idempotent, so this repairs missing or stale keys and changes nothing else.
@@ -176,9 +175,6 @@ func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o Rebui
 		return TenantRebuild{}, err
 	}
 	if err := bl.Finish(ctx); err != nil {
-		return TenantRebuild{}, err
-	}
-	if err := copyProcessed(ctx, db, live.Processed, rebuilt.Processed, GroupRebuildMessagesMySQL); err != nil {
 		return TenantRebuild{}, err
 	}
 	if err := msgstore.SwapTables(ctx, db, live, rebuilt); err != nil {
@@ -274,18 +270,6 @@ func rebuildTenants(ctx context.Context, dbs TenantDatabases, o RebuildOptions, 
 	}
 	res.Duration = time.Since(start)
 	return res, nil
-}
-
-// copyProcessed copies the processed-event rows of every consumer group but the rebuild's own
-// from the live table into the rebuilt one, so the live projector keeps deduplicating
-// redeliveries once the tables are swapped. The names are validated table names.
-func copyProcessed(ctx context.Context, db *sql.DB, live, rebuilt, rebuildGroup string) error {
-	copySQL := "INSERT IGNORE INTO `" + rebuilt + "` (consumer_group, event_id, processed_at)" +
-		" SELECT consumer_group, event_id, processed_at FROM `" + live + "` WHERE consumer_group <> ?"
-	if _, err := db.ExecContext(ctx, copySQL, rebuildGroup); err != nil {
-		return fmt.Errorf("copy processed events: %w", err)
-	}
-	return nil
 }
 
 // newBar returns a progress bar writing to w, or nil when w is nil.

@@ -53,8 +53,7 @@ func NewBusinessRebuilder(d BusinessRebuildDeps) (*BusinessRebuilder, error) {
 const businessPage = 1000
 
 // Rebuild rebuilds business-mysql for o.Tenant (or every tenant): every business event is applied
-// in position order to fresh tables (suffix o.Suffix), the live projector's processed rows are
-// copied over, the tables are swapped in atomically, the last o.CatchUpWindow positions are
+// in position order to fresh tables (suffix o.Suffix), the tables are swapped in atomically, the last o.CatchUpWindow positions are
 // applied again to the new live tables (version-guarded, so only what the live projector wrote
 // to the old tables meanwhile changes anything), and the tenant's Redis caches are invalidated.
 func (r *BusinessRebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResult, error) {
@@ -73,9 +72,6 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 	rebuilt := live.WithSuffix(o.Suffix)
 	applied, last, events, err := r.fill(ctx, db, t, rebuilt, o.Progress, "rebuild "+t.String())
 	if err != nil {
-		return TenantRebuild{}, err
-	}
-	if err := copyProcessed(ctx, db, live.Processed, rebuilt.Processed, GroupRebuildBusinessMySQL); err != nil {
 		return TenantRebuild{}, err
 	}
 	if err := business.SwapTables(ctx, db, live, rebuilt); err != nil {

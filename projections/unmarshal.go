@@ -69,12 +69,17 @@ func sourceOf(msg *message.Message) source {
 	return source{Topic: msg.Metadata.Get(MetaKafkaTopic), Partition: int32(p), Offset: o, Key: msg.Metadata.Get(MetaKafkaKey)}
 }
 
-// decodeEnvelope parses a record value as a domain.Envelope and checks the fields every
-// projection relies on. Its errors are permanent: the same bytes never decode later.
+// decodeEnvelope parses a record value as a domain.Envelope, upcast to the current version of
+// its event type (the relay publishes events as stored), and checks the fields every projection
+// relies on. Its errors are permanent: the same bytes never decode later.
 func decodeEnvelope(payload []byte) (domain.Envelope, error) {
 	var env domain.Envelope
 	if err := json.Unmarshal(payload, &env); err != nil {
 		return env, permanent(ReasonBadEnvelope, fmt.Errorf("decode envelope: %w", err))
+	}
+	env, err := domain.Upcast(env)
+	if err != nil {
+		return env, permanent(ReasonBadEvent, err)
 	}
 	switch {
 	case env.TenantID.IsZero():

@@ -13,10 +13,17 @@ const (
 	StatusRecalled = "recalled"
 	// StatusSkipped marks a seq-skip marker's row: the seq is a final hole, never a message.
 	StatusSkipped = "skipped"
+	// StatusBlocked marks a message whose content the read model's store refused (seed 000
+	// §6.2: "blocked", 拦截): content that the domain refuses today but an event written before
+	// that, or by another build, still carries. The message keeps its place in the conversation
+	// and its metadata, but never carries content or head; an edit the store accepts makes it
+	// normal again, a recall recalls it.
+	StatusBlocked = "blocked"
 )
 
 // Message is one message as a reader sees it. A recalled message keeps its place in the
-// conversation (status "recalled") but never carries content or head. Seqs and 64-bit ids are
+// conversation (status "recalled") but never carries content or head; so does a message whose
+// content the store refused (status "blocked"). Seqs and 64-bit ids are
 // JSON strings. Times are UTC with millisecond precision, the precision MySQL stores.
 type Message struct {
 	Topic       string          `json:"topic"`
@@ -38,9 +45,12 @@ type Message struct {
 // Recalled reports whether the message was recalled.
 func (m Message) Recalled() bool { return m.Status == StatusRecalled }
 
-// Redact clears what a recalled message must never show, whatever a store returned.
+// Blocked reports whether the store refused the message's content (StatusBlocked).
+func (m Message) Blocked() bool { return m.Status == StatusBlocked }
+
+// Redact clears what a recalled or blocked message must never show, whatever a store returned.
 func (m *Message) Redact() {
-	if m.Recalled() {
+	if m.Recalled() || m.Blocked() {
 		m.Content = nil
 		m.Head = nil
 	}

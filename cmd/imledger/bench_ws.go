@@ -18,7 +18,9 @@ import (
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/ws"
 	"github.com/imledger/imledger/transport/ws/wsbench"
@@ -120,10 +122,8 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 		defer stop()
 	}
 	o.Tokens = n.signer
-	if n.router != nil {
-		if err := n.router.Provision(ctx, o.Tenant); err != nil {
-			return err
-		}
+	if err := n.provisionBenchTenant(ctx, o.Tenant); err != nil {
+		return err
 	}
 	start := time.Now()
 	if err := n.prepareBenchGroups(ctx, o); err != nil {
@@ -339,4 +339,21 @@ func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("pprof listening", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
+}
+
+// provisionBenchTenant makes sure tenant is in the registry (with its MySQL database when MySQL
+// is configured), so the nodes admit its clients. An in-process node already has a registry;
+// against running nodes one is opened, telling them over Redis.
+func (n *node) provisionBenchTenant(ctx context.Context, tenantID domain.TenantID) error {
+	if n.registry == nil {
+		var notifier tenant.Notifier
+		if n.rdb != nil {
+			notifier = access.NewNotifier(redisBroadcast(n.rdb, n.cfg.FanoutConfig().KeyPrefix), n.log)
+		}
+		if err := n.openRegistry(notifier); err != nil {
+			return err
+		}
+	}
+	_, err := n.registry.Provision(ctx, tenantID, nil, tenant.Meta{})
+	return err
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/auth"
 )
 
@@ -28,9 +30,20 @@ func TestTokenIssue(t *testing.T) {
 	if _, _, err := runCLI(t, "token", "issue", "--tenant", "acme", "--user", "7"); err == nil || !strings.Contains(err.Error(), "auth.keys") {
 		t.Errorf("token issue without keys: want an auth.keys error, got %v", err)
 	}
+	template := testenv.UniqueName("imtok")
+	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
 	file := filepath.Join(t.TempDir(), "keys.yaml")
-	if err := os.WriteFile(file, []byte("auth: {keys: [{id: k1, secret: \""+testSecret+"\"}]}\n"), 0o600); err != nil {
+	yaml := fmt.Sprintf("auth: {keys: [{id: k1, secret: %q}]}\npostgres: {url: %q}\nmysql: {server_dsn: %q, database_template: \"%s_{tenant}\"}\nredis: {key_prefix: %q}\n",
+		testSecret, testenv.Postgres(t), testenv.MySQLDSN, template, testenv.UniqueName("imtok")+":")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// Only provisioned, active tenants get tokens.
+	if _, _, err := runCLI(t, "token", "issue", "--tenant", "acme", "--user", "7", "--config", file); err == nil || !strings.Contains(err.Error(), "tenant_not_found") {
+		t.Fatalf("token issue for a tenant never provisioned: %v", err)
+	}
+	if out, errOut, err := runCLI(t, "tenant", "create", "acme", "--no-api-key", "--config", file); err != nil {
+		t.Fatalf("tenant create: %v\n%s\n%s", err, out, errOut)
 	}
 	out, _, err := runCLI(t, "token", "issue", "--tenant", "acme", "--user", "usr7", "--ttl", "1m", "--config", file)
 	if err != nil || strings.Count(strings.TrimSpace(out), ".") != 2 {
@@ -46,5 +59,11 @@ func TestTokenIssue(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "token", "issue", "--tenant", "acme", "--user", "7", "--ttl", "10000h", "--config", file); err == nil {
 		t.Error("a token beyond auth.max_ttl was issued")
+	}
+	if out, errOut, err := runCLI(t, "tenant", "suspend", "acme", "--config", file); err != nil || !strings.Contains(out, "suspended") {
+		t.Fatalf("tenant suspend: %v\n%s\n%s", err, out, errOut)
+	}
+	if _, _, err := runCLI(t, "token", "issue", "--tenant", "acme", "--user", "7", "--config", file); err == nil || !strings.Contains(err.Error(), "tenant_suspended") {
+		t.Fatalf("token issue for a suspended tenant: %v", err)
 	}
 }

@@ -10,18 +10,22 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/projections"
 )
 
 func newDeadLetterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deadletter",
-		Short: "List, replay or skip the events the projectors gave up on",
+		Short: "List, replay or skip the events the projectors and the admin commands gave up on",
 		Long: "An event a projection cannot apply (after its retries, or at once when it can never apply)\n" +
 			"becomes a dead letter in PostgreSQL, and the later events of its conversation are parked\n" +
 			"behind it so they are never applied out of order. Fix the cause, then replay the dead\n" +
 			"letter (apply it again, then the parked events) or skip it (drop it, apply the parked\n" +
-			"events). Both write to the read models directly, whether or not serve is running.",
+			"events). Both write to the read models directly, whether or not serve is running.\n\n" +
+			"With --admin the commands are about admin commands that kept failing (answered failed and\n" +
+			"kept in admin_command_failures): replay sends one again on im.admin.command as a new\n" +
+			"command (new event_id, parent_event_id the original's) and waits for its result.",
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newDeadLetterListCmd(), newDeadLetterResolveCmd(true), newDeadLetterResolveCmd(false))
@@ -43,7 +47,10 @@ func openDeadLetters(cmd *cobra.Command) (*node, *projections.DeadLetters, error
 }
 
 func newDeadLetterListCmd() *cobra.Command {
-	var f projections.ListFilter
+	var (
+		f        projections.ListFilter
+		adminCmd bool
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters, oldest first",
@@ -51,6 +58,9 @@ func newDeadLetterListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Status == "all" {
 				f.Status = ""
+			}
+			if adminCmd {
+				return listAdminFailures(cmd, admin.FailureFilter{Status: f.Status, TenantID: f.TenantID, Limit: f.Limit})
 			}
 			n, d, err := openDeadLetters(cmd)
 			if err != nil {
@@ -69,6 +79,7 @@ func newDeadLetterListCmd() *cobra.Command {
 	fl.StringVar(&f.ConsumerGroup, "group", "", "only this consumer group")
 	fl.StringVar(&f.TenantID, "tenant", "", "only this tenant")
 	fl.IntVar(&f.Limit, "limit", 100, "at most this many")
+	fl.BoolVar(&adminCmd, "admin", false, "list the admin commands that failed instead")
 	return cmd
 }
 
@@ -94,11 +105,15 @@ func oneLine(s string, n int) string {
 
 // newDeadLetterResolveCmd is `deadletter replay <id>` (replay true) or `deadletter skip <id>`.
 func newDeadLetterResolveCmd(replay bool) *cobra.Command {
+	var (
+		adminCmd bool
+		timeout  time.Duration
+	)
 	use, short := "skip <id>", "Drop a dead letter and apply the events parked behind it"
 	if replay {
 		use, short = "replay <id>", "Apply a dead letter again, then the events parked behind it"
 	}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.ExactArgs(1),
@@ -106,6 +121,9 @@ func newDeadLetterResolveCmd(replay bool) *cobra.Command {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id <= 0 {
 				return fmt.Errorf("dead letter id %q: want a positive number from `deadletter list`", args[0])
+			}
+			if adminCmd {
+				return resolveAdminFailure(cmd, id, replay, timeout)
 			}
 			n, d, err := openDeadLetters(cmd)
 			if err != nil {
@@ -129,4 +147,11 @@ func newDeadLetterResolveCmd(replay bool) *cobra.Command {
 			return nil
 		},
 	}
+	what := "skip an admin command failure (from `deadletter list --admin`) instead"
+	if replay {
+		what = "send an admin command failure (from `deadletter list --admin`) again as a new command and wait for its result"
+		cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "with --admin: how long to wait for the result")
+	}
+	cmd.Flags().BoolVar(&adminCmd, "admin", false, what)
+	return cmd
 }

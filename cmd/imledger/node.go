@@ -24,6 +24,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/internal/telemetry"
@@ -32,7 +33,9 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
+	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/httpserver"
@@ -43,9 +46,10 @@ import (
 // node is one running imledger process: its connections, handlers, background workers and HTTP
 // server. startNode builds it; shutdown takes it apart in the reverse order.
 type node struct {
-	cfg config.Config
-	log *slog.Logger
-	reg *prometheus.Registry
+	cfg    config.Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	panics *telemetry.Panics // imledger_panics_total, shared by the WebSocket gateway and the REST API
 
 	// Connections.
 	broker *kafkabroker.Broker // nil when brokers are configured
@@ -54,6 +58,9 @@ type node struct {
 	rdb    *redis.Client
 	mysql  *sql.DB     // readiness ping only; nil when MySQL is disabled
 	kping  *kgo.Client // readiness ping of Kafka
+	// bulkReads gives the pool's connections a large socket read buffer, for the commands
+	// that stream the whole log (export, republish).
+	bulkReads bool
 
 	// Write side.
 	signer   *auth.Signer
@@ -64,11 +71,20 @@ type node struct {
 	ops      *commands.MessageOpsHandler
 	accounts *account.Service
 
+	// Tenants and account governance.
+	registry   *tenant.Registry
+	tenants    *tenant.Cache
+	guard      *account.Guard
+	governance *account.Governance
+	notifier   *access.Notifier
+	gate       *access.Gate
+
 	// Read side; nil when MySQL is disabled.
 	router *tenantdb.Router
 	msgs   *msgstore.Store
 	hot    *hot.Store
 	biz    *business.Store
+	sess   *sessions.Store
 	reader *query.Reader
 
 	// Realtime.
@@ -106,8 +122,8 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 // start starts the components of a node made by newNode; on failure it closes what it had
 // opened.
 func (n *node) start(ctx context.Context) error {
-	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startRelay,
-		n.startProjector, n.startRealtime, n.startHTTP}
+	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startRelay,
+		n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()
@@ -118,7 +134,11 @@ func (n *node) start(ctx context.Context) error {
 }
 
 func newNode(cfg config.Config, log *slog.Logger) *node {
-	return &node{cfg: cfg, log: log, reg: telemetry.NewRegistry(buildVersion()), errc: make(chan error, 8)}
+	reg := telemetry.NewRegistry(buildVersion())
+	// A fresh registry holds no other imledger_panics_total, so this cannot fail; a nil counter
+	// would still log every panic.
+	panics, _ := telemetry.NewPanics(reg)
+	return &node{cfg: cfg, log: log, reg: reg, panics: panics, errc: make(chan error, 8)}
 }
 
 // worker is a background loop of the node, run under its own context so shutdown stops it at its

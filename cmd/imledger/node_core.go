@@ -51,7 +51,7 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 	if err := migratePostgres(ctx, n.cfg.Postgres, n.log); err != nil {
 		return err
 	}
-	if n.pool, err = openPool(ctx, n.cfg.Postgres); err != nil {
+	if n.pool, err = openPool(ctx, n.cfg.Postgres, n.bulkReads); err != nil {
 		return err
 	}
 	esCfg := n.cfg.EventStore

@@ -11,12 +11,13 @@ import (
 	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/transport/httpserver"
 	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/schemaapi"
 	"github.com/imledger/imledger/transport/web"
 	"github.com/imledger/imledger/transport/ws"
 )
 
-// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway and the chat page on
-// one mux, binds the listener and serves in the background.
+// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway, the stream contract's
+// schemas and the chat page on one mux, binds the listener and serves in the background.
 func (n *node) startHTTP(ctx context.Context) error {
 	health, err := httpserver.NewOps(httpserver.Config{
 		Checks: n.checks(), Gatherer: n.reg, Logger: n.log.With("component", "readyz"),
@@ -31,6 +32,7 @@ func (n *node) startHTTP(ctx context.Context) error {
 		return err
 	}
 	mux.Handle(ws.Path, n.gateway)
+	mux.Handle(schemaapi.Path, schemaapi.Handler(n.cfg.Kafka.Config))
 	mux.Handle("/", web.Handler())
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Addr)
 	if err != nil {
@@ -64,14 +66,15 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	h := n.cfg.HTTP
 	cfg := rest.Config{
 		Version: buildVersion(), MaxBodyBytes: h.MaxBodyBytes, MaxContentBytes: n.cfg.Send.MaxContentBytes,
-		Logger: n.log.With("component", "rest"), DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
+		Logger: n.log.With("component", "rest"), Panics: n.panics, DevAuth: h.DevAuth, RequireAPIKey: h.RequireAPIKey,
 		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
-		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerName: h.LoginPerName, RegisterPerIP: h.RegisterPerIP,
+		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerNameIP: h.LoginPerNameIP,
+		LoginPerName: h.LoginPerName, LoginKnownAddressTTL: h.LoginKnownAddressTTL, RegisterPerIP: h.RegisterPerIP,
 	}
 	handlers := rest.Handlers{
 		Send: fanoutSender{next: n.send, pub: n.fanout}, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
-		Presence: n.presence, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
-		Idempotency: idem, Redis: n.rdb,
+		Presence: n.presence, PresencePolicy: n.policy, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
+		Idempotency: idem, Redis: n.rdb, Gate: n.gate,
 	}
 	if n.reader != nil {
 		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz

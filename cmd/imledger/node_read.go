@@ -9,28 +9,20 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
+	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/kafka"
 )
 
 // startReadSide opens the read models: the tenant database router (provisioning the demo
 // tenant), the MySQL message store, the business store with its Redis caches, the Redis hot
-// messages and the query reader over them. With MySQL disabled there is no read side.
+// messages, the sessions history and the query reader over them. With MySQL disabled there is no read side.
 func (n *node) startReadSide(ctx context.Context) (err error) {
 	if !n.cfg.MySQLEnabled() {
 		n.log.Warn("mysql.server_dsn is empty: no read models, history or projections")
 		return nil
 	}
-	if err := n.openReadModels(); err != nil {
-		return err
-	}
-	if t := n.cfg.DemoTenant(); !t.IsZero() {
-		if err := n.router.Provision(ctx, t); err != nil {
-			return fmt.Errorf("provision the demo tenant: %w", err)
-		}
-		n.log.Info("demo tenant provisioned", "tenant_id", t.String(), "database", n.router.DatabaseName(t))
-	}
-	return nil
+	return n.openReadModels()
 }
 
 // openReadModels builds the stores over MySQL and Redis; it opens no connection yet.
@@ -46,6 +38,9 @@ func (n *node) openReadModels() (err error) {
 	}
 	if n.hot, err = hot.NewStore(n.rdb, n.cfg.HotConfig(), n.biz); err != nil {
 		return fmt.Errorf("hot: %w", err)
+	}
+	if n.sess, err = sessions.NewStore(n.router); err != nil {
+		return err
 	}
 	n.reader = query.NewReader(n.msgs, n.hot, n.log.With("component", "query"))
 	return nil
@@ -64,6 +59,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.MessagesMySQL(n.msgs, ""),
 		projections.MessagesHot(n.hot, ""),
 		projections.BusinessMySQL(n.biz, "", inv, log),
+		projections.SessionsMySQL(n.sess, ""),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
@@ -21,7 +22,10 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	}
 	n.aux = append(n.aux, n.spawn(ctx, "presence", n.presence.Run))
 	hub := ws.NewHub()
-	if n.fanout, err = fanout.New(fanout.Deps{Redis: n.rdb, Nodes: n.presence, Local: hub,
+	// Account and tenant changes update this node's guard and tenant cache before the hub ends
+	// the sessions they concern.
+	local := access.NewDeliverer(hub, n.tenants, n.guard)
+	if n.fanout, err = fanout.New(fanout.Deps{Redis: n.rdb, Nodes: n.presence, Local: local,
 		Logger: n.log.With("component", "fanout"), Registerer: n.reg}, n.cfg.FanoutConfig()); err != nil {
 		return err
 	}
@@ -41,6 +45,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	deps := ws.Deps{
 		Tokens: n.signer, Sender: n.send, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
 		Policy: ws.MemberPolicy{Read: n.readPolicy(), Send: n.policy}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
+		Panics: n.panics, Gate: n.gate,
 	}
 	if n.reader != nil {
 		deps.History = wsHistory{n.reader}

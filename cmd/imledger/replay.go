@@ -16,7 +16,8 @@ import (
 )
 
 // replayable lists the projections replay rebuilds.
-var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL}
+var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
+	projections.ProjectionSessionsMySQL}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -32,13 +33,15 @@ func newReplayCmd() *cobra.Command {
 		Short: "Rebuild a read model from the event store, or verify it against a rebuild",
 		Long: "replay rebuilds --projection (" + strings.Join(replayable, ", ") + ") from the\n" +
 			"PostgreSQL event store, for --tenant or every tenant with a database, with a progress bar on\n" +
-			"stderr. messages-mysql and business-mysql are rebuilt into fresh tables that are swapped in\n" +
-			"atomically; running projectors may keep running. messages-hot re-applies every message event\n" +
-			"to Redis.\n\n" +
-			"With --verify nothing is replaced: a MySQL read model is rebuilt into check tables, compared\n" +
-			"with the live tables (messages per topic, business per table) and the differences printed;\n" +
-			"the command fails when there are any. Events the projectors have not applied yet count as\n" +
-			"differences.",
+			"stderr. messages-mysql, business-mysql and sessions-mysql are rebuilt into fresh tables that\n" +
+			"are swapped in atomically; running projectors may keep running. messages-hot re-applies every\n" +
+			"message event to Redis.\n\n" +
+			"With --verify nothing is replaced: a MySQL read model is rebuilt into check tables and compared\n" +
+			"with the live tables (messages per topic, business per table, sessions); messages-hot is\n" +
+			"rebuilt into a scratch copy under its own Redis prefix and compared key by key with the live\n" +
+			"hot window, last seqs and read marks. The differences are printed, each naming its topic or\n" +
+			"table, and the command fails when there are any. Events the projectors have not applied yet\n" +
+			"count as differences.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Projection = projection
@@ -51,10 +54,6 @@ func newReplayCmd() *cobra.Command {
 			}
 			if !slices.Contains(replayable, projection) {
 				return fmt.Errorf("--projection %q: want one of %s", projection, strings.Join(replayable, ", "))
-			}
-			if verify && projection == projections.ProjectionMessagesHot {
-				return fmt.Errorf("--verify: %s is a cache and cannot be verified; use %s or %s",
-					projection, projections.ProjectionMessagesMySQL, projections.ProjectionBusinessMySQL)
 			}
 			return runReplay(cmd, opts, verify)
 		},
@@ -82,21 +81,9 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	}
 	out, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	opts.Progress = progress
-	var rebuild replayer
-	if opts.Projection == projections.ProjectionBusinessMySQL {
-		b, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: n.store, Tenants: n.router,
-			Store: n.biz, Logger: n.log})
-		if err != nil {
-			return err
-		}
-		rebuild = businessReplayer{b}
-	} else {
-		rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
-			Hot: n.hot, Logger: n.log})
-		if err != nil {
-			return err
-		}
-		rebuild = messagesReplayer{rb}
+	rebuild, err := n.replayer(opts.Projection)
+	if err != nil {
+		return err
 	}
 	if !verify {
 		res, err := rebuild.Rebuild(ctx, opts)
@@ -143,10 +130,44 @@ type replayer interface {
 	Verify(ctx context.Context, o projections.VerifyOptions) (ok bool, err error)
 }
 
+// replayer returns the rebuilder of projection over the node's stores.
+func (n *node) replayer(projection string) (replayer, error) {
+	switch projection {
+	case projections.ProjectionBusinessMySQL:
+		b, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: n.store, Tenants: n.router,
+			Store: n.biz, Logger: n.log})
+		return businessReplayer{b}, err
+	case projections.ProjectionSessionsMySQL:
+		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: n.store, Tenants: n.router,
+			Store: n.sess, Logger: n.log})
+		return sessionsReplayer{s}, err
+	}
+	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
+		Hot: n.hot, Logger: n.log})
+	if projection == projections.ProjectionMessagesHot {
+		return hotReplayer{rb}, err
+	}
+	return messagesReplayer{rb}, err
+}
+
 type messagesReplayer struct{ *projections.Rebuilder }
 
 func (r messagesReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
 	res, err := r.Rebuilder.Verify(ctx, o)
+	return res.OK(), err
+}
+
+type hotReplayer struct{ *projections.Rebuilder }
+
+func (r hotReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.Rebuilder.VerifyHot(ctx, o)
+	return res.OK(), err
+}
+
+type sessionsReplayer struct{ *projections.SessionsRebuilder }
+
+func (r sessionsReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.SessionsRebuilder.Verify(ctx, o)
 	return res.OK(), err
 }
 

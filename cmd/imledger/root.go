@@ -21,7 +21,7 @@ func newRootCmd() *cobra.Command {
 	}
 	config.RegisterFlags(root.PersistentFlags())
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newTenantCmd(), newTokenCmd(), newReplayCmd(),
-		newDeadLetterCmd(), newBenchCmd(), newVersionCmd())
+		newExportCmd(), newRepublishCmd(), newSchemaCmd(), newDeadLetterCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

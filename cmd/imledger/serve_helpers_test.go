@@ -43,6 +43,7 @@ type serveEnv struct {
 	relay                   string // the relay section, YAML flow style
 	extra                   string // more top-level YAML for every node
 	defaultDataDir          bool   // leave kafka.embedded.data_dir to its default
+	mysqlDSN                string // default testenv.MySQLDSN
 }
 
 func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
@@ -53,6 +54,13 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
 	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys,
 		relay: "{min_poll: 1ms, max_poll: 20ms}"}
+}
+
+func (e *serveEnv) mysql() string {
+	if e.mysqlDSN != "" {
+		return e.mysqlDSN
+	}
+	return testenv.MySQLDSN
 }
 
 // config writes the configuration file of node nodeID listening on addr.
@@ -84,7 +92,7 @@ account: {password: {memory: 1024, time: 1, threads: 1, salt_len: 16, key_len: 3
 relay: %s
 projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}}
 %s
-`, nodeID, addr, e.dbURL, testenv.MySQLDSN, e.template, e.prefix, kafkaYAML, authYAML, e.relay, e.extra)
+`, nodeID, addr, e.dbURL, e.mysql(), e.template, e.prefix, kafkaYAML, authYAML, e.relay, e.extra)
 	file := filepath.Join(t.TempDir(), nodeID+".yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

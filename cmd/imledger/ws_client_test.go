@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -58,9 +59,11 @@ type wsClient struct {
 	name string
 	conn *websocket.Conn
 
-	mu     sync.Mutex
-	frames []wsFrame
-	closed bool
+	mu      sync.Mutex
+	frames  []wsFrame
+	closed  bool
+	readErr error         // why reading ended
+	done    chan struct{} // closed when reading ended
 }
 
 // dialWS connects to the gateway of base and logs in with u's token.
@@ -73,7 +76,7 @@ func dialWS(t *testing.T, base string, u user, name string) *wsClient {
 		t.Fatalf("%s: dial: %v", name, err)
 	}
 	conn.SetReadLimit(1 << 20)
-	c := &wsClient{t: t, name: name, conn: conn}
+	c := &wsClient{t: t, name: name, conn: conn, done: make(chan struct{})}
 	go c.read()
 	t.Cleanup(c.close)
 	c.write(`{"hi":{"id":"hi","ver":"1","ua":"imledger-test"}}`)
@@ -85,9 +88,13 @@ func dialWS(t *testing.T, base string, u user, name string) *wsClient {
 }
 
 func (c *wsClient) read() {
+	defer close(c.done)
 	for {
 		_, b, err := c.conn.Read(context.Background())
 		if err != nil {
+			c.mu.Lock()
+			c.readErr = err
+			c.mu.Unlock()
 			return
 		}
 		var f wsFrame
@@ -205,4 +212,28 @@ func (c *wsClient) history(id, topic string, afterSeq int64, limit int) ([]wsDat
 	c.write(fmt.Sprintf(`{"get":{"id":%q,"topic":%q,"after_seq":"%d","limit":%d}}`, id, topic, afterSeq, limit))
 	r := c.ctrl(id)
 	return c.data(), r
+}
+
+// endedWith waits until the server ended the session: a ctrl frame without id naming reason,
+// then a close 1008 with reason as its text.
+func (c *wsClient) endedWith(reason string, within time.Duration) {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(within):
+		c.t.Fatalf("%s: still open %s after the change that ends it", c.name, within)
+	}
+	c.mu.Lock()
+	err, frames := c.readErr, c.frames
+	c.mu.Unlock()
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != reason {
+		c.t.Fatalf("%s: ended with %v, want close 1008 %q", c.name, err, reason)
+	}
+	for _, f := range frames {
+		if f.Ctrl != nil && f.Ctrl.ID == "" && f.Ctrl.Reason == reason {
+			return
+		}
+	}
+	c.t.Fatalf("%s: no ctrl frame with reason %s before the close", c.name, reason)
 }

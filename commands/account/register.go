@@ -95,18 +95,27 @@ func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, doma
 	if err != nil {
 		return domain.Login{}, domain.UserProfile{}, "", err
 	}
-	if err := auth.CheckPassword(cmd.Password); err != nil {
+	if err := s.checkPassword(cmd.Password); err != nil {
 		return domain.Login{}, domain.UserProfile{}, "", err
-	}
-	if len(cmd.Password) < s.cfg.MinPasswordLen {
-		return domain.Login{}, domain.UserProfile{}, "", &domain.ValidationError{Field: "password", Reason: "too_short",
-			Detail: fmt.Sprintf("at least %d bytes", s.cfg.MinPasswordLen)}
 	}
 	hash, err := s.hashPassword(ctx, cmd.Password)
 	if err != nil {
 		return domain.Login{}, domain.UserProfile{}, "", err
 	}
 	return login, profile, hash, nil
+}
+
+// checkPassword checks a new password: what auth.CheckPassword accepts, at least
+// Config.MinPasswordLen bytes.
+func (s *Service) checkPassword(password string) error {
+	if err := auth.CheckPassword(password); err != nil {
+		return err
+	}
+	if len(password) < s.cfg.MinPasswordLen {
+		return &domain.ValidationError{Field: "password", Reason: "too_short",
+			Detail: fmt.Sprintf("at least %d bytes", s.cfg.MinPasswordLen)}
+	}
+	return nil
 }
 
 // registerAs registers with user id uid; errIDTaken when uid already has an account.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -13,10 +14,16 @@ import (
 type Filter struct {
 	// Tenant keeps one tenant's events; zero means all tenants.
 	Tenant domain.TenantID
-	// EventTypes keeps events of these types; empty means all types.
+	// EventTypes keeps events stored under these type names; empty means all types. Reads
+	// that upcast return old versions as current ones, so a reader that selects a type lists
+	// every version of it (domain.Versions).
 	EventTypes []domain.EventType
 	// StreamPrefix keeps events whose stream id starts with it; empty means all streams.
 	StreamPrefix string
+	// Since keeps events that occurred at or after it; zero means no lower bound.
+	Since time.Time
+	// Until keeps events that occurred before it; zero means no upper bound.
+	Until time.Time
 }
 
 // where renders f as a WHERE clause body over args, appending its parameters.
@@ -39,12 +46,19 @@ func (f Filter) where(args []any) (string, []any) {
 	if f.StreamPrefix != "" {
 		conds = append(conds, "starts_with(stream_id, "+param(f.StreamPrefix)+")")
 	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "occurred_at >= "+param(f.Since)+"::timestamptz")
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, "occurred_at < "+param(f.Until)+"::timestamptz")
+	}
 	return strings.Join(conds, " AND "), args
 }
 
 // ReadAll returns up to limit events matching f with a position above afterPosition, in
 // position order (limit <= 0 or above Config.MaxRead means MaxRead); pass the last position
-// back to read on. Position order is append order, not commit order: for a rebuild that must
+// back to read on; events come upcast to the current version of their type (domain.Upcast).
+// Position order is append order, not commit order: for a rebuild that must
 // not miss events committed late, read after the writers stopped or use ReadCommitted.
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) ReadAll(ctx context.Context, f Filter, afterPosition int64, limit int) ([]domain.Envelope, error) {

@@ -65,7 +65,7 @@ func (s *Store) FindByIdempotencyKey(ctx context.Context, tenant domain.TenantID
 		return domain.Envelope{}, fmt.Errorf("%s: empty key: %w", op, domain.ErrNotFound)
 	}
 	var sc envelopeScanner
-	e, err := sc.scan(s.pool.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM events
+	e, err := sc.scanCurrent(s.pool.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM events
 		WHERE tenant_id = $1 AND stream_id = $2 AND idempotency_key = $3`,
 		tenant.String(), streamID, key))
 	if errors.Is(err, pgx.ErrNoRows) {

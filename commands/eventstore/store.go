@@ -85,7 +85,8 @@ func (s *envelopeScanner) scan(row pgx.Row, extra ...any) (domain.Envelope, erro
 	return e, nil
 }
 
-// collectEnvelopes scans every row of rows and closes them.
+// collectEnvelopes scans every row of rows, upcast to the current version of its event type
+// (domain.Upcast), and closes them.
 func collectEnvelopes(rows pgx.Rows) ([]domain.Envelope, error) {
 	defer rows.Close()
 	var (
@@ -93,13 +94,23 @@ func collectEnvelopes(rows pgx.Rows) ([]domain.Envelope, error) {
 		sc  envelopeScanner
 	)
 	for rows.Next() {
-		e, err := sc.scan(rows)
+		e, err := sc.scanCurrent(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// scanCurrent is scan followed by domain.Upcast: what every read but the outbox tail returns.
+// The tail (ReadCommitted) returns events as stored, because the relay publishes them so.
+func (s *envelopeScanner) scanCurrent(row pgx.Row, extra ...any) (domain.Envelope, error) {
+	e, err := s.scan(row, extra...)
+	if err != nil {
+		return e, err
+	}
+	return domain.Upcast(e)
 }
 
 // inTx runs fn in a READ COMMITTED transaction, committing when fn returns nil.

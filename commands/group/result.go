@@ -199,7 +199,7 @@ func memberChange(p any) (Change, bool) {
 		return Change{Kind: ChangeRoleSet, Group: e.GroupID, User: e.User, By: e.By}, true
 	case *domain.MemberMuted:
 		kind := ChangeMuted
-		if e.Until.IsZero() {
+		if !e.Muted {
 			kind = ChangeUnmuted
 		}
 		return Change{Kind: kind, Group: e.GroupID, User: e.User, By: e.By}, true

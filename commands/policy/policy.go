@@ -31,8 +31,8 @@ type Deps struct {
 //
 //   - group topics: the group exists and is not dissolved, the sender is a current member, not
 //     muted at this moment, and not a plain member under mute-all (domain.CanPost);
-//   - 1:1 topics: the sender is one of the two users and the peer does not block the sender
-//     (domain.CanSendDirect).
+//   - 1:1 topics: the sender is one of the two users, the peer exists in the tenant
+//     (group.Loader.UserExists) and does not block the sender (domain.CanSendDirect).
 //
 // It answers from cached folded states and reads the store only on a miss, after an
 // invalidation, or when the state was last confirmed TTL or longer ago.
@@ -98,7 +98,8 @@ func New(deps Deps, cfg Config) (*Policy, error) {
 
 // CanSend returns nil when from may post to topic now. Refusals are *domain.DeniedError values:
 // tenant_mismatch, group_dissolved, not_member, muted, group_muted for group topics; blocked,
-// not_party for 1:1 topics. A group never created in the tenant is domain.ErrNotFound. A state
+// not_party for 1:1 topics. A group never created in the tenant is domain.ErrNotFound, and so is
+// a 1:1 peer who does not exist in the tenant (group.ErrUnknownUser). A state
 // that could not be read is a domain.ErrRetryable error; bad ids are *domain.ValidationError.
 func (p *Policy) CanSend(ctx context.Context, tenant domain.TenantID, from domain.UserID, topic domain.Topic) error {
 	switch topic.Kind() {
@@ -108,7 +109,15 @@ func (p *Policy) CanSend(ctx context.Context, tenant domain.TenantID, from domai
 		if !topic.Has(from) {
 			return domain.Deny(domain.ReasonNotParty)
 		}
-		rel, err := p.loader.Relation(ctx, tenant, from, topic.Peer(from), p.cfg.TTL)
+		peer := topic.Peer(from)
+		exists, err := p.loader.UserExists(ctx, tenant, peer)
+		if err != nil {
+			return fmt.Errorf("send policy: %w", err)
+		}
+		if !exists {
+			return fmt.Errorf("send policy: peer %d: %w", peer, group.ErrUnknownUser)
+		}
+		rel, err := p.loader.Relation(ctx, tenant, from, peer, p.cfg.TTL)
 		if err != nil {
 			return fmt.Errorf("send policy: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // The group rules: members post; non-members, muted members, plain members under mute-all, and
@@ -139,6 +140,12 @@ func TestPolicyDirectTopics(t *testing.T) {
 	pol := newPolicy(t, policy.Deps{Store: store}, policy.Config{TTL: time.Minute})
 	h := newHandlers(t, store, pol)
 	topic := must[domain.Topic](t)(domain.DirectTopic(1, 2))
+	// A peer who does not exist in the tenant is not found, until they register: the answer
+	// of a moment ago is not trusted for them.
+	if err := pol.CanSend(ctx, tenant, 1, topic); !errors.Is(err, group.ErrUnknownUser) || !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("a peer who does not exist: %v, want ErrUnknownUser", err)
+	}
+	testenv.RegisterUsers(t, store, tenant, 1, 2, 3)
 	if err := pol.CanSend(ctx, tenant, 1, topic); err != nil {
 		t.Fatalf("strangers: %v", err)
 	}
@@ -172,6 +179,8 @@ func TestPolicyTenantIsolation(t *testing.T) {
 		must[group.Result](t)(h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(tenant, 1), Group: 42, Profile: profile}))
 	}
 	must[group.Result](t)(h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(acme, 1), Group: 77, Profile: profile}))
+	testenv.RegisterUsers(t, store, acme, 1, 2, 3)
+	testenv.RegisterUsers(t, store, beta, 2, 3)
 	for _, g := range []domain.GroupID{42, 77} {
 		must[group.Result](t)(h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: who(acme, 3), Group: g}))
 	}

@@ -1,11 +1,10 @@
 package relay
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/commands/eventstore"
@@ -40,6 +39,15 @@ func (m outMsg) record() *kgo.Record {
 	return &kgo.Record{Topic: m.topic, Key: m.key, Value: m.value, Headers: m.headers}
 }
 
+// producerMessage is the record as a Sarama message, for NewMessage.
+func (m outMsg) producerMessage() *sarama.ProducerMessage {
+	headers := make([]sarama.RecordHeader, len(m.headers))
+	for i, h := range m.headers {
+		headers[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+	}
+	return &sarama.ProducerMessage{Topic: m.topic, Key: sarama.ByteEncoder(m.key), Value: sarama.ByteEncoder(m.value), Headers: headers}
+}
+
 // errUnknownType marks an event whose type is not in this build's registry.
 type errUnknownType struct {
 	eventType domain.EventType
@@ -65,50 +73,49 @@ func (r *Relay) encode(recs []eventstore.Record) ([]outMsg, error) {
 			return out, &errUnknownType{eventType: env.EventType, cursor: rec.Cursor}
 		}
 		env.Position = rec.Cursor.Position
-		value, err := marshalEnvelope(env)
+		m, err := newOutMsg(env, topic)
 		if err != nil {
-			// An envelope read from the store always marshals; this is a broken payload column.
-			return out, fmt.Errorf("relay: encode event %s: %w", env.EventID, err)
+			return out, err
 		}
-		headers := make([]kgo.RecordHeader, 4, 5)
-		headers[0] = kgo.RecordHeader{Key: HeaderEventID, Value: []byte(env.EventID.String())}
-		headers[1] = kgo.RecordHeader{Key: HeaderEventType, Value: []byte(env.EventType)}
-		headers[2] = kgo.RecordHeader{Key: HeaderTenantID, Value: []byte(env.TenantID.String())}
-		headers[3] = kgo.RecordHeader{Key: HeaderStreamVersion, Value: strconv.AppendInt(nil, env.StreamVersion, 10)}
-		if IsTraceparent(env.TraceID) {
-			headers = append(headers, kgo.RecordHeader{Key: HeaderTraceparent, Value: []byte(env.TraceID)})
-		}
-		out = append(out, outMsg{topic: topic, key: []byte(Key(env)), value: value, headers: headers})
+		out = append(out, m)
 	}
 	return out, nil
 }
 
-// payloadTail is how json.Marshal ends an envelope whose Payload is nil: Payload is its last
-// field.
-var payloadTail = []byte(`"payload":null}`)
-
-// marshalEnvelope is json.Marshal(env) without re-validating and compacting the payload, which
-// is most of the cost of encoding an event: the payload comes from a jsonb column, so it is valid
-// JSON already. If the envelope's layout ever stops ending with the payload it falls back to
-// json.Marshal.
-func marshalEnvelope(env domain.Envelope) ([]byte, error) {
-	payload := env.Payload
-	if len(payload) == 0 {
-		return json.Marshal(env)
-	}
-	env.Payload = nil
-	b, err := json.Marshal(env)
+// NewMessage returns the Kafka record of env on topic exactly as the relay publishes it: the
+// envelope JSON as stored (no upcasting) as the value, Key(env) as the key and the headers
+// event_id, event_type, tenant_id, stream_version and, for a W3C trace id, traceparent. It fails
+// only for a payload that is not JSON.
+func NewMessage(env domain.Envelope, topic string) (*sarama.ProducerMessage, error) {
+	m, err := newOutMsg(env, topic)
 	if err != nil {
 		return nil, err
 	}
-	if !bytes.HasSuffix(b, payloadTail) {
-		env.Payload = payload
-		return json.Marshal(env)
+	return m.producerMessage(), nil
+}
+
+func newOutMsg(env domain.Envelope, topic string) (outMsg, error) {
+	value, err := marshalEnvelope(env)
+	if err != nil {
+		// An envelope read from the store always marshals; this is a broken payload column.
+		return outMsg{}, fmt.Errorf("relay: encode event %s: %w", env.EventID, err)
 	}
-	b = b[:len(b)-len("null}")]
-	out := make([]byte, 0, len(b)+len(payload)+1)
-	out = append(append(append(out, b...), payload...), '}')
-	return out, nil
+	headers := make([]kgo.RecordHeader, 4, 5)
+	headers[0] = kgo.RecordHeader{Key: HeaderEventID, Value: []byte(env.EventID.String())}
+	headers[1] = kgo.RecordHeader{Key: HeaderEventType, Value: []byte(env.EventType)}
+	headers[2] = kgo.RecordHeader{Key: HeaderTenantID, Value: []byte(env.TenantID.String())}
+	headers[3] = kgo.RecordHeader{Key: HeaderStreamVersion, Value: strconv.AppendInt(nil, env.StreamVersion, 10)}
+	if IsTraceparent(env.TraceID) {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderTraceparent, Value: []byte(env.TraceID)})
+	}
+	return outMsg{topic: topic, key: []byte(Key(env)), value: value, headers: headers}, nil
+}
+
+// marshalEnvelope is json.Marshal(env) without re-validating and compacting the payload, which
+// is most of the cost of encoding an event: the payload comes from a jsonb column, so it is valid
+// JSON already (domain.Envelope.AppendJSON).
+func marshalEnvelope(env domain.Envelope) ([]byte, error) {
+	return env.AppendJSON(make([]byte, 0, 320+len(env.Payload))), nil
 }
 
 // IsTraceparent reports whether s is a W3C Trace Context traceparent header value in the

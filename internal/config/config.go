@@ -19,6 +19,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/hot"
@@ -99,6 +100,11 @@ type Config struct {
 	Business business.Config `koanf:"business"`
 	// Demo configures what serve sets up for trying imledger.
 	Demo DemoConfig `koanf:"demo"`
+	// Tenants tunes the in-process tenant cache every node checks requests against (and the
+	// account guard, which is refreshed as often) (commands/tenant).
+	Tenants tenant.CacheConfig `koanf:"tenants"`
+	// Admin configures the admin command consumer (commands/admin).
+	Admin AdminConfig `koanf:"admin"`
 }
 
 // LogConfig configures the process logger.
@@ -137,8 +143,15 @@ type HTTPConfig struct {
 	IdempotencyPurgeInterval time.Duration `koanf:"idempotency_purge_interval"`
 	// LoginPerIP is how many logins one client address may try per minute. Default 30.
 	LoginPerIP int `koanf:"login_per_ip"`
-	// LoginPerName is how many logins of one login name may be tried per minute. Default 10.
+	// LoginPerNameIP is how many logins of one login name one client address may try per
+	// minute. Default 10.
+	LoginPerNameIP int `koanf:"login_per_name_ip"`
+	// LoginPerName is how many logins of one login name may be tried per minute from the
+	// addresses that have not logged in to it within login_known_address_ttl. Default 100.
 	LoginPerName int `koanf:"login_per_name"`
+	// LoginKnownAddressTTL is how long a successful login exempts its client address from
+	// login_per_name for that login name. Default 720h.
+	LoginKnownAddressTTL time.Duration `koanf:"login_known_address_ttl"`
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int `koanf:"register_per_ip"`
 }
@@ -203,7 +216,7 @@ func Defaults() Config {
 		Log:             LogConfig{Level: "info", Format: "text"},
 		HTTP: HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
 			IdempotencyTTL: 24 * time.Hour, IdempotencyPendingTimeout: time.Minute, IdempotencyPurgeInterval: 10 * time.Minute,
-			LoginPerIP: 30, LoginPerName: 10, RegisterPerIP: 10},
+			LoginPerIP: 30, LoginPerNameIP: 10, LoginPerName: 100, LoginKnownAddressTTL: 30 * 24 * time.Hour, RegisterPerIP: 10},
 		Postgres: PostgresConfig{
 			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
 			MaxConns: 16,
@@ -213,6 +226,7 @@ func Defaults() Config {
 		Kafka:       KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
 		Auth:        AuthConfig{TokenTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour, Leeway: 30 * time.Second},
 		Projections: ProjectionsConfig{Run: true},
+		Admin:       AdminConfig{Run: true},
 		Demo:        DemoConfig{Tenant: "demo"},
 	}
 }
@@ -275,8 +289,11 @@ func (c HTTPConfig) Validate() error {
 	if c.IdempotencyPurgeInterval <= 0 {
 		errs = append(errs, errors.New("http.idempotency_purge_interval: must be positive"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
-		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name, http.register_per_ip: must not be negative"))
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name_ip, http.login_per_name, http.register_per_ip: must not be negative"))
+	}
+	if c.LoginKnownAddressTTL < 0 {
+		errs = append(errs, errors.New("http.login_known_address_ttl: must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -3,11 +3,13 @@ package testenv
 import (
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/migrations"
 )
 
@@ -44,4 +46,35 @@ func EventStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store)
 		t.Fatal(err)
 	}
 	return pool, store
+}
+
+// RegisterUsers makes users exist in tenant, as a registration does: each gets user.registered.v1
+// (login "user<id>") on its profile stream. Commands that name another user (friend requests,
+// blocks, invitations, 1:1 sends) refuse users that do not exist. A user who exists already is
+// left as it is.
+func RegisterUsers(t testing.TB, store *eventstore.Store, tenant domain.TenantID, users ...domain.UserID) {
+	t.Helper()
+	ctx := Context(t)
+	for _, u := range users {
+		if v, err := store.LastVersion(ctx, tenant, domain.ProfileStreamID(u)); err != nil {
+			t.Fatal(err)
+		} else if v > 0 {
+			continue
+		}
+		login, err := domain.NewLogin("user" + u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending, err := domain.Register(tenant, u, login, domain.UserProfile{}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs, err := domain.NewEnvelopes(tenant, domain.Actor{Type: domain.ActorSystem, ID: "test"}, pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.AppendStreams(ctx, tenant, []eventstore.StreamAppend{{StreamID: domain.ProfileStreamID(u), Events: envs}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -7,13 +7,16 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/readmodels/internal/processed"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
+// MaxConsumerGroupLen is the longest consumer group name ApplyBatch accepts.
+const MaxConsumerGroupLen = 128
+
 // ApplyResult is the outcome of ApplyBatch.
 type ApplyResult struct {
-	// Applied is how many events of the batch were new to the read model.
+	// Applied is how many events of the batch were applied (repeats of an event id within the
+	// batch count once; an event applied before counts again and changes nothing).
 	Applied int
 	// Invalidated lists the cache keys whose content the batch changed, each once: a row's
 	// entries are listed when what they hold for it differs before and after the batch. They are
@@ -32,17 +35,17 @@ func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, consumerGroup
 	return r.Applied, err
 }
 
-// ApplyBatch writes a batch of one tenant's events to tables in ONE transaction. It first records
-// (consumerGroup, event_id) of every event in tables.Processed; events already recorded were
-// applied by an earlier call and are skipped, so redelivery is harmless. Each new event is folded
-// into the row of its stream (the group, the membership, both directions of the relation, the
-// user profile) exactly as the domain aggregate folds it, unless the row already holds the event's
-// stream version or a later one: then the event changes nothing, so a replay from any position
-// and a late duplicate with a new event id are harmless too.
+// ApplyBatch writes a batch of one tenant's events to tables in ONE transaction. consumerGroup
+// names the projector applying it (1 to MaxConsumerGroupLen bytes). Each event is folded into the
+// row of its stream (the group, the membership, both directions of the relation, the user
+// profile) exactly as the domain aggregate folds it, unless the row already holds the event's
+// stream version or a later one: then the event changes nothing, so a redelivery, a replay from
+// any position and a late duplicate with a new event id are harmless, and no record of applied
+// events is kept.
 //
-// Event types outside the business model are recorded as processed and otherwise ignored.
+// Event types outside the business model are ignored (and counted as applied).
 // Failures roll the whole batch back: an unreachable server, deadlock, or a concurrent Apply of the
-// same event or row wraps domain.ErrRetryable; an event that can never apply is an *EventError;
+// same row wraps domain.ErrRetryable; an event that can never apply is an *EventError;
 // an unprovisioned tenant wraps domain.ErrNotFound.
 //
 // After the commit, when tables are DefaultTables, the cache entries the new events changed are
@@ -52,8 +55,8 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, consumer
 	if len(events) == 0 {
 		return ApplyResult{}, nil
 	}
-	if consumerGroup == "" || len(consumerGroup) > processed.MaxGroupLen {
-		return ApplyResult{}, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", processed.MaxGroupLen, domain.ErrInvalid)
+	if consumerGroup == "" || len(consumerGroup) > MaxConsumerGroupLen {
+		return ApplyResult{}, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", MaxConsumerGroupLen, domain.ErrInvalid)
 	}
 	ops, err := decodeBatch(tenant, events)
 	if err != nil {
@@ -64,7 +67,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, consumer
 		return ApplyResult{}, fmt.Errorf("apply: %w", err)
 	}
 	a := newApplier(tables, s.keyspace(tenant))
-	applied, err := a.run(ctx, db, consumerGroup, ops)
+	applied, err := a.run(ctx, db, ops)
 	if err != nil {
 		return ApplyResult{}, err
 	}
@@ -76,10 +79,10 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, consumer
 	return res, nil
 }
 
-// run applies ops in one transaction and returns how many were new: it records the processed
-// rows, locks and reads every row the new events touch (one statement per table and chunk), folds
-// the events into those rows in batch order, and writes back the rows that changed.
-func (a *applier) run(ctx context.Context, db *sql.DB, consumerGroup string, ops []op) (n int, err error) {
+// run applies ops in one transaction and returns how many it applied: it locks and reads every row
+// the events touch (one statement per table and chunk), folds the events into those rows in
+// batch order, and writes back the rows that changed.
+func (a *applier) run(ctx context.Context, db *sql.DB, ops []op) (n int, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, tenantdb.WrapErr("apply: begin", err)
@@ -90,14 +93,10 @@ func (a *applier) run(ctx context.Context, db *sql.DB, consumerGroup string, ops
 		}
 	}()
 	a.tx = tx
-	fresh, err := processed.Mark(ctx, tx, a.t.Processed, consumerGroup, ops, op.eventID)
-	if err != nil {
+	if err := a.load(ctx, ops); err != nil {
 		return 0, err
 	}
-	if err := a.load(ctx, fresh); err != nil {
-		return 0, err
-	}
-	for _, o := range fresh {
+	for _, o := range ops {
 		if err := a.fold(o); err != nil {
 			return 0, eventErr(o, err)
 		}
@@ -109,7 +108,7 @@ func (a *applier) run(ctx context.Context, db *sql.DB, consumerGroup string, ops
 		return 0, tenantdb.WrapErr("apply: commit", err)
 	}
 	a.staleKeys()
-	return len(fresh), nil
+	return len(ops), nil
 }
 
 // eventErr attaches the event to a permanent failure; retryable ones stay as they are, because

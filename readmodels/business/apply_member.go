@@ -86,7 +86,7 @@ func foldMember(m memberRow, p any) memberRow {
 		m.role = e.Role
 	case *domain.MemberMuted:
 		m.mutedUntil = time.Time{}
-		if !e.Until.IsZero() {
+		if e.Muted {
 			m.mutedUntil = readmodels.Millis(e.Until)
 		}
 	}

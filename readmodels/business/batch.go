@@ -219,7 +219,8 @@ func pairsOf(ks [][2]int64) [][]any {
 	return out
 }
 
-// fold folds one event into its row, unless the row already holds the event's stream version.
+// fold folds one event into its row, unless the row already holds the event's stream version,
+// and fits the row to its columns (see fit.go).
 func (a *applier) fold(o op) error {
 	v := o.env.StreamVersion
 	switch p := o.payload.(type) {
@@ -230,6 +231,7 @@ func (a *applier) fold(o op) error {
 		if st.cur.version < v {
 			st.cur = foldUser(st.cur, p)
 			st.cur.version, st.cur.updatedAt, st.changed = v, o.at(), true
+			st.cur = st.cur.fit()
 		}
 		return nil
 	}
@@ -243,6 +245,7 @@ func (a *applier) fold(o op) error {
 		}
 		st.cur = foldGroup(st.cur, o.payload)
 		st.cur.version, st.cur.updatedAt, st.changed = v, o.at(), true
+		st.cur = st.cur.fit()
 		return nil
 	}
 	if g, u, ok := membershipOf(o.payload); ok {
@@ -250,6 +253,7 @@ func (a *applier) fold(o op) error {
 		if st.cur.version < v {
 			st.cur = foldMember(st.cur, o.payload)
 			st.cur.version, st.cur.updatedAt, st.changed = v, o.at(), true
+			st.cur = st.cur.fit()
 		}
 		return nil
 	}
@@ -258,6 +262,7 @@ func (a *applier) fold(o op) error {
 	if st.cur.version < v {
 		st.cur = foldPair(st.cur, o.payload)
 		st.cur.version, st.cur.updatedAt, st.changed = v, o.at(), true
+		st.cur = st.cur.fit()
 	}
 	return nil
 }

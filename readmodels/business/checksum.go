@@ -63,20 +63,18 @@ type TableCounts struct {
 	Members   int64
 	Relations int64
 	Users     int64
-	Processed int64 // processed rows of consumerGroup
 }
 
-// Counts returns the row count of every table of tables, the processed rows of consumerGroup only.
-func (s *Store) Counts(ctx context.Context, tenant domain.TenantID, tables Tables, consumerGroup string) (TableCounts, error) {
+// Counts returns the row count of every table of tables.
+func (s *Store) Counts(ctx context.Context, tenant domain.TenantID, tables Tables) (TableCounts, error) {
 	var c TableCounts
 	db, err := s.db(ctx, tenant, tables)
 	if err != nil {
 		return c, fmt.Errorf("counts: %w", err)
 	}
 	stmt := "SELECT (SELECT COUNT(*) FROM " + q(tables.Groups) + "), (SELECT COUNT(*) FROM " + q(tables.Members) +
-		"), (SELECT COUNT(*) FROM " + q(tables.Relations) + "), (SELECT COUNT(*) FROM " + q(tables.Users) +
-		"), (SELECT COUNT(*) FROM " + q(tables.Processed) + " WHERE consumer_group = ?)"
-	if err := db.QueryRowContext(ctx, stmt, consumerGroup).Scan(&c.Groups, &c.Members, &c.Relations, &c.Users, &c.Processed); err != nil {
+		"), (SELECT COUNT(*) FROM " + q(tables.Relations) + "), (SELECT COUNT(*) FROM " + q(tables.Users) + ")"
+	if err := db.QueryRowContext(ctx, stmt).Scan(&c.Groups, &c.Members, &c.Relations, &c.Users); err != nil {
 		return c, tenantdb.WrapErr("counts", err)
 	}
 	return c, nil

@@ -19,9 +19,6 @@ type op struct {
 	payload any // a pointer to the payload struct; nil for event types this read model ignores
 }
 
-// eventID is the id processed.Mark records.
-func (o op) eventID() uuid.UUID { return o.env.EventID }
-
 // at is when the event happened, as the tables store it (updated_at); an envelope without
 // occurred_at gets the time it is applied.
 func (o op) at() time.Time {
@@ -32,8 +29,7 @@ func (o op) at() time.Time {
 }
 
 // decodeBatch decodes events in order, dropping repeats of an event id within the batch. Event
-// types outside the business model decode to an op without payload: they are recorded as
-// processed and otherwise ignored.
+// types outside the business model decode to an op without payload: they are ignored.
 func decodeBatch(tenant domain.TenantID, events []domain.Envelope) ([]op, error) {
 	return eventdecode.Batch(tenant, events, decodeOne, func(i int, id uuid.UUID, err error) error {
 		return &EventError{Index: i, EventID: id, Err: err}

@@ -16,7 +16,6 @@ type Tables struct {
 	Members   string // im_group_members
 	Relations string // im_relations
 	Users     string // im_users
-	Processed string // im_processed_events, shared with other projectors by consumer group
 }
 
 // DefaultTables returns the live table names created by the migrations.
@@ -26,7 +25,6 @@ func DefaultTables() Tables {
 		Members:   "im_group_members",
 		Relations: "im_relations",
 		Users:     "im_users",
-		Processed: "im_processed_events",
 	}
 }
 
@@ -37,7 +35,6 @@ func (t Tables) WithSuffix(s string) Tables {
 		Members:   t.Members + s,
 		Relations: t.Relations + s,
 		Users:     t.Users + s,
-		Processed: t.Processed + s,
 	}
 }
 
@@ -46,7 +43,7 @@ const pkgName = "business"
 
 // list returns the names in the order tableset pairs them.
 func (t Tables) list() []string {
-	return []string{t.Groups, t.Members, t.Relations, t.Users, t.Processed}
+	return []string{t.Groups, t.Members, t.Relations, t.Users}
 }
 
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] (room for the "_old"
@@ -64,8 +61,7 @@ func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
 
 // SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE statement, so
 // readers see either every old table or every new one, never a mix; then it drops the old tables.
-// Pairs with the same name are left alone. The processed table is shared with other projectors:
-// a caller that swaps it copies their rows into the rebuilt one first. Leftover "<live>_old"
+// Pairs with the same name are left alone. Leftover "<live>_old"
 // tables of an interrupted swap are dropped first. If the final drop fails the swap has still
 // happened; the error says so. The Redis caches still hold what the old tables said: call
 // Store.InvalidateTenant after the swap.

@@ -9,23 +9,33 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
-	"github.com/imledger/imledger/readmodels/internal/processed"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
+// MaxConsumerGroupLen is the longest consumer group name Apply accepts.
+const MaxConsumerGroupLen = 128
+
 // Apply writes a batch of events of one tenant to tables in ONE transaction and returns how many
-// of them were new. It first records (consumerGroup, event_id) of every event in tables.Processed;
-// events already recorded were applied by an earlier call and are skipped, so redelivery is
-// harmless. The new events take effect as if applied one by one in batch order (see groupOps):
+// it applied (repeats of an event id within the batch count once). consumerGroup names the
+// projector applying the batch (1 to MaxConsumerGroupLen bytes). Every write is idempotent by
+// itself, so an event applied again (a redelivery, a replay, a rebuild's catch-up) changes
+// nothing and no record of applied events is kept: a message row that exists is kept, recalls
+// and edits compare versions, read marks only move forward, a deletion that exists is kept. The
+// events take effect as if applied one by one in batch order (see groupOps):
 //
 //   - sent: the message row is inserted (the batch's sent events become multi-row INSERTs; a
-//     row already holding the topic and seq is kept). The sender's read mark moves to
+//     row already holding the topic and seq is kept). A message whose content the server refuses
+//     (tenantdb.IsDataError: JSON it will not hold, nested too deep, bad UTF-8) is stored as a
+//     placeholder: status "blocked", no content, head or mentions, and in the group table
+//     has_risk 1 and audit_status "reject", so the conversation's history stays complete and
+//     its later events apply. The sender's read mark moves to
 //     the seq (their own messages are read); in a 1:1 topic the receiver gets a read-mark row,
 //     read_seq unchanged, so the conversation shows in their unread list.
 //   - recalled: status "recalled", content, head and mentions cleared, recalled_at/by set, version
 //     bumped; a second recall changes nothing.
-//   - edited: content and version = EditVersion, only if EditVersion is greater than the stored
-//     version and the message is not recalled.
+//   - edited: content and version = EditVersion and status "normal", only if EditVersion is
+//     greater than the stored version and the message is not recalled. New content the server
+//     refuses makes the message a blocked placeholder at that version instead.
 //   - deleted_for_user: a delete-for-me row.
 //   - read_marked: read_seq and recv_seq move forward only (GREATEST).
 //   - seq_skipped: a marker row (status "skipped", no sender or content) takes the seq unless a
@@ -33,9 +43,9 @@ import (
 //
 // Then the watermark of every topic that got a message or a marker is raised (see Watermark).
 //
-// Event types outside the message model are recorded as processed and otherwise ignored.
-// Failures roll the whole batch back: an unreachable server, deadlock or a concurrent Apply of the
-// same event wraps domain.ErrRetryable; an event that can never apply is an *EventError (see
+// Event types outside the message model are ignored (and counted as applied).
+// Failures roll the whole batch back: an unreachable server or a deadlock wraps
+// domain.ErrRetryable; an event that can never apply is an *EventError (see
 // there); an unprovisioned tenant wraps domain.ErrNotFound.
 func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, consumerGroup string, tables Tables, events []domain.Envelope) (applied int, err error) {
 	return s.ApplyIf(ctx, tenant, consumerGroup, tables, events, nil)
@@ -51,8 +61,8 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	if len(events) == 0 {
 		return 0, nil
 	}
-	if consumerGroup == "" || len(consumerGroup) > processed.MaxGroupLen {
-		return 0, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", processed.MaxGroupLen, domain.ErrInvalid)
+	if consumerGroup == "" || len(consumerGroup) > MaxConsumerGroupLen {
+		return 0, fmt.Errorf("apply: consumer group must be 1 to %d bytes: %w", MaxConsumerGroupLen, domain.ErrInvalid)
 	}
 	ops, err := decodeBatch(tenant, events)
 	if err != nil {
@@ -62,16 +72,11 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	if err != nil {
 		return 0, fmt.Errorf("apply: %w", err)
 	}
-	if n, err := s.applyScript(ctx, db, tables, consumerGroup, ops, ok); !errors.Is(err, errNoScript) {
+	if n, err := s.applyScript(ctx, db, tables, ops, ok); !errors.Is(err, errNoScript) {
 		return n, err
 	}
-	var fresh []op
 	err = inTx(ctx, db, "apply", func(tx *sql.Tx) error {
-		var err error
-		if fresh, err = processed.Mark(ctx, tx, tables.Processed, consumerGroup, ops, op.eventID); err != nil {
-			return err
-		}
-		if err := applyOps(ctx, tx, tables, fresh, insertMessages, true); err != nil {
+		if err := applyOps(ctx, tx, tables, ops, insertMessages, true); err != nil {
 			return err
 		}
 		if ok != nil {
@@ -82,7 +87,7 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 	if err != nil {
 		return 0, err
 	}
-	return len(fresh), nil
+	return len(ops), nil
 }
 
 // inTx runs fn in a READ COMMITTED transaction of db and commits unless fn fails; fn's error is
@@ -201,9 +206,11 @@ func eventErr(o op, err error) error {
 	return &EventError{Index: o.index, EventID: o.env.EventID, Err: err}
 }
 
-// stmt is one SQL statement and its arguments; it is processed.Stmt, so the processed rows of a
-// batch join its other statements as they are.
-type stmt = processed.Stmt
+// stmt is one SQL statement and its arguments.
+type stmt struct {
+	Query string
+	Args  []any
+}
 
 // execStmts runs stmts in tx in order; a failure is wrapped with what (tenantdb.WrapErr).
 func execStmts(ctx context.Context, tx *sql.Tx, stmts []stmt, what string) error {

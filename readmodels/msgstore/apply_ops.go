@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
@@ -41,18 +42,43 @@ func applyRecall(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
 }
 
 // applyEdit replaces the content if the edit is newer than the stored version and the message is
-// not recalled; otherwise it is a stale or moot edit and changes nothing.
+// not recalled; otherwise it is a stale or moot edit and changes nothing. An accepted edit makes a
+// blocked message normal again. New content the server refuses (tenantdb.IsDataError) is
+// applied as a refused edit: the version moves on as the edit says, the message becomes a
+// placeholder (StatusBlocked, no content), so later edits and a recall still apply.
 func applyEdit(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
 	e := o.edit
 	table := messageTable(tables, o.topic)
-	stmt := "UPDATE " + q(table) + " SET content = ?, content_size = ?, version = ?, updated_at = ?" +
-		" WHERE topic = ? AND seqid = ? AND status <> 'recalled' AND version < ?"
-	res, err := tx.ExecContext(ctx, stmt, string(e.Content), len(e.Content), e.EditVersion, o.at(e.EditedAt),
+	if !o.refused {
+		res, err := tx.ExecContext(ctx, editStmt(table, o, false), string(e.Content), len(e.Content), e.EditVersion, o.at(e.EditedAt),
+			o.topic.String(), e.Seq, e.EditVersion)
+		if err == nil {
+			return requireRow(ctx, tx, table, o, res)
+		}
+		if !tenantdb.IsDataError(err) {
+			return tenantdb.WrapErr("apply: edit", err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, editStmt(table, o, true), nil, 0, e.EditVersion, o.at(e.EditedAt),
 		o.topic.String(), e.Seq, e.EditVersion)
 	if err != nil {
-		return tenantdb.WrapErr("apply: edit", err)
+		return tenantdb.WrapErr("apply: refused edit", err)
 	}
 	return requireRow(ctx, tx, table, o, res)
+}
+
+// editStmt is the UPDATE of an edit; refused writes the placeholder of content the store refused.
+// Its arguments are content, content_size, version, updated_at, topic, seq and the version again.
+func editStmt(table string, o op, refused bool) string {
+	status, audit, risk := readmodels.StatusNormal, auditPass, "0"
+	if refused {
+		status, audit, risk = readmodels.StatusBlocked, auditReject, "1"
+	}
+	set := "UPDATE " + q(table) + " SET content = ?, content_size = ?, version = ?, updated_at = ?, status = '" + status + "'"
+	if o.topic.Kind() == domain.TopicGroup {
+		set += ", has_risk = " + risk + ", audit_status = '" + audit + "'"
+	}
+	return set + " WHERE topic = ? AND seqid = ? AND status <> 'recalled' AND version < ?"
 }
 
 // requireRow turns "no row changed" into domain.ErrNotFound when the message is not in the read

@@ -10,14 +10,13 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
-	"github.com/imledger/imledger/readmodels/internal/processed"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // A live projector's batch is small (one event per Kafka partition in flight), and the
 // projector waits for its commit before the partition's next event is handed over, so the
-// round trips of a batch bound the projection's throughput: BEGIN, the processed rows, the
-// messages, the read marks and COMMIT are one each. MariaDB runs a compound statement
+// round trips of a batch bound the projection's throughput: BEGIN, the messages, the read marks
+// and COMMIT are one each. MariaDB runs a compound statement
 // (BEGIN NOT ATOMIC … END) sent as one query, so applyScript sends everything up to the commit
 // in one round trip and COMMIT in a second.
 
@@ -31,26 +30,28 @@ const (
 // maxScriptBytes bounds the content a scripted batch carries, well under max_allowed_packet.
 const maxScriptBytes = 4 << 20
 
+// maxScriptOps bounds the events of a scripted batch.
+const maxScriptOps = 500
+
 // errNoScript sends a batch the statement-by-statement way.
 var errNoScript = errors.New("msgstore: batch not scripted")
 
-// applyScript writes ops (all new to the processed table, it assumes) in one compound statement
-// that starts a transaction and runs every insert and upsert of the batch, asks ok, and commits.
-// It returns errNoScript, having written nothing, when the batch holds recalls or edits (their
-// affected-row counts are needed), is larger than one processed-rows statement or than
-// maxScriptBytes, when the server does not take compound statements, and when the script
-// failed other than transiently: a redelivered event (its processed row exists) or a value the
-// server rejects is then handled, and blamed on its event, by the statement-by-statement way.
+// applyScript writes ops in one compound statement that starts a transaction and runs every
+// insert and upsert of the batch, asks ok, and commits. It returns errNoScript, having written
+// nothing, when the batch holds recalls or edits (their affected-row counts are needed), is
+// larger than maxScriptOps or maxScriptBytes, when the server does not take compound statements,
+// and when the script failed other than transiently: a value the server refuses is then
+// handled, row by row, by the statement-by-statement way.
 //
 // The transaction runs at the session's isolation level, not READ COMMITTED as Apply's: a
 // script only inserts rows and upserts rows by their primary key, and InnoDB takes the same
 // locks for those at either level (gap locks only for duplicate-key checks, which it takes at
 // both).
-func (s *Store) applyScript(ctx context.Context, db *sql.DB, tables Tables, group string, ops []op, ok func(context.Context) error) (n int, err error) {
-	if s.noScripts.Load() || len(ops) > processed.Chunk {
+func (s *Store) applyScript(ctx context.Context, db *sql.DB, tables Tables, ops []op, ok func(context.Context) error) (n int, err error) {
+	if s.noScripts.Load() || len(ops) > maxScriptOps {
 		return 0, errNoScript
 	}
-	stmts, scriptable := scriptStmts(tables, group, ops)
+	stmts, scriptable := scriptStmts(tables, ops)
 	if !scriptable {
 		return 0, errNoScript
 	}
@@ -90,10 +91,10 @@ func (s *Store) applyScript(ctx context.Context, db *sql.DB, tables Tables, grou
 	return len(ops), nil
 }
 
-// scriptStmts returns the statements that write ops, starting with their processed rows, and
-// whether every op can be written without looking at a statement's result.
-func scriptStmts(tables Tables, group string, ops []op) ([]stmt, bool) {
-	stmts := processed.InsertStmts(tables.Processed, group, ops, op.eventID)
+// scriptStmts returns the statements that write ops and whether every op can be written without
+// looking at a statement's result.
+func scriptStmts(tables Tables, ops []op) ([]stmt, bool) {
+	var stmts []stmt
 	bytes := 0
 	for _, g := range groupOps(ops) {
 		switch g.action {

@@ -7,10 +7,12 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/internal/tableset"
+	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Limits of one multi-row INSERT: rows per statement and bytes of content per statement (well
@@ -20,13 +22,22 @@ const (
 	maxBytesPerInsert = 4 << 20
 )
 
+// groupColumns are the columns of a group message row; has_risk and audit_status mark a row whose
+// content the server refused (see placeholder rows below).
 const groupColumns = "topic, group_id, seqid, from_user, client_msg_id, msg_type, status, content, head, " +
-	"mentioned_user_ids, mention_all, reply_seqid, root_seqid, content_size, version, created_at, updated_at"
+	"mentioned_user_ids, mention_all, reply_seqid, root_seqid, content_size, version, created_at, updated_at, " +
+	"has_risk, audit_status"
 
+// directColumns are the columns of a 1:1 message row; im_messages has no audit columns, so a
+// refused row is marked by its status alone.
 const directColumns = "topic, seqid, from_user, to_user, client_msg_id, msg_type, status, content, head, " +
 	"mentioned_user_ids, mention_all, reply_seqid, root_seqid, content_size, version, created_at, updated_at"
 
-const messageWidth = 17
+// Audit values of a group message row (seed 000 §6.2: audit_status pass/pending/reject).
+const (
+	auditPass   = "pass"
+	auditReject = "reject"
+)
 
 // markRow is one read-mark upsert.
 type markRow struct {
@@ -96,29 +107,90 @@ func receiver(o op) domain.UserID {
 	return o.topic.Peer(o.sent.From)
 }
 
-// insertMessages writes ops in multi-row INSERTs (messageStmts).
+// insertMessages writes ops in multi-row INSERTs (messageChunks). When the server refuses a
+// value of a statement (tenantdb.IsDataError: content that is not JSON it accepts, nested too
+// deep, not UTF-8, too long), the statement did nothing and its rows are written one at a time:
+// a row the server refuses is written again as a placeholder (insertOne), so one bad message
+// never holds up the others, and its seq stays in the conversation.
 func insertMessages(ctx context.Context, tx *sql.Tx, table, columns string, ops []op, row func(op) []any) error {
-	return execStmts(ctx, tx, messageStmts(table, columns, ops, row), "apply: insert messages into "+table)
+	for _, c := range messageChunks(table, columns, ops, row) {
+		_, err := tx.ExecContext(ctx, c.Query, c.Args...)
+		if err == nil {
+			continue
+		}
+		if !tenantdb.IsDataError(err) {
+			return tenantdb.WrapErr("apply: insert messages into "+table, err)
+		}
+		for _, o := range c.ops {
+			if err := insertOne(ctx, tx, table, columns, o, row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
-// messageStmts returns the multi-row INSERTs of ops' message rows. A row whose topic and seq (or
+// insertOne writes the row of one sent event, as a placeholder if the server refuses it. A
+// placeholder the server refuses too (no known value can cause that) is an *EventError wrapping
+// domain.ErrInvalid.
+func insertOne(ctx context.Context, tx *sql.Tx, table, columns string, o op, row func(op) []any) error {
+	if !o.refused {
+		st := messageChunks(table, columns, []op{o}, row)[0]
+		_, err := tx.ExecContext(ctx, st.Query, st.Args...)
+		if err == nil {
+			return nil
+		}
+		if !tenantdb.IsDataError(err) {
+			return tenantdb.WrapErr("apply: insert message into "+table, err)
+		}
+		o.refused = true
+	}
+	st := messageChunks(table, columns, []op{o}, row)[0]
+	_, err := tx.ExecContext(ctx, st.Query, st.Args...)
+	if tenantdb.IsDataError(err) {
+		return eventErr(o, bad("payload", "the message is refused by the store even without its content: "+err.Error()))
+	}
+	return tenantdb.WrapErr("apply: insert placeholder into "+table, err)
+}
+
+// messageChunk is one multi-row INSERT and the ops whose rows it writes.
+type messageChunk struct {
+	stmt
+	ops []op
+}
+
+// messageStmts returns the statements of messageChunks.
+func messageStmts(table, columns string, ops []op, row func(op) []any) []stmt {
+	chunks := messageChunks(table, columns, ops, row)
+	out := make([]stmt, len(chunks))
+	for i, c := range chunks {
+		out[i] = c.stmt
+	}
+	return out
+}
+
+// messageChunks returns the multi-row INSERTs of ops' message rows. A row whose topic and seq (or
 // sender and client message id) already exist is left as it is: the message was applied before,
 // perhaps edited or recalled since, and a redelivered sent event must not undo that.
-func messageStmts(table, columns string, ops []op, row func(op) []any) []stmt {
+func messageChunks(table, columns string, ops []op, row func(op) []any) []messageChunk {
 	prefix := "INSERT INTO " + q(table) + " (" + columns + ") VALUES "
 	const suffix = " ON DUPLICATE KEY UPDATE id = id"
-	var out []stmt
+	var out []messageChunk
 	for start := 0; start < len(ops); {
 		end, bytes := start, 0
 		for end < len(ops) && end-start < maxRowsPerInsert && (end == start || bytes+len(ops[end].sent.Content) <= maxBytesPerInsert) {
 			bytes += len(ops[end].sent.Content)
 			end++
 		}
-		args := make([]any, 0, (end-start)*messageWidth)
+		args := make([]any, 0, (end-start)*20)
+		width := 0
 		for _, o := range ops[start:end] {
-			args = append(args, row(o)...)
+			r := row(o)
+			width = len(r)
+			args = append(args, r...)
 		}
-		out = append(out, stmt{Query: prefix + tableset.RowPlaceholders(end-start, messageWidth) + suffix, Args: args})
+		out = append(out, messageChunk{stmt: stmt{Query: prefix + tableset.RowPlaceholders(end-start, width) + suffix, Args: args},
+			ops: ops[start:end]})
 		start = end
 	}
 	return out
@@ -126,34 +198,57 @@ func messageStmts(table, columns string, ops []op, row func(op) []any) []stmt {
 
 func groupRow(o op) []any {
 	m := o.sent
-	common := sentColumns(o)
-	return append([]any{o.topic.String(), o.topic.GroupID(), m.Seq, m.From.Int64()}, common...)
+	row := append([]any{o.topic.String(), o.topic.GroupID(), m.Seq, m.From.Int64()}, sentColumns(o)...)
+	if o.refused {
+		return append(row, true, auditReject)
+	}
+	return append(row, false, auditPass)
 }
 
 func directRow(o op) []any {
 	m := o.sent
-	common := sentColumns(o)
-	return append([]any{o.topic.String(), m.Seq, m.From.Int64(), receiver(o).Int64()}, common...)
+	return append([]any{o.topic.String(), m.Seq, m.From.Int64(), receiver(o).Int64()}, sentColumns(o)...)
 }
 
-// sentColumns returns the values from client_msg_id to updated_at, shared by both tables.
+// sentColumns returns the values from client_msg_id to updated_at, shared by both tables. A
+// client message id or message type the columns cannot hold (the domain never writes one) is
+// left out rather than failing the row. The row of a refused op is a placeholder: status
+// blocked, no content, head or mentions.
 func sentColumns(o op) []any {
 	m := o.sent
 	at := o.at(m.SentAt)
 	msgType := m.MsgType
-	if msgType == "" {
+	if msgType == "" || len(msgType) > maxMsgTypeLen || !utf8.ValidString(string(msgType)) {
 		msgType = domain.MsgText
+	}
+	clientID := m.ClientMsgID
+	if len(clientID) > maxClientMsgIDLen || !utf8.ValidString(clientID) {
+		clientID = ""
+	}
+	if o.refused {
+		return []any{
+			nullString(clientID), string(msgType), readmodels.StatusBlocked, nil, nil,
+			nil, false, nullInt(m.Head.ReplySeq), nullInt(m.Head.RootSeq),
+			0, 1, at, at,
+		}
 	}
 	var content any
 	if len(m.Content) > 0 {
 		content = string(m.Content)
 	}
 	return []any{
-		nullString(m.ClientMsgID), string(msgType), readmodels.StatusNormal, content, headJSON(m.Head),
+		nullString(clientID), string(msgType), readmodels.StatusNormal, content, headJSON(m.Head),
 		mentionsJSON(m.Head.Mentions), m.Head.MentionAll, nullInt(m.Head.ReplySeq), nullInt(m.Head.RootSeq),
 		len(m.Content), 1, at, at,
 	}
 }
+
+// Widths of client_msg_id (VARCHAR(64)) and msg_type (VARCHAR(32)); the domain's ids and types
+// are ASCII, so bytes are characters.
+const (
+	maxClientMsgIDLen = 64
+	maxMsgTypeLen     = 32
+)
 
 // headJSON returns the head column value: NULL for an empty head.
 func headJSON(h domain.Head) any {

@@ -17,10 +17,6 @@ import (
 // rebuild or a verification. It writes the same message, read-mark and delete-for-me rows as
 // Apply of the same events in the same batches, but faster:
 //
-//   - no im_processed_events rows are recorded. Every write of the message model is idempotent
-//     by itself (a message row that exists is kept, recalls and edits compare versions, read marks
-//     only move forward), so the rows of a consumer group that never consumes Kafka protect
-//     nothing; a caller that swaps the tables in copies the live consumer groups' rows first.
 //   - the message tables are created without their non-unique secondary indexes, which Finish
 //     adds back in one pass per table. The primary key and the unique keys stay, so a sent event
 //     loaded twice still leaves one row and recalls and edits find their message by topic and seq.
@@ -80,9 +76,8 @@ func (b *BulkLoad) Tables() Tables { return b.tables }
 
 // Apply writes a batch of the tenant's events to the fresh tables in one transaction, in batch
 // order, and returns how many it applied (repeats of an event id within the batch count once).
-// Events are applied as Store.Apply applies new ones, with the same errors, except that nothing
-// is recorded as processed, so an event passed in two calls is applied twice; that changes no
-// row, but events should be passed once, in position order.
+// Events are applied as Store.Apply applies them, with the same errors; an event passed in two
+// calls changes no row the second time, but events should be passed once, in position order.
 func (b *BulkLoad) Apply(ctx context.Context, events []domain.Envelope) (int, error) {
 	if len(events) == 0 {
 		return 0, nil

@@ -27,7 +27,7 @@ type HotCheck struct {
 // HotCheckResult is what MySQL says about a HotCheck.
 type HotCheckResult struct {
 	Missing   int64 // messages or markers in the span the cache does not hold
-	Recalled  int64 // messages of Live that MySQL has as recalled (the cache is behind)
+	Recalled  int64 // messages of Live that MySQL has as recalled (the cache is behind) or blocked (content MySQL refused, which the cache must not show either)
 	Deleted   int64 // the viewer's delete-for-me rows in the span
 	Watermark int64 // the topic's watermark in MySQL (see Store.Watermark)
 }
@@ -37,10 +37,11 @@ func (r HotCheckResult) OK() bool { return r.Missing == 0 && r.Recalled == 0 && 
 
 // CheckHot answers, in one round trip of index-only lookups, whether a page a cache holds may be
 // served as it is: MySQL holds nothing in the span the cache lacks, no message in it was recalled
-// behind the cache's back, and the viewer deleted none of it; it also returns the topic's
-// watermark. It reads no message content, which is what makes a cached page cheaper than reading
-// the page from MySQL. A seq that neither holds is not confirmed as a hole: only a seq-skip
-// marker makes one final, and the caller must see it in the cache.
+// behind the cache's back or holds content MySQL refused (status blocked: the page is then read
+// from MySQL, which shows the placeholder), and the viewer deleted none of it; it also returns the
+// topic's watermark. It reads no message content, which is what makes a cached page cheaper than
+// reading the page from MySQL. A seq that neither holds is not confirmed as a hole: only a
+// seq-skip marker makes one final, and the caller must see it in the cache.
 func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tables, c HotCheck) (HotCheckResult, error) {
 	var res HotCheckResult
 	if c.Topic.IsZero() || c.From < 1 || c.To < c.From {
@@ -63,10 +64,10 @@ func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tab
 	if len(c.Live) > 0 {
 		if c.Topic.Kind() == domain.TopicGroup {
 			// idx_im_group_messages_group_status_seq covers this.
-			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND status = 'recalled' AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND status IN ('recalled', 'blocked') AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
 			args = append(args, c.Topic.GroupID())
 		} else {
-			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND status = 'recalled' AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND status IN ('recalled', 'blocked') AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
 			args = append(args, topic)
 		}
 		args = appendInt64s(args, c.Live)

@@ -76,7 +76,6 @@ type TableCounts struct {
 	DirectMessages int64
 	ReadMarks      int64
 	Deletions      int64
-	Processed      int64
 }
 
 // Counts returns the row count of every table of tables.
@@ -87,9 +86,8 @@ func (s *Store) Counts(ctx context.Context, tenant domain.TenantID, tables Table
 		return c, fmt.Errorf("counts: %w", err)
 	}
 	stmt := "SELECT (SELECT COUNT(*) FROM " + q(tables.GroupMessages) + "), (SELECT COUNT(*) FROM " + q(tables.DirectMessages) +
-		"), (SELECT COUNT(*) FROM " + q(tables.ReadMarks) + "), (SELECT COUNT(*) FROM " + q(tables.Deletions) +
-		"), (SELECT COUNT(*) FROM " + q(tables.Processed) + ")"
-	if err := db.QueryRowContext(ctx, stmt).Scan(&c.GroupMessages, &c.DirectMessages, &c.ReadMarks, &c.Deletions, &c.Processed); err != nil {
+		"), (SELECT COUNT(*) FROM " + q(tables.ReadMarks) + "), (SELECT COUNT(*) FROM " + q(tables.Deletions) + ")"
+	if err := db.QueryRowContext(ctx, stmt).Scan(&c.GroupMessages, &c.DirectMessages, &c.ReadMarks, &c.Deletions); err != nil {
 		return c, tenantdb.WrapErr("counts", err)
 	}
 	return c, nil

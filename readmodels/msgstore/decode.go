@@ -25,6 +25,10 @@ type op struct {
 	del    domain.MessageDeletedForUser
 	mark   domain.ReadMarked
 	skip   domain.SeqSkipped
+	// refused marks a sent or edited event whose content the store cannot hold: it is written
+	// as a placeholder (StatusBlocked, no content) instead. Set by decodeOne for content that is
+	// not JSON, and by the writers when the server refuses the content (tenantdb.IsDataError).
+	refused bool
 }
 
 // messageActions maps the event types this read model consumes to their action and topic kind.
@@ -48,8 +52,7 @@ var messageActions = func() map[domain.EventType]struct {
 }()
 
 // decodeBatch decodes events in order, dropping repeats of an event id within the batch. Event
-// types outside the message model decode to an op with no action: they are recorded as processed
-// and otherwise ignored.
+// types outside the message model decode to an op with no action: they are ignored.
 func decodeBatch(tenant domain.TenantID, events []domain.Envelope) ([]op, error) {
 	return eventdecode.Batch(tenant, events, decodeOne, func(i int, id uuid.UUID, err error) error {
 		return &EventError{Index: i, EventID: id, Err: err}
@@ -79,18 +82,17 @@ func decodeOne(i int, env domain.Envelope) (op, error) {
 		if err == nil && (o.sent.Seq <= 0 || o.sent.From <= 0) {
 			err = bad("payload", "sent event without seq or sender")
 		}
-		if err == nil && len(o.sent.Content) > 0 && !json.Valid(o.sent.Content) {
-			err = bad("payload", "content is not JSON")
-		}
+		o.refused = err == nil && len(o.sent.Content) > 0 && !json.Valid(o.sent.Content)
 	case domain.ActionRecalled:
 		err = env.Decode(&o.recall)
 		topic = o.recall.Topic
 	case domain.ActionEdited:
 		err = env.Decode(&o.edit)
 		topic = o.edit.Topic
-		if err == nil && (o.edit.EditVersion < 2 || !json.Valid(o.edit.Content)) {
-			err = bad("payload", "edit without a version >= 2 and JSON content")
+		if err == nil && o.edit.EditVersion < 2 {
+			err = bad("payload", "edit without a version >= 2")
 		}
+		o.refused = err == nil && !json.Valid(o.edit.Content)
 	case domain.ActionDeleted:
 		err = env.Decode(&o.del)
 		topic = o.del.Topic
@@ -132,9 +134,6 @@ func decodeOne(i int, env domain.Envelope) (op, error) {
 	return o, nil
 }
 
-// eventID is the id processed.Mark records.
-func (o op) eventID() uuid.UUID { return o.env.EventID }
-
 // seq is the message seq an op addresses (0 for read marks).
 func (o op) seq() int64 {
 	switch o.action {
@@ -158,10 +157,28 @@ func (o op) holdsSeq() bool {
 	return o.action == domain.ActionSent || o.action == domain.ActionSeqSkipped
 }
 
-// at returns t in millisecond UTC, or the event's time when the payload left it unset.
+// at returns t in millisecond UTC, or the event's time when the payload left it unset, within
+// the range a DATETIME column holds: a time the server would refuse is no reason to lose a row.
 func (o op) at(t time.Time) time.Time {
 	if t.IsZero() {
 		t = o.env.OccurredAt
 	}
-	return readmodels.Millis(t)
+	return readmodels.Millis(clampTime(t))
+}
+
+// The range of a MySQL DATETIME(3).
+var (
+	minDatetime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDatetime = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+)
+
+// clampTime returns t moved into the range of a DATETIME column.
+func clampTime(t time.Time) time.Time {
+	switch {
+	case t.Before(minDatetime):
+		return minDatetime
+	case t.After(maxDatetime):
+		return maxDatetime
+	}
+	return t
 }

@@ -19,6 +19,10 @@ import (
 // run costs less as one multi-row INSERT than a file transfer.
 const loadDataMinRows = 64
 
+// maxListedWarnings is the max_error_count a load sets: the most warnings SHOW WARNINGS lists
+// (the server's maximum). A load with more warnings is written again with INSERT.
+const maxListedWarnings = 65535
+
 // datetimeLayout is how a DATETIME(3) value is spelled in a loaded row.
 const datetimeLayout = "2006-01-02 15:04:05.000"
 
@@ -43,6 +47,11 @@ func loadMessages(ctx context.Context, tx *sql.Tx, table, columns string, ops []
 	defer mysql.DeregisterReaderHandler(name)
 	stmt := "LOAD DATA LOCAL INFILE 'Reader::" + name + "' IGNORE INTO TABLE " + q(table) + " CHARACTER SET utf8mb4" +
 		" FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' (" + columns + ")"
+	// Let SHOW WARNINGS list every warning of a large run, not the first 64 (the default), so
+	// duplicates can be told from refused rows below.
+	if _, err := tx.ExecContext(ctx, "SET SESSION max_error_count = "+strconv.Itoa(maxListedWarnings)); err != nil {
+		return tenantdb.WrapErr("apply: load messages into "+table, err)
+	}
 	res, err := tx.ExecContext(ctx, stmt)
 	if err != nil {
 		return tenantdb.WrapErr("apply: load messages into "+table, err)
@@ -55,13 +64,46 @@ func loadMessages(ctx context.Context, tx *sql.Tx, table, columns string, ops []
 	if err := tx.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&warnings); err != nil {
 		return tenantdb.WrapErr("apply: load messages into "+table, err)
 	}
-	// IGNORE reports one warning per row it skipped as a duplicate; anything beyond that is a
-	// value the server changed.
+	if warnings == 0 {
+		return nil
+	}
+	// IGNORE reports one warning per row it skipped as a duplicate; any other warning is a row it
+	// skipped or a value it changed because the server refused it (a JSON column's constraint,
+	// a string too long). Counting is not enough: a refused row is skipped with one warning too.
 	if skipped := int64(len(ops)) - inserted; warnings != skipped {
 		return fmt.Errorf("apply: load messages into %s: %d rows, %d inserted, %d warnings: %w",
 			table, len(ops), inserted, warnings, errLoadNotClean)
 	}
+	dups, listed, err := duplicateWarnings(ctx, tx)
+	if err != nil {
+		return tenantdb.WrapErr("apply: load messages into "+table, err)
+	}
+	if dups != warnings || listed != warnings {
+		return fmt.Errorf("apply: load messages into %s: %d warnings, %d of them duplicates: %w", table, warnings, dups, errLoadNotClean)
+	}
 	return nil
+}
+
+// duplicateWarnings lists the warnings of the last statement and returns how many are duplicate
+// keys (ER_DUP_ENTRY) and how many were listed (at most max_error_count).
+func duplicateWarnings(ctx context.Context, tx *sql.Tx) (dups, listed int64, err error) {
+	rows, err := tx.QueryContext(ctx, "SHOW WARNINGS")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var level, msg string
+		var code uint16
+		if err := rows.Scan(&level, &code, &msg); err != nil {
+			return 0, 0, err
+		}
+		listed++
+		if code == tenantdb.ErrDupEntry {
+			dups++
+		}
+	}
+	return dups, listed, rows.Err()
 }
 
 // tsvReader streams the rows of ops as LOAD DATA's default text format: fields separated by

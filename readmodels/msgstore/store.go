@@ -23,9 +23,10 @@ type Store struct {
 func NewStore(router *tenantdb.Router) *Store { return &Store{router: router} }
 
 // EventError says which event of a batch could not be applied. Err wraps domain.ErrInvalid for an
-// event that can never be applied (bad payload, wrong tenant) and domain.ErrNotFound for a recall
-// or edit of a message the read model does not hold; a projector parks such an event instead of
-// retrying it.
+// event that can never be applied (a payload without seq or sender, a topic of the wrong kind,
+// another tenant's event) and domain.ErrNotFound for a recall or edit of a message the read
+// model does not hold; a projector parks such an event instead of retrying it. Content the
+// server refuses is not an error: the message is stored as a placeholder (see Apply).
 type EventError = readmodels.EventError
 
 // db returns tenant's pool after checking the table names.

@@ -14,7 +14,6 @@ type Tables struct {
 	DirectMessages string // im_messages
 	ReadMarks      string // im_read_marks
 	Deletions      string // im_message_deletions
-	Processed      string // im_processed_events
 	Watermarks     string // im_topic_watermarks
 }
 
@@ -25,7 +24,6 @@ func DefaultTables() Tables {
 		DirectMessages: "im_messages",
 		ReadMarks:      "im_read_marks",
 		Deletions:      "im_message_deletions",
-		Processed:      "im_processed_events",
 		Watermarks:     "im_topic_watermarks",
 	}
 }
@@ -37,7 +35,6 @@ func (t Tables) WithSuffix(s string) Tables {
 		DirectMessages: t.DirectMessages + s,
 		ReadMarks:      t.ReadMarks + s,
 		Deletions:      t.Deletions + s,
-		Processed:      t.Processed + s,
 		Watermarks:     t.Watermarks + s,
 	}
 }
@@ -47,7 +44,7 @@ const pkgName = "msgstore"
 
 // list returns the names in the order tableset pairs them.
 func (t Tables) list() []string {
-	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions, t.Processed, t.Watermarks}
+	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions, t.Watermarks}
 }
 
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] (room for the "_old"
@@ -65,8 +62,7 @@ func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
 
 // SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE statement, so
 // readers see either every old table or every new one, never a mix; then it drops the old tables.
-// Pairs with the same name are left alone (a rebuild may keep writing, say, the live processed
-// table). Leftover "<live>_old" tables from an interrupted swap are dropped first. If the final
+// Pairs with the same name are left alone. Leftover "<live>_old" tables from an interrupted swap are dropped first. If the final
 // drop fails the swap has still happened; the error says so.
 func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
 	return tableset.Swap(ctx, db, pkgName, live.list(), rebuilt.list())

@@ -35,16 +35,20 @@ func markerStmts(tables Tables, ops []op) []stmt {
 	add := func(table, columns string, ops []op, row func(op) []any) {
 		for start := 0; start < len(ops); start += maxRowsPerInsert {
 			chunk := ops[start:min(start+maxRowsPerInsert, len(ops))]
-			args := make([]any, 0, messageWidth*len(chunk))
+			var args []any
+			width := 0
 			for _, o := range chunk {
-				args = append(args, row(o)...)
+				r := row(o)
+				width = len(r)
+				args = append(args, r...)
 			}
 			out = append(out, stmt{Query: "INSERT INTO " + q(table) + " (" + columns + ") VALUES " +
-				tableset.RowPlaceholders(len(chunk), messageWidth) + " ON DUPLICATE KEY UPDATE id = id", Args: args})
+				tableset.RowPlaceholders(len(chunk), width) + " ON DUPLICATE KEY UPDATE id = id", Args: args})
 		}
 	}
 	add(tables.GroupMessages, groupColumns, group, func(o op) []any {
-		return append([]any{o.topic.String(), o.topic.GroupID(), o.skip.Seq, 0}, markerColumns(o)...)
+		row := append([]any{o.topic.String(), o.topic.GroupID(), o.skip.Seq, 0}, markerColumns(o)...)
+		return append(row, false, auditPass)
 	})
 	add(tables.DirectMessages, directColumns, direct, func(o op) []any {
 		return append([]any{o.topic.String(), o.skip.Seq, 0, 0}, markerColumns(o)...)

@@ -30,6 +30,12 @@ type Config struct {
 	MaxIdleConns int
 	// ConnMaxIdleTime closes connections idle for longer. Default 5 minutes.
 	ConnMaxIdleTime time.Duration
+	// PoolIdleTimeout evicts a tenant's pool that has not been used for this long (no DB call,
+	// no connection in use or open, no connection opened or closed): a node that served a tenant
+	// once does not keep its pool, and the pool's goroutine, for ever. An evicted pool is closed
+	// only after another PoolIdleTimeout without use, so a caller still holding it finishes
+	// what it does; the next DB call opens a new pool. Default 30 minutes; negative: never.
+	PoolIdleTimeout time.Duration
 }
 
 // MaxIdleConnsLimit bounds Config.MaxIdleConns: idle connections are held per tenant, so a
@@ -60,7 +66,13 @@ func (c *Config) setDefaults() {
 	if c.ConnMaxIdleTime == 0 {
 		c.ConnMaxIdleTime = 5 * time.Minute
 	}
+	if c.PoolIdleTimeout == 0 {
+		c.PoolIdleTimeout = DefaultPoolIdleTimeout
+	}
 }
+
+// DefaultPoolIdleTimeout is the default Config.PoolIdleTimeout.
+const DefaultPoolIdleTimeout = 30 * time.Minute
 
 // Validate reports every invalid field at once.
 func (c Config) Validate() error {

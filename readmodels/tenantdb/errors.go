@@ -70,3 +70,29 @@ func IsMySQLError(err error, code uint16) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == code
 }
+
+// MySQL and MariaDB server errors that mean a value of the statement was refused: the statement
+// did nothing (InnoDB undoes just that statement; the transaction carries on) and no retry can
+// change the answer, because the value itself does not fit the column.
+var dataCodes = map[uint16]bool{
+	1264: true, // ER_WARN_DATA_OUT_OF_RANGE: a number outside the column's range
+	1292: true, // ER_TRUNCATED_WRONG_VALUE: e.g. a DATETIME outside 1000-9999
+	1366: true, // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: incorrect string value (not UTF-8)
+	1406: true, // ER_DATA_TOO_LONG
+	3140: true, // ER_INVALID_JSON_TEXT (MySQL's JSON type)
+	3141: true, // ER_INVALID_JSON_TEXT_IN_PARAM
+	3144: true, // ER_INVALID_JSON_CHARSET
+	3157: true, // ER_JSON_DOCUMENT_TOO_DEEP (MySQL: deeper than 100 levels)
+	3819: true, // ER_CHECK_CONSTRAINT_VIOLATED (MySQL)
+	4025: true, // ER_CONSTRAINT_FAILED (MariaDB: the CHECK (json_valid(…)) of a JSON column,
+	//             which refuses e.g. JSON nested deeper than 32 levels or a lone surrogate escape)
+}
+
+// IsDataError reports whether err is a server error that refuses a value of the statement (see
+// dataCodes): invalid JSON for a JSON column, data too long, an incorrect string value, a value
+// out of range. It never matches a transient error, and it matches by error number only, never
+// by message text.
+func IsDataError(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && dataCodes[me.Number]
+}

@@ -21,17 +21,21 @@ import (
 const dialTimeout = 5 * time.Second
 
 // Router maps tenants to their MySQL databases. It is safe for concurrent use. Pools are opened on
-// first use and kept until Close.
+// first use and evicted when unused for Config.PoolIdleTimeout (see evict.go), or kept until
+// Close when eviction is off.
 type Router struct {
 	cfg       Config
 	base      *mysql.Config
 	pre, post string
 	nameRe    *regexp.Regexp
 
-	mu     sync.Mutex
-	server *sql.DB
-	pools  map[string]*sql.DB
-	closed bool
+	mu      sync.Mutex
+	server  *sql.DB
+	pools   map[string]*pool
+	retired []*pool // evicted, closed once unused for another PoolIdleTimeout
+	closed  bool
+	janitor chan struct{} // closed by Close to stop the eviction goroutine; nil until it starts
+	evicted int64         // pools evicted so far
 }
 
 // NewRouter validates cfg (after filling defaults) and returns a Router. It opens no connection.
@@ -51,7 +55,7 @@ func NewRouter(cfg Config) (*Router, error) {
 		pre:    pre,
 		post:   post,
 		nameRe: regexp.MustCompile("^" + regexp.QuoteMeta(pre) + "([a-z0-9][a-z0-9_]{0,31})" + regexp.QuoteMeta(post) + "$"),
-		pools:  map[string]*sql.DB{},
+		pools:  map[string]*pool{},
 	}, nil
 }
 
@@ -124,8 +128,10 @@ func (r *Router) Provision(ctx context.Context, tenant domain.TenantID) error {
 }
 
 // DB returns the connection pool of tenant's database, opening it on first use. The pool belongs
-// to the Router: callers must not close it. If the database does not exist the error wraps
-// domain.ErrNotFound; if the server is unreachable, domain.ErrRetryable.
+// to the Router: callers must not close it, and should call DB again for each piece of work
+// rather than keep the pool (a pool unused for Config.PoolIdleTimeout is evicted, and closed after
+// as long again). If the database does not exist the error wraps domain.ErrNotFound; if the
+// server is unreachable, domain.ErrRetryable.
 func (r *Router) DB(ctx context.Context, tenant domain.TenantID) (*sql.DB, error) {
 	name, err := r.dbName(tenant)
 	if err != nil {
@@ -136,9 +142,10 @@ func (r *Router) DB(ctx context.Context, tenant domain.TenantID) (*sql.DB, error
 		r.mu.Unlock()
 		return nil, errors.New("tenant database: router closed")
 	}
-	if db, ok := r.pools[name]; ok {
+	if p, ok := r.pools[name]; ok {
+		p.lastUsed = time.Now()
 		r.mu.Unlock()
-		return db, nil
+		return p.db, nil
 	}
 	r.mu.Unlock()
 
@@ -165,9 +172,11 @@ func (r *Router) DB(ctx context.Context, tenant domain.TenantID) (*sql.DB, error
 	}
 	if existing, ok := r.pools[name]; ok {
 		_ = db.Close()
-		return existing, nil
+		existing.lastUsed = time.Now()
+		return existing.db, nil
 	}
-	r.pools[name] = db
+	r.pools[name] = &pool{db: db, lastUsed: time.Now()}
+	r.startJanitorLocked()
 	return db, nil
 }
 
@@ -232,12 +241,21 @@ func (r *Router) Close() error {
 		return nil
 	}
 	r.closed = true
+	if r.janitor != nil {
+		close(r.janitor)
+	}
 	var errs []error
-	for name, db := range r.pools {
-		if err := db.Close(); err != nil {
+	for name, p := range r.pools {
+		if err := p.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", name, err))
 		}
 	}
+	for _, p := range r.retired {
+		if err := p.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close an evicted pool: %w", err))
+		}
+	}
+	r.retired = nil
 	if r.server != nil {
 		if err := r.server.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close server pool: %w", err))

@@ -64,7 +64,7 @@ func TestProvisionIsIdempotentAndConcurrent(t *testing.T) {
 	if err != nil || again != db {
 		t.Fatalf("second DB call returned another pool (%v)", err)
 	}
-	for _, table := range []string{"im_group_messages", "im_messages", "im_read_marks", "im_message_deletions", "im_processed_events"} {
+	for _, table := range []string{"im_group_messages", "im_messages", "im_read_marks", "im_message_deletions", "im_groups", "im_users"} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 			t.Fatalf("table %s: %v", table, err)

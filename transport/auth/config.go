@@ -30,7 +30,8 @@ type Config struct {
 	Keys []Key `koanf:"keys"`
 	// SigningKeyID is the key Issue signs with. Default: the first key.
 	SigningKeyID string `koanf:"signing_key_id"`
-	// MaxTTL bounds the lifetime Issue accepts. Default 30 days.
+	// MaxTTL bounds the lifetime of every token: Issue refuses a longer ttl and Verify refuses a
+	// token whose lifetime is longer or that expires later than MaxTTL from now. Default 30 days.
 	MaxTTL time.Duration `koanf:"max_ttl"`
 	// Leeway tolerates clock skew between nodes when checking expiry and issue time. Default 30 s.
 	Leeway time.Duration `koanf:"leeway"`

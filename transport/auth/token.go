@@ -31,6 +31,9 @@ type Principal struct {
 	Tenant    domain.TenantID
 	User      domain.UserID
 	ExpiresAt time.Time
+	// IssuedAt is when the token was issued, to the millisecond (to the second for tokens
+	// without iat_ms). A user's or tenant's not-before time refuses tokens issued before it.
+	IssuedAt time.Time
 }
 
 // header is the JOSE header of every token. Only HS256 is ever accepted.
@@ -41,13 +44,15 @@ type header struct {
 }
 
 // claims is the token payload. tid is the tenant, sub the user id as a decimal string; iat and
-// exp are JWT NumericDates (seconds since the epoch).
+// exp are JWT NumericDates (seconds since the epoch); iat_ms is iat in milliseconds, so a
+// revocation can tell tokens issued within the same second apart.
 type claims struct {
-	Tenant   string `json:"tid"`
-	Subject  string `json:"sub"`
-	IssuedAt int64  `json:"iat"`
-	Expires  int64  `json:"exp"`
-	ID       string `json:"jti"`
+	Tenant     string `json:"tid"`
+	Subject    string `json:"sub"`
+	IssuedAt   int64  `json:"iat"`
+	IssuedAtMs int64  `json:"iat_ms,omitempty"`
+	Expires    int64  `json:"exp"`
+	ID         string `json:"jti"`
 }
 
 // Signer issues and verifies tokens. It is safe for concurrent use.
@@ -98,7 +103,7 @@ func (s *Signer) Issue(tenant domain.TenantID, user domain.UserID, ttl time.Dura
 		return "", fmt.Errorf("issue token: %w", err)
 	}
 	c, err := json.Marshal(claims{
-		Tenant: tenant.String(), Subject: user.String(), IssuedAt: now.Unix(),
+		Tenant: tenant.String(), Subject: user.String(), IssuedAt: now.Unix(), IssuedAtMs: now.UnixMilli(),
 		Expires: now.Add(ttl).Unix(), ID: b64.EncodeToString(jti[:]),
 	})
 	if err != nil {
@@ -119,7 +124,10 @@ func sign(key []byte, signed string) []byte {
 func invalid(detail string) error { return fmt.Errorf("%w: %s", ErrTokenInvalid, detail) }
 
 // Verify checks token and returns its principal. Errors wrap ErrTokenInvalid or ErrTokenExpired;
-// an expired token is reported as expired only when its signature is valid.
+// an expired token is reported as expired only when its signature is valid. Config.MaxTTL bounds
+// verification as it bounds issuing: a correctly signed token whose lifetime (exp − iat) is
+// longer, or that expires later than MaxTTL from now (plus the leeway), is ErrTokenInvalid, so a
+// token minted with a longer lifetime, by an older configuration or a tool, is not honoured.
 func (s *Signer) Verify(token string) (Principal, error) {
 	if len(token) == 0 || len(token) > MaxTokenLen {
 		return Principal{}, invalid("empty or too long")
@@ -164,18 +172,29 @@ func (s *Signer) principal(c claims) (Principal, error) {
 	if err != nil {
 		return Principal{}, invalid("subject claim")
 	}
-	if c.Expires == 0 || c.IssuedAt == 0 || c.Expires < c.IssuedAt {
+	if c.Expires <= 0 || c.IssuedAt <= 0 || c.Expires < c.IssuedAt {
 		return Principal{}, invalid("missing or inconsistent times")
+	}
+	// Issue rounds both times down to the second, so a lifetime may exceed its ttl by a second.
+	if c.Expires-c.IssuedAt > int64((s.cfg.MaxTTL+time.Second)/time.Second) {
+		return Principal{}, invalid("lifetime beyond max_ttl")
 	}
 	now := s.cfg.Now()
 	if time.Unix(c.IssuedAt, 0).After(now.Add(s.cfg.Leeway)) {
 		return Principal{}, invalid("issued in the future")
 	}
 	exp := time.Unix(c.Expires, 0).UTC()
+	if exp.After(now.Add(s.cfg.MaxTTL + s.cfg.Leeway + time.Second)) {
+		return Principal{}, invalid("expires beyond max_ttl")
+	}
 	if !now.Before(exp.Add(s.cfg.Leeway)) {
 		return Principal{}, fmt.Errorf("%w at %s", ErrTokenExpired, exp.Format(time.RFC3339))
 	}
-	return Principal{Tenant: tenant, User: user, ExpiresAt: exp}, nil
+	issued := time.Unix(c.IssuedAt, 0).UTC()
+	if c.IssuedAtMs/1000 == c.IssuedAt {
+		issued = time.UnixMilli(c.IssuedAtMs).UTC()
+	}
+	return Principal{Tenant: tenant, User: user, ExpiresAt: exp, IssuedAt: issued}, nil
 }
 
 // VerifyFor is Verify plus a check that the token belongs to tenant: a token of another tenant

@@ -46,7 +46,7 @@ func TestIssueVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := auth.Principal{Tenant: acme, User: 42, ExpiresAt: c.t.Add(time.Hour)}
+	want := auth.Principal{Tenant: acme, User: 42, ExpiresAt: c.t.Add(time.Hour), IssuedAt: c.t}
 	if p != want {
 		t.Fatalf("principal = %+v, want %+v", p, want)
 	}
@@ -121,6 +121,12 @@ func TestSignedBadClaims(t *testing.T) {
 		{name: "issued in the future", claims: `{"tid":"acme","sub":"42","iat":1800003000,"exp":1800009000}`, want: auth.ErrTokenInvalid},
 		{name: "expired", claims: `{"tid":"acme","sub":"42","iat":1799990000,"exp":1799999000}`, want: auth.ErrTokenExpired},
 		{name: "not json", claims: `tid=acme`, want: auth.ErrTokenInvalid},
+		{name: "negative iat", claims: `{"tid":"acme","sub":"42","iat":-1,"exp":1800003600}`, want: auth.ErrTokenInvalid},
+		// The default max_ttl is 30 days (2,592,000 s).
+		{name: "five years", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1957680000}`, want: auth.ErrTokenInvalid},
+		{name: "old iat, long lifetime", claims: `{"tid":"acme","sub":"42","iat":1700000000,"exp":1800003600}`, want: auth.ErrTokenInvalid},
+		{name: "iat in leeway, exp beyond max_ttl", claims: `{"tid":"acme","sub":"42","iat":1800000020,"exp":1802592100}`, want: auth.ErrTokenInvalid},
+		{name: "exactly max_ttl", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1802592000}`, want: nil},
 		{name: "ok", claims: `{"tid":"acme","sub":"usr42","iat":1800000000,"exp":1800003600}`, want: nil},
 	}
 	for _, tt := range tests {
@@ -264,4 +270,56 @@ func flip(s string) string {
 		return "B" + s[1:]
 	}
 	return "A" + s[1:]
+}
+
+// TestLongLivedTokenIsRefused: a token signed with a configured key but a lifetime beyond this
+// node's max_ttl (issued by a tool or a configuration that allowed five years) is refused.
+func TestLongLivedTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Now()}
+	keys := []auth.Key{{ID: "k1", Secret: secretA}}
+	lax, err := auth.NewSigner(auth.Config{Keys: keys, MaxTTL: 5 * 365 * 24 * time.Hour, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict, err := auth.NewSigner(auth.Config{Keys: keys, MaxTTL: 720 * time.Hour, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := lax.Issue(acme, 42, 5*365*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Verify(long); !errors.Is(err, auth.ErrTokenInvalid) {
+		t.Fatalf("a correctly signed 5-year token: %v, want ErrTokenInvalid", err)
+	}
+	if _, err := lax.Verify(long); err != nil {
+		t.Fatalf("the signer that allows it: %v", err)
+	}
+	month, err := lax.Issue(acme, 42, 720*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := strict.Verify(month); err != nil || p.User != 42 {
+		t.Fatalf("a token of exactly max_ttl: %+v, %v", p, err)
+	}
+}
+
+// TestIssuedAtHasMilliseconds: a revocation at 12:00:00.500 must refuse a token issued at
+// 12:00:00.250 and accept one issued at 12:00:00.750, so IssuedAt keeps the milliseconds.
+func TestIssuedAtHasMilliseconds(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 250_000_000, time.UTC)}
+	s := newSigner(t, c, []auth.Key{{ID: "k1", Secret: secretA}}, "")
+	tok, err := s.Issue(acme, 42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.IssuedAt.Equal(c.t) {
+		t.Fatalf("IssuedAt = %v, want %v", p.IssuedAt, c.t)
+	}
 }

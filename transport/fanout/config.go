@@ -73,3 +73,6 @@ func (c Config) Validate() error {
 
 // Channel returns the Pub/Sub channel node listens on.
 func Channel(keyPrefix, node string) string { return keyPrefix + "node:" + node + ":fanout" }
+
+// BroadcastChannel returns the Pub/Sub channel every node listens on for KindAccount messages.
+func BroadcastChannel(keyPrefix string) string { return keyPrefix + "fanout:all" }

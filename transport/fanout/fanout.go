@@ -89,11 +89,13 @@ func New(deps Deps, cfg Config) (*Fanout, error) {
 // afterwards, and messages sent while it is down are lost.
 func (f *Fanout) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := f.rdb.Subscribe(ctx, Channel(f.cfg.KeyPrefix, f.cfg.NodeID))
-	if _, err := ps.Receive(ctx); err != nil {
-		cancel()
-		_ = ps.Close()
-		return fmt.Errorf("fanout: subscribe: %w", err)
+	ps := f.rdb.Subscribe(ctx, Channel(f.cfg.KeyPrefix, f.cfg.NodeID), BroadcastChannel(f.cfg.KeyPrefix))
+	for range 2 { // one confirmation per channel
+		if _, err := ps.Receive(ctx); err != nil {
+			cancel()
+			_ = ps.Close()
+			return fmt.Errorf("fanout: subscribe: %w", err)
+		}
 	}
 	f.cancel, f.pubsub = cancel, ps
 	ch := ps.Channel(redis.WithChannelSize(f.cfg.ReceiveBuffer))
@@ -152,6 +154,40 @@ func (f *Fanout) PublishControl(ctx context.Context, m *Message) error {
 	}
 }
 
+// Broadcast delivers a KindAccount message to this node's sessions now and publishes it to
+// every node of the deployment on the broadcast channel, waiting up to PublishTimeout for Redis.
+// It fails when Redis did not take the message; it was then delivered on this node only. Like
+// every Pub/Sub message it reaches only the nodes subscribed at the time.
+func (f *Fanout) Broadcast(ctx context.Context, m *Message) error {
+	m.Origin = f.cfg.NodeID
+	f.local.Deliver(m)
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+	defer cancel()
+	if err := PublishBroadcast(ctx, f.rdb, f.cfg.KeyPrefix, m); err != nil {
+		f.metrics.errors.WithLabelValues("publish").Inc()
+		return err
+	}
+	f.metrics.published.Inc()
+	return nil
+}
+
+// PublishBroadcast publishes a KindAccount message on the broadcast channel of the deployment
+// whose key prefix is keyPrefix, for a process that runs no Fanout (an operator command): every
+// node delivers it, m.Origin's node excepted.
+func PublishBroadcast(ctx context.Context, rdb redis.UniversalClient, keyPrefix string, m *Message) error {
+	if m.Kind != KindAccount || m.Account == nil {
+		return errors.New("fanout: only account messages are broadcast")
+	}
+	payload, err := encode(m)
+	if err != nil {
+		return err
+	}
+	if err := rdb.Publish(ctx, BroadcastChannel(keyPrefix), payload).Err(); err != nil {
+		return fmt.Errorf("fanout: broadcast: %w", err)
+	}
+	return nil
+}
+
 func (f *Fanout) shard(m *Message) int {
 	h := fnv.New32a()
 	h.Write([]byte(m.Tenant.String()))
@@ -175,6 +211,9 @@ func (f *Fanout) receive(ctx context.Context, ch <-chan *redis.Message) {
 				f.metrics.dropped.WithLabelValues("bad_payload").Inc()
 				f.log.WarnContext(ctx, "fanout: dropping a message", "err", err)
 				continue
+			}
+			if m.Origin == f.cfg.NodeID {
+				continue // this node delivered its own broadcast when it sent it
 			}
 			f.metrics.received.Inc()
 			f.local.Deliver(m)

@@ -25,7 +25,36 @@ const (
 	// block): every session of the topic hears What about user Src, and the subscriptions Drop
 	// names end on every node that receives it. Nodes that do not know the kind ignore it.
 	KindControl Kind = "control"
+	// KindAccount is a committed change of an account or a tenant (a ban, a revocation, a
+	// suspension) or a tenant-wide broadcast, sent to every node with Fanout.Broadcast: each
+	// node updates its guard and tenant cache from Account and ends or tells the sessions it
+	// concerns. It has no topic.
+	KindAccount Kind = "account"
 )
+
+// AccountControl is the body of a KindAccount message.
+type AccountControl struct {
+	// What happened: an account change ("banned", "unbanned", "kicked", "tokens_revoked",
+	// "password_reset"), a tenant change ("tenant_changed") or "broadcast".
+	What string `json:"what"`
+	// User is the account concerned; 0 for a tenant change or broadcast.
+	User domain.UserID `json:"user,omitempty"`
+	// Banned and NotBefore are the account's state after the change, Version its account
+	// stream version (or the tenant's version for tenant changes).
+	Banned    bool      `json:"banned,omitempty"`
+	NotBefore time.Time `json:"not_before,omitzero"`
+	Version   int64     `json:"version,omitempty,string"`
+	// EndSessions ends the sessions concerned: for an account, those whose token was issued
+	// before EndBefore (every session when it is zero); for a tenant, all of them.
+	EndSessions bool      `json:"end_sessions,omitempty"`
+	EndBefore   time.Time `json:"end_before,omitzero"`
+	// Reason is the stable reason the ended sessions are told (user_banned, token_revoked,
+	// kicked, tenant_suspended).
+	Reason string `json:"reason,omitempty"`
+	// Status and Settings are the tenant's, for tenant changes.
+	Status   string          `json:"status,omitempty"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+}
 
 // Drop names the subscriptions a KindControl message ends.
 type Drop string
@@ -45,7 +74,7 @@ const (
 type Message struct {
 	Kind   Kind            `json:"kind"`
 	Tenant domain.TenantID `json:"tenant"`
-	Topic  domain.Topic    `json:"topic"`
+	Topic  domain.Topic    `json:"topic,omitzero"` // zero only in a KindAccount message
 	From   domain.UserID   `json:"from,omitempty"` // 0 only in a control message of an unknown actor
 	// Data fields.
 	Seq       int64          `json:"seq,omitempty,string"`
@@ -65,6 +94,10 @@ type Message struct {
 	Drop Drop `json:"drop,omitempty"`
 	// SkipSession, when set, names the session the message came from; it does not receive it.
 	SkipSession string `json:"skip_session,omitempty"`
+	// Account is the body of a KindAccount message.
+	Account *AccountControl `json:"account,omitempty"`
+	// Origin is the node that broadcast the message; it skips its own copy.
+	Origin string `json:"origin,omitempty"`
 }
 
 // encode writes m as a JSON header, a newline, and the content bytes verbatim. JSON encoding
@@ -90,8 +123,13 @@ func decode(b []byte) (*Message, error) {
 	if err := json.Unmarshal(h, m); err != nil {
 		return nil, fmt.Errorf("decode fanout message: %w", err)
 	}
-	if m.Tenant.IsZero() || m.Topic.IsZero() {
-		return nil, errors.New("decode fanout message: tenant and topic are required")
+	switch {
+	case m.Tenant.IsZero():
+		return nil, errors.New("decode fanout message: tenant is required")
+	case m.Kind == KindAccount && m.Account == nil:
+		return nil, errors.New("decode fanout message: an account message needs its body")
+	case m.Kind != KindAccount && m.Topic.IsZero():
+		return nil, errors.New("decode fanout message: topic is required")
 	}
 	if len(content) > 0 {
 		m.Content = content

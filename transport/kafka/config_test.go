@@ -93,6 +93,7 @@ func TestCategoryTopic(t *testing.T) {
 		{domain.CategoryBusiness, "p.im.business.event", true},
 		{domain.CategorySession, "p.im.session.event", true},
 		{domain.CategoryAudit, "p.im.audit.event", true},
+		{domain.CategoryConfig, "p.im.config.event", true},
 		{domain.Category("nonsense"), "", false},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,17 @@ import (
 // their partition count differs. It fails if cfg is invalid, no broker answers, or a topic
 // cannot be created; ctx is checked between topics.
 func EnsureTopics(ctx context.Context, cfg Config) error {
+	return createTopics(ctx, cfg, cfg.Topics())
+}
+
+// EnsureTopic creates the topic named name (a full name: no prefix is added) with cfg's partition
+// count and replication factor unless it exists, as EnsureTopics does for imledger's own topics.
+// Replay topics of `imledger republish` are created with it.
+func EnsureTopic(ctx context.Context, cfg Config, name string) error {
+	return createTopics(ctx, cfg, []string{name})
+}
+
+func createTopics(ctx context.Context, cfg Config, names []string) error {
 	sc, err := NewSaramaConfig(cfg)
 	if err != nil {
 		return err
@@ -29,7 +40,7 @@ func EnsureTopics(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("kafka: list topics: %w", err)
 	}
 	detail := &sarama.TopicDetail{NumPartitions: cfg.Partitions, ReplicationFactor: cfg.ReplicationFactor}
-	for _, name := range cfg.Topics() {
+	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("kafka: ensure topics: %w", err)
 		}

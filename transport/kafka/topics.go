@@ -17,7 +17,8 @@ const (
 	TopicAdminCommand = "im.admin.command"
 	// TopicAdminCommandResult carries the outcome of each admin command.
 	TopicAdminCommandResult = "im.admin.command.result"
-	// TopicConfigEvent carries configuration changes.
+	// TopicConfigEvent carries configuration changes (category config: tenant lifecycle and
+	// settings), which every node follows to refresh its tenant cache.
 	TopicConfigEvent = "im.config.event"
 	// TopicCacheInvalidate carries cache invalidation hints.
 	TopicCacheInvalidate = "im.cache.invalidate"
@@ -44,6 +45,7 @@ var categoryTopics = map[domain.Category]string{
 	domain.CategoryBusiness:      TopicBusinessEvent,
 	domain.CategorySession:       TopicSessionEvent,
 	domain.CategoryAudit:         TopicAuditEvent,
+	domain.CategoryConfig:        TopicConfigEvent,
 }
 
 // Topic returns the full name of a base topic: the configured prefix followed by base.
@@ -67,4 +69,15 @@ func (c Config) CategoryTopic(cat domain.Category) (string, bool) {
 		return "", false
 	}
 	return c.Topic(base), true
+}
+
+// LiveTopics returns every name under which imledger's own topics may exist: the full (prefixed)
+// names of TopicNames and the base names themselves. Tools that write to a topic of an operator's
+// choosing (republish) refuse these.
+func (c Config) LiveTopics() []string {
+	out := c.Topics()
+	if c.TopicPrefix != "" {
+		out = append(out, TopicNames()...)
+	}
+	return out
 }

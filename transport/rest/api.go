@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/internal/telemetry"
 )
 
 // Config configures the REST API.
@@ -26,6 +27,9 @@ type Config struct {
 	MaxContentBytes int
 	// Logger receives the causes of 5xx answers, which clients never see. Default: discard.
 	Logger *slog.Logger
+	// Panics counts the panics of handlers (imledger_panics_total{component="rest"}); each is
+	// logged with its stack and answered 500 internal. Default: logged only.
+	Panics *telemetry.Panics
 
 	// DevAuth also accepts the development headers X-IM-Tenant and X-IM-User as the principal
 	// of a request without an Authorization header. Anyone can claim any user with them: for
@@ -48,10 +52,21 @@ type Config struct {
 	// RateLimitPrefix prefixes the Redis keys of the login and register rate limits.
 	// Default "im:rl:".
 	RateLimitPrefix string
-	// LoginPerIP is how many logins one client address may try per minute. Default 30.
+	// LoginPerIP is how many logins one client address may try per minute, whatever the login
+	// names. Default 30.
 	LoginPerIP int
-	// LoginPerName is how many logins of one login name may be tried per minute. Default 10.
+	// LoginPerNameIP is how many logins of one login name one client address may try per
+	// minute: a password guesser is slowed down without touching the owner at another address.
+	// Default 10.
+	LoginPerNameIP int
+	// LoginPerName is how many logins of one login name may be tried per minute from all the
+	// addresses that have not logged in to it within LoginKnownAddressTTL, so guessing from many
+	// addresses is bounded while the owner, at an address it logged in from, is never locked out
+	// by it. Default 100.
 	LoginPerName int
+	// LoginKnownAddressTTL is how long a successful login keeps its client address known to the
+	// login name (exempt from LoginPerName). Default 30 days.
+	LoginKnownAddressTTL time.Duration
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int
 }
@@ -81,8 +96,14 @@ func (c *Config) setDefaults() {
 	if c.LoginPerIP == 0 {
 		c.LoginPerIP = 30
 	}
+	if c.LoginPerNameIP == 0 {
+		c.LoginPerNameIP = 10
+	}
 	if c.LoginPerName == 0 {
-		c.LoginPerName = 10
+		c.LoginPerName = 100
+	}
+	if c.LoginKnownAddressTTL == 0 {
+		c.LoginKnownAddressTTL = 30 * 24 * time.Hour
 	}
 	if c.RegisterPerIP == 0 {
 		c.RegisterPerIP = 10
@@ -105,8 +126,11 @@ func (c Config) Validate() error {
 	if c.IdempotencyPendingTimeout >= c.IdempotencyTTL {
 		errs = append(errs, errors.New("rest: IdempotencyPendingTimeout must be shorter than IdempotencyTTL"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
 		errs = append(errs, errors.New("rest: rate limits must not be negative"))
+	}
+	if c.LoginKnownAddressTTL < 0 {
+		errs = append(errs, errors.New("rest: LoginKnownAddressTTL must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -128,6 +152,8 @@ type Handlers struct {
 	ReadPolicy ReadPolicy
 	// Presence serves GET /v1/im/users/{uid}/presence.
 	Presence PresenceReader
+	// PresencePolicy decides who may read a user's presence. Required with Presence.
+	PresencePolicy PresenceVisibility
 	// Groups are the group, relation and profile command handlers (POST/PUT/PATCH/DELETE under
 	// /v1/im/groups, /v1/im/friends, /v1/im/blocks and PATCH /v1/im/users/me).
 	Groups *group.Handlers
@@ -145,6 +171,9 @@ type Handlers struct {
 	Idempotency IdempotencyStore
 	// Redis holds the login and register rate limits. Required with Accounts.
 	Redis redis.UniversalClient
+	// Gate checks tenants and principals against the tenant registry and account governance.
+	// Optional: without it every tenant a client names is served.
+	Gate Gate
 }
 
 // API is the REST API mounted on a ServeMux.
@@ -170,7 +199,9 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	if h.Redis != nil {
 		a.limiter = redis_rate.NewLimiter(h.Redis)
 	}
-	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent)
+	// recoverPanics runs innermost, so a panic is answered like any 500: the idempotency
+	// middleware releases the key and the answer carries the request id.
+	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent, a.recoverPanics)
 	a.registerAll()
 	return a, nil
 }
@@ -190,6 +221,9 @@ func checkHandlers(cfg Config, h Handlers) error {
 	}
 	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
 		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
+	}
+	if h.Presence != nil && h.PresencePolicy == nil {
+		errs = append(errs, errors.New("rest: Presence needs PresencePolicy to respect blocks"))
 	}
 	if cfg.RequireAPIKey && h.APIKeys == nil {
 		errs = append(errs, errors.New("rest: RequireAPIKey needs APIKeys"))

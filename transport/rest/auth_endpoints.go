@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
 )
 
 // AccountService registers users and checks logins; *account.Service implements it.
@@ -80,6 +81,11 @@ func (a *API) registerAuth() {
 			if err != nil {
 				return nil, err
 			}
+			if a.h.Gate != nil {
+				if err := a.h.Gate.CanRegister(ctx, tenant); err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
+			}
 			res, err := a.h.Accounts.Register(ctx, account.Register{Tenant: tenant, Login: in.Body.Login,
 				Password: in.Body.Password, Nickname: in.Body.Nickname, Avatar: in.Body.Avatar,
 				Signature: in.Body.Signature, TraceID: RequestID(ctx)})
@@ -92,7 +98,8 @@ func (a *API) registerAuth() {
 	huma.Register(a.huma, a.build(op{id: "login", method: http.MethodPost, path: "/v1/im/auth/login",
 		summary: "Log in", tag: "auth", public: true,
 		desc: "Checks the login name and password and issues an access token. 401 invalid_credentials for an unknown " +
-			"login and a wrong password alike. Rate limited per client address and per login name (429 rate_limited).",
+			"login and a wrong password alike. Rate limited per client address, per login name and client address, and " +
+			"per login name from addresses that have not logged in to it recently (429 rate_limited).",
 		errs: []int{http.StatusTooManyRequests}}),
 		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
 			name := strings.ToLower(in.Body.Login)
@@ -103,14 +110,25 @@ func (a *API) registerAuth() {
 			if err != nil {
 				return nil, err
 			}
-			if err := a.limit(ctx, rule{"login:ip:" + clientIP(ctx), a.cfg.LoginPerIP},
-				rule{"login:name:" + tenant.String() + ":" + name, a.cfg.LoginPerName}); err != nil {
+			if a.h.Gate != nil {
+				if err := a.h.Gate.CheckTenant(ctx, tenant); err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
+			}
+			if err := a.limitLogin(ctx, tenant, name); err != nil {
 				return nil, err
 			}
 			uid, err := a.h.Accounts.Login(ctx, tenant, in.Body.Login, in.Body.Password)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 			}
+			if a.h.Gate != nil {
+				// A login is checked for the ban only: the token it issues is new.
+				if err := a.h.Gate.Admit(ctx, auth.Principal{Tenant: tenant, User: uid}); err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
+			}
+			a.rememberAddress(ctx, tenant, name)
 			token, err := a.h.Tokens.Issue(tenant, uid, a.cfg.TokenTTL)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())

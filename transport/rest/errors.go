@@ -19,6 +19,7 @@ const (
 	ReasonUnauthenticated        = "unauthenticated"          // 401: no credentials; details {header}
 	ReasonTokenExpired           = "token_expired"            // 401: log in again
 	ReasonTokenInvalid           = "token_invalid"            // 401: bad signature, malformed, other tenant
+	ReasonTokenRevoked           = "token_revoked"            // 401: issued before a revocation, ban, password reset or suspension
 	ReasonAPIKeyInvalid          = "api_key_invalid"          // 401: unknown or revoked tenant API key
 	ReasonInvalidCredentials     = "invalid_credentials"      // 401: login refused (unknown login or wrong password)
 	ReasonForbidden              = "forbidden"                // 403 without a more specific reason
@@ -40,6 +41,7 @@ const (
 //	account.ErrInvalidAPIKey       → 401 api_key_invalid
 //	auth.ErrTokenExpired           → 401 token_expired
 //	auth.ErrTokenInvalid           → 401 token_invalid
+//	account.ErrTokenRevoked        → 401 token_revoked
 //	*domain.DeniedError            → 403 with the refusal's reason (e.g. not_member)
 //	domain.ErrForbidden            → 403 forbidden
 //	domain.ErrNotFound             → 404 not_found
@@ -78,6 +80,8 @@ func mapError(requestID string, err error) *Error {
 		return unauthorized(requestID, ReasonTokenExpired, "the token has expired, log in again", nil)
 	case errors.Is(err, auth.ErrTokenInvalid):
 		return unauthorized(requestID, ReasonTokenInvalid, "the token is not valid here", nil)
+	case errors.Is(err, account.ErrTokenRevoked):
+		return unauthorized(requestID, ReasonTokenRevoked, "the token was revoked, log in again", nil)
 	case errors.As(err, &denied):
 		return newError(requestID, http.StatusForbidden, denied.Reason, "forbidden: "+denied.Reason, nil)
 	case errors.Is(err, domain.ErrForbidden):

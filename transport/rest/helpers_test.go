@@ -17,6 +17,7 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -56,7 +57,8 @@ type stack struct {
 }
 
 type stackOpts struct {
-	reads bool // MySQL read models, history, unread and business reads
+	reads   bool                     // MySQL read models, history, unread and business reads
+	gateFor func(s *stack) rest.Gate // optional: the gate, built over the stack's stores
 }
 
 func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
@@ -82,7 +84,16 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups, err := group.New(group.Deps{Store: s.store}, group.Config{})
+	// The group handlers fold their commits into the loader the policy reads, as serve's do.
+	loader, err := group.NewLoader(s.store, group.LoaderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := group.New(group.Deps{Store: s.store, Loader: loader}, group.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(policy.Deps{Loader: loader}, policy.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +108,11 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	if cfg.RateLimitPrefix == "" {
 		cfg.RateLimitPrefix = s.prefix + "rl:"
 	}
-	h := rest.Handlers{Send: send, MessageOps: ops, Groups: groups, Presence: pres, Accounts: s.accounts,
+	h := rest.Handlers{Send: send, MessageOps: ops, Groups: groups, Presence: pres, PresencePolicy: pol, Accounts: s.accounts,
 		Tokens: s.signer, APIKeys: s.accounts, Idempotency: idem, Redis: s.rdb}
+	if o.gateFor != nil {
+		h.Gate = o.gateFor(s)
+	}
 	if o.reads {
 		s.withReads(t, ctx, &h)
 	} else {

@@ -18,6 +18,13 @@ type PresenceReader interface {
 
 var _ PresenceReader = (*presence.Store)(nil)
 
+// PresenceVisibility decides whether viewer may read user's presence; *policy.Policy implements
+// it. A refusal is a *domain.DeniedError (answered 403 with its reason, blocked when user blocks
+// viewer).
+type PresenceVisibility interface {
+	CanSeePresence(ctx context.Context, tenant domain.TenantID, viewer, user domain.UserID) error
+}
+
 // Presence is the data of a presence answer.
 type Presence struct {
 	UserID   string `json:"user_id" doc:"The user (64-bit, as a string)"`
@@ -33,12 +40,16 @@ type userPath struct {
 func (a *API) registerPresence() {
 	huma.Register(a.huma, a.build(op{id: "get-presence", method: http.MethodGet, path: "/v1/im/users/{uid}/presence",
 		summary: "Read a user's presence", tag: "users",
-		desc: "Any user of the tenant may read any other's presence. status is unknown when Redis does not answer."}),
+		desc: "Any user of the tenant may read another's presence, unless that user blocks the caller (403 blocked). " +
+			"status is unknown when Redis does not answer.", errs: []int{http.StatusForbidden}}),
 		func(ctx context.Context, in *userPath) (*reply[Presence], error) {
 			p := principal(ctx)
 			uid, err := userParam(p, "uid", in.UID)
 			if err != nil {
 				return nil, a.fail(ctx, err)
+			}
+			if err := a.h.PresencePolicy.CanSeePresence(ctx, p.Tenant, p.User, uid); err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
 			}
 			pr, err := a.h.Presence.Get(ctx, p.Tenant, uid)
 			if err != nil {

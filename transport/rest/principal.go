@@ -82,7 +82,11 @@ func (a *API) principalOf(ctx huma.Context) (Principal, error) {
 	c := ctx.Context()
 	header := ctx.Header(HeaderAuthorization)
 	if header == "" && a.cfg.DevAuth {
-		return devPrincipal(c, ctx.Header(HeaderTenant), ctx.Header(HeaderUser))
+		p, err := devPrincipal(c, ctx.Header(HeaderTenant), ctx.Header(HeaderUser))
+		if err == nil && a.h.Gate != nil {
+			err = a.h.Gate.Admit(c, auth.Principal{Tenant: p.Tenant, User: p.User})
+		}
+		return p, err
 	}
 	if header == "" {
 		return Principal{}, unauthorized(RequestID(c), ReasonUnauthenticated, "missing bearer token",
@@ -96,6 +100,11 @@ func (a *API) principalOf(ctx huma.Context) (Principal, error) {
 	ap, err := a.h.Tokens.Verify(strings.TrimSpace(token))
 	if err != nil {
 		return Principal{}, err
+	}
+	if a.h.Gate != nil {
+		if err := a.h.Gate.Admit(c, ap); err != nil {
+			return Principal{}, err
+		}
 	}
 	p := Principal{Tenant: ap.Tenant, User: ap.User}
 	if t := ctx.Header(HeaderTenant); t != "" && t != p.Tenant.String() {

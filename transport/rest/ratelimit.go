@@ -44,6 +44,54 @@ func (a *API) limit(ctx context.Context, rules ...rule) error {
 	return nil
 }
 
+// limitLogin applies the login limits to an attempt at name from the request's client address:
+//
+//   - per address (LoginPerIP), whatever the names;
+//   - per name and address (LoginPerNameIP): a guesser at one address is slowed down, the owner
+//     at another is not;
+//   - per name from every address that has not logged in to it within LoginKnownAddressTTL
+//     (LoginPerName, much higher): guessing spread over many addresses is bounded, and the owner
+//     at an address they logged in from before keeps getting in however hard others guess.
+//
+// Like every limit it fails closed: with Redis down the attempt is refused with 503 retry.
+func (a *API) limitLogin(ctx context.Context, tenant domain.TenantID, name string) error {
+	ip := clientIP(ctx)
+	if err := a.limit(ctx, rule{"login:ip:" + ip, a.cfg.LoginPerIP},
+		rule{"login:name_ip:" + tenant.String() + ":" + name + ":" + ip, a.cfg.LoginPerNameIP}); err != nil {
+		return err
+	}
+	if a.cfg.LoginPerName <= 0 {
+		return nil
+	}
+	if a.h.Redis == nil {
+		return a.fail(ctx, domain.Retryable("rate limit", errNoLimiter))
+	}
+	known, err := a.h.Redis.Exists(ctx, a.knownAddressKey(tenant, name, ip)).Result()
+	if err != nil {
+		return a.fail(ctx, domain.Retryable("rate limit", err))
+	}
+	if known > 0 {
+		return nil
+	}
+	return a.limit(ctx, rule{"login:name:" + tenant.String() + ":" + name, a.cfg.LoginPerName})
+}
+
+// rememberAddress marks the request's client address as one name logged in from, for
+// LoginKnownAddressTTL. A failure only costs the exemption from the per-name limit: it is logged.
+func (a *API) rememberAddress(ctx context.Context, tenant domain.TenantID, name string) {
+	if a.h.Redis == nil || a.cfg.LoginKnownAddressTTL <= 0 {
+		return
+	}
+	if err := a.h.Redis.Set(ctx, a.knownAddressKey(tenant, name, clientIP(ctx)), 1, a.cfg.LoginKnownAddressTTL).Err(); err != nil {
+		a.cfg.Logger.WarnContext(ctx, "login address not remembered", "tenant_id", tenant.String(), "request_id", RequestID(ctx), "err", err)
+	}
+}
+
+// knownAddressKey is the Redis key saying that name logged in from ip.
+func (a *API) knownAddressKey(tenant domain.TenantID, name, ip string) string {
+	return a.cfg.RateLimitPrefix + "login:known:" + tenant.String() + ":" + name + ":" + ip
+}
+
 type limiterError string
 
 func (e limiterError) Error() string { return string(e) }

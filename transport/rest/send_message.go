@@ -61,7 +61,7 @@ func (a *API) registerSendMessage(s MessageSender) {
 				Tenant: p.Tenant.String(), From: p.User.String(), Topic: in.Topic,
 				ClientMsgID: in.Body.ClientMsgID, MsgType: in.Body.MsgType,
 				Content: in.Body.Content, Head: in.Body.Head, TraceID: RequestID(ctx),
-			}, a.cfg.MaxContentBytes)
+			}, a.contentLimit(ctx, p.Tenant))
 			if err != nil {
 				return nil, a.fail(ctx, err)
 			}

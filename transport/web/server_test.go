@@ -223,7 +223,7 @@ func (s *chatServer) serve(t *testing.T) {
 
 	mux := http.NewServeMux()
 	if _, err := rest.New(mux, rest.Config{Logger: s.log, RateLimitPrefix: s.prefix + "rl:"}, rest.Handlers{
-		Send: send, MessageOps: ops, History: reader, Unread: reader, ReadPolicy: readPolicy, Presence: pres,
+		Send: send, MessageOps: ops, History: reader, Unread: reader, ReadPolicy: readPolicy, Presence: pres, PresencePolicy: sendPolicy,
 		Groups: groups, Business: s.biz, Accounts: accounts, Tokens: signer, Idempotency: idem, Redis: s.rdb,
 	}); err != nil {
 		t.Fatal(err)

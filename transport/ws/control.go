@@ -52,7 +52,7 @@ func (h *Hub) control(m *fanout.Message) {
 	h.mu.Unlock()
 	for _, s := range dropped {
 		if s.pres != nil && s.life != nil {
-			go s.leavePresence(m.Tenant, m.Topic)
+			go s.safely(s.life, func() { s.leavePresence(m.Tenant, m.Topic) })
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
@@ -142,8 +143,14 @@ type Deps struct {
 	// as its Local deliverer.
 	Hub *Hub
 	// Publisher delivers to every node. Default: the Hub alone (a single node).
-	Publisher  Publisher
-	Policy     Policy                // default DefaultPolicy
+	Publisher Publisher
+	Policy    Policy // default DefaultPolicy
+	// Gate checks the principal at login and before every frame, and gives the tenant's content
+	// limit. Optional: without it every verified token is admitted.
+	Gate       Gate
 	Logger     *slog.Logger          // default discards
 	Registerer prometheus.Registerer // optional
+	// Panics counts the panics sessions recover from (imledger_panics_total{component="ws"}).
+	// Default: the counter registered on Registerer, shared with other components given it.
+	Panics *telemetry.Panics
 }

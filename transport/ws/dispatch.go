@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 )
 
@@ -29,6 +30,9 @@ func (s *session) handle(ctx context.Context, payload []byte) {
 }
 
 func (s *session) dispatch(ctx context.Context, typ string, body json.RawMessage) {
+	if hook := s.g.frameHook.Load(); hook != nil {
+		(*hook)(typ)
+	}
 	switch typ {
 	case "hi":
 		var f hiFrame
@@ -99,14 +103,25 @@ func (s *session) fail(ctx context.Context, id string, err error) {
 	s.refuse(c)
 }
 
-// authenticated reports whether the session may act; if not it answers frame id with 401.
-func (s *session) authenticated(id string) bool {
+// authenticated reports whether the session may act; if not it answers frame id with 401. A
+// session the Gate no longer admits (a ban, a revocation or a suspension whose notice this node
+// missed) is ended.
+func (s *session) authenticated(ctx context.Context, id string) bool {
 	switch {
 	case s.user == 0:
 		s.refuse(errCtrl(id, http.StatusUnauthorized, ReasonNotAuthenticated, "login first"))
 		return false
 	case !time.Now().Before(s.expires):
 		s.refuse(errCtrl(id, http.StatusUnauthorized, ReasonTokenExpired, "token expired, login again"))
+		return false
+	}
+	if err := s.gateCheck(ctx, auth.Principal{Tenant: s.tenant, User: s.user, ExpiresAt: s.expires, IssuedAt: s.issued}); err != nil {
+		c := mapError(id, err)
+		if c.Code >= 500 {
+			s.fail(ctx, id, err)
+			return false
+		}
+		s.endSession(c.Reason)
 		return false
 	}
 	return true

@@ -77,6 +77,23 @@
 // checked again, so it never outlives the change; it is answered 409 conflict only if changes
 // keep crossing it. A user's profile change belongs to no topic and is not pushed.
 //
+// # Ended sessions and broadcasts
+//
+// With a Gate, a login is refused like a REST request of its token (403 tenant_not_found,
+// tenant_suspended, user_banned; 401 token_revoked). A logged-in session ends, on every node at
+// once, when a fanout.KindAccount message says so: its user was banned (user_banned) or kicked
+// (kicked), its token predates a revocation (token_revoked), its tenant was suspended
+// (tenant_suspended). It gets a last ctrl frame without id naming the reason and is closed with
+// 1008 and the reason as text; a session whose node missed the message is ended the same way at
+// its next frame that needs a login, when the Gate refuses it.
+//
+//	< {"ctrl":{"code":403,"text":"session ended","reason":"user_banned","ts":"2026-11-29T08:01:02.003Z"}}
+//
+// A tenant broadcast reaches every logged-in session of the tenant as an info frame without a
+// topic, content spliced verbatim:
+//
+//	< {"info":{"what":"broadcast","ts":"2026-11-29T08:01:02.003Z","content":{"text":"maintenance at 22:00"}}}
+//
 // # Delivery and recovery
 //
 // Realtime delivery is best effort: a client that reconnects, or sees a gap in a topic's seqs,
@@ -94,4 +111,10 @@
 // over MaxFrameSize is answered with ctrl 413 frame_too_large and a close 1009. Browsers must
 // come from an allowed Origin (by default the page's own host); requests without an Origin
 // header are non-browser clients and are let through, since they must log in with a token.
+//
+// A client's close frame is answered as RFC 6455 §7.4 says: a valid code is echoed, an empty
+// close is answered 1000, a code no endpoint may send (or a one-byte close body) 1002, a reason
+// that is not UTF-8 1007. A panic while handling a frame, or on any goroutine of a session, is
+// recovered: it is logged with its stack and counted (imledger_panics_total{component="ws"}),
+// that connection is closed with 1011, and the node's other sessions go on.
 package ws

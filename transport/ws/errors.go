@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/auth"
 )
@@ -39,6 +40,7 @@ func errCtrl(id string, code int, reason, text string) ctrl {
 //	*domain.ValidationError   → 400 invalid           params {field, reason[, detail]}
 //	*domain.DeniedError       → 403 <its reason>      e.g. not_member
 //	auth.ErrTokenExpired      → 401 token_expired
+//	account.ErrTokenRevoked   → 401 token_revoked
 //	auth.ErrTokenInvalid      → 401 token_invalid
 //	domain.ErrNotFound        → 404 not_found
 //	domain.ErrInProgress      → 409 in_progress       params {retryable: true}
@@ -69,6 +71,8 @@ func mapError(id string, err error) ctrl {
 		return errCtrl(id, http.StatusForbidden, ReasonNotMember, "forbidden")
 	case errors.Is(err, auth.ErrTokenExpired):
 		return errCtrl(id, http.StatusUnauthorized, ReasonTokenExpired, "token expired")
+	case errors.Is(err, account.ErrTokenRevoked):
+		return errCtrl(id, http.StatusUnauthorized, ReasonTokenRevoked, "token revoked, login again")
 	case errors.Is(err, auth.ErrTokenInvalid):
 		return errCtrl(id, http.StatusUnauthorized, ReasonTokenInvalid, "token invalid")
 	case errors.Is(err, domain.ErrNotFound):

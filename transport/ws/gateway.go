@@ -6,14 +6,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobwas/ws"
+
+	"github.com/imledger/imledger/internal/telemetry"
 )
 
 // Path is where the gateway is mounted.
@@ -28,11 +32,18 @@ type Gateway struct {
 	metrics  *metrics
 	upgrader ws.HTTPUpgrader
 
+	panics *telemetry.Panics
+
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	admitted int // connections admitted and not yet released: being upgraded or in sessions
 	closing  bool
 	wg       sync.WaitGroup
+
+	// Test hooks (export_test.go): called before a client frame is dispatched and before a
+	// writer writes a batch, so tests can make them panic.
+	frameHook atomic.Pointer[func(typ string)]
+	writeHook atomic.Pointer[func()]
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -67,8 +78,13 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if deps.Panics == nil {
+		if deps.Panics, err = telemetry.NewPanics(deps.Registerer); err != nil {
+			return nil, fmt.Errorf("ws: %w", err)
+		}
+	}
 	return &Gateway{
-		cfg: cfg, deps: deps, log: deps.Logger, metrics: m,
+		cfg: cfg, deps: deps, log: deps.Logger, metrics: m, panics: deps.Panics,
 		upgrader: ws.HTTPUpgrader{Timeout: cfg.HandshakeTimeout},
 		sessions: map[*session]struct{}{},
 	}, nil
@@ -125,14 +141,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(conn, g.cfg.ReadBufferSize)
 	}
-	s := newSession(g, conn, br, r.RemoteAddr)
+	// The request context ends when ServeHTTP returns; the session keeps its values only.
+	ctx := context.WithoutCancel(r.Context())
+	s := newSession(ctx, g, conn, br, r.RemoteAddr)
 	if !g.track(s) {
 		g.release()
 		s.kill(closeGoingAway)
 		return
 	}
-	// The request context ends when ServeHTTP returns; the session keeps its values only.
-	ctx := context.WithoutCancel(r.Context())
 	go func() {
 		defer g.wg.Done()
 		defer g.untrack(s)

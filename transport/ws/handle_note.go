@@ -19,7 +19,7 @@ import (
 //
 // A read or recv that moved a mark in a 1:1 topic is relayed as info to the other party.
 func (s *session) onNote(ctx context.Context, f noteFrame) {
-	if !s.authenticated("") {
+	if !s.authenticated(ctx, "") {
 		return
 	}
 	t, ok := s.topicOf(ctx, "", f.Topic)

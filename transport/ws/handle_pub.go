@@ -12,7 +12,7 @@ import (
 // resend of a client_msg_id already sent) comes after the event is committed; then the message
 // goes to the topic's online sessions, the sender's included. A refused pub writes nothing.
 func (s *session) onPub(ctx context.Context, f pubFrame) {
-	if !s.authenticated(f.ID) {
+	if !s.authenticated(ctx, f.ID) {
 		return
 	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)
@@ -30,7 +30,7 @@ func (s *session) onPub(ctx context.Context, f pubFrame) {
 	cmd, err := commands.NewSendMessage(commands.SendMessageInput{
 		Tenant: s.tenant.String(), From: s.user.String(), Topic: t.String(), ClientMsgID: f.ClientMsgID,
 		MsgType: f.MsgType, Content: f.Content, Head: f.Head, TraceID: trace,
-	}, s.g.cfg.MaxContentBytes)
+	}, s.contentLimit(ctx))
 	if err != nil {
 		s.fail(ctx, f.ID, err)
 		return

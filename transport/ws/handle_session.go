@@ -33,8 +33,13 @@ func (s *session) onLogin(ctx context.Context, f loginFrame) {
 		s.refuse(errCtrl(f.ID, http.StatusConflict, ReasonAlreadyAuthenticated, "already logged in as another user"))
 		return
 	}
+	if err := s.gateCheck(ctx, p); err != nil {
+		s.fail(ctx, f.ID, err)
+		return
+	}
 	first := s.user == 0
-	s.tenant, s.user, s.expires = p.Tenant, p.User, p.ExpiresAt
+	s.tenant, s.user, s.expires, s.issued = p.Tenant, p.User, p.ExpiresAt, p.IssuedAt
+	s.g.deps.Hub.addUser(s, p.Tenant, p.User, p.IssuedAt)
 	if first && s.g.deps.Sessions != nil {
 		if err := s.g.deps.Sessions.Opened(ctx, p.Tenant, p.User, s.id, s.ua); err != nil {
 			s.g.log.WarnContext(ctx, "ws: session event not recorded", "tenant_id", p.Tenant.String(), "err", err)

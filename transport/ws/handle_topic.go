@@ -13,7 +13,7 @@ func formatSeq(n int64) string { return strconv.FormatInt(n, 10) }
 // onSub subscribes the session to a topic: it receives the topic's data, info and pres frames
 // from then on. Subscribing twice is answered 200 again.
 func (s *session) onSub(ctx context.Context, f topicFrame) {
-	if !s.authenticated(f.ID) {
+	if !s.authenticated(ctx, f.ID) {
 		return
 	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)
@@ -46,7 +46,7 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 
 // onLeave unsubscribes the session from a topic; leaving a topic not subscribed is answered 200.
 func (s *session) onLeave(ctx context.Context, f topicFrame) {
-	if !s.authenticated(f.ID) {
+	if !s.authenticated(ctx, f.ID) {
 		return
 	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)
@@ -69,7 +69,7 @@ func (s *session) onLeave(ctx context.Context, f topicFrame) {
 // onGet answers a history query with one data frame per message, then a ctrl with the page's
 // count, the topic's last seq and whether more messages match.
 func (s *session) onGet(ctx context.Context, f getFrame) {
-	if !s.authenticated(f.ID) {
+	if !s.authenticated(ctx, f.ID) {
 		return
 	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)

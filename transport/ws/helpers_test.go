@@ -84,10 +84,16 @@ func (c *cluster) token(t testing.TB, user domain.UserID) string {
 	return tok
 }
 
-// events counts the stored events.
+// events counts the stored message events (the registrations of logged-in users aside).
 func (c *cluster) events(t testing.TB) int64 {
 	t.Helper()
-	n, err := c.store.Count(testCtx(t), eventstore.Filter{})
+	var types []domain.EventType
+	for _, info := range domain.EventTypes() {
+		if info.Category == domain.CategoryGroupMessage || info.Category == domain.CategoryDirectMessage {
+			types = append(types, info.Type)
+		}
+	}
+	n, err := c.store.Count(testCtx(t), eventstore.Filter{EventTypes: types})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +148,7 @@ type nodeOpts struct {
 	mux         func(http.Handler) http.Handler // optional wrapper
 	sessions    ws.SessionRecorder              // optional
 	policy      ws.Policy                       // default: ws.DefaultPolicy
+	gate        ws.Gate                         // optional
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -170,7 +177,7 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	t.Cleanup(func() { _ = n.fan.Close() })
 	deps := ws.Deps{Tokens: c.tokens, Sender: c.send, Marks: c.marks, History: storeHistory{c.store},
 		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions,
-		Policy: o.policy}
+		Policy: o.policy, Gate: o.gate}
 	if o.sender != nil {
 		deps.Sender = o.sender
 	}
@@ -389,9 +396,11 @@ func (cl *client) call(id string, v any) ctrlFrame {
 	return cl.ctrl(id)
 }
 
-// login logs in as user and fails the test on anything but 200.
+// login logs in as user, who is registered first (commands naming a user need it to exist), and
+// fails the test on anything but 200.
 func (cl *client) login(c *cluster, user domain.UserID) {
 	cl.t.Helper()
+	testenv.RegisterUsers(cl.t, c.store, acme, user)
 	if r := cl.call("login", map[string]any{"login": map[string]any{"id": "login", "token": c.token(cl.t, user)}}); r.Code != 200 {
 		cl.t.Fatalf("%s: login = %+v", cl.name, r)
 	}

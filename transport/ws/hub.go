@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
@@ -14,6 +15,7 @@ import (
 type Hub struct {
 	mu     sync.RWMutex
 	topics map[hubKey]map[*session]domain.UserID // each session with its user
+	users  map[userKey]map[*session]time.Time    // logged-in sessions with their token's issue time
 	drops  [dropShards]atomic.Uint64             // control messages that ended subscriptions, by topic shard; changed under mu
 }
 
@@ -39,7 +41,9 @@ type hubKey struct {
 var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
-func NewHub() *Hub { return &Hub{topics: map[hubKey]map[*session]domain.UserID{}} }
+func NewHub() *Hub {
+	return &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]map[*session]time.Time{}}
+}
 
 func (h *Hub) leave(k hubKey, s *session) {
 	h.mu.Lock()
@@ -62,8 +66,12 @@ func (h *Hub) Subscribers(tenant domain.TenantID, topic domain.Topic) int {
 // m.SkipSession. It never blocks: a session whose queue is full is disconnected instead. A
 // fanout.KindControl message also ends the subscriptions it names (see control).
 func (h *Hub) Deliver(m *fanout.Message) {
-	if m.Kind == fanout.KindControl {
+	switch m.Kind {
+	case fanout.KindControl:
 		h.control(m)
+		return
+	case fanout.KindAccount:
+		h.account(m)
 		return
 	}
 	frame := encodeMessage(m)

@@ -37,6 +37,10 @@ func TestMaxConnections(t *testing.T) {
 	if got := n.counter(t, "imledger_ws_refused_total", map[string]string{"reason": "max_connections"}); got != 1 {
 		t.Errorf("refused{reason=max_connections} = %v, want 1", got)
 	}
+	// A dial returns once the upgrade is answered, a moment before the gateway tracks the session.
+	for deadline := time.Now().Add(10 * time.Second); n.gw.Sessions() != 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := n.gw.Sessions(); got != 2 {
 		t.Errorf("%d sessions, want the 2 admitted", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -42,6 +43,8 @@ var (
 	closeProtocol     = closeCause{ws.StatusProtocolError, "protocol error", "protocol_error"}
 	closeSlow         = closeCause{0, "", "slow_consumer"}
 	closeWriteFailed  = closeCause{0, "", "write_failed"}
+	closeInternal     = closeCause{ws.StatusInternalServerError, "internal error", "panic"}
+	closeWriterPanic  = closeCause{0, "", "panic"}
 )
 
 // session is one connection. The reader goroutine (run) owns the fields below "reader state";
@@ -63,7 +66,7 @@ type session struct {
 	killOnce sync.Once
 	cause    atomic.Pointer[closeCause]
 	closing  atomic.Bool     // a close frame is queued
-	life     context.Context // the connection's, set before the first subscription
+	life     context.Context // the connection's: the request's values, never cancelled
 	drops    dropSet         // subscriptions the hub ended, for the reader to forget
 
 	qmu        sync.Mutex
@@ -73,21 +76,22 @@ type session struct {
 	wdeadline  time.Time     // the socket's write deadline; only the running writer touches it
 	ended      bool          // nothing more is written: a close frame went out, a write failed or the session was killed
 	writerDone chan struct{} // closed when ended is set
-	handled    chan struct{} // handleOffStack's goroutine is done with its frame
+	handled    chan bool     // handleOffStack's goroutine is done with its frame: true if it panicked
 
 	// reader state
 	ua      string
 	tenant  domain.TenantID
 	user    domain.UserID
 	expires time.Time
+	issued  time.Time // the token's issue time
 	pres    *presence.Session
 	topics  map[string]domain.Topic
 }
 
-func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
+func newSession(life context.Context, g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
 	return &session{
-		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(),
-		killed: make(chan struct{}), writerDone: make(chan struct{}), handled: make(chan struct{}),
+		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(), life: life,
+		killed: make(chan struct{}), writerDone: make(chan struct{}), handled: make(chan bool),
 		topics: map[string]domain.Topic{},
 	}
 }
@@ -119,7 +123,7 @@ func (s *session) enqueue(f outFrame) bool {
 	s.writing = true
 	s.qmu.Unlock()
 	if start {
-		go s.write()
+		go s.writeSafely()
 	}
 	return true
 }
@@ -170,16 +174,35 @@ func (s *session) goAway() {
 	time.AfterFunc(s.g.cfg.CloseGrace+s.g.cfg.WriteTimeout, func() { s.kill(closeGoingAway) })
 }
 
-// run serves the connection until it ends, then cleans up.
+// run serves the connection until it ends, then cleans up. A panic anywhere in it is recovered
+// (see safely): the connection closes with 1011 and the node and its other sessions go on.
 func (s *session) run(ctx context.Context) {
-	s.life = ctx
-	cause := s.readLoop(ctx)
+	cause := closeInternal
+	s.safely(ctx, func() { cause = s.readLoop(ctx) })
 	s.closeWith(cause)
-	s.finish(ctx)
+	s.safely(ctx, func() { s.finish(ctx) })
+	s.kill(closeGone)
+	s.safely(ctx, func() { s.cleanup(ctx) })
+}
+
+// safely runs fn and recovers a panic in it: the panic is logged with its stack and counted
+// (imledger_panics_total{component="ws"}) and the connection is closed with 1011 (internal
+// error). It reports whether fn panicked.
+func (s *session) safely(ctx context.Context, fn func()) (panicked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = true
+			s.g.panics.Recovered(ctx, s.g.log, "ws", v, "tenant_id", s.tenant.String(), "session", s.id, "remote", s.remote)
+			s.closeWith(closeInternal)
+		}
+	}()
+	fn()
+	return false
 }
 
 // finish waits for the writer to send the close frame, gives the client CloseGrace to answer it
-// (so unread input does not turn the close into a reset), closes the socket and cleans up.
+// (so unread input does not turn the close into a reset), closes the socket and counts the
+// disconnect. run cleans up after it.
 func (s *session) finish(ctx context.Context) {
 	select {
 	case <-s.writerDone:
@@ -199,7 +222,6 @@ func (s *session) finish(ctx context.Context) {
 		s.g.log.DebugContext(ctx, "ws: connection closed", "cause", c.label, "tenant_id", s.tenant.String(),
 			"session", s.id, "remote", s.remote, "duration", time.Since(s.connectedAt).Round(time.Millisecond))
 	}
-	s.cleanup(ctx)
 }
 
 // readLoop reads client messages until the connection ends and returns how it should close.
@@ -224,7 +246,9 @@ func (s *session) readLoop(ctx context.Context) closeCause {
 			return s.readError(err)
 		}
 		s.touch(ctx)
-		s.handleOffStack(ctx, payload)
+		if s.handleOffStack(ctx, payload) {
+			return closeInternal
+		}
 	}
 }
 
@@ -233,13 +257,14 @@ func (s *session) readLoop(ctx context.Context) closeCause {
 // the token check and the Redis and PostgreSQL calls of a login or sub need several KiB of
 // stack, which a goroutine keeps once grown: on the reader, which lives as long as the
 // connection, an idle connection would hold that stack for hours. The handling goroutine ends
-// with its frame and its stack goes back to the runtime.
-func (s *session) handleOffStack(ctx context.Context, payload []byte) {
+// with its frame and its stack goes back to the runtime. A panic while handling the frame is
+// recovered on that goroutine (safely); handleOffStack then reports true and the reader ends
+// the connection with 1011.
+func (s *session) handleOffStack(ctx context.Context, payload []byte) (panicked bool) {
 	go func() {
-		s.handle(ctx, payload)
-		s.handled <- struct{}{}
+		s.handled <- s.safely(ctx, func() { s.handle(ctx, payload) })
 	}()
-	<-s.handled
+	return <-s.handled
 }
 
 // readDeadline is the idle deadline, or the login deadline while not logged in.
@@ -254,9 +279,45 @@ func (s *session) readDeadline() time.Time {
 }
 
 // clientClosed is the client's close frame, as an error that ends the read loop.
-type clientClosed struct{ code ws.StatusCode }
+type clientClosed struct{ payload []byte }
 
 func (clientClosed) Error() string { return "client closed" }
+
+// answer is how the server answers the close frame (RFC 6455 §5.5.1, §7.4): a frame without a
+// body with 1000, a valid code by echoing it, and a body that is malformed (one byte), carries a
+// code no endpoint may send (below 1000, 1004-1006, 1015, 1016-2999 unassigned, 5000 and up) with
+// 1002 protocol error, or a reason that is not UTF-8 with 1007.
+func (c clientClosed) answer() closeCause {
+	if len(c.payload) == 0 {
+		return closeClient
+	}
+	if len(c.payload) == 1 {
+		return closeProtocol
+	}
+	code, reason := ws.ParseCloseFrameData(c.payload)
+	if !validCloseCode(code) {
+		return closeProtocol
+	}
+	if !utf8.ValidString(reason) {
+		return closeBadUTF8
+	}
+	cause := closeClient
+	cause.code = code
+	return cause
+}
+
+// validCloseCode reports whether a close frame may carry code: 1000-1003 and 1007-1011 (RFC
+// 6455 §7.4.1), 1012-1014 (registered with IANA since), and 3000-4999 (libraries, frameworks and
+// applications).
+func validCloseCode(code ws.StatusCode) bool {
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
+		return true
+	case code >= 3000 && code <= 4999:
+		return true
+	}
+	return false
+}
 
 // control answers a control frame: pong to ping, the close handshake to close.
 func (s *session) control(ctx context.Context, h ws.Header, r io.Reader) error {
@@ -269,8 +330,7 @@ func (s *session) control(ctx context.Context, h ws.Header, r io.Reader) error {
 		s.touch(ctx)
 		s.enqueue(outFrame{op: ws.OpPong, payload: payload})
 	case ws.OpClose:
-		code, _ := ws.ParseCloseFrameData(payload)
-		return clientClosed{code: code}
+		return clientClosed{payload: payload}
 	}
 	return nil
 }
@@ -284,11 +344,7 @@ func (s *session) readError(err error) closeCause {
 	)
 	switch {
 	case errors.As(err, &cc):
-		c := closeClient
-		if cc.code != 0 && !cc.code.IsProtocolReserved() {
-			c.code = cc.code // echo the client's code
-		}
-		return c
+		return cc.answer()
 	case errors.Is(err, wsutil.ErrFrameTooLarge), errors.Is(err, wsutil.ErrMessageTooLarge):
 		s.g.metrics.refused.WithLabelValues(ReasonFrameTooLarge).Inc()
 		s.sendCtrl(errCtrl("", http.StatusRequestEntityTooLarge, ReasonFrameTooLarge, "frame too large"))
@@ -304,6 +360,23 @@ func (s *session) readError(err error) closeCause {
 		return closeIdle
 	}
 	return closeGone
+}
+
+// writeSafely runs the writer goroutine and recovers a panic in it: the panic is logged and
+// counted, the socket is closed at once (the writer that would send a close frame is the one that
+// failed) and the writer state is reset so nothing waits for it.
+func (s *session) writeSafely() {
+	defer func() {
+		if v := recover(); v != nil {
+			s.g.panics.Recovered(s.life, s.g.log, "ws", v, "tenant_id", s.tenant.String(), "session", s.id, "remote", s.remote, "in", "writer")
+			s.kill(closeWriterPanic)
+			s.qmu.Lock()
+			s.writing = false
+			s.endLocked()
+			s.qmu.Unlock()
+		}
+	}()
+	s.write()
 }
 
 // write is the writer goroutine: it writes queued frames until the queue is empty, a close frame
@@ -364,6 +437,9 @@ const writeBufferSize = 16 << 10
 // writeBatch writes frames and flushes them. It reports whether the writer is done: a close
 // frame was written (frames after it are dropped) or a write failed (the session is killed).
 func (s *session) writeBatch(frames []outFrame) (done bool) {
+	if hook := s.g.writeHook.Load(); hook != nil {
+		(*hook)()
+	}
 	bw := writerPool.Get().(*bufio.Writer)
 	bw.Reset(s.conn)
 	defer func() {
@@ -418,6 +494,9 @@ func (s *session) cleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.g.cfg.RequestTimeout)
 	defer cancel()
 	s.forgetDrops()
+	if s.user != 0 {
+		s.g.deps.Hub.removeUser(s, s.tenant, s.user)
+	}
 	for _, t := range s.topics {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
 		s.publishPres(t, "off")

@@ -20,7 +20,8 @@ func Bad(field, detail string) error {
 
 // Batch decodes events in order with decode, which gets each event's index in events, and drops
 // repeats of an event id within the batch: a redelivery inside one batch must apply once. An
-// event of another tenant is refused before decode sees it. The first error stops the batch and
+// event of another tenant is refused before decode sees it; decode sees every event upcast to
+// the current version of its type (domain.Upcast), whoever read it. The first error stops the batch and
 // is returned as wrap(index, event id, err), so each read model names the failing event in its
 // own error type.
 func Batch[T any](tenant domain.TenantID, events []domain.Envelope,
@@ -35,6 +36,10 @@ func Batch[T any](tenant domain.TenantID, events []domain.Envelope,
 		if env.TenantID != tenant {
 			detail := fmt.Sprintf("event of tenant %q applied to tenant %q", env.TenantID, tenant)
 			return nil, wrap(i, env.EventID, Bad("tenant_id", detail))
+		}
+		env, err := domain.Upcast(env)
+		if err != nil {
+			return nil, wrap(i, env.EventID, err)
 		}
 		v, err := decode(i, env)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,3 +120,24 @@ func Skipped(t testing.TB, tenant domain.TenantID, topic string, seq int64) doma
 	}
 	return env
 }
+
+// WithContent returns env, a sent or edited event, with its payload's content replaced by raw as
+// it is, bypassing every check of the domain: tests use it for content an older build or another
+// writer could have stored, which the domain refuses today.
+func WithContent(t testing.TB, env domain.Envelope, raw string) domain.Envelope {
+	t.Helper()
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["content"] = json.RawMessage(raw)
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatalf("content %.40q: %v", raw, err)
+	}
+	env.Payload = b
+	return env
+}
+
+// Deep returns a JSON array nested depth levels deep: MariaDB's JSON columns refuse more than 32.
+func Deep(depth int) string { return strings.Repeat("[", depth) + strings.Repeat("]", depth) }

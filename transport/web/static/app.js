@@ -371,7 +371,8 @@
     var seq = Number(d.seq);
     if (!(seq > 0)) { return; }
     var from = String(d.from);
-    var text = d.status === 'recalled' ? '(message recalled)' : contentText(d.content);
+    var text = d.status === 'recalled' ? '(message recalled)'
+      : d.status === 'blocked' ? '(message unavailable)' : contentText(d.content);
     var li = state.bySeq.get(seq);
     if (li) {
       setText(li.querySelector('.text'), text);

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/imledger/imledger/commands/tenant"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/kafka/adminclient"
+)
+
+func newBenchAdminCmd() *cobra.Command {
+	var (
+		o         adminclient.BenchOptions
+		inProcess bool
+		pprof     string
+	)
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "Send user.ban/user.unban commands through Kafka and report commands/s and produce->result latency",
+		Long: "bench admin provisions --tenant and sends admin commands the way an admin system does\n" +
+			"(transport/kafka/adminclient): with --pairs, closed-loop ban/unban pairs from --concurrency\n" +
+			"workers, each waiting for both results; with --rate, open-loop commands at that rate for\n" +
+			"--duration. Every result is accounted for (succeeded, rejected, failed, none in --timeout).\n" +
+			"With no kafka.brokers configured, or --in-process, it starts a whole node in this process\n" +
+			"(the embedded broker, the consumer and the stores it writes to); otherwise the nodes of the\n" +
+			"configured deployment answer.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := domain.NewTenantID(o.Tenant)
+			if err != nil {
+				return fmt.Errorf("--tenant: %w", err)
+			}
+			if o.Pairs <= 0 && o.Rate <= 0 {
+				return fmt.Errorf("give --pairs (closed loop) or --rate (open loop)")
+			}
+			n, err := toolNode(cmd)
+			if err != nil {
+				return err
+			}
+			if pprof != "" {
+				stop, err := servePprof(pprof, n.log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			ctx := cmd.Context()
+			kcfg := n.cfg.Kafka.Config
+			if inProcess || n.cfg.Kafka.UseEmbedded() {
+				n.cfg.HTTP.Addr = "127.0.0.1:0"
+				if n.cfg.Kafka.UseEmbedded() {
+					n.cfg.Kafka.Embedded.Addr = "127.0.0.1:0"
+				}
+				if n, err = startNode(ctx, n.cfg, n.log); err != nil {
+					return err
+				}
+				defer func() { _ = n.shutdown() }()
+				kcfg = n.cfg.Kafka.Config
+				if _, err := n.registry.Provision(ctx, t, nil, tenant.Meta{}); err != nil {
+					return err
+				}
+			} else {
+				defer n.closeResources()
+				if err := n.openPostgres(ctx); err != nil {
+					return err
+				}
+				if err := n.provisionBenchTenant(ctx, t); err != nil {
+					return err
+				}
+			}
+			c, err := adminclient.New(adminclient.Config{Kafka: kcfg, Source: "imledger-bench", Actor: domain.Actor{Type: domain.ActorAdmin, ID: "bench"}})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := adminclient.Bench(ctx, c, o)
+			res.Print(cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			if res.Succeeded != res.Sent {
+				return fmt.Errorf("bench admin: %d of %d commands did not succeed", res.Sent-res.Succeeded, res.Sent)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Tenant, "tenant", "bench", "tenant of the users (provisioned when missing)")
+	f.IntVar(&o.Pairs, "pairs", 0, "closed loop: this many ban/unban pairs")
+	f.IntVar(&o.Concurrency, "concurrency", 64, "closed loop: pairs in flight at once")
+	f.Float64Var(&o.Rate, "rate", 0, "open loop: commands per second")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "open loop: how long to send")
+	f.IntVar(&o.Users, "users", 1000, "distinct users the commands are about")
+	f.Int64Var(&o.FirstUser, "first-user", 1, "id of the first user")
+	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long a command waits for its result")
+	f.BoolVar(&inProcess, "in-process", false, "start a node in this process even when kafka.brokers is set")
+	f.StringVar(&pprof, "pprof", "", "serve this process's net/http/pprof profiles on this address")
+	return cmd
+}

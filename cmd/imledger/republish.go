@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/imledger/imledger/commands/republish"
+	"github.com/imledger/imledger/transport/kafka"
+)
+
+func newRepublishCmd() *cobra.Command {
+	var (
+		sel streamFlags
+		cfg republish.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "republish",
+		Short: "Re-emit events from the event store to a replay topic on Kafka",
+		Long: "republish sends the events of --tenant (or every tenant), or a --from-cursor/--to-cursor\n" +
+			"range, from the PostgreSQL event store to --topic (default im.replay.<tenant> with the\n" +
+			"configured topic prefix), created if missing, with the envelope, key and headers the live\n" +
+			"topics carry, so a stream job can start again from the beginning after Kafka's retention\n" +
+			"dropped the original records. Events go in commit order, a conversation in order on one\n" +
+			"partition; --rate caps the events per second. With --checkpoint the cursor of every\n" +
+			"acknowledged batch is saved to that file and a new run resumes from it. It refuses to write\n" +
+			"to the platform's own topics. A progress bar goes to stderr.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sel.parse(); err != nil {
+				return err
+			}
+			n, err := toolNode(cmd)
+			if err != nil {
+				return err
+			}
+			defer n.closeResources()
+			if n.cfg.Kafka.UseEmbedded() {
+				return errNoKafka
+			}
+			kcfg := n.cfg.Kafka.Config
+			if cfg.Topic == "" {
+				cfg.Topic = kcfg.Topic(republish.DefaultTopic(sel.parsedTenant))
+			}
+			cfg.LiveTopics, cfg.Tenant, cfg.From, cfg.To = kcfg.LiveTopics(), sel.parsedTenant, sel.parsedFrom, sel.toCu
+			cfg.Progress = cmd.ErrOrStderr()
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			n.bulkReads = true
+			if err := n.openPostgres(ctx); err != nil {
+				return err
+			}
+			if err := kafka.EnsureTopic(ctx, kcfg, cfg.Topic); err != nil {
+				return err
+			}
+			if n.producer, err = kafka.NewSyncProducer(kcfg); err != nil {
+				return err
+			}
+			cfg.Logger = n.log
+			res, err := republish.Run(ctx, n.store, n.producer, cfg)
+			out := cmd.OutOrStdout()
+			if err != nil {
+				if res.Events > 0 {
+					fmt.Fprintf(out, "republished %d events to %s before the error; resume after cursor %s\n", res.Events, cfg.Topic, res.Cursor)
+				}
+				return err
+			}
+			fmt.Fprintf(out, "republished %d events to %s in %s (%.0f events/s)\ncursor: %s\n", res.Events, cfg.Topic,
+				res.Duration.Round(time.Millisecond), res.PerSecond(), res.Cursor)
+			return nil
+		},
+	}
+	sel.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&cfg.Topic, "topic", "", "target topic, a full name (default <topic_prefix>im.replay.<tenant>, or im.replay.all)")
+	f.StringVar(&cfg.Checkpoint, "checkpoint", "", "file that keeps the cursor of the last acknowledged batch; a run resumes from it")
+	f.IntVar(&cfg.Rate, "rate", 0, "events per second at most (default: as fast as Kafka acknowledges)")
+	f.IntVar(&cfg.BatchSize, "batch", 0, "events per produce request (default 1000)")
+	return cmd
+}

@@ -1,0 +1,148 @@
+package account_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/domain"
+)
+
+// recordingNotifier keeps the changes the governance announced.
+type recordingNotifier struct{ changes []account.Change }
+
+func (r *recordingNotifier) AccountChanged(_ context.Context, _ account.Status, c account.Change) {
+	r.changes = append(r.changes, c)
+}
+
+func TestGovernanceBanRevokeAndGuard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, account.Deps{}, account.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("gov")
+	guard, err := account.NewGuard(e.pool, account.GuardConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := &recordingNotifier{}
+	gov, err := account.NewGovernance(account.GovernanceDeps{Pool: e.pool, Store: e.store, Accounts: e.svc, Guard: guard, Notifier: notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := e.svc.Register(ctx, account.Register{Tenant: tenant, Login: "mallory", Password: "correct horse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := reg.User
+	issued := time.Now()
+	if err := guard.Check(tenant, uid, issued); err != nil {
+		t.Fatalf("an ungoverned user: %v", err)
+	}
+	meta := account.Meta{Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops"}, CausationID: "cmd-1"}
+	res, err := gov.Ban(ctx, tenant, uid, "spam", meta)
+	if err != nil || !res.Status.Banned || res.Unchanged {
+		t.Fatalf("ban: %+v %v", res, err)
+	}
+	if err := guard.Check(tenant, uid, time.Now()); reason(err) != domain.ReasonUserBanned {
+		t.Fatalf("banned user: want user_banned, got %v", err)
+	}
+	if res, err := gov.Ban(ctx, tenant, uid, "spam", meta); err != nil || !res.Unchanged {
+		t.Fatalf("second ban: %+v %v", res, err)
+	}
+	if _, err := gov.Unban(ctx, tenant, uid, "", meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := guard.Check(tenant, uid, issued); !errors.Is(err, account.ErrTokenRevoked) {
+		t.Fatalf("a token issued before the ban after the unban: want revoked, got %v", err)
+	}
+	if err := guard.Check(tenant, uid, time.Now()); err != nil {
+		t.Fatalf("a token issued after the ban: %v", err)
+	}
+	// A fresh guard (another node) loads the same state from account_status.
+	other, _ := account.NewGuard(e.pool, account.GuardConfig{}, nil)
+	if err := other.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := other.Status(tenant, uid); got.Banned || got.Version != 2 || got.NotBefore.IsZero() {
+		t.Fatalf("loaded status: %+v", got)
+	}
+	// The events carry the administrator and the causing command.
+	evs, err := e.store.ReadStream(ctx, tenant, domain.AccountStreamID(uid), 0, 0)
+	if err != nil || len(evs) != 2 || evs[0].EventType != domain.EventUserBanned || evs[0].Actor.ID != "ops" || evs[0].CausationID != "cmd-1" {
+		t.Fatalf("account stream: %+v %v", evs, err)
+	}
+	if len(notes.changes) != 2 || notes.changes[0] != account.ChangeBanned || notes.changes[1] != account.ChangeUnbanned {
+		t.Fatalf("notified: %v", notes.changes)
+	}
+
+	// A password reset changes the password and revokes older tokens.
+	before := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	if _, err := gov.ResetPassword(ctx, tenant, uid, "a brand new secret", meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Login(ctx, tenant, "mallory", "correct horse"); !errors.Is(err, account.ErrInvalidCredentials) {
+		t.Fatalf("old password after reset: %v", err)
+	}
+	if got, err := e.svc.Login(ctx, tenant, "mallory", "a brand new secret"); err != nil || got != uid {
+		t.Fatalf("new password: %v %v", got, err)
+	}
+	if err := guard.Check(tenant, uid, before); !errors.Is(err, account.ErrTokenRevoked) {
+		t.Fatalf("token from before the reset: %v", err)
+	}
+	if _, err := gov.ResetPassword(ctx, tenant, 999999, "a brand new secret", meta); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("reset of a user without an account: %v", err)
+	}
+	if _, err := gov.ResetPassword(ctx, tenant, uid, "short", meta); reason(err) != "invalid:password:too_short" {
+		t.Fatalf("short password: %v", err)
+	}
+}
+
+func TestAPIKeyListAndRevokeByID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, account.Deps{}, account.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("keys")
+	k1, err := e.svc.CreateAPIKey(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateAPIKey(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.svc.ListAPIKeys(ctx, tenant)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	id := account.APIKeyID(k1)
+	if list[0].ID != id && list[1].ID != id {
+		t.Fatalf("key id %s not listed: %+v", id, list)
+	}
+	if _, err := e.svc.VerifyAPIKey(ctx, k1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.RevokeAPIKeyID(ctx, domain.MustTenantID("other"), id); !errors.Is(err, account.ErrInvalidAPIKey) {
+		t.Fatalf("revoke through another tenant: %v", err)
+	}
+	if err := e.svc.RevokeAPIKeyID(ctx, tenant, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.VerifyAPIKey(ctx, k1); !errors.Is(err, account.ErrInvalidAPIKey) {
+		t.Fatalf("revoked key verified: %v", err)
+	}
+	if err := e.svc.RevokeAPIKeyID(ctx, tenant, id); !errors.Is(err, account.ErrInvalidAPIKey) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	list, _ = e.svc.ListAPIKeys(ctx, tenant)
+	revoked := 0
+	for _, k := range list {
+		if !k.RevokedAt.IsZero() {
+			revoked++
+		}
+	}
+	if revoked != 1 {
+		t.Fatalf("want one revoked key: %+v", list)
+	}
+}

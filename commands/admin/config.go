@@ -1,0 +1,99 @@
+package admin
+
+import (
+	"errors"
+	"time"
+)
+
+// DefaultConsumerGroup is the consumer group of the admin command consumer. Never renamed: a new
+// name would take every retained command again.
+const DefaultConsumerGroup = "imledger.admin.commands.v1"
+
+// Config configures a Consumer.
+type Config struct {
+	// ConsumerGroup is the Kafka consumer group and the dedupe scope of the commands. Every node
+	// of a deployment uses the same one, so each command runs on one node. Default
+	// DefaultConsumerGroup.
+	ConsumerGroup string `koanf:"consumer_group"`
+	// AllowedSources lists the source_service values commands may come from; empty accepts any.
+	// A command from another source is rejected actor_forbidden.
+	AllowedSources []string `koanf:"allowed_sources"`
+	// Retry is the backoff of a command that failed transiently, before it is dead-lettered.
+	Retry RetryConfig `koanf:"retry"`
+	// ClaimTimeout is how long a command may stay claimed by a consumer that does not finish it
+	// (it died) before another takes it over. Keep it above the longest command. Default 1 min.
+	ClaimTimeout time.Duration `koanf:"claim_timeout"`
+	// CommandTimeout bounds one attempt of a command. Default 30 s.
+	CommandTimeout time.Duration `koanf:"command_timeout"`
+	// CloseTimeout bounds how long Run waits for commands in flight when it stops. Default 30 s.
+	CloseTimeout time.Duration `koanf:"close_timeout"`
+
+	// ResultTopic is the full name of im.admin.command.result; the binary sets it from the kafka
+	// section. Required.
+	ResultTopic string `koanf:"-"`
+	// DeadLetterTopic is the full name of im.dead.letter; the binary sets it. Required.
+	DeadLetterTopic string `koanf:"-"`
+}
+
+// RetryConfig is an exponential backoff.
+type RetryConfig struct {
+	// MaxRetries is how many times a command that failed transiently is tried again before it is
+	// dead-lettered and answered failed. Default 5.
+	MaxRetries int `koanf:"max_retries"`
+	// InitialInterval is the first wait. Default 100 ms.
+	InitialInterval time.Duration `koanf:"initial_interval"`
+	// MaxInterval caps a wait. Default 5 s.
+	MaxInterval time.Duration `koanf:"max_interval"`
+	// Multiplier grows the wait after each retry. Default 2.
+	Multiplier float64 `koanf:"multiplier"`
+}
+
+func (c *Config) setDefaults() {
+	if c.ConsumerGroup == "" {
+		c.ConsumerGroup = DefaultConsumerGroup
+	}
+	if c.Retry.MaxRetries == 0 {
+		c.Retry.MaxRetries = 5
+	}
+	if c.Retry.InitialInterval == 0 {
+		c.Retry.InitialInterval = 100 * time.Millisecond
+	}
+	if c.Retry.MaxInterval == 0 {
+		c.Retry.MaxInterval = 5 * time.Second
+	}
+	if c.Retry.Multiplier == 0 {
+		c.Retry.Multiplier = 2
+	}
+	if c.ClaimTimeout == 0 {
+		c.ClaimTimeout = time.Minute
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = 30 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 30 * time.Second
+	}
+}
+
+// Validate reports every bad field at once, with defaults applied. The topics are not checked:
+// the binary fills them in.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if c.Retry.MaxRetries < 0 {
+		errs = append(errs, errors.New("admin.retry.max_retries must not be negative"))
+	}
+	if c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < c.Retry.InitialInterval {
+		errs = append(errs, errors.New("admin.retry.initial_interval must not be negative nor above admin.retry.max_interval"))
+	}
+	if c.Retry.Multiplier < 1 {
+		errs = append(errs, errors.New("admin.retry.multiplier must be at least 1"))
+	}
+	if c.ClaimTimeout <= 0 || c.CommandTimeout <= 0 || c.CloseTimeout <= 0 {
+		errs = append(errs, errors.New("admin.claim_timeout, admin.command_timeout and admin.close_timeout must be positive"))
+	}
+	if c.ClaimTimeout <= c.CommandTimeout {
+		errs = append(errs, errors.New("admin.claim_timeout must be above admin.command_timeout"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,253 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Headers of a command's record on im.dead.letter, besides the command record's own headers.
+const (
+	HeaderReason        = "reason"
+	HeaderError         = "error"
+	HeaderConsumerGroup = "consumer_group"
+	HeaderFailureID     = "failure_id"
+)
+
+// poisonSink is the publisher behind the PoisonQueue middleware: a command that kept failing is
+// recorded in admin_command_failures, produced to im.dead.letter and answered failed. If a step
+// fails the handler fails and the command is redelivered: the failure row and the dead letter
+// may then be written twice, the answer is stored once.
+type poisonSink struct{ c *Consumer }
+
+var _ message.Publisher = (*poisonSink)(nil)
+
+// Publish implements message.Publisher.
+func (s *poisonSink) Publish(topic string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		if err := s.deadLetter(topic, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close implements message.Publisher.
+func (s *poisonSink) Close() error { return nil }
+
+func (s *poisonSink) deadLetter(topic string, m *message.Message) error {
+	c := s.c
+	ctx := context.WithoutCancel(m.Context())
+	cmd, err := decodeCommand(m.Payload)
+	if err != nil {
+		return err // a command that does not decode is rejected, never retried
+	}
+	errText := m.Metadata.Get(middleware.ReasonForPoisonedKey)
+	attempts, err := c.ledger.attempts(ctx, cmd.EventID)
+	if err != nil {
+		return err
+	}
+	key := m.Metadata.Get(MetaKafkaKey)
+	var id int64
+	err = c.deps.Pool.QueryRow(ctx, `INSERT INTO admin_command_failures (consumer_group, tenant_id, event_id, command_type,
+			command, record_key, error, attempts)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (consumer_group, event_id) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts
+		RETURNING id`,
+		c.cfg.ConsumerGroup, cmd.TenantID, cmd.EventID, cmd.EventType, json.RawMessage(m.Payload), key,
+		truncate(errText, 4000), attempts).Scan(&id)
+	if err != nil {
+		return dbErr("record admin command failure", err)
+	}
+	headers := map[string]string{}
+	for k, v := range m.Metadata {
+		if !strings.HasPrefix(k, "kafka_") && !strings.HasPrefix(k, "_watermill") && k != middleware.ReasonForPoisonedKey &&
+			k != middleware.PoisonedTopicKey && k != middleware.PoisonedHandlerKey && k != middleware.PoisonedSubscriberKey {
+			headers[k] = v
+		}
+	}
+	headers[HeaderReason], headers[HeaderError], headers[HeaderConsumerGroup] = ReasonRetriesExhausted, truncate(errText, 1000), c.cfg.ConsumerGroup
+	headers[HeaderFailureID] = fmt.Sprint(id)
+	if err := c.deps.Publisher.Publish(ctx, topic, key, m.Payload, headers); err != nil {
+		return domain.Retryable("publish admin dead letter", err)
+	}
+	c.metrics.deadLetters.Inc()
+	c.log.ErrorContext(ctx, "admin command dead-lettered after its retries", "event_id", cmd.EventID.String(),
+		"event_type", cmd.EventType, "tenant_id", cmd.TenantID, "failure_id", id, "attempts", attempts, "err", errText)
+	res := c.result(cmd, domain.AdminFailed, ReasonRetriesExhausted, map[string]any{"failure_id": fmt.Sprint(id), "attempts": attempts}, nil)
+	c.observe(res, time.Now())
+	return c.answer(ctx, key, cmd.EventID, res)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// Failure statuses.
+const (
+	FailureOpen     = "open"
+	FailureReplayed = "replayed"
+	FailureSkipped  = "skipped"
+)
+
+// Failure is an admin command that was dead-lettered.
+type Failure struct {
+	ID              int64
+	ConsumerGroup   string
+	TenantID        string
+	EventID         uuid.UUID
+	CommandType     string
+	Command         json.RawMessage // the record value as received
+	Key             string
+	Error           string
+	Attempts        int
+	Status          string
+	ReplayedEventID *uuid.UUID
+	CreatedAt       time.Time
+	ResolvedAt      time.Time
+}
+
+// FailureFilter selects failures; zero fields select all.
+type FailureFilter struct {
+	Status   string
+	TenantID string
+	Limit    int // default 100
+}
+
+// Failures lists, replays and skips dead-lettered admin commands. It is safe for concurrent use.
+type Failures struct {
+	pool         *pgxpool.Pool
+	pub          Publisher
+	commandTopic string
+}
+
+// NewFailures returns Failures over pool, producing replays with pub to commandTopic (the full
+// name of im.admin.command). pub may be nil for List and Skip.
+func NewFailures(pool *pgxpool.Pool, pub Publisher, commandTopic string) *Failures {
+	return &Failures{pool: pool, pub: pub, commandTopic: commandTopic}
+}
+
+const failureColumns = `id, consumer_group, tenant_id, event_id, command_type, command, record_key, error, attempts, status,
+	replayed_event_id, created_at, resolved_at`
+
+func scanFailure(row pgx.Row) (Failure, error) {
+	var (
+		f        Failure
+		resolved *time.Time
+	)
+	if err := row.Scan(&f.ID, &f.ConsumerGroup, &f.TenantID, &f.EventID, &f.CommandType, &f.Command, &f.Key, &f.Error,
+		&f.Attempts, &f.Status, &f.ReplayedEventID, &f.CreatedAt, &resolved); err != nil {
+		return Failure{}, err
+	}
+	if resolved != nil {
+		f.ResolvedAt = *resolved
+	}
+	return f, nil
+}
+
+// List returns failures matching filter, oldest first.
+func (f *Failures) List(ctx context.Context, filter FailureFilter) ([]Failure, error) {
+	if filter.Limit <= 0 {
+		filter.Limit = 100
+	}
+	rows, err := f.pool.Query(ctx, `SELECT `+failureColumns+` FROM admin_command_failures
+		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR tenant_id = $2) ORDER BY id LIMIT $3`,
+		filter.Status, filter.TenantID, filter.Limit)
+	if err != nil {
+		return nil, dbErr("list admin command failures", err)
+	}
+	defer rows.Close()
+	var out []Failure
+	for rows.Next() {
+		fl, err := scanFailure(rows)
+		if err != nil {
+			return nil, dbErr("list admin command failures", err)
+		}
+		out = append(out, fl)
+	}
+	return out, rows.Err()
+}
+
+// ErrNotOpen is a failure that was already replayed or skipped, or does not exist.
+var ErrNotOpen = errors.New("no open admin command failure with this id")
+
+// Replay sends failure id's command again on im.admin.command under its key, as a new command:
+// event_id newID (a fresh UUIDv7 when nil), parent_event_id the original's, occurred_at now; the
+// rest as received. The failure is marked replayed with the new event id. It returns the command
+// sent; the consumer answers it on im.admin.command.result like any other. Errors: ErrNotOpen;
+// the producer's error (nothing marked).
+func (f *Failures) Replay(ctx context.Context, id int64, newID uuid.UUID) (domain.AdminCommand, error) {
+	if f.pub == nil {
+		return domain.AdminCommand{}, errors.New("admin: replay needs a publisher")
+	}
+	var sent domain.AdminCommand
+	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		fl, err := scanFailure(tx.QueryRow(ctx, `SELECT `+failureColumns+` FROM admin_command_failures
+			WHERE id = $1 AND status = 'open' FOR UPDATE`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotOpen
+		}
+		if err != nil {
+			return err
+		}
+		var cmd domain.AdminCommand
+		if err := json.Unmarshal(fl.Command, &cmd); err != nil {
+			return fmt.Errorf("stored command of failure %d: %w", id, err)
+		}
+		parent := fl.EventID
+		cmd.EventID = newID
+		if newID == uuid.Nil {
+			if cmd.EventID, err = uuid.NewV7(); err != nil {
+				return err
+			}
+		}
+		cmd.ParentEventID = &parent
+		cmd.OccurredAt = time.Now().UTC()
+		body, err := json.Marshal(cmd)
+		if err != nil {
+			return err
+		}
+		headers := map[string]string{"event_id": cmd.EventID.String(), "event_type": cmd.EventType, "tenant_id": cmd.TenantID,
+			"parent_event_id": parent.String()}
+		if err := f.pub.Publish(ctx, f.commandTopic, fl.Key, body, headers); err != nil {
+			return fmt.Errorf("produce the replayed command: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE admin_command_failures SET status = 'replayed', replayed_event_id = $2, resolved_at = now()
+			WHERE id = $1`, id, cmd.EventID); err != nil {
+			return err
+		}
+		sent = cmd
+		return nil
+	})
+	if err != nil {
+		return domain.AdminCommand{}, err
+	}
+	return sent, nil
+}
+
+// Skip marks failure id skipped: it is not replayed. Errors: ErrNotOpen.
+func (f *Failures) Skip(ctx context.Context, id int64) error {
+	tag, err := f.pool.Exec(ctx, `UPDATE admin_command_failures SET status = 'skipped', resolved_at = now()
+		WHERE id = $1 AND status = 'open'`, id)
+	if err != nil {
+		return dbErr("skip admin command failure", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotOpen
+	}
+	return nil
+}

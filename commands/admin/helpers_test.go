@@ -1,0 +1,324 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/admin"
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/tenant"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/auth"
+)
+
+const (
+	commandTopic = "im.admin.command"
+	resultTopic  = "im.admin.command.result"
+	deadTopic    = "im.dead.letter"
+)
+
+// env is one admin consumer over the real stores and an embedded Kafka broker.
+type env struct {
+	t        *testing.T
+	pool     *pgxpool.Pool
+	store    *eventstore.Store
+	registry *tenant.Registry
+	cache    *tenant.Cache
+	guard    *account.Guard
+	accounts *account.Service
+	groups   *group.Handlers
+	loader   *group.Loader
+	sent     *broadcasts
+	producer sarama.SyncProducer
+	results  *collector
+	dead     *collector
+	template string
+	brokers  []string
+	consumer *admin.Consumer
+	failures *admin.Failures
+}
+
+// broadcasts records tenant broadcasts and tenant changes, standing in for the fanout.
+type broadcasts struct {
+	mu      sync.Mutex
+	tenants []domain.TenantID
+	changes []tenant.Info
+}
+
+func (b *broadcasts) BroadcastTenant(_ context.Context, t domain.TenantID, _ json.RawMessage, _ time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tenants = append(b.tenants, t)
+	return nil
+}
+
+func (b *broadcasts) TenantChanged(_ context.Context, i tenant.Info) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.changes = append(b.changes, i)
+}
+
+type envOpts struct {
+	mysqlDSN string // default: the shared server
+}
+
+func saramaConfig() *sarama.Config {
+	sc := sarama.NewConfig()
+	sc.Version = sarama.V2_8_0_0
+	sc.Producer.RequiredAcks = sarama.WaitForAll
+	sc.Producer.Return.Successes = true
+	sc.Producer.Partitioner = sarama.NewMurmur2Partitioner
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	return sc
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	ctx := testenv.Context(t)
+	e := &env{t: t, sent: &broadcasts{}}
+	e.pool, e.store = testenv.EventStore(t, 16)
+	rdb, prefix := testenv.Redis(t)
+	if o.mysqlDSN == "" {
+		o.mysqlDSN = testenv.MySQLServer(t)
+	}
+	e.template = testenv.UniqueName("imadm")
+	testenv.DropMySQLDatabasesAtCleanup(t, e.template+"_")
+	router, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: o.mysqlDSN, DatabaseTemplate: e.template + "_{tenant}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = router.Close() })
+	if e.registry, err = tenant.New(tenant.Deps{Pool: e.pool, Store: e.store, Databases: router, Notifier: e.sent}); err != nil {
+		t.Fatal(err)
+	}
+	if e.cache, err = tenant.NewCache(e.registry, tenant.CacheConfig{MissTTL: time.Nanosecond}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.guard, _ = account.NewGuard(e.pool, account.GuardConfig{}, nil)
+	cheap := account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}}
+	if e.accounts, err = account.New(account.Deps{Pool: e.pool, Store: e.store}, cheap); err != nil {
+		t.Fatal(err)
+	}
+	gov, err := account.NewGovernance(account.GovernanceDeps{Pool: e.pool, Store: e.store, Accounts: e.accounts, Guard: e.guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.loader, err = group.NewLoader(e.store, group.LoaderConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if e.groups, err = group.New(group.Deps{Store: e.store, Loader: e.loader}, group.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := commands.NewMessageOpsHandler(e.store, commands.MessageOpsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: e.store, Redis: rdb},
+		commands.SendMessageConfig{Partitions: 2, Seq: seq.Config{KeyPrefix: prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = send.Close() })
+
+	e.brokers = testenv.Kafka(t)
+	if e.producer, err = sarama.NewSyncProducer(e.brokers, saramaConfig()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.producer.Close() })
+	for _, topic := range []string{commandTopic, resultTopic, deadTopic} {
+		e.produce(topic, "init", []byte(`{}`)) // creates the topic before anyone subscribes
+	}
+	e.results, e.dead = e.collect(resultTopic), e.collect(deadTopic)
+	sub, err := wkafka.NewSubscriber(wkafka.SubscriberConfig{Brokers: e.brokers, Unmarshaler: admin.KafkaUnmarshaler{},
+		OverwriteSaramaConfig: saramaConfig(), ConsumerGroup: "admin-test", NackResendSleep: 20 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.failures = admin.NewFailures(e.pool, publisher{e.producer}, commandTopic)
+	e.consumer, err = admin.New(admin.Config{ConsumerGroup: "admin-test", ResultTopic: resultTopic, DeadLetterTopic: deadTopic,
+		Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond}},
+		admin.Deps{Pool: e.pool, Subscriber: sub, CommandTopic: commandTopic, Publisher: publisher{e.producer}, Owner: "test",
+			Handlers: admin.Handlers{Tenants: e.registry, Lookup: e.cache, Accounts: gov, Groups: e.groups, GroupStates: e.loader,
+				Messages: ops, Sender: send, Broadcaster: e.sent, Events: e.store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- e.consumer.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("consumer: %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			t.Error("consumer did not stop")
+		}
+	})
+	return e
+}
+
+// publisher is the consumer's Publisher over a sarama producer.
+type publisher struct{ p sarama.SyncProducer }
+
+func (p publisher) Publish(_ context.Context, topic, key string, value []byte, headers map[string]string) error {
+	m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(value)}
+	for k, v := range headers {
+		m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	_, _, err := p.p.SendMessage(m)
+	return err
+}
+
+func (e *env) produce(topic, key string, value []byte) {
+	e.t.Helper()
+	if _, _, err := e.producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key),
+		Value: sarama.ByteEncoder(value)}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// collector keeps every record of a topic.
+type collector struct {
+	mu   sync.Mutex
+	recs []*sarama.ConsumerMessage
+}
+
+func (e *env) collect(topic string) *collector {
+	e.t.Helper()
+	c, err := sarama.NewConsumer(e.brokers, saramaConfig())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close() })
+	parts, err := c.Partitions(topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	col := &collector{}
+	for _, p := range parts {
+		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(pc.AsyncClose)
+		go func() {
+			for m := range pc.Messages() {
+				col.mu.Lock()
+				col.recs = append(col.recs, m)
+				col.mu.Unlock()
+			}
+		}()
+	}
+	return col
+}
+
+func (c *collector) snapshot() []*sarama.ConsumerMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*sarama.ConsumerMessage(nil), c.recs...)
+}
+
+// resultsOf returns the results answering command id so far.
+func (e *env) resultsOf(id uuid.UUID) []domain.AdminResult {
+	var out []domain.AdminResult
+	for _, m := range e.results.snapshot() {
+		var r domain.AdminResult
+		if json.Unmarshal(m.Value, &r) == nil && r.CommandEventID == id.String() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// await waits for the n-th result of command id.
+func (e *env) await(id uuid.UUID, n int) domain.AdminResult {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if rs := e.resultsOf(id); len(rs) >= n {
+			return rs[n-1]
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no result %d for command %s after 30s", n, id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// command builds a command envelope.
+func command(tenantID string, typ domain.AdminCommandType, payload string) domain.AdminCommand {
+	id, _ := uuid.NewV7()
+	return domain.AdminCommand{EventID: id, TraceID: "trace-" + id.String()[:8], TenantID: tenantID,
+		SourceService: "hotgo", TargetService: "imledger", EventType: string(typ), Version: 1,
+		OccurredAt: time.Now().UTC(), Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops-7"}, Payload: json.RawMessage(payload)}
+}
+
+// send produces cmd and waits for its first result.
+func (e *env) send(cmd domain.AdminCommand) domain.AdminResult {
+	e.t.Helper()
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.produce(commandTopic, cmd.TenantID+":"+cmd.EventType, body)
+	return e.await(cmd.EventID, 1)
+}
+
+// ok sends cmd and fails unless it succeeded; it returns the result data.
+func (e *env) ok(cmd domain.AdminCommand) map[string]any {
+	e.t.Helper()
+	r := e.send(cmd)
+	if r.Status != domain.AdminSucceeded {
+		e.t.Fatalf("%s: %s %s %v", cmd.EventType, r.Status, r.Reason, r.Details)
+	}
+	var data map[string]any
+	if len(r.Result) > 0 {
+		if err := json.Unmarshal(r.Result, &data); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return data
+}
+
+// rejected sends cmd and fails unless it was rejected with reason.
+func (e *env) rejected(cmd domain.AdminCommand, reason string) domain.AdminResult {
+	e.t.Helper()
+	r := e.send(cmd)
+	if r.Status != domain.AdminRejected || r.Reason != reason {
+		e.t.Fatalf("%s: %s %q %v, want rejected %s", cmd.EventType, r.Status, r.Reason, r.Details, reason)
+	}
+	return r
+}
+
+// events counts the stored events of the tenant.
+func (e *env) events(t domain.TenantID) int64 {
+	e.t.Helper()
+	n, err := e.store.Count(testenv.Context(e.t), eventstore.Filter{Tenant: t})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func newTenantID(t *testing.T) domain.TenantID {
+	return domain.MustTenantID(strings.ReplaceAll(testenv.UniqueName("t"), "-", "_"))
+}

@@ -1,0 +1,44 @@
+package admin
+
+import (
+	"errors"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// classify maps a command's error to its rejection reason and details; rejected is false for a
+// transient failure, which is retried.
+//
+//	*rejection               → its reason and details
+//	*domain.ValidationError  → invalid_payload {field, reason[, detail]}
+//	*domain.DeniedError      → its reason (tenant_not_found, group_dissolved, cannot_remove_owner, ...)
+//	domain.ErrNotFound       → not_found
+//	domain.ErrConcurrency    → conflict
+//	domain.ErrInvalid        → invalid_payload
+//	anything else            → transient
+func classify(err error) (reason string, details map[string]any, rejected bool) {
+	var (
+		rej    *rejection
+		ve     *domain.ValidationError
+		denied *domain.DeniedError
+	)
+	switch {
+	case errors.As(err, &rej):
+		return rej.reason, rej.details, true
+	case errors.As(err, &ve):
+		d := map[string]any{"field": ve.Field, "reason": ve.Reason}
+		if ve.Detail != "" {
+			d["detail"] = ve.Detail
+		}
+		return ReasonInvalidPayload, d, true
+	case errors.As(err, &denied):
+		return denied.Reason, nil, true
+	case errors.Is(err, domain.ErrNotFound):
+		return ReasonNotFound, nil, true
+	case errors.Is(err, domain.ErrConcurrency):
+		return ReasonConflict, map[string]any{"retryable": true}, true
+	case errors.Is(err, domain.ErrInvalid):
+		return ReasonInvalidPayload, nil, true
+	}
+	return "", nil, false
+}

@@ -1,0 +1,189 @@
+package export_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/export"
+	"github.com/imledger/imledger/domain"
+)
+
+// sentEvent builds message seq of topic as the send path stores it.
+func sentEvent(t *testing.T, tenant domain.TenantID, topic string, seq int64) domain.Envelope {
+	t.Helper()
+	env, err := domain.NewEnvelope(tenant, topic, seq, domain.EventGroupMessageSent, domain.Actor{Type: domain.ActorUser, ID: "1"},
+		domain.MessageSent{MessageID: topic + "-" + strconv.FormatInt(seq, 10), Topic: topic, Seq: seq, From: 1,
+			ClientMsgID: "c" + strconv.FormatInt(seq, 10), MsgType: domain.MsgText, Content: json.RawMessage(`"x"`), SentAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// insertIn appends env inside tx, which the caller commits.
+func insertIn(ctx context.Context, t *testing.T, tx pgx.Tx, env domain.Envelope) {
+	t.Helper()
+	_, err := tx.Exec(ctx, `INSERT INTO events (event_id, tenant_id, stream_id, stream_version, event_type, version,
+		occurred_at, payload, actor_type, actor_id, biz_type, source_service) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		env.EventID, env.TenantID.String(), env.StreamID, env.StreamVersion, string(env.EventType), env.Version, env.OccurredAt,
+		[]byte(env.Payload), env.Actor.Type, env.Actor.ID, env.BizType, env.SourceService)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Exports resumed from their cursor while writers commit, some transactions committing out of
+// the order they took their ids and positions in, add up to the log: every event once.
+func TestResumedExportsSeeEveryEventOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := t.TempDir() + "/stream/"
+
+	// An old transaction: it takes its id now, writes later and commits after an export ran.
+	early, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Rollback(e.ctx)
+	var earlyID uint64
+	if err := early.QueryRow(e.ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&earlyID); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	stopWriters := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopWriters() // also when the test fails early: no writer may outlive it
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			topic := "grp" + strconv.Itoa(w+1)
+			for seq := int64(1); ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				batch := []domain.Envelope{sentEvent(t, tenantA, topic, seq)}
+				if seq%3 == 0 { // a multi-event transaction now and then
+					seq++
+					batch = append(batch, sentEvent(t, tenantA, topic, seq))
+				}
+				if _, err := e.store.Append(e.ctx, tenantA, topic, batch[0].StreamVersion-1, batch); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+
+	var results []export.Result
+	runExport := func() {
+		t.Helper()
+		res, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, PartEvents: 50, PageSize: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(results); n > 0 && res.Cursor.Before(results[n-1].Cursor) {
+			t.Errorf("export %d ended at %s, before the previous one's %s", n+1, res.Cursor, results[n-1].Cursor)
+		}
+		results = append(results, res)
+	}
+	var late pgx.Tx
+	for i := range 8 {
+		time.Sleep(40 * time.Millisecond)
+		runExport()
+		switch i {
+		case 1:
+			if results[i].Cursor.TxID > earlyID {
+				t.Fatalf("export %d ended at %s, past the transaction %d that is still running", i+1, results[i].Cursor, earlyID)
+			}
+			insertIn(e.ctx, t, early, sentEvent(t, tenantA, "grp90", 1)) // a position above many exported events
+			// A transaction that takes its id after the others wrote and commits in a moment.
+			if late, err = e.pool.Begin(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			insertIn(e.ctx, t, late, sentEvent(t, tenantA, "grp91", 1))
+		case 3:
+			if err := late.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+		case 5:
+			if err := early.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stopWriters()
+	e.settle(t)
+	runExport()
+
+	var lines []domain.Envelope
+	var files []string
+	for _, r := range results {
+		files = append(files, r.Files...)
+	}
+	if parts := glob(t, dir, "part-*.jsonl"); strings.Join(parts, ",") != strings.Join(files, ",") {
+		t.Fatalf("the directory holds %v, the exports reported %v", parts, files)
+	}
+	lines = readJSONL(t, files...)
+	want := e.log(t, tenantA)
+	got := byID(t, "exports", lines)
+	for _, w := range want {
+		if _, ok := got[w.EventID.String()]; !ok {
+			t.Errorf("event %s (%s v%d) was never exported", w.EventID, w.StreamID, w.StreamVersion)
+		}
+	}
+	if len(lines) != len(want) || len(want) < 100 {
+		t.Errorf("%d lines exported for %d events in the log", len(lines), len(want))
+	}
+	// The directory's cursor is the last export's; an export from it finds nothing new.
+	final := results[len(results)-1]
+	if c, ok, err := export.SavedCursor(dir); err != nil || !ok || c != final.Cursor {
+		t.Errorf("saved cursor %s %v %v, want %s", c, ok, err, final.Cursor)
+	}
+	again, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA})
+	if err != nil || again.Events != 0 || len(again.Files) != 0 {
+		t.Errorf("an export after the last one wrote %d events to %v (%v), want none", again.Events, again.Files, err)
+	}
+}
+
+// A half-done commit (the cursor written to .next, the file not renamed) is dropped; one whose
+// file was renamed is completed. Either way the cursor matches the files.
+func TestInterruptedCommitKeepsCursorAndFilesTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 5; seq++ {
+		env := sentEvent(t, tenantA, "grp1", seq)
+		if _, err := e.store.Append(e.ctx, tenantA, "grp1", seq-1, []domain.Envelope{env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle(t)
+	dir := t.TempDir()
+	first, err := export.Run(e.ctx, e.store, export.Config{Out: dir + "/", Tenant: tenantA})
+	if err != nil || first.Events != 5 {
+		t.Fatalf("first export: %d events, %v", first.Events, err)
+	}
+	// A crash after the cursor's .next but before the part's rename: the part is still a .tmp.
+	bogus := eventstore.Cursor{TxID: first.Cursor.TxID + 1000, Position: 1}
+	writeFile(t, dir+"/cursor.next", bogus.String()+"\npart-000001.jsonl\n1 1\n")
+	writeFile(t, dir+"/part-000001.jsonl.tmp", "partial")
+	if c, _, err := export.SavedCursor(dir); err != nil || c != first.Cursor {
+		t.Fatalf("after an interrupted commit the cursor is %s (%v), want %s", c, err, first.Cursor)
+	}
+	next, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA})
+	if err != nil || next.Events != 0 {
+		t.Fatalf("resumed export: %d events, %v", next.Events, err)
+	}
+}

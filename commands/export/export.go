@@ -1,0 +1,161 @@
+package export
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
+)
+
+// Reader is what an export needs of the event store (*eventstore.Store).
+type Reader interface {
+	// Horizon returns the oldest transaction id still running: events below it are final.
+	Horizon(ctx context.Context) (uint64, error)
+	// CountCommitted counts the events of f in r.
+	CountCommitted(ctx context.Context, r eventstore.Range, f eventstore.Filter) (int64, error)
+	// ScanCommitted hands the events of f in r to fn in commit-safe order, page by page.
+	ScanCommitted(ctx context.Context, r eventstore.Range, f eventstore.Filter, page int, fn func([]eventstore.Record) error) error
+}
+
+// Run exports the events cfg selects and returns what it wrote.
+//
+// It fixes a horizon first (Reader.Horizon) and reads the events after the start cursor written by
+// transactions below it, in (tx_id, position) order: the order the relay publishes in, in which a
+// transaction that commits late is never skipped. Result.Cursor is HorizonCursor(horizon) (or
+// cfg.To), so the next export from it gets exactly the events committed since, none twice. The
+// cursor describes how far the log was read, not which events matched: resume with the same
+// filters. Reading runs ahead of writing by two pages, so memory holds about three pages plus,
+// for Parquet, one row group, whatever the number of events.
+//
+// Errors: the configuration's (domain.ErrInvalid for bad type globs), the store's (wrapping
+// domain.ErrRetryable when PostgreSQL is unreachable), file system errors, and a payload an
+// upcaster cannot read. A failed export removes its unfinished file; parts of a directory
+// committed before the failure stay, with the cursor after them.
+func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	cfg.setDefaults()
+	start := cfg.Now()
+	types, err := SelectTypes(cfg.Types, !cfg.AsStored)
+	if err != nil {
+		return Result{}, err
+	}
+	t, err := openTarget(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	from := cfg.From
+	if from.IsZero() && t.dir != "" {
+		if c, ok, err := ReadCursorFile(t.cursor); err != nil {
+			return Result{}, err
+		} else if ok {
+			from = c
+			cfg.Logger.InfoContext(ctx, "resuming the export of a directory", "dir", t.dir, "cursor", c.String())
+		}
+	}
+	horizon, err := r.Horizon(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("export: %w", err)
+	}
+	rng := eventstore.Range{From: from, To: cfg.To, Horizon: horizon}
+	filter := eventstore.Filter{Tenant: cfg.Tenant, EventTypes: types, Since: cfg.Since, Until: cfg.Until}
+	var bar *progressbar.ProgressBar
+	if cfg.Progress != nil {
+		total, err := r.CountCommitted(ctx, rng, filter)
+		if err != nil {
+			return Result{}, fmt.Errorf("export: %w", err)
+		}
+		bar = newBar(cfg.Progress, total, "export")
+	}
+	events, err := pump(ctx, r, rng, filter, cfg, t, bar)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err != nil {
+		t.abort()
+		return Result{}, err
+	}
+	end := rng.End()
+	if err := t.finish(end); err != nil {
+		t.abort()
+		return Result{}, err
+	}
+	res := Result{Events: events, Files: t.files, Cursor: end, CursorFile: t.cursor, Duration: cfg.Now().Sub(start)}
+	cfg.Logger.InfoContext(ctx, "exported events", "events", events, "files", len(res.Files), "cursor", end.String(),
+		"range", rng.String(), "duration", res.Duration)
+	return res, nil
+}
+
+// pump reads pages on one goroutine and writes them on this one.
+func pump(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filter, cfg Config, t *target, bar *progressbar.ProgressBar) (int64, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pages := make(chan []eventstore.Record, 2)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		readErr <- r.ScanCommitted(ctx, rng, f, cfg.PageSize, func(recs []eventstore.Record) error {
+			select {
+			case pages <- recs:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+	}()
+	var events int64
+	var werr error
+	for recs := range pages {
+		if werr != nil {
+			continue // drain so the reader ends
+		}
+		if !cfg.AsStored {
+			for i := range recs {
+				up, err := domain.Upcast(recs[i].Envelope)
+				if err != nil {
+					werr = fmt.Errorf("export: event at %s: %w", recs[i].Cursor, err)
+					cancel(werr)
+					break
+				}
+				recs[i].Envelope = up
+			}
+			if werr != nil {
+				continue
+			}
+		}
+		if err := t.write(recs); err != nil {
+			werr = err
+			cancel(err)
+			continue
+		}
+		events += int64(len(recs))
+		if bar != nil {
+			_ = bar.Add(len(recs))
+		}
+	}
+	if rerr := <-readErr; werr == nil && rerr != nil {
+		return events, fmt.Errorf("export: %w", rerr)
+	}
+	return events, werr
+}
+
+// newBar returns a progress bar of total events writing to w.
+func newBar(w io.Writer, total int64, label string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("events"),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionOnCompletion(func() { _, _ = fmt.Fprintln(w) }),
+	)
+}

@@ -1,0 +1,288 @@
+package export
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/imledger/imledger/commands/eventstore"
+)
+
+// partWriter writes events in one format to one output.
+type partWriter interface {
+	write(recs []eventstore.Record) error
+	close() error
+}
+
+// target is where an export writes: Stdout, one file, or a directory of part files. A file or
+// part is written under a temporary name and committed together with the cursor after it in
+// two steps: the cursor goes to "<cursor>.next" with the final name of the file, the file is
+// renamed, then the cursor file is renamed over the old one. An export that stops between the
+// steps leaves a ".next" that the next export completes (if the file made it) or drops, so the
+// cursor never claims a file that does not exist and never lags one that does.
+type target struct {
+	cfg    Config
+	dir    string // directory mode
+	file   string // file mode
+	cursor string // the cursor file; "" for Stdout
+	next   int    // number of the next part (directory mode)
+
+	cur     partWriter
+	f       *os.File
+	tmp     string
+	final   string
+	written int // events in the open part
+	files   []string
+}
+
+// openTarget resolves cfg.Out, creating a directory when Out ends in "/", and finishes a commit
+// an earlier export left half done.
+func openTarget(cfg Config) (*target, error) {
+	t := &target{cfg: cfg}
+	if cfg.Out == Stdout {
+		return t, nil
+	}
+	st, err := os.Stat(cfg.Out)
+	isDir := err == nil && st.IsDir()
+	if strings.HasSuffix(cfg.Out, "/") || strings.HasSuffix(cfg.Out, string(os.PathSeparator)) {
+		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+			return nil, fmt.Errorf("export: create %s: %w", cfg.Out, err)
+		}
+		isDir = true
+	}
+	if isDir {
+		t.dir = filepath.Clean(cfg.Out)
+		t.cursor = filepath.Join(t.dir, "cursor")
+		n, err := nextPart(t.dir)
+		if err != nil {
+			return nil, err
+		}
+		t.next = n
+	} else {
+		t.file = cfg.Out
+		t.cursor = cfg.Out + ".cursor"
+	}
+	if err := recoverCommit(t.cursor); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// partName is the name of part n.
+func (t *target) partName(n int) string {
+	return fmt.Sprintf("part-%06d.%s", n, t.cfg.Format)
+}
+
+// nextPart returns the number after the highest part file in dir (0 when there is none).
+func nextPart(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("export: read %s: %w", dir, err)
+	}
+	next := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "part-") || strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		num, _, _ := strings.Cut(strings.TrimPrefix(name, "part-"), ".")
+		if n, err := strconv.Atoi(num); err == nil && n >= next {
+			next = n + 1
+		}
+	}
+	return next, nil
+}
+
+// recoverCommit completes or drops the half-done commit of cursorFile's ".next".
+func recoverCommit(cursorFile string) error {
+	raw, err := os.ReadFile(cursorFile + ".next")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	if len(lines) >= 3 && lines[1] != "" {
+		st, err := os.Stat(filepath.Join(filepath.Dir(cursorFile), lines[1]))
+		if err != nil || fileStamp(st) != lines[2] {
+			// The file was not renamed: the cursor must not claim it.
+			return os.Remove(cursorFile + ".next")
+		}
+	}
+	return os.Rename(cursorFile+".next", cursorFile)
+}
+
+// fileStamp identifies one version of a file: its size and modification time. A file renamed
+// keeps both; the file an earlier export left under the same name has others.
+func fileStamp(st os.FileInfo) string {
+	return strconv.FormatInt(st.Size(), 10) + " " + strconv.FormatInt(st.ModTime().UnixNano(), 10)
+}
+
+// SavedCursor returns the cursor saved for an export into out (a directory or a file), the zero
+// Cursor and false when there is none.
+func SavedCursor(out string) (eventstore.Cursor, bool, error) {
+	path := out + ".cursor"
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		path = filepath.Join(out, "cursor")
+	}
+	if err := recoverCommit(path); err != nil {
+		return eventstore.Cursor{}, false, err
+	}
+	return ReadCursorFile(path)
+}
+
+// ReadCursorFile reads a cursor file (its first line). A missing file is the zero Cursor and
+// false.
+func ReadCursorFile(path string) (eventstore.Cursor, bool, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return eventstore.Cursor{}, false, nil
+	}
+	if err != nil {
+		return eventstore.Cursor{}, false, fmt.Errorf("export: %w", err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	c, err := eventstore.ParseCursor(line)
+	if err != nil {
+		return eventstore.Cursor{}, false, fmt.Errorf("export: cursor file %s: %w", path, err)
+	}
+	return c, true, nil
+}
+
+// open starts the next part (or the file, or Stdout).
+func (t *target) open() error {
+	var w io.Writer
+	switch {
+	case t.cfg.Out == Stdout:
+		w = t.cfg.Stdout
+	default:
+		t.final = t.file
+		if t.dir != "" {
+			t.final = filepath.Join(t.dir, t.partName(t.next))
+			t.next++
+		}
+		t.tmp = t.final + ".tmp"
+		f, err := os.Create(t.tmp)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		t.f, w = f, f
+	}
+	if t.cfg.Format == FormatParquet {
+		t.cur = newParquetWriter(w, t.cfg.RowGroupRows)
+	} else {
+		t.cur = newJSONLWriter(w)
+	}
+	t.written = 0
+	return nil
+}
+
+// write writes recs, rotating parts in directory mode; after each full part it commits the part
+// with the cursor of its last event.
+func (t *target) write(recs []eventstore.Record) error {
+	for len(recs) > 0 {
+		if t.cur == nil {
+			if err := t.open(); err != nil {
+				return err
+			}
+		}
+		n := len(recs)
+		if t.dir != "" {
+			n = min(n, t.cfg.PartEvents-t.written)
+		}
+		if err := t.cur.write(recs[:n]); err != nil {
+			return fmt.Errorf("export: write %s: %w", t.final, err)
+		}
+		t.written += n
+		last := recs[n-1].Cursor
+		recs = recs[n:]
+		if t.dir != "" && t.written >= t.cfg.PartEvents {
+			if err := t.commit(last); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finish closes the open part (opening an empty one when a file or Stdout got nothing, so the
+// output always exists) and commits it with end. An open directory part that holds nothing is
+// dropped and only the cursor moves.
+func (t *target) finish(end eventstore.Cursor) error {
+	if t.cur == nil && t.dir == "" {
+		if err := t.open(); err != nil {
+			return err
+		}
+	}
+	if t.cur != nil && t.cfg.Out == Stdout {
+		err := t.cur.close()
+		t.cur = nil
+		return err
+	}
+	return t.commit(end)
+}
+
+// commit closes the open part, if any, and commits it together with the cursor c.
+func (t *target) commit(c eventstore.Cursor) error {
+	name := ""
+	if t.cur != nil {
+		if err := t.cur.close(); err != nil {
+			return fmt.Errorf("export: finish %s: %w", t.final, err)
+		}
+		if err := t.f.Sync(); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if err := t.f.Close(); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		t.cur, t.f = nil, nil
+		st, err := os.Stat(t.tmp)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		name = filepath.Base(t.final) + "\n" + fileStamp(st)
+	}
+	if err := writeFileSync(t.cursor+".next", c.String()+"\n"+name+"\n"); err != nil {
+		return err
+	}
+	if name != "" {
+		if err := os.Rename(t.tmp, t.final); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		t.files = append(t.files, t.final)
+	}
+	if err := os.Rename(t.cursor+".next", t.cursor); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}
+
+// abort removes the unfinished part.
+func (t *target) abort() {
+	if t.f != nil {
+		_ = t.f.Close()
+		_ = os.Remove(t.tmp)
+		t.f, t.cur = nil, nil
+	}
+}
+
+func writeFileSync(path, content string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("export: %w", err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,229 @@
+package republish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/relay"
+)
+
+// Reader is what a republish needs of the event store (*eventstore.Store).
+type Reader interface {
+	// Horizon returns the oldest transaction id still running: events below it are final.
+	Horizon(ctx context.Context) (uint64, error)
+	// CountCommitted counts the events of f in r.
+	CountCommitted(ctx context.Context, r eventstore.Range, f eventstore.Filter) (int64, error)
+	// ScanCommitted hands the events of f in r to fn in commit-safe order, page by page.
+	ScanCommitted(ctx context.Context, r eventstore.Range, f eventstore.Filter, page int, fn func([]eventstore.Record) error) error
+}
+
+// Producer sends a batch of records and returns once all are acknowledged
+// (sarama.SyncProducer, configured like the relay's: transport/kafka.NewSyncProducer).
+type Producer interface {
+	SendMessages(msgs []*sarama.ProducerMessage) error
+}
+
+// Run republishes the events cfg selects to cfg.Topic and returns what it sent.
+//
+// Events are read in the relay's commit-safe order below a horizon fixed at the start and sent
+// in batches; each batch is acknowledged by every replica before the next is sent and its cursor
+// is saved to cfg.Checkpoint, so records of one conversation (one key, one partition) arrive in
+// order and a republish that fails or is stopped resumes after the last acknowledged batch. A
+// batch interrupted by a failure may have been written in part and is sent again on resume:
+// delivery is at least once, and consumers dedupe on event_id as on the live topics. The events
+// are sent as stored; old versions are not upcast (consumers upcast, as on the live topics).
+//
+// Errors: ErrLiveTopic and other configuration errors, the store's (domain.ErrRetryable when
+// PostgreSQL is unreachable), the producer's, and checkpoint file errors.
+func Run(ctx context.Context, r Reader, p Producer, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	cfg.setDefaults()
+	start := cfg.Now()
+	from := cfg.From
+	if from.IsZero() && cfg.Checkpoint != "" {
+		c, ok, err := readCheckpoint(cfg.Checkpoint)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
+			from = c
+			cfg.Logger.InfoContext(ctx, "resuming a republish", "checkpoint", cfg.Checkpoint, "cursor", c.String())
+		}
+	}
+	horizon, err := r.Horizon(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("republish: %w", err)
+	}
+	rng := eventstore.Range{From: from, To: cfg.To, Horizon: horizon}
+	filter := eventstore.Filter{Tenant: cfg.Tenant}
+	var bar *progressbar.ProgressBar
+	if cfg.Progress != nil {
+		total, err := r.CountCommitted(ctx, rng, filter)
+		if err != nil {
+			return Result{}, fmt.Errorf("republish: %w", err)
+		}
+		bar = newBar(cfg.Progress, total)
+	}
+	s := &sender{p: p, cfg: cfg, start: start, bar: bar}
+	err = s.run(ctx, r, rng, filter)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	res := Result{Events: s.sent, Cursor: s.cursor, Duration: cfg.Now().Sub(start)}
+	if err != nil {
+		return res, err
+	}
+	res.Cursor = rng.End()
+	if cfg.Checkpoint != "" {
+		if err := writeCheckpoint(cfg.Checkpoint, res.Cursor); err != nil {
+			return res, err
+		}
+	}
+	cfg.Logger.InfoContext(ctx, "republished events", "topic", cfg.Topic, "events", res.Events, "cursor", res.Cursor.String(),
+		"range", rng.String(), "duration", res.Duration)
+	return res, nil
+}
+
+// sender sends pages as rate-limited batches and checkpoints after each.
+type sender struct {
+	p      Producer
+	cfg    Config
+	start  time.Time
+	bar    *progressbar.ProgressBar
+	sent   int64
+	cursor eventstore.Cursor
+}
+
+// run reads pages on a goroutine, two pages ahead, and sends them on this one.
+func (s *sender) run(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filter) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.cursor = rng.From
+	pages := make(chan []eventstore.Record, 2)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		readErr <- r.ScanCommitted(ctx, rng, f, s.cfg.BatchSize, func(recs []eventstore.Record) error {
+			select {
+			case pages <- recs:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+	}()
+	var serr error
+	for recs := range pages {
+		if serr != nil {
+			continue
+		}
+		if serr = s.send(ctx, recs); serr != nil {
+			cancel(serr)
+		}
+	}
+	if rerr := <-readErr; serr == nil && rerr != nil {
+		return fmt.Errorf("republish: %w", rerr)
+	}
+	return serr
+}
+
+// send waits for the rate limit, sends recs as one batch and saves the checkpoint.
+func (s *sender) send(ctx context.Context, recs []eventstore.Record) error {
+	if s.cfg.Rate > 0 {
+		due := s.start.Add(time.Duration(float64(s.sent) / float64(s.cfg.Rate) * float64(time.Second)))
+		if wait := due.Sub(s.cfg.Now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			case <-t.C:
+			}
+		}
+	}
+	msgs := make([]*sarama.ProducerMessage, len(recs))
+	for i := range recs {
+		env := recs[i].Envelope
+		env.Position = recs[i].Cursor.Position
+		m, err := relay.NewMessage(env, s.cfg.Topic)
+		if err != nil {
+			return fmt.Errorf("republish: %w", err)
+		}
+		msgs[i] = m
+	}
+	if err := s.p.SendMessages(msgs); err != nil {
+		return fmt.Errorf("republish: send %d events after %s to %s: %w", len(msgs), s.cursor, s.cfg.Topic, firstError(err))
+	}
+	s.sent += int64(len(recs))
+	s.cursor = recs[len(recs)-1].Cursor
+	if s.bar != nil {
+		_ = s.bar.Add(len(recs))
+	}
+	if s.cfg.Checkpoint != "" {
+		return writeCheckpoint(s.cfg.Checkpoint, s.cursor)
+	}
+	return nil
+}
+
+// firstError unwraps sarama.ProducerErrors to its first error, which says why.
+func firstError(err error) error {
+	var pe sarama.ProducerErrors
+	if errors.As(err, &pe) && len(pe) > 0 {
+		return fmt.Errorf("%d records failed, first: %w", len(pe), pe[0].Err)
+	}
+	return err
+}
+
+// readCheckpoint reads a checkpoint file; a missing file is false.
+func readCheckpoint(path string) (eventstore.Cursor, bool, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return eventstore.Cursor{}, false, nil
+	}
+	if err != nil {
+		return eventstore.Cursor{}, false, fmt.Errorf("republish: %w", err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	c, err := eventstore.ParseCursor(line)
+	if err != nil {
+		return eventstore.Cursor{}, false, fmt.Errorf("republish: checkpoint %s: %w", path, err)
+	}
+	return c, true, nil
+}
+
+// writeCheckpoint replaces the checkpoint file atomically.
+func writeCheckpoint(path string, c eventstore.Cursor) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(c.String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("republish: checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("republish: checkpoint: %w", err)
+	}
+	return nil
+}
+
+func newBar(w interface{ Write([]byte) (int, error) }, total int64) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("republish"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("events"),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionOnCompletion(func() { _, _ = fmt.Fprintln(w) }),
+	)
+}

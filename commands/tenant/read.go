@@ -1,0 +1,94 @@
+package tenant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/imledger/imledger/domain"
+)
+
+const infoColumns = `tenant_id, status, settings, version, not_before, created_at, updated_at`
+
+// Get returns tenant as the registry holds it. Errors: *domain.DeniedError tenant_not_found for
+// a tenant never provisioned; domain.ErrRetryable when PostgreSQL failed.
+func (r *Registry) Get(ctx context.Context, tenant domain.TenantID) (Info, error) {
+	info, err := scanInfo(r.pool.QueryRow(ctx, `SELECT `+infoColumns+` FROM tenants WHERE tenant_id = $1`, tenant.String()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Info{}, domain.Deny(domain.ReasonTenantNotFound)
+	}
+	if err != nil {
+		return Info{}, dbErr("read tenant", err)
+	}
+	return info, nil
+}
+
+// List returns every tenant, by id. Errors: domain.ErrRetryable when PostgreSQL failed.
+func (r *Registry) List(ctx context.Context) ([]Info, error) {
+	rows, err := r.pool.Query(ctx, `SELECT `+infoColumns+` FROM tenants ORDER BY tenant_id`)
+	if err != nil {
+		return nil, dbErr("list tenants", err)
+	}
+	defer rows.Close()
+	var out []Info
+	for rows.Next() {
+		info, err := scanInfo(rows)
+		if err != nil {
+			return nil, dbErr("list tenants", err)
+		}
+		out = append(out, info)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("list tenants", err)
+	}
+	return out, nil
+}
+
+func scanInfo(row pgx.Row) (Info, error) {
+	var (
+		info             Info
+		id, status       string
+		settings         []byte
+		nb               *time.Time
+		created, updated time.Time
+	)
+	if err := row.Scan(&id, &status, &settings, &info.Version, &nb, &created, &updated); err != nil {
+		return Info{}, err
+	}
+	t, err := domain.NewTenantID(id)
+	if err != nil {
+		return Info{}, fmt.Errorf("stored tenant %q: %w", id, err)
+	}
+	if err := json.Unmarshal(settings, &info.Settings); err != nil {
+		return Info{}, fmt.Errorf("stored settings of tenant %s: %w", id, err)
+	}
+	info.Tenant, info.Status, info.CreatedAt, info.UpdatedAt = t, domain.TenantStatus(status), created.UTC(), updated.UTC()
+	if nb != nil {
+		info.NotBefore = nb.UTC()
+	}
+	return info, nil
+}
+
+// dbErr wraps a PostgreSQL failure for op: unreachable, timed out or overloaded is a
+// *domain.RetryableError; anything else a plain wrapped error.
+func dbErr(op string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		for _, class := range []string{"08", "40", "53", "57"} {
+			if strings.HasPrefix(pgErr.Code, class) {
+				return domain.Retryable(op, err)
+			}
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return domain.Retryable(op, err)
+}

@@ -1,0 +1,186 @@
+package domain
+
+import "time"
+
+// Account governance event types (Category business), on the user's account stream
+// AccountStreamID. They carry no secret: a password reset records only that it happened.
+const (
+	EventUserBanned        EventType = "user.banned.v1"
+	EventUserUnbanned      EventType = "user.unbanned.v1"
+	EventUserKicked        EventType = "user.kicked.v1"
+	EventUserTokensRevoked EventType = "user.tokens_revoked.v1"
+	EventUserPasswordReset EventType = "user.password_reset.v1"
+)
+
+// ReasonUserBanned refuses a banned user's login, token and sessions.
+const ReasonUserBanned = "user_banned"
+
+// MaxReasonLen is the longest reason an administrator may record, in characters.
+const MaxReasonLen = 512
+
+// AccountStreamID is the stream of a user's account governance: "user:<uid>/account". Its
+// ConversationKey is the user's profile stream, so a user's events stay in order on Kafka.
+func AccountStreamID(u UserID) string { return ProfileStreamID(u) + "/account" }
+
+// UserBanned is the payload of user.banned.v1: the user may not log in and every token issued
+// before BannedAt stays refused after an unban.
+type UserBanned struct {
+	User     UserID    `json:"user"`
+	Reason   string    `json:"reason,omitempty"`
+	BannedAt time.Time `json:"banned_at"`
+}
+
+// UserUnbanned is the payload of user.unbanned.v1.
+type UserUnbanned struct {
+	User       UserID    `json:"user"`
+	Reason     string    `json:"reason,omitempty"`
+	UnbannedAt time.Time `json:"unbanned_at"`
+}
+
+// UserKicked is the payload of user.kicked.v1: every session of the user was ended; its
+// tokens stay valid.
+type UserKicked struct {
+	User     UserID    `json:"user"`
+	Reason   string    `json:"reason,omitempty"`
+	KickedAt time.Time `json:"kicked_at"`
+}
+
+// UserTokensRevoked is the payload of user.tokens_revoked.v1: tokens issued before NotBefore
+// are refused from then on.
+type UserTokensRevoked struct {
+	User      UserID    `json:"user"`
+	Reason    string    `json:"reason,omitempty"`
+	NotBefore time.Time `json:"not_before"`
+}
+
+// UserPasswordReset is the payload of user.password_reset.v1. The password is not in it; tokens
+// issued before ResetAt are refused from then on.
+type UserPasswordReset struct {
+	User    UserID    `json:"user"`
+	ResetAt time.Time `json:"reset_at"`
+}
+
+// AccountState is a user's account governance folded from AccountStreamID: whether the user is
+// banned and before when its tokens are refused.
+type AccountState struct {
+	tenant    TenantID
+	user      UserID
+	version   int64
+	banned    bool
+	notBefore time.Time
+}
+
+// NewAccountState returns the state of an account with no governance events.
+func NewAccountState(tenant TenantID, user UserID) (AccountState, error) {
+	if tenant.IsZero() {
+		return AccountState{}, invalid("tenant_id", "required", "")
+	}
+	if user <= 0 {
+		return AccountState{}, invalid("user_id", "bad_format", "a positive 64-bit number")
+	}
+	return AccountState{tenant: tenant, user: user}, nil
+}
+
+// Apply folds the next event of the account stream; ErrStreamMismatch when it does not fit.
+func (s *AccountState) Apply(env Envelope) error {
+	p, err := decodePayload(env, s.tenant, AccountStreamID(s.user), s.version)
+	if err != nil {
+		return err
+	}
+	switch e := p.(type) {
+	case *UserBanned:
+		s.banned = true
+		s.revokeBefore(e.BannedAt)
+	case *UserUnbanned:
+		s.banned = false
+	case *UserKicked:
+	case *UserTokensRevoked:
+		s.revokeBefore(e.NotBefore)
+	case *UserPasswordReset:
+		s.revokeBefore(e.ResetAt)
+	default:
+		return unknownEvent(AccountStreamID(s.user), p)
+	}
+	s.version = env.StreamVersion
+	return nil
+}
+
+func (s *AccountState) revokeBefore(t time.Time) {
+	if t.After(s.notBefore) {
+		s.notBefore = t
+	}
+}
+
+// User returns the user.
+func (s AccountState) User() UserID { return s.user }
+
+// Version returns the stream version folded so far.
+func (s AccountState) Version() int64 { return s.version }
+
+// Banned reports whether the user is banned.
+func (s AccountState) Banned() bool { return s.banned }
+
+// NotBefore returns the time before which the user's tokens are refused; zero when none is.
+func (s AccountState) NotBefore() time.Time { return s.notBefore }
+
+func (s AccountState) event(typ EventType, payload any) PendingEvent {
+	return PendingEvent{StreamID: AccountStreamID(s.user), ExpectedVersion: s.version, Type: typ, Payload: payload}
+}
+
+// Ban decides user.banned.v1; a banned user decides nothing. A reason over MaxReasonLen
+// characters is a *ValidationError.
+func (s AccountState) Ban(reason string, now time.Time) ([]PendingEvent, error) {
+	if err := checkText("reason", reason, false, MaxReasonLen, false); err != nil {
+		return nil, err
+	}
+	if s.banned {
+		return nil, nil
+	}
+	return []PendingEvent{s.event(EventUserBanned, &UserBanned{User: s.user, Reason: reason, BannedAt: now.UTC()})}, nil
+}
+
+// Unban decides user.unbanned.v1; a user who is not banned decides nothing.
+func (s AccountState) Unban(reason string, now time.Time) ([]PendingEvent, error) {
+	if err := checkText("reason", reason, false, MaxReasonLen, false); err != nil {
+		return nil, err
+	}
+	if !s.banned {
+		return nil, nil
+	}
+	return []PendingEvent{s.event(EventUserUnbanned, &UserUnbanned{User: s.user, Reason: reason, UnbannedAt: now.UTC()})}, nil
+}
+
+// Kick decides user.kicked.v1.
+func (s AccountState) Kick(reason string, now time.Time) ([]PendingEvent, error) {
+	if err := checkText("reason", reason, false, MaxReasonLen, false); err != nil {
+		return nil, err
+	}
+	return []PendingEvent{s.event(EventUserKicked, &UserKicked{User: s.user, Reason: reason, KickedAt: now.UTC()})}, nil
+}
+
+// RevokeTokens decides user.tokens_revoked.v1 with not-before now.
+func (s AccountState) RevokeTokens(reason string, now time.Time) ([]PendingEvent, error) {
+	if err := checkText("reason", reason, false, MaxReasonLen, false); err != nil {
+		return nil, err
+	}
+	return []PendingEvent{s.event(EventUserTokensRevoked, &UserTokensRevoked{User: s.user, Reason: reason, NotBefore: now.UTC()})}, nil
+}
+
+// ResetPassword decides user.password_reset.v1.
+func (s AccountState) ResetPassword(now time.Time) []PendingEvent {
+	return []PendingEvent{s.event(EventUserPasswordReset, &UserPasswordReset{User: s.user, ResetAt: now.UTC()})}
+}
+
+func init() {
+	registerBusiness(EventUserBanned, BizTypeUser, func() any { return &UserBanned{} })
+	registerBusiness(EventUserUnbanned, BizTypeUser, func() any { return &UserUnbanned{} })
+	registerBusiness(EventUserKicked, BizTypeUser, func() any { return &UserKicked{} })
+	registerBusiness(EventUserTokensRevoked, BizTypeUser, func() any { return &UserTokensRevoked{} })
+	registerBusiness(EventUserPasswordReset, BizTypeUser, func() any { return &UserPasswordReset{} })
+}
+
+// CheckReason validates an administrator's reason: at most MaxReasonLen characters on one line,
+// not blank when required. Failures are *ValidationError with field reason.
+func CheckReason(reason string, required bool) error {
+	return checkText("reason", reason, required, MaxReasonLen, false)
+}

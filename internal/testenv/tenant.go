@@ -1,0 +1,26 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/tenant"
+	"github.com/imledger/imledger/domain"
+)
+
+// ProvisionTenant records tenant in the tenant registry of the event store behind pool and store
+// (see EventStore), as `imledger tenant create` does without the MySQL database, so the edges
+// that check the registry serve it. It returns the registry.
+func ProvisionTenant(t testing.TB, pool *pgxpool.Pool, store *eventstore.Store, tenantID domain.TenantID) *tenant.Registry {
+	t.Helper()
+	reg, err := tenant.New(tenant.Deps{Pool: pool, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Provision(Context(t), tenantID, nil, tenant.Meta{}); err != nil {
+		t.Fatalf("provision tenant %s: %v", tenantID, err)
+	}
+	return reg
+}

@@ -1,0 +1,90 @@
+package rest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/tenant"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/transport/access"
+	"github.com/imledger/imledger/transport/rest"
+)
+
+// TestTheGateRefusesWhatTheRegistryAndGovernanceSay runs the API with the real gate over the
+// tenant registry and account governance of its own database.
+func TestTheGateRefusesWhatTheRegistryAndGovernanceSay(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	var gate struct {
+		cache *tenant.Cache
+		guard *account.Guard
+		*access.Gate
+	}
+	s := newStack(t, rest.Config{}, stackOpts{gateFor: func(s *stack) rest.Gate {
+		reg, _ := tenant.New(tenant.Deps{Pool: s.pool, Store: s.store})
+		gate.cache, _ = tenant.NewCache(reg, tenant.CacheConfig{MissTTL: time.Nanosecond}, nil)
+		gate.guard, _ = account.NewGuard(s.pool, account.GuardConfig{}, nil)
+		gate.Gate, _ = access.NewGate(gate.cache, gate.guard, 0)
+		return gate.Gate
+	}})
+	creds := fmt.Sprintf(`{"tenant":%q,"login":"wile","password":"correct horse"}`, s.tenant)
+	expect(t, "register into an unknown tenant", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/register", body: creds}),
+		http.StatusForbidden, "tenant_not_found")
+	expect(t, "login into an unknown tenant", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds}),
+		http.StatusForbidden, "tenant_not_found")
+	expect(t, "a token of an unknown tenant", s.do(t, req{method: http.MethodGet, path: "/v1/im/users/me/presence",
+		token: s.token(t, s.tenant, 5)}), http.StatusForbidden, "tenant_not_found")
+
+	reg := testenv.ProvisionTenant(t, s.pool, s.store, s.tenant)
+	expect(t, "register", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/register", body: creds}), http.StatusCreated, "ok")
+	login := s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds})
+	expect(t, "login", login, http.StatusOK, "ok")
+	token := login.data(t)["token"].(string)
+	uid, err := domain.ParseUserID(login.data(t)["user_id"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The tenant's content limit applies to sends.
+	res, err := reg.SetConfig(ctx, s.tenant, map[string]json.RawMessage{"max_content_bytes": json.RawMessage(`16`),
+		"registration_open": json.RawMessage(`false`)}, tenant.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate.cache.Apply(res.Info)
+	big := s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", token: token, key: "k1",
+		body: `{"client_msg_id":"m1","content":"` + strings.Repeat("x", 20) + `"}`})
+	if big.Status != http.StatusBadRequest || big.Body.Details["reason"] != "too_large" {
+		t.Fatalf("20 bytes over the tenant's 16: %d %s", big.Status, big.Raw)
+	}
+	expect(t, "register with registration closed", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/register",
+		body: strings.Replace(creds, "wile", "coyote", 1)}), http.StatusForbidden, "registration_closed")
+
+	// A ban refuses the login and the token; a revocation the token only.
+	gov, _ := account.NewGovernance(account.GovernanceDeps{Pool: s.pool, Store: s.store, Accounts: s.accounts, Guard: gate.guard})
+	if _, err := gov.Ban(ctx, s.tenant, uid, "", account.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "banned login", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds}), http.StatusForbidden, "user_banned")
+	expect(t, "banned token", s.do(t, req{method: http.MethodGet, path: "/v1/im/users/me/presence", token: token}), http.StatusForbidden, "user_banned")
+	if _, err := gov.Unban(ctx, s.tenant, uid, "", account.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "a token from before the ban", s.do(t, req{method: http.MethodGet, path: "/v1/im/users/me/presence", token: token}),
+		http.StatusUnauthorized, "token_revoked")
+
+	// A suspension refuses everything of the tenant.
+	sus, err := reg.Suspend(ctx, s.tenant, "", tenant.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate.cache.Apply(sus.Info)
+	expect(t, "login into a suspended tenant", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds}),
+		http.StatusForbidden, "tenant_suspended")
+}

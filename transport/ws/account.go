@@ -1,0 +1,155 @@
+package ws
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/transport/fanout"
+)
+
+// Gate decides whether a logged-in principal may go on: its tenant exists and is active, its user
+// is not banned, and its token was issued after the user's and the tenant's not-before times.
+// Admit returns nil or the refusal: a *domain.DeniedError (tenant_not_found, tenant_suspended,
+// user_banned) or an error wrapping account.ErrTokenRevoked. MaxContentBytes is the tenant's
+// limit on a pub's content, at most the gateway's own; 0 means the gateway's own.
+type Gate interface {
+	Admit(ctx context.Context, p auth.Principal) error
+	MaxContentBytes(ctx context.Context, tenant domain.TenantID) int
+}
+
+// Reasons of the ctrl frame that ends a session for an account or tenant change.
+const (
+	ReasonUserBanned      = domain.ReasonUserBanned      // 403: the user was banned
+	ReasonTokenRevoked    = "token_revoked"              // 401: the session's token was revoked; log in with a new one
+	ReasonKicked          = "kicked"                     // 401: an administrator ended the user's sessions; log in again
+	ReasonTenantSuspended = domain.ReasonTenantSuspended // 403: the tenant was suspended
+	ReasonTenantNotFound  = domain.ReasonTenantNotFound  // 403: the tenant does not exist
+)
+
+// userKey names a user of a tenant in the hub's index of logged-in sessions.
+type userKey struct {
+	tenant domain.TenantID
+	user   domain.UserID
+}
+
+// addUser records s as a logged-in session of its user, with its token's issue time.
+func (h *Hub) addUser(s *session, tenant domain.TenantID, user domain.UserID, issued time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := userKey{tenant, user}
+	set := h.users[k]
+	if set == nil {
+		set = map[*session]time.Time{}
+		h.users[k] = set
+	}
+	set[s] = issued
+}
+
+// removeUser forgets s.
+func (h *Hub) removeUser(s *session, tenant domain.TenantID, user domain.UserID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := userKey{tenant, user}
+	delete(h.users[k], s)
+	if len(h.users[k]) == 0 {
+		delete(h.users, k)
+	}
+}
+
+// account applies a fanout.KindAccount message on this node: the sessions it ends get a last
+// ctrl frame with the reason and are closed with 1008; a broadcast is queued to every logged-in
+// session of the tenant as an info frame.
+func (h *Hub) account(m *fanout.Message) {
+	a := m.Account
+	if a == nil {
+		return
+	}
+	if a.What == "broadcast" {
+		frame := encodeBroadcast(m)
+		h.mu.RLock()
+		for k, set := range h.users {
+			if k.tenant != m.Tenant {
+				continue
+			}
+			for s := range set {
+				s.send(frame)
+			}
+		}
+		h.mu.RUnlock()
+		return
+	}
+	if !a.EndSessions {
+		return
+	}
+	var end []*session
+	collect := func(set map[*session]time.Time) {
+		for s, issued := range set {
+			if a.EndBefore.IsZero() || issued.Before(a.EndBefore) {
+				end = append(end, s)
+			}
+		}
+	}
+	h.mu.RLock()
+	if a.User != 0 {
+		collect(h.users[userKey{m.Tenant, a.User}]) // one user: no walk over the node's sessions
+	} else {
+		for k, set := range h.users {
+			if k.tenant == m.Tenant {
+				collect(set)
+			}
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range end {
+		s.endSession(a.Reason)
+	}
+}
+
+// endSession tells the client why its session ends and closes the connection with 1008.
+func (s *session) endSession(reason string) {
+	code := http.StatusForbidden
+	if reason == ReasonTokenRevoked || reason == ReasonKicked {
+		code = http.StatusUnauthorized
+	}
+	s.g.metrics.refused.WithLabelValues(reason).Inc()
+	s.sendCtrl(errCtrl("", code, reason, "session ended"))
+	s.closeWith(closeCause{code: ws.StatusPolicyViolation, reason: reason, label: "ended"})
+}
+
+// encodeBroadcast is the info frame of a tenant broadcast; content is spliced verbatim.
+func encodeBroadcast(m *fanout.Message) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"info":{"what":"broadcast","ts":"`)
+	b.WriteString(timestamp(m.TS))
+	b.WriteString(`"`)
+	if len(m.Content) > 0 {
+		b.WriteString(`,"content":`)
+		b.Write(m.Content)
+	}
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+// gateCheck asks the Gate whether the session's principal may go on; nil without a Gate.
+func (s *session) gateCheck(ctx context.Context, p auth.Principal) error {
+	if s.g.deps.Gate == nil {
+		return nil
+	}
+	return s.g.deps.Gate.Admit(ctx, p)
+}
+
+// contentLimit is the tenant's limit on a pub's content.
+func (s *session) contentLimit(ctx context.Context) int {
+	if s.g.deps.Gate != nil {
+		if n := s.g.deps.Gate.MaxContentBytes(ctx, s.tenant); n > 0 && n < s.g.cfg.MaxContentBytes {
+			return n
+		}
+	}
+	return s.g.cfg.MaxContentBytes
+}
