@@ -116,9 +116,10 @@ func TestMySQLEveryEventDeliveredTwice(t *testing.T) {
 	if got := m.counts(tn); got != want {
 		t.Errorf("after catching up: counts %+v, want %+v", got, want)
 	}
-	// A redelivery is applied again (and changes nothing); one within a batch counts once.
-	if got := p.Metrics().Applied(projections.GroupMessagesMySQL); got < float64(len(events)) || got > float64(2*len(events)) {
-		t.Errorf("applied metric %v, want between %d and %d", got, len(events), 2*len(events))
+	// A redelivery is applied again (and changes nothing), so the metric counts at least every
+	// event once; a consumer-group rebalance under load may redeliver more than the second copy.
+	if got := p.Metrics().Applied(projections.GroupMessagesMySQL); got < float64(len(events)) {
+		t.Errorf("applied metric %v, want at least %d", got, len(events))
 	}
 	if batches, flushed := p.Metrics().Batches(projections.GroupMessagesMySQL); batches == 0 || flushed < float64(2*len(events)) || float64(batches) > flushed {
 		t.Errorf("%d batches held %v events; want every one of the %d delivered events in one", batches, flushed, 2*len(events))

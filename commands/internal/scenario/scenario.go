@@ -16,6 +16,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // Env is what the scenario writes with.
@@ -63,6 +64,7 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	ops, err := commands.NewMessageOpsHandler(env.Store, commands.MessageOpsConfig{})
 	must("message ops handler", err)
 
+	testenv.RegisterUsers(t, env.Store, tenant, Owner, Admin, Member, Friend)
 	res, err := g.CreateGroup.Handle(ctx, group.CreateGroup{Actor: p(Owner), Profile: profile(t, "analysts")})
 	must("create group", err)
 	gid := res.Group
