@@ -71,4 +71,14 @@ func TestRebuildAndVerifyWithMarkers(t *testing.T) {
 			t.Errorf("hot watermark of %s after the rebuild = %d (found %v), %v; want %d", topic, got, found, err, want)
 		}
 	}
+	if res, err := rb.VerifyHot(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+		t.Fatalf("hot verify of a read model with markers: %+v, %v", res, err)
+	}
+	// A watermark altered by hand is found.
+	if err := rdb.HSet(testCtx(t), prefix+tn.String()+":topic:{"+grp.String()+"}:proj_wm", "w", 9).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rb.VerifyHot(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || res.OK() {
+		t.Fatalf("hot verify of a wrong watermark: %+v, %v", res, err)
+	}
 }

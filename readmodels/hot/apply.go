@@ -133,7 +133,7 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 		t := topic.String()
 		b.calls = append(b.calls,
 			call{skipScript, []string{s.msgKey(tenant, t, p.Seq), s.seqsKey(tenant, t), s.lastSeqKey(tenant, t)},
-				[]any{p.Seq, ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}},
+				[]any{p.Seq, ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic, stamp(p.SkippedAt, env.OccurredAt)}},
 			s.watermarkCall(tenant, topic, p.Seq, -1))
 	}
 	return nil
