@@ -118,7 +118,7 @@ func load(base string, u user, topic string, workers int, stop <-chan struct{}) 
 	}
 }
 
-// count returns how many sends of acks have been acknowledged so far.
+// countRows returns the acknowledged sends of acks that MySQL does not hold (yet).
 func countRows(t *testing.T, db *sql.DB, topic string, acks []acked) (missing []acked) {
 	t.Helper()
 	for _, a := range acks {
