@@ -263,3 +263,21 @@ func TestMarkReadOnlyMovesForward(t *testing.T) {
 		t.Fatalf("last mark %+v", last)
 	}
 }
+
+// A seq given up with a seq-skip marker holds no message: recalling, editing or deleting it is
+// not found.
+func TestMessageOpsOnASkippedSeqAreNotFound(t *testing.T) {
+	t.Parallel()
+	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	ctx := testCtx(t)
+	seq := e.send(t, alice, "one") + 1
+	if _, err := e.store.AppendSkips(ctx, []eventstore.Skip{{Tenant: e.tenant, Topic: e.topic, Seq: seq, Reason: domain.SkipAbandoned}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.h.Recall(ctx, e.ref(seq, alice)); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("recall of a skipped seq: %v, want ErrNotFound", err)
+	}
+	if _, err := e.h.DeleteForMe(ctx, e.ref(seq, bob)); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("delete of a skipped seq: %v, want ErrNotFound", err)
+	}
+}

@@ -24,7 +24,8 @@ type messageState struct {
 }
 
 // loadMessage reads the sent event at seq from the conversation stream and folds the message's
-// recalls and edits. A seq with no message (never sent, or a hole) is domain.ErrNotFound.
+// recalls and edits. A seq with no message (never sent, or a hole, seq-skip marker or not) is
+// domain.ErrNotFound.
 func loadMessage(ctx context.Context, store StreamStore, tenant domain.TenantID, topic domain.Topic, seq int64) (messageState, error) {
 	if seq <= 0 {
 		return messageState{}, invalidField("seq", "bad_format", "a positive seq")
@@ -33,7 +34,7 @@ func loadMessage(ctx context.Context, store StreamStore, tenant domain.TenantID,
 	if err != nil {
 		return messageState{}, retryable("read message", err)
 	}
-	if len(evs) == 0 || evs[0].StreamVersion != seq {
+	if len(evs) == 0 || evs[0].StreamVersion != seq || evs[0].EventType != domain.SentEventType(topic.Kind()) {
 		return messageState{}, fmt.Errorf("message %s/%d: %w", topic, seq, domain.ErrNotFound)
 	}
 	st := messageState{contentVersion: 1}

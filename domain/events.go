@@ -204,6 +204,7 @@ func init() {
 		ActionEdited:     func() any { return &MessageEdited{} },
 		ActionDeleted:    func() any { return &MessageDeletedForUser{} },
 		ActionReadMarked: func() any { return &ReadMarked{} },
+		ActionSeqSkipped: func() any { return &SeqSkipped{} },
 	}
 	for a, p := range payloads {
 		RegisterEventType(EventInfo{Type: MessageEventType(TopicGroup, a), SchemaVersion: 1,

@@ -11,6 +11,8 @@ import (
 const (
 	StatusNormal   = "normal"
 	StatusRecalled = "recalled"
+	// StatusSkipped marks a seq-skip marker's row: the seq is a final hole, never a message.
+	StatusSkipped = "skipped"
 	// StatusBlocked marks a message whose content the read model's store refused (seed 000
 	// §6.2: "blocked", 拦截): content that the domain refuses today but an event written before
 	// that, or by another build, still carries. The message keeps its place in the conversation

@@ -18,7 +18,7 @@ func benchWriteConfig(t *testing.T) string {
 	yaml := fmt.Sprintf(`
 log: {level: warn}
 postgres: {url: %q}
-kafka: {embedded: {addr: "127.0.0.1:0"}}
+kafka: {embedded: {addr: "127.0.0.1:0", data_dir: memory}}
 send: {seq: {key_prefix: %q}}
 relay: {min_poll: 1ms, max_poll: 20ms}
 `, missingDatabaseURL(t), prefix)

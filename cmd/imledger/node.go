@@ -103,21 +103,34 @@ type node struct {
 	srv    *http.Server
 	ln     net.Listener
 	errc   chan error // fatal errors of background workers and the HTTP server
+
+	// wrapSendStore, when set before start, wraps the event store the send handler appends
+	// through (tests delay or fail appends with it).
+	wrapSendStore func(commands.MessageStore) commands.MessageStore
 }
 
 // startNode starts every component in dependency order and the HTTP listener last. On failure
 // it closes what it had opened.
 func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node, error) {
 	n := newNode(cfg, log)
+	if err := n.start(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// start starts the components of a node made by newNode; on failure it closes what it had
+// opened.
+func (n *node) start(ctx context.Context) error {
 	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startRelay,
 		n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()
-			return nil, err
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 func newNode(cfg config.Config, log *slog.Logger) *node {

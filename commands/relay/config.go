@@ -44,6 +44,63 @@ type Config struct {
 	// Default 1s.
 	LockCheck time.Duration
 
+	// LockTimeout bounds one ping of the lock connection. A relay cut off from PostgreSQL
+	// therefore stops within LockCheck+LockTimeout, which Validate requires to be shorter than
+	// the time the server takes to drop the dead session and free the lock (KeepaliveIdle +
+	// KeepaliveInterval*KeepaliveCount, and UserTimeout): the old relay stops before a new one
+	// can start. Default 2s.
+	LockTimeout time.Duration
+
+	// KeepaliveIdle, KeepaliveInterval and KeepaliveCount set TCP keepalives on the lock
+	// connection, on the client socket and on the server's side of the session
+	// (tcp_keepalives_idle/interval/count), so a holder that vanished is noticed in seconds
+	// instead of the operating system's two hours. Defaults 5s, 2s and 3.
+	KeepaliveIdle time.Duration
+	// KeepaliveInterval: see KeepaliveIdle.
+	KeepaliveInterval time.Duration
+	// KeepaliveCount: see KeepaliveIdle.
+	KeepaliveCount int
+
+	// UserTimeout is TCP_USER_TIMEOUT on both ends of the lock connection (client socket and
+	// server tcp_user_timeout, Linux): data left unacknowledged this long drops the connection.
+	// Default 10s.
+	UserTimeout time.Duration
+
+	// TransactionalID is the Kafka transactional.id of the relay's producer. Every term opens a
+	// new transactional producer with it and publishes each batch in one transaction; opening it
+	// fences the producers of earlier terms (their open transaction is aborted and their later
+	// sends fail), so a deposed relay cannot add records behind the new one. Consumers must read
+	// with isolation level read_committed. Relays of different names need different ids.
+	// Default Kafka.TopicPrefix + "imledger.relay." + Name.
+	TransactionalID string
+
+	// TransactionTimeout is how long the broker lets a relay's transaction stay open before it
+	// aborts it (a relay that died mid-batch and was not replaced). Default 60s.
+	TransactionTimeout time.Duration
+
+	// PublishTimeout bounds one attempt to publish and commit a batch; an attempt that takes
+	// longer is abandoned (its producer is replaced, which aborts the transaction) and the batch
+	// is sent again after a pause. Default 30s.
+	PublishTimeout time.Duration
+
+	// GapDeadline is how long a seq of a conversation may stay missing after the relay published
+	// a later seq of it before the relay gives the seq up with a seq-skip marker. It must exceed
+	// the longest a send can take after allocating its seq (the sequencer's batch timeout, 10s by
+	// default); a late send that loses to the marker is given a new seq, so a short deadline
+	// costs seqs, never messages. Default 15s.
+	GapDeadline time.Duration
+
+	// GapStreams bounds how many conversations the gap sweeper tracks (least recently seen
+	// first out); a conversation seen again is looked up in the store. Default 100000.
+	GapStreams int
+
+	// GapLookback is how many seqs below its first seq in a term the sweeper checks a
+	// conversation for holes left before (a restart, a lost Redis counter). Default 1000.
+	GapLookback int
+
+	// GapMaxSkips caps the markers appended at once. Default 1000.
+	GapMaxSkips int
+
 	// RetryMin and RetryMax bound the doubling pause between attempts after a failed read,
 	// publish or checkpoint save. Defaults 100ms and 10s.
 	RetryMin time.Duration
@@ -77,6 +134,42 @@ func (c *Config) setDefaults() {
 	if c.LockCheck == 0 {
 		c.LockCheck = time.Second
 	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = 2 * time.Second
+	}
+	if c.KeepaliveIdle == 0 {
+		c.KeepaliveIdle = 5 * time.Second
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = 2 * time.Second
+	}
+	if c.KeepaliveCount == 0 {
+		c.KeepaliveCount = 3
+	}
+	if c.UserTimeout == 0 {
+		c.UserTimeout = 10 * time.Second
+	}
+	if c.TransactionalID == "" {
+		c.TransactionalID = c.Kafka.TopicPrefix + "imledger.relay." + c.Name
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = time.Minute
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = 30 * time.Second
+	}
+	if c.GapDeadline == 0 {
+		c.GapDeadline = 15 * time.Second
+	}
+	if c.GapStreams == 0 {
+		c.GapStreams = 100_000
+	}
+	if c.GapLookback == 0 {
+		c.GapLookback = 1000
+	}
+	if c.GapMaxSkips == 0 {
+		c.GapMaxSkips = 1000
+	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 100 * time.Millisecond
 	}
@@ -105,12 +198,41 @@ func (c Config) Validate() error {
 	if c.LockRetry <= 0 || c.LockCheck <= 0 || c.StopTimeout <= 0 {
 		errs = append(errs, errors.New("relay: LockRetry, LockCheck and StopTimeout must be positive"))
 	}
+	if c.LockTimeout <= 0 || c.KeepaliveIdle < time.Second || c.KeepaliveInterval < time.Second || c.KeepaliveCount < 1 || c.UserTimeout < time.Millisecond {
+		errs = append(errs, errors.New("relay: LockTimeout must be positive, KeepaliveIdle and KeepaliveInterval at least 1s, KeepaliveCount and UserTimeout positive"))
+	} else if client, server := c.ClientDetection(), c.ServerDetection(); client >= server {
+		errs = append(errs, fmt.Errorf("relay: LockCheck+LockTimeout (%s) must be shorter than the server's detection of a dead lock holder (%s), so a cut-off relay stops before its lock is freed", client, server))
+	}
+	if c.TransactionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("relay: transaction timeout: %s, want >= 1s", c.TransactionTimeout))
+	}
+	if c.PublishTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("relay: publish timeout: %s, want > 0", c.PublishTimeout))
+	}
+	if c.GapDeadline <= 0 || c.GapStreams < 1 || c.GapLookback < 1 || c.GapMaxSkips < 1 {
+		errs = append(errs, errors.New("relay: GapDeadline, GapStreams, GapLookback and GapMaxSkips must be positive"))
+	}
 	if len(c.Kafka.Brokers) > 0 {
 		if err := c.Kafka.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("relay: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ClientDetection is the longest a relay cut off from PostgreSQL keeps publishing:
+// LockCheck + LockTimeout.
+func (c Config) ClientDetection() time.Duration {
+	c.setDefaults()
+	return c.LockCheck + c.LockTimeout
+}
+
+// ServerDetection is the soonest PostgreSQL drops the session of a lock holder that vanished
+// from the network, freeing its lock: the keepalive probes' time or UserTimeout, whichever is
+// shorter.
+func (c Config) ServerDetection() time.Duration {
+	c.setDefaults()
+	return min(c.KeepaliveIdle+time.Duration(c.KeepaliveCount)*c.KeepaliveInterval, c.UserTimeout)
 }
 
 // DefaultLockID is the advisory lock key of the relay named name when Config.LockID is unset.

@@ -115,12 +115,12 @@ type crashingStore struct {
 	crash   context.CancelFunc
 }
 
-func (s *crashingStore) SaveCheckpoint(ctx context.Context, name string, c eventstore.Cursor) error {
+func (s *crashingStore) SaveRelayProgress(ctx context.Context, name string, term int64, c eventstore.Cursor, offsets []eventstore.PartitionOffset) error {
 	if s.saves.Add(1) == s.crashAt {
 		s.crash()
 		return errors.New("process died")
 	}
-	return s.Store.SaveCheckpoint(ctx, name, c)
+	return s.Store.SaveRelayProgress(ctx, name, term, c, offsets)
 }
 
 // A crash between the acks and the checkpoint republishes that batch: duplicates, never gaps.
@@ -137,7 +137,7 @@ func TestCrashBeforeCheckpointRepublishesBatch(t *testing.T) {
 
 	ctx, crash := context.WithCancel(e.ctx)
 	cs := &crashingStore{Store: e.store, crashAt: 4, crash: crash}
-	r1, err := relay.New(cs, e.producer(), e.pool, cfg, testLogger(), nil)
+	r1, err := relay.New(cs, e.pool, cfg, testLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -80,22 +79,13 @@ func newEnv(t testing.TB, brokers []string, createTopics bool) *env {
 	return &env{t: t, ctx: ctx, pool: pool, store: store, kcfg: kcfg, version: map[string]int64{}}
 }
 
-func (e *env) producer() sarama.SyncProducer {
-	e.t.Helper()
-	p, err := kafka.NewSyncProducer(e.kcfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
 // fastConfig shortens every pause so tests run quickly.
 func (e *env) fastConfig() relay.Config {
 	return relay.Config{
 		Kafka: e.kcfg, MinPoll: 2 * time.Millisecond, MaxPoll: 50 * time.Millisecond,
 		LockRetry: 50 * time.Millisecond, LockCheck: 50 * time.Millisecond,
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond, StopTimeout: 10 * time.Second,
+		PublishTimeout: 2 * time.Second,
 	}
 }
 
@@ -106,7 +96,7 @@ func testLogger() *slog.Logger {
 // newRelay builds a relay with its own producer; reg may be nil.
 func (e *env) newRelay(cfg relay.Config, reg prometheus.Registerer) *relay.Relay {
 	e.t.Helper()
-	r, err := relay.New(e.store, e.producer(), e.pool, cfg, testLogger(), reg)
+	r, err := relay.New(e.store, e.pool, cfg, testLogger(), reg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -184,7 +174,8 @@ type collector struct {
 func (e *env) collector() *collector {
 	e.t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kcfg.Brokers...), kgo.ConsumeTopics(e.kcfg.Topics()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(50*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(50*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,9 +24,9 @@ func (r *Relay) acquireLock(ctx context.Context) (*advisoryLock, error) {
 	waiting := false
 	for {
 		if conn == nil {
-			pc, err := r.pool.Acquire(ctx)
+			c, err := r.connectLock(ctx)
 			if err == nil {
-				conn = pc.Hijack() // the lock lives as long as this session, outside the pool
+				conn = c
 			} else if ctx.Err() == nil {
 				r.log.Warn("connect for the relay lock", "err", err)
 			}
@@ -59,9 +61,46 @@ func (r *Relay) acquireLock(ctx context.Context) (*advisoryLock, error) {
 	}
 }
 
-// watch pings the lock's connection every interval until work ends; a failed ping ends work
-// with errLockLost, since the session and with it the lock may be gone.
-func (l *advisoryLock) watch(work context.Context, cancel context.CancelCauseFunc, every time.Duration) {
+// connectLock opens the connection that takes and holds the lock, outside the pool, with the
+// pool's connection settings plus TCP keepalives and TCP_USER_TIMEOUT on the client socket, and
+// the same on the server's side of the session: a holder that vanished from the network loses its
+// session, and with it the lock, within Config.ServerDetection instead of hours, and a relay
+// whose server vanished notices within Config.ClientDetection.
+func (r *Relay) connectLock(ctx context.Context) (*pgx.Conn, error) {
+	cc := r.pool.Config().ConnConfig.Copy()
+	d := &net.Dialer{
+		Timeout: r.cfg.LockTimeout + 5*time.Second,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: r.cfg.KeepaliveIdle, Interval: r.cfg.KeepaliveInterval, Count: r.cfg.KeepaliveCount,
+		},
+		Control: userTimeoutControl(r.cfg.UserTimeout),
+	}
+	cc.DialFunc = d.DialContext
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.LockTimeout+10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	// Integers are spelled into the statement: SET takes no parameters.
+	_, err = conn.Exec(cctx, "SET tcp_keepalives_idle = "+seconds(r.cfg.KeepaliveIdle)+
+		"; SET tcp_keepalives_interval = "+seconds(r.cfg.KeepaliveInterval)+
+		"; SET tcp_keepalives_count = "+strconv.Itoa(r.cfg.KeepaliveCount)+
+		"; SET tcp_user_timeout = "+strconv.FormatInt(r.cfg.UserTimeout.Milliseconds(), 10))
+	if err != nil {
+		closeConn(ctx, conn)
+		return nil, fmt.Errorf("set keepalives on the lock session: %w", err)
+	}
+	return conn, nil
+}
+
+// seconds formats d as whole seconds, at least 1.
+func seconds(d time.Duration) string { return strconv.FormatInt(max(int64(d/time.Second), 1), 10) }
+
+// watch pings the lock's connection every Config.LockCheck, each ping bounded by
+// Config.LockTimeout, until work ends; a failed ping ends work with errLockLost, since the
+// session and with it the lock may be gone.
+func (l *advisoryLock) watch(work context.Context, cancel context.CancelCauseFunc, every, timeout time.Duration) {
 	defer close(l.watchDone)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -71,7 +110,7 @@ func (l *advisoryLock) watch(work context.Context, cancel context.CancelCauseFun
 			return
 		case <-t.C:
 		}
-		pctx, pcancel := context.WithTimeout(work, max(every, 5*time.Second))
+		pctx, pcancel := context.WithTimeout(work, timeout)
 		err := l.conn.Ping(pctx)
 		pcancel()
 		if err != nil && work.Err() == nil {

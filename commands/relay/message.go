@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
@@ -25,17 +26,26 @@ func Key(env domain.Envelope) string {
 	return env.TenantID.String() + ":" + domain.ConversationKey(env.StreamID)
 }
 
-// outMsg is one event ready to publish; a fresh sarama.ProducerMessage is made from it for
-// every attempt, because the producer keeps retry state in the messages it is given.
+// outMsg is one event ready to publish; a fresh kgo.Record is made from it for every attempt,
+// because the producer sets partition, offset and timestamps in the records it is given.
 type outMsg struct {
 	topic   string
-	key     sarama.Encoder
-	value   sarama.Encoder
-	headers []sarama.RecordHeader
+	key     []byte
+	value   []byte
+	headers []kgo.RecordHeader
 }
 
+func (m outMsg) record() *kgo.Record {
+	return &kgo.Record{Topic: m.topic, Key: m.key, Value: m.value, Headers: m.headers}
+}
+
+// producerMessage is the record as a Sarama message, for NewMessage.
 func (m outMsg) producerMessage() *sarama.ProducerMessage {
-	return &sarama.ProducerMessage{Topic: m.topic, Key: m.key, Value: m.value, Headers: m.headers}
+	headers := make([]sarama.RecordHeader, len(m.headers))
+	for i, h := range m.headers {
+		headers[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+	}
+	return &sarama.ProducerMessage{Topic: m.topic, Key: sarama.ByteEncoder(m.key), Value: sarama.ByteEncoder(m.value), Headers: headers}
 }
 
 // errUnknownType marks an event whose type is not in this build's registry.
@@ -90,15 +100,15 @@ func newOutMsg(env domain.Envelope, topic string) (outMsg, error) {
 		// An envelope read from the store always marshals; this is a broken payload column.
 		return outMsg{}, fmt.Errorf("relay: encode event %s: %w", env.EventID, err)
 	}
-	headers := make([]sarama.RecordHeader, 4, 5)
-	headers[0] = sarama.RecordHeader{Key: []byte(HeaderEventID), Value: []byte(env.EventID.String())}
-	headers[1] = sarama.RecordHeader{Key: []byte(HeaderEventType), Value: []byte(env.EventType)}
-	headers[2] = sarama.RecordHeader{Key: []byte(HeaderTenantID), Value: []byte(env.TenantID.String())}
-	headers[3] = sarama.RecordHeader{Key: []byte(HeaderStreamVersion), Value: strconv.AppendInt(nil, env.StreamVersion, 10)}
+	headers := make([]kgo.RecordHeader, 4, 5)
+	headers[0] = kgo.RecordHeader{Key: HeaderEventID, Value: []byte(env.EventID.String())}
+	headers[1] = kgo.RecordHeader{Key: HeaderEventType, Value: []byte(env.EventType)}
+	headers[2] = kgo.RecordHeader{Key: HeaderTenantID, Value: []byte(env.TenantID.String())}
+	headers[3] = kgo.RecordHeader{Key: HeaderStreamVersion, Value: strconv.AppendInt(nil, env.StreamVersion, 10)}
 	if IsTraceparent(env.TraceID) {
-		headers = append(headers, sarama.RecordHeader{Key: []byte(HeaderTraceparent), Value: []byte(env.TraceID)})
+		headers = append(headers, kgo.RecordHeader{Key: HeaderTraceparent, Value: []byte(env.TraceID)})
 	}
-	return outMsg{topic: topic, key: sarama.StringEncoder(Key(env)), value: sarama.ByteEncoder(value), headers: headers}, nil
+	return outMsg{topic: topic, key: []byte(Key(env)), value: value, headers: headers}, nil
 }
 
 // marshalEnvelope is json.Marshal(env) without re-validating and compacting the payload, which

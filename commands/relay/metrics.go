@@ -18,6 +18,10 @@ type metrics struct {
 	leader        prometheus.Gauge
 	blocked       prometheus.Gauge
 	batchSeconds  prometheus.Histogram
+	term          prometheus.Gauge
+	skips         prometheus.Counter
+	openGapSeqs   prometheus.Gauge
+	republishes   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
@@ -60,13 +64,29 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 			Help:    "Time to publish one batch and save its checkpoint.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
+		term: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "imledger_relay_term", ConstLabels: labels,
+			Help: "The term this process leads or last led; each new active relay increments it.",
+		}),
+		skips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "imledger_relay_seq_skips_total", ConstLabels: labels,
+			Help: "Seq-skip markers the gap sweeper appended for conversation seqs missing past the deadline.",
+		}),
+		openGapSeqs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "imledger_relay_open_gap_seqs", ConstLabels: labels,
+			Help: "Conversation seqs the gap sweeper sees missing below a published seq, not yet final.",
+		}),
+		republishes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "imledger_relay_republishes_total", ConstLabels: labels,
+			Help: "Republishes from the first event because Kafka lacked records it had acknowledged.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.events, m.batches, m.publishErrors, m.storeErrors,
-		m.lastPosition, m.lagSeconds, m.leader, m.blocked, m.batchSeconds} {
+		m.lastPosition, m.lagSeconds, m.leader, m.blocked, m.batchSeconds, m.term, m.skips, m.openGapSeqs, m.republishes} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

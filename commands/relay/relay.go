@@ -7,64 +7,83 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/kafka"
 )
 
-// Store is what the relay needs from the event store.
+// Store is what the relay needs from the event store (commands/eventstore.Store).
 type Store interface {
 	// ReadCommitted returns up to limit events after the cursor in (tx_id, position) order,
 	// only from transactions older than every transaction still running, so an event that
 	// commits late is never skipped.
 	ReadCommitted(ctx context.Context, after eventstore.Cursor, limit int) ([]eventstore.Record, error)
-	// LoadCheckpoint returns the saved cursor of the named relay, the zero cursor if none.
-	LoadCheckpoint(ctx context.Context, name string) (eventstore.Cursor, error)
-	// SaveCheckpoint stores the named relay's cursor.
-	SaveCheckpoint(ctx context.Context, name string, c eventstore.Cursor) error
+	// BeginRelayTerm starts a new term of the named relay, fencing the earlier ones, and
+	// returns its checkpoint, republish progress, cluster id and acknowledged offsets.
+	BeginRelayTerm(ctx context.Context, name string) (eventstore.RelayTerm, error)
+	// SaveRelayProgress moves the checkpoint forward (or records a republish's progress) and
+	// raises the acknowledged offsets, failing with eventstore.ErrStaleTerm once the term is over.
+	SaveRelayProgress(ctx context.Context, name string, term int64, c eventstore.Cursor, offsets []eventstore.PartitionOffset) error
+	// StartRepublish records the cluster id and, with fromStart, starts republishing from the
+	// first event; eventstore.ErrStaleTerm once the term is over.
+	StartRepublish(ctx context.Context, name string, term int64, clusterID string, fromStart bool) error
+	// AppendSkipsFenced appends seq-skip markers while term is current and returns those stored.
+	AppendSkipsFenced(ctx context.Context, relay string, term int64, skips []eventstore.Skip) ([]domain.Envelope, error)
+	// MissingVersions finds the missing versions below each probe, looking back window versions.
+	MissingVersions(ctx context.Context, probes []eventstore.StreamProbe, window int64) ([][]eventstore.VersionRange, error)
+	// HistoricHoles calls found for every run of seqs missing in a conversation's history.
+	HistoricHoles(ctx context.Context, found func(eventstore.StreamHole) error) error
+	// MarkHolesSwept records that the history's holes were given up, while term is current.
+	MarkHolesSwept(ctx context.Context, name string, term int64) error
 	// Notifications delivers a hint after events were appended, until ctx ends.
 	Notifications(ctx context.Context) <-chan struct{}
 }
 
+var _ Store = (*eventstore.Store)(nil)
+
 // Relay publishes the event store's events to Kafka. Create it with New and run it with Run.
 type Relay struct {
-	store    Store
-	producer sarama.SyncProducer
-	pool     *pgxpool.Pool
-	cfg      Config
-	topics   kafka.Config
-	log      *slog.Logger
-	m        *metrics
+	store  Store
+	pool   *pgxpool.Pool
+	cfg    Config
+	topics kafka.Config
+	log    *slog.Logger
+	m      *metrics
 
 	active  atomic.Bool
+	term    atomic.Int64
 	events  atomic.Int64
 	batches atomic.Int64
+	skips   atomic.Int64
 	pos     atomic.Int64
 	txID    atomic.Uint64
 }
 
-// New builds a relay that reads from store, publishes with producer (configured with
-// transport/kafka.NewProducerConfig or equivalent: acks from all replicas, successes returned)
-// and elects itself with an advisory lock taken on a connection of pool. Its metrics are
-// registered with reg unless reg is nil. It fails if cfg is invalid, a dependency is nil or the
-// metrics are already registered.
-func New(store Store, producer sarama.SyncProducer, pool *pgxpool.Pool, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Relay, error) {
+// New builds a relay that reads from store and publishes to the cluster of cfg.Kafka (which must
+// name brokers) with a transactional producer it opens each term, and that elects itself with an
+// advisory lock taken on a connection made with pool's settings. Its metrics are registered with
+// reg unless reg is nil. It fails if cfg is invalid, a dependency is nil or the metrics are
+// already registered.
+func New(store Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	if store == nil || producer == nil || pool == nil || logger == nil {
-		return nil, errors.New("relay: store, producer, pool and logger are required")
+	if store == nil || pool == nil || logger == nil {
+		return nil, errors.New("relay: store, pool and logger are required")
+	}
+	if len(cfg.Kafka.Brokers) == 0 {
+		return nil, errors.New("relay: Kafka brokers are required")
 	}
 	m, err := newMetrics(reg, cfg.Name)
 	if err != nil {
 		return nil, err
 	}
 	return &Relay{
-		store: store, producer: producer, pool: pool, cfg: cfg,
+		store: store, pool: pool, cfg: cfg,
 		topics: cfg.Kafka,
 		log:    logger.With("relay", cfg.Name), m: m,
 	}, nil
@@ -73,8 +92,10 @@ func New(store Store, producer sarama.SyncProducer, pool *pgxpool.Pool, cfg Conf
 // Stats is a snapshot of what this Relay value has published since it was built.
 type Stats struct {
 	Active  bool              // whether it holds the lock and publishes right now
+	Term    int64             // the term it leads or last led, 0 before its first
 	Events  int64             // events published and checkpointed
 	Batches int64             // batches published and checkpointed
+	Skips   int64             // seq-skip markers it appended
 	Cursor  eventstore.Cursor // the last checkpoint saved
 }
 
@@ -82,7 +103,7 @@ type Stats struct {
 // throughput.
 func (r *Relay) Stats() Stats {
 	return Stats{
-		Active: r.active.Load(), Events: r.events.Load(), Batches: r.batches.Load(),
+		Active: r.active.Load(), Term: r.term.Load(), Events: r.events.Load(), Batches: r.batches.Load(), Skips: r.skips.Load(),
 		Cursor: eventstore.Cursor{TxID: r.txID.Load(), Position: r.pos.Load()},
 	}
 }
@@ -99,14 +120,23 @@ var errStopTimeout = errors.New("relay: stop timeout")
 // Run publishes events until ctx is cancelled, then finishes the in-flight batch (publish and
 // checkpoint, bounded by Config.StopTimeout) and returns nil.
 //
-// It first waits for the relay's advisory lock, so only one process publishes per relay name.
-// Having taken it, it creates missing topics (when Config.Kafka names brokers). While it holds
-// the lock it reads committed events from the checkpoint, publishes them as one
-// batch, waits for every ack and then saves the checkpoint; a crash between the acks and the save
-// republishes that batch (at-least-once). Failed reads, publishes and saves are logged and retried
-// with backoff without moving the checkpoint, so while Kafka is down nothing is lost and the relay
-// catches up when it returns. If the lock connection fails, Run stops publishing, reloads the
-// checkpoint and competes for the lock again.
+// It first waits for the relay's advisory lock, so normally only one process publishes per relay
+// name. Having taken it, it starts a term: it increments the term in PostgreSQL (from then on a
+// relay of an earlier term can neither move the checkpoint nor append markers), creates missing
+// topics, and opens a transactional producer (which fences the producer of every earlier term in
+// Kafka: a deposed relay's batch in flight is aborted and its later sends fail). It then asks the
+// cluster what it holds: if the cluster id changed, or a partition ends before a record the
+// broker had acknowledged (an embedded broker that lost its log), it republishes every event from
+// the start; consumers dedupe by event_id.
+//
+// While it leads it reads committed events from the checkpoint, publishes them as one Kafka
+// transaction, and then saves the checkpoint with the acknowledged offsets, guarded by its term;
+// a crash between the commit and the save republishes that batch (at-least-once). Failed reads,
+// publishes and saves are logged and retried with backoff without moving the checkpoint, so while
+// Kafka is down nothing is lost and the relay catches up when it returns. After each batch the
+// gap sweeper appends seq-skip markers for conversation seqs missing past Config.GapDeadline. If
+// the lock connection fails, a ping takes longer than Config.LockTimeout, the term is fenced or
+// the producer fails, Run stops publishing and competes for the lock again.
 //
 // An event whose type this build does not know is not guessed onto some topic: putting a message
 // event on the wrong topic would break its conversation's order for every consumer. The relay
@@ -131,6 +161,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Info("relay stopped", "events", r.events.Load())
 			return nil
 		}
+		if errors.Is(err, errFenced) || errors.Is(err, eventstore.ErrStaleTerm) {
+			r.log.Warn("relay was deposed by a newer term; competing for the lock again", "err", err)
+			continue
+		}
 		if errors.Is(err, errBlocked) {
 			r.log.Error("relay released its lock for another build to take over", "err", err, "retry_in", r.cfg.RetryMax)
 			t := time.NewTimer(r.cfg.RetryMax)
@@ -153,17 +187,15 @@ func (r *Relay) lead(ctx context.Context, lock *advisoryLock) error {
 	// StopTimeout after ctx ends, or when lead returns.
 	work, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	go lock.watch(work, cancel, r.cfg.LockCheck)
+	go lock.watch(work, cancel, r.cfg.LockCheck, r.cfg.LockTimeout)
 	stopTimer := context.AfterFunc(ctx, func() {
 		time.AfterFunc(r.cfg.StopTimeout, func() { cancel(errStopTimeout) })
 	})
 	defer stopTimer()
 
-	t := &term{r: r, ctx: ctx, work: work}
-	if stop, err := t.ensureTopics(); stop {
-		return err
-	}
-	cursor, stop, err := t.loadCheckpoint()
+	t := &term{r: r, ctx: ctx, work: work, sweep: newSweeper(r.cfg)}
+	defer t.closeProducer()
+	cursor, stop, err := t.begin()
 	if stop {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/commands/eventstore"
 )
@@ -75,6 +75,9 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 		retry.reset()
 		if len(b.recs) == 0 {
 			r.m.lagSeconds.Set(0)
+			if stop, err := t.sweepGaps(); stop {
+				return err
+			}
 			if stop, err := t.pause(poll.next(), true); stop {
 				return err
 			}
@@ -89,13 +92,17 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 		}
 		cursor = next
 		poll.reset()
+		if stop, err := t.sweepGaps(); stop {
+			return err
+		}
 	}
 }
 
-// relayBatch publishes b, waits for the acks and saves the checkpoint, returning the new cursor.
-// Once read, the batch is finished even if ctx ends meanwhile, unless a publish or save fails
-// then, or work ends; stop reports that the term is over. A record that cannot be published ends
-// the batch before it and the term with errBlocked.
+// relayBatch publishes b in one Kafka transaction, saves the checkpoint with the acknowledged
+// offsets and feeds the batch to the gap sweeper, returning the new cursor. Once read, the batch
+// is finished even if ctx ends meanwhile, unless a publish or save fails then, or work ends;
+// stop reports that the term is over. A record that cannot be published ends the batch before it
+// and the term with errBlocked.
 func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error) {
 	r := t.r
 	start := time.Now()
@@ -108,67 +115,95 @@ func (t *term) relayBatch(b batch) (next eventstore.Cursor, stop bool, err error
 		}
 	}
 	done := recs[:len(msgs)]
-	if stop, err := t.publish(msgs); stop {
+	offsets, stop, err := t.publish(msgs)
+	if stop {
 		return eventstore.Cursor{}, true, err
 	}
 	last := done[len(done)-1]
-	if stop, err := t.saveCheckpoint(last.Cursor); stop {
+	if stop, err := t.saveCheckpoint(last.Cursor, offsets); stop {
 		return eventstore.Cursor{}, true, err
 	}
 	r.countBatch(msgs, last, time.Since(start))
+	t.observe(done)
 	if encErr != nil {
 		return eventstore.Cursor{}, true, errors.Join(errBlocked, encErr)
 	}
 	return last.Cursor, false, nil
 }
 
-// publish sends msgs as one batch until every message is acked, retrying with backoff. It gives
-// up when work ends, or when ctx has ended and an attempt fails: the checkpoint stays, so
-// nothing is lost.
-func (t *term) publish(msgs []outMsg) (bool, error) {
+// publish sends msgs as one Kafka transaction until it commits, retrying with backoff, and
+// returns the acknowledged offsets. An attempt that takes longer than Config.PublishTimeout is
+// abandoned and the producer replaced (the new one fences and aborts the old transaction). It
+// gives up when work ends, when the producer was fenced (errFenced), or when ctx has ended and
+// an attempt fails: the checkpoint stays, so nothing is lost.
+func (t *term) publish(msgs []outMsg) ([]eventstore.PartitionOffset, bool, error) {
 	r := t.r
 	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
 	for {
-		pms := make([]*sarama.ProducerMessage, len(msgs))
+		recs := make([]*kgo.Record, len(msgs))
 		for i := range msgs {
-			pms[i] = msgs[i].producerMessage()
+			recs[i] = msgs[i].record()
 		}
-		err := t.send(pms)
+		err := t.send(recs)
 		if err == nil {
-			return false, nil
+			return ackedOffsets(recs), false, nil
 		}
 		r.m.publishErrors.Inc()
-		r.log.Warn("publish batch to Kafka; retrying without moving the checkpoint", "events", len(msgs), "err", firstProducerError(err))
+		if errors.Is(err, errFenced) {
+			return nil, true, err
+		}
+		if stop, err := t.end(); stop && t.work.Err() != nil {
+			return nil, true, err
+		}
+		r.log.Warn("publish batch to Kafka; retrying without moving the checkpoint", "events", len(msgs), "err", err)
+		if errors.Is(err, errPublishTimeout) {
+			if stop, err := t.replaceProducer(); stop {
+				return nil, true, err
+			}
+		}
 		if t.ctx.Err() != nil {
-			return t.end()
+			stop, err := t.end()
+			return nil, stop, err
 		}
 		if stop, err := t.pause(bo.next(), false); stop {
-			return true, err
+			return nil, true, err
 		}
 	}
 }
 
-// send is the producer's SendMessages, abandoned when work ends: a send to an unreachable cluster
-// can block for the producer's whole retry budget, and a lost lock or the stop timeout must not
-// wait for it. An abandoned send may still deliver, which at-least-once allows.
-func (t *term) send(pms []*sarama.ProducerMessage) error {
+// errPublishTimeout ends a publish attempt that took longer than Config.PublishTimeout.
+var errPublishTimeout = errors.New("relay: publish attempt timed out")
+
+// send publishes recs in one transaction of the term's producer, abandoned when work ends or
+// after Config.PublishTimeout: a send to an unreachable cluster can retry for long, and a lost
+// lock or the stop timeout must not wait for it. An abandoned transaction is never committed:
+// the producer that replaces it aborts it.
+func (t *term) send(recs []*kgo.Record) error {
 	done := make(chan error, 1)
-	go func() { done <- t.r.producer.SendMessages(pms) }()
+	p := t.producer
+	go func() { done <- sendTxn(t.work, p, recs) }()
+	timer := time.NewTimer(t.r.cfg.PublishTimeout)
+	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
+	case <-timer.C:
+		return errPublishTimeout
 	case <-t.work.Done():
 		return context.Cause(t.work)
 	}
 }
 
-func (t *term) saveCheckpoint(c eventstore.Cursor) (bool, error) {
+func (t *term) saveCheckpoint(c eventstore.Cursor, offsets []eventstore.PartitionOffset) (bool, error) {
 	r := t.r
 	bo := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
 	for {
-		err := r.store.SaveCheckpoint(t.work, r.cfg.Name, c)
+		err := r.store.SaveRelayProgress(t.work, r.cfg.Name, t.number, c, offsets)
 		if err == nil {
 			return false, nil
+		}
+		if errors.Is(err, eventstore.ErrStaleTerm) {
+			return true, err
 		}
 		r.m.storeErrors.Inc()
 		r.log.Warn("save relay checkpoint", "err", err, "tx_id", c.TxID, "position", c.Position)
@@ -197,14 +232,4 @@ func (r *Relay) countBatch(msgs []outMsg, last eventstore.Record, took time.Dura
 	r.batches.Add(1)
 	r.txID.Store(last.Cursor.TxID)
 	r.pos.Store(last.Cursor.Position)
-}
-
-// firstProducerError unwraps the first per-message error of a failed batch send, which says more
-// than the batch's "failed to deliver N messages".
-func firstProducerError(err error) error {
-	var perrs sarama.ProducerErrors
-	if errors.As(err, &perrs) && len(perrs) > 0 {
-		return errors.Join(err, perrs[0].Err)
-	}
-	return err
 }

@@ -67,6 +67,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative lock retry", relay.Config{LockRetry: -time.Second}, "LockRetry"},
 		{"bad kafka", relay.Config{Kafka: kafka.Config{Brokers: []string{"b:1"}, TopicPrefix: "a b"}}, "topic prefix"},
 		{"kafka without brokers", relay.Config{Kafka: kafka.Config{TopicPrefix: "x."}}, ""},
+		{"client detection not below server detection", relay.Config{LockCheck: 5 * time.Second, LockTimeout: 5 * time.Second}, "shorter than the server"},
+		{"keepalive below a second", relay.Config{KeepaliveIdle: time.Millisecond}, "KeepaliveIdle"},
+		{"negative gap deadline", relay.Config{GapDeadline: -time.Second}, "GapDeadline"},
+		{"short transaction timeout", relay.Config{TransactionTimeout: time.Millisecond}, "transaction timeout"},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -82,21 +86,24 @@ func TestConfigValidate(t *testing.T) {
 func TestNewChecksDependenciesAndMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil, false)
-	p := e.producer()
-	if _, err := relay.New(nil, p, e.pool, relay.Config{}, testLogger(), nil); err == nil {
+	k := e.kcfg
+	if _, err := relay.New(nil, e.pool, relay.Config{Kafka: k}, testLogger(), nil); err == nil {
 		t.Error("New accepted a nil store")
 	}
-	if _, err := relay.New(e.store, p, e.pool, relay.Config{BatchSize: -1}, testLogger(), nil); err == nil {
+	if _, err := relay.New(e.store, e.pool, relay.Config{BatchSize: -1, Kafka: k}, testLogger(), nil); err == nil {
 		t.Error("New accepted an invalid config")
 	}
+	if _, err := relay.New(e.store, e.pool, relay.Config{}, testLogger(), nil); err == nil {
+		t.Error("New accepted a config without Kafka brokers")
+	}
 	reg := prometheus.NewRegistry()
-	if _, err := relay.New(e.store, p, e.pool, relay.Config{Name: "a"}, testLogger(), reg); err != nil {
+	if _, err := relay.New(e.store, e.pool, relay.Config{Name: "a", Kafka: k}, testLogger(), reg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := relay.New(e.store, p, e.pool, relay.Config{Name: "b"}, testLogger(), reg); err != nil {
+	if _, err := relay.New(e.store, e.pool, relay.Config{Name: "b", Kafka: k}, testLogger(), reg); err != nil {
 		t.Errorf("relays of different names cannot share a registry: %v", err)
 	}
-	if _, err := relay.New(e.store, p, e.pool, relay.Config{Name: "a"}, testLogger(), reg); err == nil {
+	if _, err := relay.New(e.store, e.pool, relay.Config{Name: "a", Kafka: k}, testLogger(), reg); err == nil {
 		t.Error("a second relay of the same name registered its metrics again without error")
 	}
 }

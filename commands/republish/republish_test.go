@@ -81,7 +81,7 @@ func (e *env) settle(t *testing.T) {
 // relayAll publishes the whole store to the live topics with a real relay and stops it.
 func (e *env) relayAll(t *testing.T, events int64) {
 	t.Helper()
-	r, err := relay.New(e.store, e.producer, e.pool, relay.Config{Name: testenv.UniqueName("relay"), Kafka: e.kcfg,
+	r, err := relay.New(e.store, e.pool, relay.Config{Name: testenv.UniqueName("relay"), Kafka: e.kcfg,
 		MinPoll: 5 * time.Millisecond}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)

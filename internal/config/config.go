@@ -186,8 +186,22 @@ type KafkaConfig struct {
 	// trying imledger and for tests, not for production. In the environment:
 	// IM_KAFKA_BROKERS=host1:9092,host2:9092.
 	kafka.Config `koanf:",squash"`
-	// Embedded configures the embedded broker (address default "127.0.0.1:9092").
+	// Embedded configures the embedded broker (address default "127.0.0.1:9092"; data_dir
+	// default: kafkabroker.DefaultDataDir(node_id), "memory" keeps it in memory).
 	Embedded kafkabroker.Config `koanf:"embedded"`
+}
+
+// EmbeddedBroker returns the embedded broker's settings for node nodeID: an empty data_dir is
+// DefaultDataDir(nodeID), "memory" is no directory.
+func (c KafkaConfig) EmbeddedBroker(nodeID string) kafkabroker.Config {
+	e := c.Embedded
+	switch e.DataDir {
+	case "":
+		e.DataDir = kafkabroker.DefaultDataDir(nodeID)
+	case kafkabroker.InMemory:
+		e.DataDir = ""
+	}
+	return e
 }
 
 // Defaults returns the configuration used when nothing overrides it.

@@ -1,11 +1,16 @@
 package kafkabroker
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -19,10 +24,18 @@ type Config struct {
 	Addr string
 
 	// DataDir, when set, makes the broker keep topics, records and committed offsets in this
-	// directory and reload them on the next Start, so restarting `imledger serve` loses nothing
-	// that was flushed. Writes go through the page cache and are fsynced on Close, so a crash can
-	// lose the newest records. Default "": everything lives in memory and is gone on Close.
+	// directory and reload them on the next Start. Every produce is written to the file (with
+	// write(2), not a user-space buffer) before it is acknowledged, and so is every offset commit,
+	// so a killed process (kill -9) loses nothing it acknowledged; only a crash of the machine
+	// can lose what the operating system had not flushed yet, unless SyncWrites is set. The
+	// directory is locked while the broker runs, so two brokers cannot share it. "" or InMemory:
+	// everything lives in memory and is gone on Close. The package default is ""; `imledger
+	// serve` defaults to DefaultDataDir(node_id).
 	DataDir string
+
+	// SyncWrites fsyncs every produced batch and offset commit before it is acknowledged, so
+	// even a power loss keeps what was acknowledged, at a cost in throughput. Default false.
+	SyncWrites bool
 
 	// Partitions is the partition count of topics the broker creates on its own: topics created
 	// with -1 partitions and, when AutoCreateTopics is set, topics created by a metadata request.
@@ -31,6 +44,8 @@ type Config struct {
 
 	// AutoCreateTopics lets clients create a topic by asking for its metadata, as a Kafka broker
 	// with auto.create.topics.enable does. Default false: imledger creates its topics explicitly.
+	// With a DataDir, a topic created this way is recorded only on Close, so after a crash its
+	// records are not found: create topics explicitly where that matters.
 	AutoCreateTopics bool
 }
 
@@ -65,10 +80,30 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// InMemory as Config.DataDir keeps the broker's state in memory only.
+const InMemory = "memory"
+
+// DefaultDataDir is where `imledger serve` keeps the embedded broker of node nodeID:
+// $XDG_STATE_HOME/imledger/kafka/<node id>, with $XDG_STATE_HOME defaulting to ~/.local/state,
+// or the system's temporary directory when there is no home directory.
+func DefaultDataDir(nodeID string) string {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		if home, err := os.UserHomeDir(); err == nil && home != "" {
+			base = filepath.Join(home, ".local", "state")
+		} else {
+			base = os.TempDir()
+		}
+	}
+	return filepath.Join(base, "imledger", "kafka", nodeID)
+}
+
 // Broker is a running embedded broker. Close it when done.
 type Broker struct {
 	cluster *kfake.Cluster
 	addrs   []string
+	unlock  func()
+	once    sync.Once
 }
 
 // Start listens on cfg.Addr and serves the Kafka protocol until Close. With cfg.DataDir it first
@@ -83,25 +118,51 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	id, err := newClusterID()
+	if err != nil {
+		return nil, err
+	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
-		kfake.ClusterID("imledger-embedded"),
+		// A fresh id per new log: a data directory keeps the id it was created with, so a broker
+		// that lost its log (in memory, or a wiped directory) shows up as another cluster.
+		kfake.ClusterID(id),
 		kfake.DefaultNumPartitions(cfg.Partitions),
 		kfake.WithLogger(slogAdapter{logger}),
 		// kfake asks for 127.0.0.1:<port>; listen on the configured address instead.
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, cfg.Addr) }),
 	}
-	if cfg.DataDir != "" {
+	unlock := func() {}
+	if cfg.DataDir != "" && cfg.DataDir != InMemory {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("kafkabroker: data dir: %w", err)
+		}
+		if unlock, err = lockDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
+		if cfg.SyncWrites {
+			opts = append(opts, kfake.SyncWrites())
+		}
 	}
 	if cfg.AutoCreateTopics {
 		opts = append(opts, kfake.AllowAutoTopicCreation())
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("kafkabroker: start on %s: %w", cfg.Addr, err)
 	}
-	return &Broker{cluster: c, addrs: c.ListenAddrs()}, nil
+	return &Broker{cluster: c, addrs: c.ListenAddrs(), unlock: unlock}, nil
+}
+
+// newClusterID returns "imledger-" and 16 random hex digits.
+func newClusterID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("kafkabroker: cluster id: %w", err)
+	}
+	return "imledger-" + hex.EncodeToString(b[:]), nil
 }
 
 // Addrs returns the seed broker addresses clients connect to, with the actual port when
@@ -109,8 +170,13 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 func (b *Broker) Addrs() []string { return append([]string(nil), b.addrs...) }
 
 // Close stops the broker, closing client connections, and with a data directory writes the
-// state to disk first. Calling it again is a no-op.
-func (b *Broker) Close() { b.cluster.Close() }
+// state to disk first and unlocks the directory. Calling it again is a no-op.
+func (b *Broker) Close() {
+	b.once.Do(func() {
+		b.cluster.Close()
+		b.unlock()
+	})
+}
 
 // slogAdapter passes kfake's warnings and errors to slog. Its info and debug lines (one per
 // request) are dropped before they are formatted.

@@ -27,6 +27,11 @@ import (
 //   - edited: content and version replace the snapshot's only if the edit is newer and the
 //     message is not recalled.
 //   - read_marked: the user's read seq is raised.
+//   - seq_skipped: the seq is a final hole; for a cached group it is indexed like a message but
+//     holds none, so a cached page can prove the seq final. The last seq is raised.
+//
+// Every sent and seq_skipped event also records its seq for the topic's watermark (see
+// Watermark).
 //   - deleted_for_user and other types: nothing; delete-for-me is checked in MySQL by readers.
 //
 // Errors: a payload that does not decode wraps domain.ErrInvalid; a Redis failure wraps
@@ -108,8 +113,38 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 			return err
 		}
 		b.calls = append(b.calls, s.raiseReadSeqCall(tenant, p.User, topic, p.ReadSeq))
+	case domain.EventGroupSeqSkipped, domain.EventDirectSeqSkipped:
+		var p domain.SeqSkipped
+		topic, err := decode(env, &p, func() string { return p.Topic })
+		if err != nil {
+			return err
+		}
+		if p.Seq == 0 {
+			p.Seq = env.StreamVersion
+		}
+		var ttl int64
+		if b.isHot(ctx, topic) {
+			at := p.SkippedAt
+			if at.IsZero() {
+				at = env.OccurredAt
+			}
+			ttl = max(time.Until(at.Add(s.cfg.TTL)).Milliseconds(), 0)
+		}
+		t := topic.String()
+		b.calls = append(b.calls,
+			call{skipScript, []string{s.msgKey(tenant, t, p.Seq), s.seqsKey(tenant, t), s.lastSeqKey(tenant, t)},
+				[]any{p.Seq, ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic, stamp(p.SkippedAt, env.OccurredAt)}},
+			s.watermarkCall(tenant, topic, p.Seq, -1))
 	}
 	return nil
+}
+
+// watermarkCall records that seq is in place (0: nothing) and, with known >= 0, that every seq up
+// to known is, and returns the topic's watermark.
+func (s *Store) watermarkCall(tenant domain.TenantID, topic domain.Topic, seq, known int64) call {
+	t := topic.String()
+	return call{wmScript, []string{s.watermarkKey(tenant, t), s.seenKey(tenant, t)},
+		[]any{seq, s.cfg.StateTTL.Milliseconds(), known}}
 }
 
 func (b *batch) addSent(ctx context.Context, topic domain.Topic, p domain.MessageSent, occurred time.Time) error {
@@ -144,7 +179,8 @@ func (b *batch) addSent(ctx context.Context, topic domain.Topic, p domain.Messag
 	b.calls = append(b.calls,
 		call{sentScript, []string{s.msgKey(b.tenant, t, p.Seq), s.seqsKey(b.tenant, t), s.lastSeqKey(b.tenant, t)},
 			[]any{p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}},
-		s.raiseReadSeqCall(b.tenant, p.From, topic, p.Seq))
+		s.raiseReadSeqCall(b.tenant, p.From, topic, p.Seq),
+		s.watermarkCall(b.tenant, topic, p.Seq, -1))
 	if topic.Kind() == domain.TopicDirect {
 		b.calls = append(b.calls, s.raiseReadSeqCall(b.tenant, snap.To, topic, 0))
 	}
@@ -193,7 +229,7 @@ func (s *Store) run(ctx context.Context, calls []call) error {
 		if attempt > 0 || !isNoScript(cmds) {
 			return redisErr("hot: apply", err)
 		}
-		for _, sc := range []*redis.Script{sentScript, recallScript, editScript, maxSetScript, maxHSet} {
+		for _, sc := range allScripts {
 			if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 				return redisErr("hot: load scripts", err)
 			}
@@ -243,6 +279,14 @@ func (s *Store) tombstoneTTL(topic domain.Topic) int64 {
 func (s *Store) raiseReadSeqCall(tenant domain.TenantID, user domain.UserID, topic domain.Topic, seq int64) call {
 	return call{maxHSet, []string{s.readMarksKey(tenant, user)},
 		[]any{topic.String(), strconv.FormatInt(max(seq, 0), 10), s.cfg.StateTTL.Milliseconds()}}
+}
+
+// RaiseWatermark records that every seq of topic up to w is in place, as the MySQL read model
+// knows (readers write its watermark back this way), and returns the watermark Redis now holds.
+func (s *Store) RaiseWatermark(ctx context.Context, tenant domain.TenantID, topic domain.Topic, w int64) (int64, error) {
+	c := s.watermarkCall(tenant, topic, 0, w)
+	n, err := c.script.Run(ctx, s.rdb, c.keys, c.args...).Int64()
+	return n, redisErr("hot: raise watermark", err)
 }
 
 // RaiseLastSeq raises topic's last projected seq to seq if that is higher. Readers use it to write

@@ -44,7 +44,8 @@ func Touches(env domain.Envelope) (topic string, users []domain.UserID) {
 	}
 	switch env.EventType {
 	case domain.EventGroupMessageSent, domain.EventDirectMessageSent, domain.EventGroupReadMarked, domain.EventDirectReadMarked,
-		domain.EventGroupMessageRecalled, domain.EventDirectMessageRecalled, domain.EventGroupMessageEdited, domain.EventDirectMessageEdited:
+		domain.EventGroupMessageRecalled, domain.EventDirectMessageRecalled, domain.EventGroupMessageEdited, domain.EventDirectMessageEdited,
+		domain.EventGroupSeqSkipped, domain.EventDirectSeqSkipped:
 	default:
 		return "", nil
 	}
@@ -71,7 +72,7 @@ type Diff struct {
 func (d Diff) String() string { return d.Topic + ": " + d.Detail }
 
 // snapshotFields are the hash fields Compare checks, in report order.
-var snapshotFields = []string{fieldMeta, fieldContent, fieldVersion, fieldUpdated, fieldRecalled, fieldRecalledAt, fieldRecalledBy}
+var snapshotFields = []string{fieldMeta, fieldContent, fieldVersion, fieldUpdated, fieldRecalled, fieldRecalledAt, fieldRecalledBy, fieldSkipped}
 
 // Compare reports how the live keys of s differ from the keys of check, a scratch copy built from
 // the log with WithPrefix, for the given topics and users of tenant:
@@ -80,7 +81,8 @@ var snapshotFields = []string{fieldMeta, fieldContent, fieldVersion, fieldUpdate
 //     (meta, content, version, updated, recall); a message whose snapshot expires within margin of
 //     now is left out, since the two copies may straddle its expiry;
 //   - each topic's last seq, when the copy from the log holds a snapshot of the topic (a topic
-//     idle for longer than StateTTL has lost its key legitimately);
+//     idle for longer than StateTTL has lost its key legitimately), and its watermark where the
+//     live copy knows one;
 //   - each user's read marks, field by field, where the live hash exists.
 //
 // Diffs are sorted by topic. Errors wrap domain.ErrRetryable when Redis fails.
@@ -107,6 +109,7 @@ func (s *Store) Compare(ctx context.Context, tenant domain.TenantID, check *Stor
 // window is what one copy holds for a topic.
 type window struct {
 	last    string // "" when missing
+	wm      string // the watermark, "" when not known
 	members []string
 	snaps   map[string]map[string]string // seq -> hash fields, only seqs whose hash exists
 }
@@ -128,6 +131,9 @@ func (s *Store) compareTopics(ctx context.Context, tenant domain.TenantID, check
 		}
 		if l.last != w.last && (l.last != "" || len(w.snaps) > 0) {
 			add("last seq: live %s, log %s", orNone(l.last), orNone(w.last))
+		}
+		if l.wm != "" && l.wm != w.wm {
+			add("watermark: live %s, log %s", l.wm, orNone(w.wm))
 		}
 		seqs := map[string]bool{}
 		for seq := range l.snaps {
@@ -164,9 +170,11 @@ func (s *Store) compareTopics(ctx context.Context, tenant domain.TenantID, check
 func (s *Store) windows(ctx context.Context, tenant domain.TenantID, topics []string) ([]window, error) {
 	pipe := s.rdb.Pipeline()
 	lasts := make([]*redis.StringCmd, len(topics))
+	wms := make([]*redis.StringCmd, len(topics))
 	members := make([]*redis.StringSliceCmd, len(topics))
 	for i, t := range topics {
 		lasts[i] = pipe.Get(ctx, s.lastSeqKey(tenant, t))
+		wms[i] = pipe.HGet(ctx, s.watermarkKey(tenant, t), "w")
 		members[i] = pipe.ZRange(ctx, s.seqsKey(tenant, t), 0, -1)
 	}
 	_, _ = pipe.Exec(ctx)
@@ -174,10 +182,10 @@ func (s *Store) windows(ctx context.Context, tenant domain.TenantID, topics []st
 	pipe = s.rdb.Pipeline()
 	hashes := make([][]*redis.MapStringStringCmd, len(topics))
 	for i, t := range topics {
-		if err := errors.Join(cmdErr(lasts[i]), cmdErr(members[i])); err != nil {
+		if err := errors.Join(cmdErr(lasts[i]), cmdErr(wms[i]), cmdErr(members[i])); err != nil {
 			return nil, redisErr("hot: compare", err)
 		}
-		out[i] = window{last: lasts[i].Val(), members: members[i].Val(), snaps: map[string]map[string]string{}}
+		out[i] = window{last: lasts[i].Val(), wm: wms[i].Val(), members: members[i].Val(), snaps: map[string]map[string]string{}}
 		for _, m := range out[i].members {
 			n, err := strconv.ParseInt(m, 10, 64)
 			if err != nil {
@@ -205,7 +213,14 @@ func (s *Store) nearExpiry(h map[string]string, now time.Time, margin time.Durat
 		return false
 	}
 	var m Message
-	if json.Unmarshal([]byte(h[fieldMeta]), &m) != nil || m.SentAt.IsZero() {
+	if h[fieldSkipped] == "1" {
+		// A seq-skip marker lives TTL from the time the seq was given up.
+		t, err := time.Parse(time.RFC3339Nano, h[fieldUpdated])
+		if err != nil {
+			return false
+		}
+		m.SentAt = t
+	} else if json.Unmarshal([]byte(h[fieldMeta]), &m) != nil || m.SentAt.IsZero() {
 		return false
 	}
 	left := m.SentAt.Add(s.cfg.TTL).Sub(now)
@@ -285,6 +300,8 @@ func fieldName(f string) string {
 		return "recalled_at"
 	case fieldRecalledBy:
 		return "recalled_by"
+	case fieldSkipped:
+		return "seq-skip marker"
 	}
 	return f
 }

@@ -24,6 +24,7 @@ const (
 	fieldRecalled   = "r"  // "1" once recalled
 	fieldRecalledAt = "ra" // RFC 3339
 	fieldRecalledBy = "rb" // user id
+	fieldSkipped    = "s"  // "1": a seq-skip marker, no message
 )
 
 // Window is what the cache holds for a range of a topic.
@@ -31,14 +32,19 @@ type Window struct {
 	LastSeq  int64     // the topic's last projected seq, when HasLast
 	HasLast  bool      // false when the cache does not know the topic's last seq
 	Messages []Message // the complete snapshots found, ascending by seq
-	Complete bool      // every seq indexed in the scanned part had a complete snapshot
+	Skipped  []int64   // the seqs found indexed as seq-skip markers (final holes), ascending
+	Complete bool      // every seq indexed in the scanned part had a complete snapshot or marker
+	// Watermark is the topic's watermark, when HasWatermark: every seq up to it is in place.
+	Watermark    int64
+	HasWatermark bool
 }
 
 // Window reads the snapshots indexed for seqs in [fromSeq, toSeq] — at most limit of them, the
-// lowest, or the highest when newest — together with the topic's last seq, in two round trips.
-// Complete is false when an indexed seq's snapshot has expired, was evicted or is only partly
-// there (a tombstone or edit that arrived before its sent event); callers must then read MySQL.
-// Recalled snapshots come back as placeholders without content.
+// lowest, or the highest when newest; seq-skip markers count — together with the topic's last
+// seq and watermark, in two round trips. Complete is false when an indexed seq's snapshot has
+// expired, was evicted or is only partly there (a tombstone or edit that arrived before its sent
+// event); callers must then read MySQL. Recalled snapshots come back as placeholders without
+// content; markers come back in Skipped, not as messages.
 func (s *Store) Window(ctx context.Context, tenant domain.TenantID, topic domain.Topic, fromSeq, toSeq int64, limit int, newest bool) (Window, error) {
 	var w Window
 	if limit < 1 || fromSeq > toSeq {
@@ -49,6 +55,7 @@ func (s *Store) Window(ctx context.Context, tenant domain.TenantID, topic domain
 	by := &redis.ZRangeBy{Min: strconv.FormatInt(fromSeq, 10), Max: seqBound(toSeq), Count: int64(limit)}
 	pipe := s.rdb.Pipeline()
 	lastCmd := pipe.Get(ctx, s.lastSeqKey(tenant, t))
+	wmCmd := pipe.HGet(ctx, s.watermarkKey(tenant, t), "w")
 	var seqsCmd *redis.StringSliceCmd
 	if newest {
 		seqsCmd = pipe.ZRevRangeByScore(ctx, s.seqsKey(tenant, t), by)
@@ -56,11 +63,14 @@ func (s *Store) Window(ctx context.Context, tenant domain.TenantID, topic domain
 		seqsCmd = pipe.ZRangeByScore(ctx, s.seqsKey(tenant, t), by)
 	}
 	_, _ = pipe.Exec(ctx) // errors are checked per command: a missing last seq is not one
-	if err := errors.Join(cmdErr(lastCmd), cmdErr(seqsCmd)); err != nil {
+	if err := errors.Join(cmdErr(lastCmd), cmdErr(wmCmd), cmdErr(seqsCmd)); err != nil {
 		return w, redisErr("hot: read window", err)
 	}
 	if last, err := lastCmd.Int64(); err == nil {
 		w.LastSeq, w.HasLast = last, true
+	}
+	if wm, err := wmCmd.Int64(); err == nil {
+		w.Watermark, w.HasWatermark = wm, true
 	}
 	seqs := seqsCmd.Val()
 	if newest {
@@ -68,11 +78,11 @@ func (s *Store) Window(ctx context.Context, tenant domain.TenantID, topic domain
 			seqs[i], seqs[j] = seqs[j], seqs[i]
 		}
 	}
-	msgs, complete, err := s.snapshots(ctx, tenant, t, seqs)
+	msgs, skipped, complete, err := s.snapshots(ctx, tenant, t, seqs)
 	if err != nil {
 		return w, err
 	}
-	w.Messages, w.Complete = msgs, complete
+	w.Messages, w.Skipped, w.Complete = msgs, skipped, complete
 	return w, nil
 }
 
@@ -93,8 +103,8 @@ func seqBound(seq int64) string {
 }
 
 // Range returns the snapshots of seqs fromSeq..toSeq (inclusive) in order; complete is true only
-// when every seq of the range has a complete snapshot. A seq hole therefore makes it incomplete:
-// only MySQL can confirm that a seq does not exist.
+// when every seq of the range has a complete snapshot or a seq-skip marker. A seq that holds
+// neither makes it incomplete: only a marker makes a hole final.
 func (s *Store) Range(ctx context.Context, tenant domain.TenantID, topic domain.Topic, fromSeq, toSeq int64) ([]Message, bool, error) {
 	if fromSeq < 1 || toSeq < fromSeq || toSeq-fromSeq >= int64(s.cfg.MaxPerTopic) {
 		return nil, false, fmt.Errorf("hot: range %d..%d: %w", fromSeq, toSeq, domain.ErrInvalid)
@@ -104,35 +114,43 @@ func (s *Store) Range(ctx context.Context, tenant domain.TenantID, topic domain.
 	if err != nil {
 		return nil, false, err
 	}
-	return w.Messages, w.Complete && len(w.Messages) == n, nil
+	return w.Messages, w.Complete && len(w.Messages)+len(w.Skipped) == n, nil
 }
 
-// snapshots reads the snapshot of each seq with one pipelined round trip.
-func (s *Store) snapshots(ctx context.Context, tenant domain.TenantID, topic string, seqs []string) ([]Message, bool, error) {
+// snapshots reads the snapshot of each seq with one pipelined round trip and returns the
+// messages and the seq-skip markers found.
+func (s *Store) snapshots(ctx context.Context, tenant domain.TenantID, topic string, seqs []string) ([]Message, []int64, bool, error) {
 	if len(seqs) == 0 {
-		return nil, true, nil
+		return nil, nil, true, nil
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(seqs))
+	nums := make([]int64, len(seqs))
 	for i, seq := range seqs {
-		n, _ := strconv.ParseInt(seq, 10, 64)
-		cmds[i] = pipe.HMGet(ctx, s.msgKey(tenant, topic, n), fieldMeta, fieldContent, fieldVersion, fieldUpdated,
-			fieldRecalled, fieldRecalledAt, fieldRecalledBy)
+		nums[i], _ = strconv.ParseInt(seq, 10, 64)
+		cmds[i] = pipe.HMGet(ctx, s.msgKey(tenant, topic, nums[i]), fieldMeta, fieldContent, fieldVersion, fieldUpdated,
+			fieldRecalled, fieldRecalledAt, fieldRecalledBy, fieldSkipped)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, false, redisErr("hot: read snapshots", err)
+		return nil, nil, false, redisErr("hot: read snapshots", err)
 	}
 	msgs := make([]Message, 0, len(seqs))
+	var skipped []int64
 	complete := true
-	for _, cmd := range cmds {
-		m, ok := parseSnapshot(cmd.Val())
+	for i, cmd := range cmds {
+		vals := cmd.Val()
+		if sk, _ := vals[7].(string); sk == "1" {
+			skipped = append(skipped, nums[i])
+			continue
+		}
+		m, ok := parseSnapshot(vals)
 		if !ok {
 			complete = false
 			continue
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs, complete, nil
+	return msgs, skipped, complete, nil
 }
 
 // parseSnapshot decodes HMGET values in field order; ok is false for an incomplete snapshot.
@@ -175,6 +193,43 @@ func parseSnapshot(vals []any) (Message, bool) {
 	}
 	m.Redact()
 	return m, true
+}
+
+// Watermark returns topic's watermark: every seq up to it is a message or a final hole. found is
+// false when the cache does not know it (never seen from the topic's first seq, expired, or its
+// bitmap evicted); readers then ask MySQL and write its watermark back with RaiseWatermark.
+func (s *Store) Watermark(ctx context.Context, tenant domain.TenantID, topic domain.Topic) (w int64, found bool, err error) {
+	w, err = s.rdb.HGet(ctx, s.watermarkKey(tenant, topic.String()), "w").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, redisErr("hot: watermark", err)
+	}
+	return w, true, nil
+}
+
+// Watermarks returns the watermark of each topic the cache knows it of, keyed by topic name.
+func (s *Store) Watermarks(ctx context.Context, tenant domain.TenantID, topics []domain.Topic) (map[string]int64, error) {
+	out := make(map[string]int64, len(topics))
+	if len(topics) == 0 {
+		return out, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(topics))
+	for i, t := range topics {
+		cmds[i] = pipe.HGet(ctx, s.watermarkKey(tenant, t.String()), "w")
+	}
+	_, _ = pipe.Exec(ctx) // errors are checked per command: a missing key is not one
+	for i, cmd := range cmds {
+		if err := cmdErr(cmd); err != nil {
+			return nil, redisErr("hot: watermarks", err)
+		}
+		if n, err := cmd.Int64(); err == nil {
+			out[topics[i].String()] = n
+		}
+	}
+	return out, nil
 }
 
 // LastSeq returns topic's last projected seq; found is false when the cache does not know it.

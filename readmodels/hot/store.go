@@ -25,12 +25,20 @@ var (
 	maxSetLua string
 	//go:embed lua/max_hset.lua
 	maxHSetLua string
+	//go:embed lua/skip.lua
+	skipLua string
+	//go:embed lua/watermark.lua
+	watermarkLua string
 
 	sentScript   = redis.NewScript(sentLua)
 	recallScript = redis.NewScript(recallLua)
 	editScript   = redis.NewScript(editLua)
 	maxSetScript = redis.NewScript(maxSetLua)
 	maxHSet      = redis.NewScript(maxHSetLua)
+	skipScript   = redis.NewScript(skipLua)
+	wmScript     = redis.NewScript(watermarkLua)
+
+	allScripts = []*redis.Script{sentScript, recallScript, editScript, maxSetScript, maxHSet, skipScript, wmScript}
 )
 
 // Store keeps the Redis read model. It is safe for concurrent use. Every method that talks to

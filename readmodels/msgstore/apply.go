@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -36,6 +38,10 @@ const MaxConsumerGroupLen = 128
 //     refuses makes the message a blocked placeholder at that version instead.
 //   - deleted_for_user: a delete-for-me row.
 //   - read_marked: read_seq and recv_seq move forward only (GREATEST).
+//   - seq_skipped: a marker row (status "skipped", no sender or content) takes the seq unless a
+//     message holds it; history never shows it.
+//
+// Then the watermark of every topic that got a message or a marker is raised (see Watermark).
 //
 // Event types outside the message model are ignored (and counted as applied).
 // Failures roll the whole batch back: an unreachable server or a deadlock wraps
@@ -70,7 +76,7 @@ func (s *Store) ApplyIf(ctx context.Context, tenant domain.TenantID, consumerGro
 		return n, err
 	}
 	err = inTx(ctx, db, "apply", func(tx *sql.Tx) error {
-		if err := applyOps(ctx, tx, tables, ops, insertMessages); err != nil {
+		if err := applyOps(ctx, tx, tables, ops, insertMessages, true); err != nil {
 			return err
 		}
 		if ok != nil {
@@ -107,14 +113,18 @@ func inTx(ctx context.Context, db *sql.DB, what string, fn func(*sql.Tx) error) 
 
 // applyOps applies ops with as few statements as it can: ops are gathered into groups of one
 // action (groupOps) and each group is written at once, the sent events of a group with write,
-// its read marks as one upsert, its deletions as one insert; recalls and edits stay one
-// statement each. The result is that of applying ops one by one in batch order.
-func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write messageWriter) error {
+// its read marks as one upsert, its deletions and seq-skip markers as one insert each; recalls
+// and edits stay one statement each. The result is that of applying ops one by one in batch
+// order. With watermarks, the watermarks of the topics that got a message or marker are raised
+// last (a bulk load computes them once at the end instead).
+func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write messageWriter, watermarks bool) error {
 	for _, g := range groupOps(ops) {
 		var err error
 		switch g.action {
 		case domain.ActionSent:
 			err = insertSent(ctx, tx, tables, g.ops, write)
+		case domain.ActionSeqSkipped:
+			err = execStmts(ctx, tx, markerStmts(tables, g.ops), "apply: insert seq-skip markers")
 		case domain.ActionReadMarked:
 			err = upsertReadMarks(ctx, tx, tables.ReadMarks, readMarkRows(g.ops))
 		case domain.ActionDeleted:
@@ -137,6 +147,9 @@ func applyOps(ctx context.Context, tx *sql.Tx, tables Tables, ops []op, write me
 		if err != nil {
 			return err
 		}
+	}
+	if watermarks {
+		return execStmts(ctx, tx, watermarkStmts(tables, ops, readmodels.Millis(time.Now())), "apply: raise watermarks")
 	}
 	return nil
 }

@@ -6,8 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -108,10 +110,13 @@ func scriptStmts(tables Tables, ops []op) ([]stmt, bool) {
 			stmts = append(stmts, markStmts(tables.ReadMarks, readMarkRows(g.ops))...)
 		case domain.ActionDeleted:
 			stmts = append(stmts, deletionStmts(tables.Deletions, g.ops)...)
+		case domain.ActionSeqSkipped:
+			stmts = append(stmts, markerStmts(tables, g.ops)...)
 		default:
 			return nil, false
 		}
 	}
+	stmts = append(stmts, watermarkStmts(tables, ops, readmodels.Millis(time.Now()))...)
 	return stmts, bytes <= maxScriptBytes
 }
 

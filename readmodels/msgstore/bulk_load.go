@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 )
 
 // BulkLoad fills fresh copies of a tenant's read-model tables from its event history, for a
@@ -99,22 +101,29 @@ func (b *BulkLoad) Apply(ctx context.Context, events []domain.Envelope) (int, er
 // write applies ops in one transaction, writing runs of sent events with write.
 func (b *BulkLoad) write(ctx context.Context, ops []op, write messageWriter) error {
 	return inTx(ctx, b.db, "bulk load", func(tx *sql.Tx) error {
-		return applyOps(ctx, tx, b.tables, ops, write)
+		return applyOps(ctx, tx, b.tables, ops, write, false)
 	})
 }
 
 // Finish adds the secondary indexes StartBulkLoad left out, one ALTER TABLE per message table,
-// which costs far less than keeping them up to date row by row. Call it once every Apply has
-// returned; later calls do nothing. A verification that only checksums and drops the tables
-// may skip it.
+// which costs far less than keeping them up to date row by row, and computes every topic's
+// watermark from the loaded rows. Call it once every Apply has returned; later calls do nothing.
+// A verification that only checksums and drops the tables may skip it.
 func (b *BulkLoad) Finish(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.deferred == nil {
+		return nil
+	}
+	if err := computeWatermarks(ctx, b.db, b.tables, readmodels.Millis(time.Now())); err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
 	for _, table := range []string{b.tables.GroupMessages, b.tables.DirectMessages} {
 		if err := addIndexes(ctx, b.db, table, b.deferred[table]); err != nil {
 			return fmt.Errorf("bulk load: %w", err)
 		}
 		delete(b.deferred, table)
 	}
+	b.deferred = nil
 	return nil
 }

@@ -16,7 +16,7 @@ type HotCheck struct {
 	Viewer domain.UserID // whose delete-for-me rows count; 0 for nobody's
 	From   int64         // first seq of the span, inclusive
 	To     int64         // last seq of the span, inclusive
-	Seqs   []int64       // the seqs the cache holds in the span
+	Seqs   []int64       // the seqs the cache holds in the span, messages and seq-skip markers
 	Live   []int64       // those of Seqs the cache holds as not recalled
 	// Beyond is the seq of the cached message just past the page (0 if none), which tells the
 	// reader there is more; the viewer's deletions are counted up to it too, so a deleted one
@@ -26,19 +26,22 @@ type HotCheck struct {
 
 // HotCheckResult is what MySQL says about a HotCheck.
 type HotCheckResult struct {
-	Missing  int64 // messages in the span the cache does not hold (a gap that is not a seq hole)
-	Recalled int64 // messages of Live that MySQL has as recalled (the cache is behind) or blocked (content MySQL refused, which the cache must not show either)
-	Deleted  int64 // the viewer's delete-for-me rows in the span
+	Missing   int64 // messages or markers in the span the cache does not hold
+	Recalled  int64 // messages of Live that MySQL has as recalled (the cache is behind) or blocked (content MySQL refused, which the cache must not show either)
+	Deleted   int64 // the viewer's delete-for-me rows in the span
+	Watermark int64 // the topic's watermark in MySQL (see Store.Watermark)
 }
 
 // OK reports whether the cache's page is complete and shows nothing MySQL hides.
 func (r HotCheckResult) OK() bool { return r.Missing == 0 && r.Recalled == 0 && r.Deleted == 0 }
 
 // CheckHot answers, in one round trip of index-only lookups, whether a page a cache holds may be
-// served as it is: every gap in it is a seq hole MySQL confirms, no message in it was recalled
+// served as it is: MySQL holds nothing in the span the cache lacks, no message in it was recalled
 // behind the cache's back or holds content MySQL refused (status blocked: the page is then read
-// from MySQL, which shows the placeholder), and the viewer deleted none of it. It reads no message content, which
-// is what makes a cached page cheaper than reading the page from MySQL.
+// from MySQL, which shows the placeholder), and the viewer deleted none of it; it also returns the
+// topic's watermark. It reads no message content, which is what makes a cached page cheaper than
+// reading the page from MySQL. A seq that neither holds is not confirmed as a hole: only a
+// seq-skip marker makes one final, and the caller must see it in the cache.
 func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tables, c HotCheck) (HotCheckResult, error) {
 	var res HotCheckResult
 	if c.Topic.IsZero() || c.From < 1 || c.To < c.From {
@@ -78,8 +81,10 @@ func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tab
 		deleted = "SELECT COUNT(*) FROM " + q(tables.Deletions) + " WHERE user_id = ? AND topic = ? AND seqid BETWEEN ? AND ?"
 		args = append(args, c.Viewer.Int64(), topic, from, to)
 	}
-	stmt := "SELECT (" + missing + "), (" + recalled + "), (" + deleted + ")"
-	if err := db.QueryRowContext(ctx, stmt, args...).Scan(&res.Missing, &res.Recalled, &res.Deleted); err != nil {
+	stmt := "SELECT (" + missing + "), (" + recalled + "), (" + deleted + "), COALESCE((SELECT watermark FROM " +
+		q(tables.Watermarks) + " WHERE topic = ?), 0)"
+	args = append(args, topic)
+	if err := db.QueryRowContext(ctx, stmt, args...).Scan(&res.Missing, &res.Recalled, &res.Deleted, &res.Watermark); err != nil {
 		return res, tenantdb.WrapErr("check hot page", err)
 	}
 	return res, nil

@@ -24,6 +24,7 @@ type op struct {
 	edit   domain.MessageEdited
 	del    domain.MessageDeletedForUser
 	mark   domain.ReadMarked
+	skip   domain.SeqSkipped
 	// refused marks a sent or edited event whose content the store cannot hold: it is written
 	// as a placeholder (StatusBlocked, no content) instead. Set by decodeOne for content that is
 	// not JSON, and by the writers when the server refuses the content (tenantdb.IsDataError).
@@ -40,7 +41,7 @@ var messageActions = func() map[domain.EventType]struct {
 		kind   domain.TopicKind
 	}{}
 	for _, k := range []domain.TopicKind{domain.TopicGroup, domain.TopicDirect} {
-		for _, a := range []domain.MessageAction{domain.ActionSent, domain.ActionRecalled, domain.ActionEdited, domain.ActionDeleted, domain.ActionReadMarked} {
+		for _, a := range []domain.MessageAction{domain.ActionSent, domain.ActionRecalled, domain.ActionEdited, domain.ActionDeleted, domain.ActionReadMarked, domain.ActionSeqSkipped} {
 			out[domain.MessageEventType(k, a)] = struct {
 				action domain.MessageAction
 				kind   domain.TopicKind
@@ -104,6 +105,12 @@ func decodeOne(i int, env domain.Envelope) (op, error) {
 		if err == nil && o.mark.User <= 0 {
 			err = bad("payload", "read mark without a user")
 		}
+	case domain.ActionSeqSkipped:
+		err = env.Decode(&o.skip)
+		topic = o.skip.Topic
+		if err == nil && o.skip.Seq == 0 {
+			o.skip.Seq = env.StreamVersion
+		}
 	}
 	if err != nil {
 		var ve *domain.ValidationError
@@ -138,8 +145,16 @@ func (o op) seq() int64 {
 		return o.edit.Seq
 	case domain.ActionDeleted:
 		return o.del.Seq
+	case domain.ActionSeqSkipped:
+		return o.skip.Seq
 	}
 	return 0
+}
+
+// holdsSeq reports whether the op puts a seq of its conversation in place: a message or a
+// seq-skip marker. Those are what the watermark counts.
+func (o op) holdsSeq() bool {
+	return o.action == domain.ActionSent || o.action == domain.ActionSeqSkipped
 }
 
 // at returns t in millisecond UTC, or the event's time when the payload left it unset, within

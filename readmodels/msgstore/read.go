@@ -20,13 +20,14 @@ type PageQuery struct {
 	Viewer    domain.UserID // messages Viewer deleted for themselves are left out; 0 leaves none out
 	AfterSeq  int64         // exclusive lower bound; 0 for none
 	BeforeSeq int64         // exclusive upper bound; 0 for none
+	UpTo      int64         // inclusive upper bound (the watermark); 0 for none
 	Limit     int           // page size, at least 1
 	Newest    bool          // take the Limit highest seqs in range instead of the lowest
 }
 
 // Page returns up to pq.Limit messages of the range in ascending seq order, and whether the range
 // holds more beyond the page (above it, or below it when pq.Newest). Recalled messages come back as
-// placeholders without content.
+// placeholders without content; seq-skip markers are not messages and never come back.
 func (s *Store) Page(ctx context.Context, tenant domain.TenantID, tables Tables, pq PageQuery) ([]readmodels.Message, bool, error) {
 	if pq.Limit < 1 || pq.Topic.IsZero() {
 		return nil, false, fmt.Errorf("page: topic and a positive limit are required: %w", domain.ErrInvalid)
@@ -42,11 +43,15 @@ func (s *Store) Page(ctx context.Context, tenant domain.TenantID, tables Tables,
 	}
 	stmt := "SELECT m.seqid, m.from_user, " + toCol + ", m.client_msg_id, m.msg_type, m.status, m.content, m.head," +
 		" m.version, m.created_at, m.updated_at, m.recalled_at, m.recalled_by FROM " + q(table) + " m" +
-		" WHERE m.topic = ? AND m.seqid > ?"
+		" WHERE m.topic = ? AND m.seqid > ? AND m.status <> '" + readmodels.StatusSkipped + "'"
 	args := []any{pq.Topic.String(), max(pq.AfterSeq, 0)}
 	if pq.BeforeSeq > 0 {
 		stmt += " AND m.seqid < ?"
 		args = append(args, pq.BeforeSeq)
+	}
+	if pq.UpTo > 0 {
+		stmt += " AND m.seqid <= ?"
+		args = append(args, pq.UpTo)
 	}
 	if pq.Viewer > 0 {
 		stmt += " AND NOT EXISTS (SELECT 1 FROM " + q(tables.Deletions) + " d WHERE d.user_id = ? AND d.topic = m.topic AND d.seqid = m.seqid)"
@@ -125,7 +130,8 @@ func scanMessage(rows *sql.Rows, topic string) (readmodels.Message, error) {
 	return m, nil
 }
 
-// LastSeq returns the highest seq the read model holds for topic, 0 if none.
+// LastSeq returns the highest seq the read model holds for topic (a message or a seq-skip
+// marker), 0 if none. Seqs below it may still be missing: readers answer with Watermark.
 func (s *Store) LastSeq(ctx context.Context, tenant domain.TenantID, tables Tables, topic domain.Topic) (int64, error) {
 	db, err := s.db(ctx, tenant, tables)
 	if err != nil {

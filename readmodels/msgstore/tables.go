@@ -14,6 +14,7 @@ type Tables struct {
 	DirectMessages string // im_messages
 	ReadMarks      string // im_read_marks
 	Deletions      string // im_message_deletions
+	Watermarks     string // im_topic_watermarks
 }
 
 // DefaultTables returns the live table names created by the migrations.
@@ -23,6 +24,7 @@ func DefaultTables() Tables {
 		DirectMessages: "im_messages",
 		ReadMarks:      "im_read_marks",
 		Deletions:      "im_message_deletions",
+		Watermarks:     "im_topic_watermarks",
 	}
 }
 
@@ -33,6 +35,7 @@ func (t Tables) WithSuffix(s string) Tables {
 		DirectMessages: t.DirectMessages + s,
 		ReadMarks:      t.ReadMarks + s,
 		Deletions:      t.Deletions + s,
+		Watermarks:     t.Watermarks + s,
 	}
 }
 
@@ -41,7 +44,7 @@ const pkgName = "msgstore"
 
 // list returns the names in the order tableset pairs them.
 func (t Tables) list() []string {
-	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions}
+	return []string{t.GroupMessages, t.DirectMessages, t.ReadMarks, t.Deletions, t.Watermarks}
 }
 
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] (room for the "_old"

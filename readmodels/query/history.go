@@ -35,26 +35,30 @@ type HistoryQuery struct {
 // HistoryPage is one page of history in ascending seq order.
 type HistoryPage struct {
 	Messages []Message `json:"messages"`
-	// LastSeq is the highest seq the read model holds for the topic, so a client knows it has
-	// caught up even when the last seqs were holes.
+	// LastSeq is the topic's watermark in the store that served the page: every seq up to it is
+	// a message or a final hole (a seq given up with a seq-skip marker), and the page holds no
+	// seq above it. A client that has every message up to LastSeq has caught up; one that saw a
+	// higher seq in a realtime frame asks again later, since a seq below that one may still come.
 	LastSeq int64 `json:"last_seq,string"`
-	// HasMore is true when the range holds more messages beyond this page: above it when
-	// catching up with AfterSeq, below it otherwise.
+	// HasMore is true when the range holds more messages beyond this page, up to LastSeq: above
+	// it when catching up with AfterSeq, below it otherwise.
 	HasMore bool `json:"has_more"`
 	// Source says which store answered: SourceRedis or SourceMySQL.
 	Source string `json:"-"`
 }
 
 // History returns a page of topic's messages as viewer sees them: messages viewer deleted for
-// themselves are left out, and recalled messages are placeholders without content or head.
-// Authorization is the caller's job.
+// themselves are left out, recalled messages are placeholders without content or head, and
+// nothing above the topic's watermark is served (a seq that may still be filled below it would
+// otherwise be skipped by a client catching up). Authorization is the caller's job.
 //
 // The page comes from the Redis hot cache only when the cache holds all of it: every seq of the
-// page's span is cached, or is a hole that MySQL confirms, no cached message was recalled behind
-// the cache's back, and viewer deleted nothing in the span. Those checks are one MySQL query of
-// index-only lookups, no message content; anything unsure reads the page from MySQL. A Redis
-// failure is logged and answered from MySQL, and Redis is left alone for RedisBackoff. Errors: a bad query wraps domain.ErrInvalid; MySQL
-// unreachable, domain.ErrRetryable; an unprovisioned tenant, domain.ErrNotFound.
+// page's span is a cached message or a cached seq-skip marker (a seq that holds neither is never
+// taken for a hole), no cached message was recalled behind the cache's back, and viewer deleted
+// nothing in the span. Those checks are one MySQL query of index-only lookups, no message
+// content; anything unsure reads the page from MySQL. A Redis failure is logged and answered from
+// MySQL, and Redis is left alone for RedisBackoff. Errors: a bad query wraps domain.ErrInvalid;
+// MySQL unreachable, domain.ErrRetryable; an unprovisioned tenant, domain.ErrNotFound.
 func (r *Reader) History(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (HistoryPage, error) {
 	if topic.IsZero() || q.AfterSeq < 0 || q.BeforeSeq < 0 || q.Limit < 0 {
 		return HistoryPage{}, fmt.Errorf("history: %w", &domain.ValidationError{Field: "query", Reason: "bad_format", Detail: "a topic, non-negative seqs and limit"})
@@ -63,62 +67,94 @@ func (r *Reader) History(ctx context.Context, tenant domain.TenantID, topic doma
 		q.Limit = DefaultLimit
 	}
 	q.Limit = min(q.Limit, MaxLimit)
-	if h := r.hotStore(); h != nil && topic.Kind() == domain.TopicGroup {
-		page, ok, err := r.historyFromHot(ctx, h, tenant, topic, viewer, q)
-		if err != nil {
-			r.redisFailed(ctx, tenant, "history of "+topic.String(), err)
-		} else if ok {
-			return page, nil
+	h := r.hotStore()
+	if h == nil || topic.Kind() != domain.TopicGroup {
+		return r.historyFromMySQL(ctx, tenant, topic, viewer, q)
+	}
+	page, ok, unknown, err := r.historyFromHot(ctx, h, tenant, topic, viewer, q)
+	switch {
+	case err != nil:
+		r.redisFailed(ctx, tenant, "history of "+topic.String(), err)
+	case ok:
+		return page, nil
+	}
+	page, err = r.historyFromMySQL(ctx, tenant, topic, viewer, q)
+	if err == nil && unknown && page.LastSeq > 0 {
+		// Redis does not know the topic's watermark (its state expired or predates watermarks):
+		// give it MySQL's, so later pages can come from the cache.
+		if _, werr := h.RaiseWatermark(ctx, tenant, topic, page.LastSeq); werr != nil {
+			r.redisFailed(ctx, tenant, "write back watermark", werr)
 		}
 	}
-	return r.historyFromMySQL(ctx, tenant, topic, viewer, q)
+	return page, err
 }
 
 func (r *Reader) historyFromMySQL(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (HistoryPage, error) {
-	msgs, more, err := r.store.Page(ctx, tenant, r.tables, msgstore.PageQuery{
-		Topic: topic, Viewer: viewer, AfterSeq: q.AfterSeq, BeforeSeq: q.BeforeSeq, Limit: q.Limit, Newest: q.AfterSeq == 0,
-	})
+	// Read first: seqs up to the watermark never change, so the page read after it is final.
+	w, err := r.store.Watermark(ctx, tenant, r.tables, topic)
 	if err != nil {
 		return HistoryPage{}, fmt.Errorf("history: %w", err)
 	}
-	// Read after the page, so LastSeq is never below a seq the page holds.
-	last, err := r.store.LastSeq(ctx, tenant, r.tables, topic)
+	if w == 0 || q.AfterSeq >= w {
+		return HistoryPage{Messages: []Message{}, LastSeq: w, Source: SourceMySQL}, nil
+	}
+	msgs, more, err := r.store.Page(ctx, tenant, r.tables, msgstore.PageQuery{
+		Topic: topic, Viewer: viewer, AfterSeq: q.AfterSeq, BeforeSeq: q.BeforeSeq, UpTo: w, Limit: q.Limit, Newest: q.AfterSeq == 0,
+	})
 	if err != nil {
 		return HistoryPage{}, fmt.Errorf("history: %w", err)
 	}
 	if msgs == nil {
 		msgs = []Message{}
 	}
-	return HistoryPage{Messages: msgs, LastSeq: last, HasMore: more, Source: SourceMySQL}, nil
+	return HistoryPage{Messages: msgs, LastSeq: w, HasMore: more, Source: SourceMySQL}, nil
+}
+
+// cacheEntry is a seq the cache holds: a message, or a seq-skip marker when msg is nil.
+type cacheEntry struct {
+	seq int64
+	msg *Message
 }
 
 // historyFromHot returns the page from Redis when it is provably complete; ok is false when MySQL
-// must answer. A non-nil error is a Redis failure.
-func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (page HistoryPage, ok bool, err error) {
+// must answer, and unknown tells that Redis does not know the topic's watermark. A non-nil error is
+// a Redis failure.
+func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q HistoryQuery) (page HistoryPage, ok, unknown bool, err error) {
 	newest := q.AfterSeq == 0
 	lo, hi := q.AfterSeq+1, int64(math.MaxInt64)
 	if q.BeforeSeq > 0 {
 		hi = q.BeforeSeq - 1
 	}
-	// One entry beyond the page tells whether there is more.
-	w, err := h.Window(ctx, tenant, topic, lo, hi, q.Limit+1, newest)
-	if err != nil {
-		return page, false, err
+	// One message beyond the page tells whether there is more.
+	w, err := r.window(ctx, h, tenant, topic, lo, hi, q.Limit+1, newest)
+	if err != nil || !w.HasWatermark || !w.Complete {
+		return page, false, err == nil && !w.HasWatermark, err
 	}
-	if !w.HasLast || !w.Complete {
-		return page, false, nil
+	if w.Watermark < hi {
+		hi = w.Watermark
+		if hi < lo {
+			// Nothing can be in range: the client has caught up.
+			return HistoryPage{Messages: []Message{}, LastSeq: w.Watermark, Source: SourceRedis}, true, false, nil
+		}
+		if newest && lastSeq(w) > hi {
+			// The newest entries are above the watermark: read the newest up to it instead.
+			if w, err = r.window(ctx, h, tenant, topic, lo, hi, q.Limit+1, newest); err != nil || !w.Complete {
+				return page, false, false, err
+			}
+		}
 	}
-	hi = min(hi, w.LastSeq)
-	if hi < lo {
-		// Nothing can be in range: the client has caught up.
-		return HistoryPage{Messages: []Message{}, LastSeq: w.LastSeq, Source: SourceRedis}, true, nil
+	entries := mergeEntries(w)
+	for len(entries) > 0 && entries[len(entries)-1].seq > hi {
+		entries = entries[:len(entries)-1]
 	}
-	msgs := w.Messages
-	for len(msgs) > 0 && msgs[len(msgs)-1].Seq > hi {
-		msgs = msgs[:len(msgs)-1]
+	var msgs []Message
+	for _, e := range entries {
+		if e.msg != nil {
+			msgs = append(msgs, *e.msg)
+		}
 	}
 	if len(msgs) == 0 {
-		return page, false, nil
+		return page, false, false, nil
 	}
 	// The span the cache must account for runs from the range's edge to the page's far end; the
 	// cached entry just beyond the page only says there is more.
@@ -134,22 +170,78 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 		msgs = msgs[:q.Limit]
 		spanTo = msgs[len(msgs)-1].Seq
 	}
-	// A wide gap is an expired or uncached range far more often than a run of holes: skip the
-	// confirmation and read MySQL.
-	if gaps := spanTo - spanFrom + 1 - int64(len(msgs)); gaps > int64(q.Limit) {
-		return page, false, nil
-	}
 	check := msgstore.HotCheck{Topic: topic, Viewer: viewer, From: spanFrom, To: spanTo, Beyond: beyond}
-	for _, m := range msgs {
-		check.Seqs = append(check.Seqs, m.Seq)
-		if !m.Recalled() {
-			check.Live = append(check.Live, m.Seq)
+	var held int64
+	for _, e := range entries {
+		if e.seq < spanFrom || e.seq > spanTo {
+			continue
 		}
+		held++
+		check.Seqs = append(check.Seqs, e.seq)
+		if e.msg != nil && !e.msg.Recalled() {
+			check.Live = append(check.Live, e.seq)
+		}
+	}
+	// Every seq of the span must be a cached message or marker: a seq the cache lacks may be
+	// evicted, expired, or not committed yet, and only MySQL can answer for it.
+	if held != spanTo-spanFrom+1 {
+		return page, false, false, nil
 	}
 	res, err := r.store.CheckHot(ctx, tenant, r.tables, check)
 	if err != nil || !res.OK() {
 		// MySQL's own answer (or its error) comes from the MySQL path.
-		return page, false, nil
+		return page, false, false, nil
 	}
-	return HistoryPage{Messages: msgs, LastSeq: w.LastSeq, HasMore: more, Source: SourceRedis}, true, nil
+	return HistoryPage{Messages: msgs, LastSeq: w.Watermark, HasMore: more, Source: SourceRedis}, true, false, nil
+}
+
+// maxWindowReads bounds how often historyFromHot widens a window that seq-skip markers filled.
+const maxWindowReads = 3
+
+// window reads a cache window of [lo, hi] that holds want messages, or every entry of the
+// range: markers take slots of a window, so a window they filled is read again, wider.
+func (r *Reader) window(ctx context.Context, h *hot.Store, tenant domain.TenantID, topic domain.Topic, lo, hi int64, want int, newest bool) (hot.Window, error) {
+	fetch := want
+	for i := 0; ; i++ {
+		w, err := h.Window(ctx, tenant, topic, lo, hi, fetch, newest)
+		if err != nil {
+			return w, err
+		}
+		if len(w.Messages) >= want || len(w.Messages)+len(w.Skipped) < fetch {
+			return w, nil
+		}
+		if i+1 == maxWindowReads {
+			w.Complete = false // cannot tell what follows: MySQL answers
+			return w, nil
+		}
+		fetch += want - len(w.Messages)
+	}
+}
+
+// lastSeq is the highest seq of a window's entries.
+func lastSeq(w hot.Window) int64 {
+	var last int64
+	if n := len(w.Messages); n > 0 {
+		last = w.Messages[n-1].Seq
+	}
+	if n := len(w.Skipped); n > 0 {
+		last = max(last, w.Skipped[n-1])
+	}
+	return last
+}
+
+// mergeEntries returns a window's messages and markers in seq order.
+func mergeEntries(w hot.Window) []cacheEntry {
+	out := make([]cacheEntry, 0, len(w.Messages)+len(w.Skipped))
+	i, j := 0, 0
+	for i < len(w.Messages) || j < len(w.Skipped) {
+		if j == len(w.Skipped) || i < len(w.Messages) && w.Messages[i].Seq < w.Skipped[j] {
+			out = append(out, cacheEntry{seq: w.Messages[i].Seq, msg: &w.Messages[i]})
+			i++
+		} else {
+			out = append(out, cacheEntry{seq: w.Skipped[j]})
+			j++
+		}
+	}
+	return out
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 )
 
-// Unread returns how many messages of topic user has not read: the topic's last seq minus the
-// user's read seq, never negative (DESIGN §5; seq holes make it an upper bound). Both numbers
-// come from Redis when cached there and from MySQL otherwise; a value read from MySQL is written
-// back to Redis (max-only). A Redis failure is logged and answered from MySQL.
+// Unread returns how many messages of topic user has not read: the topic's watermark (its last
+// seq below which nothing may still arrive) minus the user's read seq, never negative (DESIGN §5;
+// seq holes make it an upper bound). Both numbers come from Redis when cached there and from
+// MySQL otherwise; a value read from MySQL is written back to Redis (max-only). A Redis failure
+// is logged and answered from MySQL.
 func (r *Reader) Unread(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) (int64, error) {
 	c := r.cache(tenant)
-	last, err := c.lastSeq(ctx, topic)
+	last, err := c.watermark(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("unread: %w", err)
 	}
@@ -28,7 +29,7 @@ func (r *Reader) Unread(ctx context.Context, tenant domain.TenantID, user domain
 // UnreadTotal returns user's unread count summed over every topic the user has a read mark in
 // (the topics they sent to, read, or received a 1:1 message in), and the count per topic name,
 // zeros included. The topic list comes from MySQL; read seqs take the higher of MySQL and Redis,
-// last seqs come from Redis where cached and from MySQL (written back) where not.
+// watermarks come from Redis where cached and from MySQL (written back) where not.
 func (r *Reader) UnreadTotal(ctx context.Context, tenant domain.TenantID, user domain.UserID) (int64, map[string]int64, error) {
 	marks, err := r.store.ReadMarks(ctx, tenant, r.tables, user)
 	if err != nil {
@@ -50,20 +51,19 @@ func (r *Reader) UnreadTotal(ctx context.Context, tenant domain.TenantID, user d
 			read[t] = max(read[t], n)
 		}
 	}
-	last := c.lastSeqs(ctx, topics)
+	last := c.watermarks(ctx, topics)
 	var missing []domain.Topic
 	for _, tp := range topics {
 		if _, ok := last[tp.String()]; !ok {
 			missing = append(missing, tp)
 		}
 	}
-	fromMySQL, err := r.store.LastSeqs(ctx, tenant, r.tables, missing)
+	fromMySQL, err := r.store.Watermarks(ctx, tenant, r.tables, missing)
 	if err != nil {
 		return 0, nil, fmt.Errorf("unread total: %w", err)
 	}
 	for _, tp := range missing {
-		last[tp.String()] = fromMySQL[tp.String()]
-		c.writeBackLastSeq(ctx, tp, fromMySQL[tp.String()])
+		last[tp.String()] = c.writeBackWatermark(ctx, tp, fromMySQL[tp.String()])
 	}
 	var total int64
 	per := make(map[string]int64, len(topics))
@@ -93,22 +93,21 @@ func (c *cacheUse) failed(ctx context.Context, what string, err error) {
 	c.hot = nil
 }
 
-// lastSeq is the topic's last seq from Redis, or from MySQL (written back) when not cached.
-func (c *cacheUse) lastSeq(ctx context.Context, topic domain.Topic) (int64, error) {
+// watermark is the topic's watermark from Redis, or from MySQL (written back) when not cached.
+func (c *cacheUse) watermark(ctx context.Context, topic domain.Topic) (int64, error) {
 	if c.hot != nil {
-		n, found, err := c.hot.LastSeq(ctx, c.tenant, topic)
+		n, found, err := c.hot.Watermark(ctx, c.tenant, topic)
 		if err != nil {
-			c.failed(ctx, "last seq", err)
+			c.failed(ctx, "watermark", err)
 		} else if found {
 			return n, nil
 		}
 	}
-	n, err := c.r.store.LastSeq(ctx, c.tenant, c.r.tables, topic)
+	n, err := c.r.store.Watermark(ctx, c.tenant, c.r.tables, topic)
 	if err != nil {
 		return 0, err
 	}
-	c.writeBackLastSeq(ctx, topic, n)
-	return n, nil
+	return c.writeBackWatermark(ctx, topic, n), nil
 }
 
 // readSeq is user's read seq in topic from Redis, or from MySQL (written back) when not cached.
@@ -146,26 +145,30 @@ func (c *cacheUse) readSeqs(ctx context.Context, user domain.UserID) map[string]
 	return out
 }
 
-// lastSeqs returns the cached last seqs of topics; an empty map when Redis is not usable.
-func (c *cacheUse) lastSeqs(ctx context.Context, topics []domain.Topic) map[string]int64 {
+// watermarks returns the cached watermarks of topics; an empty map when Redis is not usable.
+func (c *cacheUse) watermarks(ctx context.Context, topics []domain.Topic) map[string]int64 {
 	if c.hot == nil {
 		return map[string]int64{}
 	}
-	out, err := c.hot.LastSeqs(ctx, c.tenant, topics)
+	out, err := c.hot.Watermarks(ctx, c.tenant, topics)
 	if err != nil {
-		c.failed(ctx, "last seqs", err)
+		c.failed(ctx, "watermarks", err)
 		return map[string]int64{}
 	}
 	return out
 }
 
-// writeBackLastSeq caches a last seq read from MySQL; an empty topic (0) is not cached, so the
-// first message's projection sets it.
-func (c *cacheUse) writeBackLastSeq(ctx context.Context, topic domain.Topic, n int64) {
+// writeBackWatermark gives Redis a watermark read from MySQL and returns the higher of the two
+// (Redis may have seen seqs MySQL has not); an empty topic (0) is not written, so the first
+// message's projection starts it.
+func (c *cacheUse) writeBackWatermark(ctx context.Context, topic domain.Topic, n int64) int64 {
 	if c.hot == nil || n <= 0 {
-		return
+		return n
 	}
-	if err := c.hot.RaiseLastSeq(ctx, c.tenant, topic, n); err != nil {
-		c.failed(ctx, "write back last seq", err)
+	w, err := c.hot.RaiseWatermark(ctx, c.tenant, topic, n)
+	if err != nil {
+		c.failed(ctx, "write back watermark", err)
+		return n
 	}
+	return max(w, n)
 }

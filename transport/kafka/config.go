@@ -112,6 +112,12 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// WithDefaults returns c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
+}
+
 // Validate reports every problem of c, with defaults applied to unset fields, joined into one
 // error; nil means c can be used.
 func (c Config) Validate() error {

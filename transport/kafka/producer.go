@@ -13,8 +13,9 @@ import (
 func init() { metrics.UseNilMetrics = true }
 
 // NewSaramaConfig returns the Sarama configuration shared by every imledger Kafka client
-// (producer, consumers, cluster admin): client id, protocol version and timeouts. It fails if
-// cfg is invalid.
+// (producer, consumers, cluster admin): client id, protocol version and timeouts. Consumers read
+// with isolation level read_committed: the relay publishes each batch in a Kafka transaction, and
+// a deposed relay's aborted batch must stay invisible. It fails if cfg is invalid.
 func NewSaramaConfig(cfg Config) (*sarama.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -32,6 +33,7 @@ func NewSaramaConfig(cfg Config) (*sarama.Config, error) {
 	sc.Net.WriteTimeout = 3 * cfg.DialTimeout
 	sc.Admin.Timeout = cfg.AdminTimeout
 	sc.Metadata.AllowAutoTopicCreation = false
+	sc.Consumer.IsolationLevel = sarama.ReadCommitted
 	return sc, nil
 }
 

@@ -31,8 +31,8 @@ var (
 type History struct {
 	Topic    string          `json:"topic" doc:"The conversation topic"`
 	Messages []query.Message `json:"messages" doc:"Messages in ascending seq order; recalled ones without content; ones the caller deleted left out"`
-	LastSeq  string          `json:"last_seq" doc:"The highest seq the topic holds (64-bit, as a string): the caller caught up when it has it, even across seq holes"`
-	HasMore  bool            `json:"has_more" doc:"More messages lie beyond this page: above it with after_seq, below it otherwise"`
+	LastSeq  string          `json:"last_seq" doc:"The topic's watermark (64-bit, as a string): every seq up to it is a message or a final hole, and no message above it is served; the caller caught up when it has every message up to it. A caller that saw a higher seq in a realtime frame asks again later"`
+	HasMore  bool            `json:"has_more" doc:"More messages up to last_seq lie beyond this page: above it with after_seq, below it otherwise"`
 }
 
 type historyInput struct {
@@ -45,7 +45,7 @@ type historyInput struct {
 // TopicUnread is the data of a topic's unread answer.
 type TopicUnread struct {
 	Topic  string `json:"topic" doc:"The conversation topic"`
-	Unread string `json:"unread" doc:"Unread messages: the topic's last seq minus the caller's read seq (64-bit, as a string)"`
+	Unread string `json:"unread" doc:"Unread messages: the topic's watermark (see last_seq of the history) minus the caller's read seq (64-bit, as a string)"`
 }
 
 // UnreadSummary is the data of the caller's unread answer.

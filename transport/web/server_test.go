@@ -131,11 +131,7 @@ func (s *chatServer) startPipeline(t *testing.T) {
 	if err := tkafka.EnsureTopics(s.ctx, s.kafka); err != nil {
 		t.Fatal(err)
 	}
-	producer, err := tkafka.NewSyncProducer(s.kafka)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl, err := relay.New(s.store, producer, s.pool, relay.Config{Kafka: s.kafka}, s.log, nil)
+	rl, err := relay.New(s.store, s.pool, relay.Config{Kafka: s.kafka}, s.log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +153,7 @@ func (s *chatServer) startPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.background(t, "relay", rl.Run, func() { _ = producer.Close() })
+	s.background(t, "relay", rl.Run, nil)
 	s.background(t, "projector", proj.Run, nil)
 }
 

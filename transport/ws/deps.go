@@ -41,8 +41,9 @@ type HistoryQuery struct {
 	Limit     int
 }
 
-// HistoryPage is a page of messages in seq order. LastSeq is the topic's last seq, so a client
-// knows it caught up even across seq holes; HasMore says whether more messages match.
+// HistoryPage is a page of messages in seq order. LastSeq is the topic's watermark (every seq up
+// to it is a message or a final hole; the page holds none above it), so a client knows it caught
+// up even across seq holes; HasMore says whether more messages match up to it.
 type HistoryPage struct {
 	Messages []readmodels.Message
 	LastSeq  int64

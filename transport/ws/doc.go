@@ -98,7 +98,10 @@
 //
 // Realtime delivery is best effort: a client that reconnects, or sees a gap in a topic's seqs,
 // sends get with after_seq set to the last seq it has. Seq holes are possible (a failed send
-// keeps its seq); last_seq in the get answer tells the client it has caught up.
+// keeps its seq until it is given up). last_seq in the get answer is the topic's watermark: every
+// seq up to it is a message or a final hole, and no message above it is served, so a client that
+// has every message up to last_seq has caught up; one that saw a higher seq in a data frame asks
+// again a moment later.
 //
 // # Connections
 //

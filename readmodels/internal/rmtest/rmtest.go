@@ -110,6 +110,17 @@ func ReadMarked(t testing.TB, tenant domain.TenantID, topic string, user domain.
 	return envelope(t, tenant, domain.ReadMarksStreamID(tp, user), max(read, 1), domain.MessageEventType(tp.Kind(), domain.ActionReadMarked), user, p)
 }
 
+// Skipped is a seq-skip marker at seq of topic.
+func Skipped(t testing.TB, tenant domain.TenantID, topic string, seq int64) domain.Envelope {
+	t.Helper()
+	env, err := domain.NewSeqSkipped(tenant, Topic(t, topic), seq, domain.SkipGapTimeout,
+		domain.Actor{Type: domain.ActorSystem, ID: "relay"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
 // WithContent returns env, a sent or edited event, with its payload's content replaced by raw as
 // it is, bypassing every check of the domain: tests use it for content an older build or another
 // writer could have stored, which the domain refuses today.
