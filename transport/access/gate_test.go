@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -53,7 +54,7 @@ func TestGateAndNotifierAcrossNodes(t *testing.T) {
 	notifier := access.NewNotifier(bus, nil)
 	reg, _ := tenant.New(tenant.Deps{Pool: pool, Store: store, Notifier: notifier})
 	accounts, _ := account.New(account.Deps{Pool: pool, Store: store},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
 	type nodeParts struct {
 		cache *tenant.Cache
 		guard *account.Guard

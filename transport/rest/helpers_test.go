@@ -15,6 +15,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
@@ -69,7 +70,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	s.rdb, s.prefix = testenv.Redis(t)
 	var err error
 	s.accounts, err = account.New(account.Deps{Pool: s.pool, Store: s.store},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}

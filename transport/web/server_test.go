@@ -18,6 +18,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
@@ -187,7 +188,7 @@ func (s *chatServer) serve(t *testing.T) {
 		t.Fatal(err)
 	}
 	accounts, err := account.New(account.Deps{Pool: s.pool, Store: s.store, Logger: s.log},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}
