@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // BenchLiveOptions configures BenchLive.

@@ -32,7 +32,7 @@ func BenchmarkLive(b *testing.B) {
 	tn := m.tenant("benchlive")
 	cfg := h.config()
 	// Topics of the benchmark are created with IM_BENCH_PARTITIONS partitions (default: the
-	// transport/kafka default); the live projection's parallelism is one event per partition.
+	// internal/kafka default); the live projection's parallelism is one event per partition.
 	cfg.Kafka.TopicPrefix = "bench."
 	cfg.Kafka.Partitions = int32(envInt("IM_BENCH_PARTITIONS", 0))
 	cfg.Batch.Flushers = envInt("IM_BENCH_FLUSHERS", 0)

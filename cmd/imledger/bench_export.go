@@ -14,8 +14,8 @@ import (
 	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
-	"github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/ws/wsbench"
 )
 

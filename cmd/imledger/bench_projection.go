@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/msgstore"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 // Modes of bench projection.

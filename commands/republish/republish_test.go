@@ -22,8 +22,8 @@ import (
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 var (
