@@ -11,15 +11,15 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
 
-// EventReader reads the event store in position order (commands/eventstore.Store).
+// EventReader is the port rebuilds read the event log through, in position order; the
+// composition root passes the event store (commands/eventstore.Store implements it).
 type EventReader interface {
-	ReadAll(ctx context.Context, f eventstore.Filter, afterPosition int64, limit int) ([]domain.Envelope, error)
-	Count(ctx context.Context, f eventstore.Filter) (int64, error)
+	ReadAll(ctx context.Context, f domain.EventFilter, afterPosition int64, limit int) ([]domain.Envelope, error)
+	Count(ctx context.Context, f domain.EventFilter) (int64, error)
 }
 
 // TenantDatabases finds tenants' MySQL databases (readmodels/tenantdb.Router).
@@ -209,7 +209,7 @@ func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables ms
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	total, err := r.d.Events.Count(ctx, messageFilter(t))
+	total, err := r.d.Events.Count(ctx, MessageFilter(t))
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
@@ -223,13 +223,13 @@ func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables ms
 
 func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
 	start := time.Now()
-	total, err := r.d.Events.Count(ctx, messageFilter(t))
+	total, err := r.d.Events.Count(ctx, MessageFilter(t))
 	if err != nil {
 		return TenantRebuild{}, fmt.Errorf("count events: %w", err)
 	}
 	bar := newBar(o.Progress, total, "rebuild hot "+t.String())
 	var read int64
-	err = readPages(ctx, r.d.Events, messageFilter(t), 0, o.BatchSize, func(page []domain.Envelope) error {
+	err = readPages(ctx, r.d.Events, MessageFilter(t), 0, o.BatchSize, func(page []domain.Envelope) error {
 		if _, err := r.d.Hot.ApplyBatch(ctx, t, page); err != nil {
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/business"
 )
@@ -114,8 +113,8 @@ func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.Tenan
 }
 
 // businessFilter selects t's business events.
-func businessFilter(t domain.TenantID) eventstore.Filter {
-	return eventstore.Filter{Tenant: t, EventTypes: acceptedTypes(isBusinessEvent)}
+func businessFilter(t domain.TenantID) domain.EventFilter {
+	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isBusinessEvent)}
 }
 
 // apply reads t's business events after position `after` and applies them to tables in order.

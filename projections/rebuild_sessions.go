@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/sessions"
 )
@@ -47,8 +46,8 @@ func NewSessionsRebuilder(d SessionsRebuildDeps) (*SessionsRebuilder, error) {
 }
 
 // sessionsFilter selects t's session events.
-func sessionsFilter(t domain.TenantID) eventstore.Filter {
-	return eventstore.Filter{Tenant: t, EventTypes: acceptedTypes(isSessionEvent)}
+func sessionsFilter(t domain.TenantID) domain.EventFilter {
+	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isSessionEvent)}
 }
 
 // Rebuild rebuilds sessions-mysql for o.Tenant (or every tenant) as BusinessRebuilder.Rebuild
