@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/imledger/imledger/commands/storetest"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ type sendEnv struct {
 // newPostgres migrates a fresh database and returns a pool over it with maxConns connections.
 func newPostgres(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	return testenv.EventStore(t, maxConns)
+	return storetest.EventStore(t, maxConns)
 }
 
 // newSendEnv builds a handler over a fresh database and key prefix; cfg's Seq.KeyPrefix is set.

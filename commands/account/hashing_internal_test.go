@@ -3,12 +3,12 @@ package account
 import (
 	"context"
 	"errors"
+	"github.com/imledger/imledger/commands/storetest"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // TestHashingWaitsForASlot fills the only hashing slot and checks that logins and registrations
@@ -16,7 +16,7 @@ import (
 // when their context ends, and go through once the slot is free.
 func TestHashingWaitsForASlot(t *testing.T) {
 	t.Parallel()
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	const wait = 150 * time.Millisecond
 	s, err := New(Deps{Pool: pool, Store: store}, Config{
 		Password:        passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32},

@@ -2,6 +2,7 @@ package account_test
 
 import (
 	"context"
+	"github.com/imledger/imledger/commands/storetest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // cheap keeps the tests fast; the default parameters are exercised by commands/account/passhash.
@@ -36,7 +36,7 @@ type env struct {
 // newEnv migrates a fresh database and returns a Service over it.
 func newEnv(t *testing.T, deps account.Deps, cfg account.Config) *env {
 	t.Helper()
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	deps.Pool, deps.Store = pool, store
 	if cfg.Password == (passhash.Params{}) {
 		cfg.Password = cheap

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/imledger/imledger/commands/storetest"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +93,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	ctx := testenv.Context(t)
 	e := &env{t: t, sent: &broadcasts{}}
-	e.pool, e.store = testenv.EventStore(t, 16)
+	e.pool, e.store = storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	if o.mysqlDSN == "" {
 		o.mysqlDSN = testenv.MySQLServer(t)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/imledger/imledger/commands/storetest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,7 +34,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, store := testenv.EventStore(t, 16)
+	pool, store := storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	return &env{ctx: testenv.Context(t), pool: pool, store: store,
 		sc: scenario.Env{Store: store, Redis: rdb, KeyPrefix: prefix}}

@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"errors"
+	"github.com/imledger/imledger/commands/storetest"
 	"sync"
 	"testing"
 
@@ -20,7 +21,7 @@ func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 // newStore migrates a fresh database and returns a pool with maxConns connections and a store.
 func newStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	return testenv.EventStore(t, maxConns)
+	return storetest.EventStore(t, maxConns)
 }
 
 // newHandlers builds handlers over store; a nil deps.Store means store.

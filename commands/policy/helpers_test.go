@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"github.com/imledger/imledger/commands/storetest"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 // newStore migrates a fresh database and returns an event store over it.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	_, store := testenv.EventStore(t, 12)
+	_, store := storetest.EventStore(t, 12)
 	return store
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/imledger/imledger/commands/storetest"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -42,7 +43,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, store := testenv.EventStore(t, 16)
+	pool, store := storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	ctx := testenv.Context(t)
 	kcfg := kafka.Config{Brokers: testenv.Kafka(t), TopicPrefix: testenv.UniqueName("rp") + ".", Partitions: 4}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/imledger/imledger/commands/storetest"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func (s *sink) Deliver(m *fanout.Message) { s.got = append(s.got, m) }
 func TestGateAndNotifierAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	bus := &loopback{}
 	notifier := access.NewNotifier(bus, nil)
 	reg, _ := tenant.New(tenant.Deps{Pool: pool, Store: store, Notifier: notifier})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/imledger/imledger/commands/storetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -177,7 +178,7 @@ func (s *stack) project(t testing.TB) {
 // eventStore migrates a fresh database and returns a pool of pgx's default size and a store.
 func eventStore(t testing.TB) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	return testenv.EventStore(t, 0)
+	return storetest.EventStore(t, 0)
 }
 
 func newSigner(t testing.TB, now func() time.Time) *auth.Signer {

@@ -1,6 +1,7 @@
-package testenv
+package storetest
 
 import (
+	"github.com/imledger/imledger/internal/testenv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,7 +20,7 @@ func ProvisionTenant(t testing.TB, pool *pgxpool.Pool, store *eventstore.Store, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Provision(Context(t), tenantID, nil, tenant.Meta{}); err != nil {
+	if _, err := reg.Provision(testenv.Context(t), tenantID, nil, tenant.Meta{}); err != nil {
 		t.Fatalf("provision tenant %s: %v", tenantID, err)
 	}
 	return reg
