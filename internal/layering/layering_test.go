@@ -97,11 +97,29 @@ var rules = []rule{
 	},
 }
 
+// exemption lets the files of one package's external tests (package x_test) import one
+// package a rule forbids. An external test is a client of x, like cmd/imledger: where x reaches
+// an adapter only through a port, the test may wire the real adapter in, as the composition
+// root does. Internal test files (package x) and production files never get one. Each exemption
+// must be used, so a stale one fails the test.
+type exemption struct {
+	pkg, imp, why string
+}
+
+var exemptions = []exemption{
+	{
+		pkg: "projections",
+		imp: module + "/commands/eventstore",
+		why: "rebuild and verify are tested against a real event log; projections reads it only through its EventReader port, which the test fills with the store as cmd/imledger does",
+	},
+}
+
 // importEdge is one import statement of one file.
 type importEdge struct {
-	pkg  string // package directory relative to the module root
-	file string // file path relative to the module root
-	imp  string // the imported path
+	pkg   string // package directory relative to the module root
+	file  string // file path relative to the module root
+	imp   string // the imported path
+	xtest bool   // the file belongs to an external test package (package x_test)
 }
 
 // TestLayering parses the import block of every .go file in the module, test
@@ -110,6 +128,10 @@ type importEdge struct {
 // store ties every test that uses it to commands), so the rules make no
 // exception for _test.go files. Directories named testdata, vendor or starting
 // with "." or "_" are skipped, as the go tool skips them.
+//
+// The one exception is the exemptions table above: an external test package
+// may wire a real adapter behind a port, as the composition root does, and
+// each such import is named with its reason.
 //
 // On failure the message names every offending import with its file and rule,
 // then lists every import the test checked, so a reader sees both what broke
@@ -121,7 +143,8 @@ func TestLayering(t *testing.T) {
 		t.Fatalf("no imports found under %s: the walk is broken", root)
 	}
 
-	var violations []string
+	var violations, exempted []string
+	used := map[exemption]bool{}
 	checked := map[string]map[string]bool{} // pkg → import → any rule applied
 	for _, e := range edges {
 		if checked[e.pkg] == nil {
@@ -132,13 +155,28 @@ func TestLayering(t *testing.T) {
 				continue
 			}
 			checked[e.pkg][e.imp] = true
-			if r.forbidden(e.imp) {
-				violations = append(violations, fmt.Sprintf("%s imports %q (%s): breaks %q", e.pkg, e.imp, e.file, r.name))
+			if !r.forbidden(e.imp) {
+				continue
 			}
+			if ex, ok := exempt(e); ok {
+				used[ex] = true
+				exempted = append(exempted, fmt.Sprintf("%s imports %q (%s): exempt, %s", e.pkg, e.imp, e.file, ex.why))
+				continue
+			}
+			violations = append(violations, fmt.Sprintf("%s imports %q (%s): breaks %q", e.pkg, e.imp, e.file, r.name))
 		}
 	}
 
+	for _, ex := range exemptions {
+		if !used[ex] {
+			violations = append(violations, fmt.Sprintf("exemption for %s importing %q is unused: delete it", ex.pkg, ex.imp))
+		}
+	}
+	sort.Strings(exempted)
 	list := checkedList(checked)
+	if len(exempted) > 0 {
+		list += "\nexempted external-test imports:\n  " + strings.Join(exempted, "\n  ") + "\n"
+	}
 	if len(violations) > 0 {
 		sort.Strings(violations)
 		t.Fatalf("%d import(s) break the layering:\n  %s\n\nimports checked (%d edges in %d packages under a rule):\n%s",
@@ -179,6 +217,33 @@ func TestRulesCatchKnownViolations(t *testing.T) {
 		}
 		if ok != c.want {
 			t.Errorf("%s importing %s: allowed=%v, want %v", c.pkg, c.imp, ok, c.want)
+		}
+	}
+}
+
+func exempt(e importEdge) (exemption, bool) {
+	if !e.xtest {
+		return exemption{}, false
+	}
+	for _, ex := range exemptions {
+		if ex.pkg == e.pkg && ex.imp == e.imp {
+			return ex, true
+		}
+	}
+	return exemption{}, false
+}
+
+// TestExemptionsCoverOnlyExternalTests guards the exemption table: the same
+// import from an internal test file or production file of the package is not
+// exempt.
+func TestExemptionsCoverOnlyExternalTests(t *testing.T) {
+	t.Parallel()
+	for _, ex := range exemptions {
+		if _, ok := exempt(importEdge{pkg: ex.pkg, imp: ex.imp, file: ex.pkg + "/x_test.go", xtest: true}); !ok {
+			t.Errorf("exemption %s → %s does not apply to an external test", ex.pkg, ex.imp)
+		}
+		if _, ok := exempt(importEdge{pkg: ex.pkg, imp: ex.imp, file: ex.pkg + "/x.go"}); ok {
+			t.Errorf("exemption %s → %s applies to a production file", ex.pkg, ex.imp)
 		}
 	}
 }
@@ -229,12 +294,13 @@ func collectImports(t *testing.T, root string) []importEdge {
 		}
 		rel, _ := filepath.Rel(root, path)
 		pkg := filepath.ToSlash(filepath.Dir(rel))
+		xtest := strings.HasSuffix(name, "_test.go") && strings.HasSuffix(f.Name.Name, "_test")
 		for _, spec := range f.Imports {
 			imp, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
 				return fmt.Errorf("%s: import %s: %w", path, spec.Path.Value, err)
 			}
-			edges = append(edges, importEdge{pkg: pkg, file: filepath.ToSlash(rel), imp: imp})
+			edges = append(edges, importEdge{pkg: pkg, file: filepath.ToSlash(rel), imp: imp, xtest: xtest})
 		}
 		return nil
 	})
