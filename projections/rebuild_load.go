@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -23,7 +22,7 @@ type applyFunc func(ctx context.Context, events []domain.Envelope) (int, error)
 // that many concurrent apply calls, so each conversation's events stay in order. Events read are
 // added to seen unless it is nil. It returns the events applied, the last position read and the
 // events read.
-func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o RebuildOptions, apply applyFunc, seen *recentEvents, bar *progressbar.ProgressBar) (applied, last, read int64, err error) {
+func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o RebuildOptions, apply applyFunc, seen *recentEvents, bar ProgressTracker) (applied, last, read int64, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (

@@ -83,7 +83,7 @@ func (r *SessionsRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 
 // fill creates tables like the live ones (dropping leftovers first) and applies every session
 // event of t to them.
-func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables sessions.Tables, progress io.Writer, label string) (applied, last, read int64, err error) {
+func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables sessions.Tables, progress Progress, label string) (applied, last, read int64, err error) {
 	if err := sessions.DropTables(ctx, db, tables); err != nil {
 		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
 	}
@@ -94,7 +94,7 @@ func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.Tenan
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
-	bar := newBar(progress, total, label)
+	bar := progress.start(label, total)
 	applied, last, read, err = r.apply(ctx, t, tables, 0, func(n int) {
 		if bar != nil {
 			_ = bar.Add(n)

@@ -86,7 +86,7 @@ func (r *Rebuilder) VerifyHot(ctx context.Context, o VerifyOptions) (HotVerifyRe
 	if err != nil {
 		return HotVerifyResult{}, fmt.Errorf("projections: verify: count events: %w", err)
 	}
-	bar := newBar(o.Progress, total, "verify hot "+o.Tenant.String())
+	bar := o.Progress.start("verify hot "+o.Tenant.String(), total)
 	topics, users := map[string]bool{}, map[domain.UserID]bool{}
 	res := HotVerifyResult{Tenant: o.Tenant}
 	err = readPages(ctx, r.d.Events, MessageFilter(o.Tenant), 0, ro.BatchSize, func(page []domain.Envelope) error {

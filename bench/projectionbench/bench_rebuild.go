@@ -41,8 +41,10 @@ type BenchRebuildOptions struct {
 	BatchSize int
 	// Workers is projections.RebuildOptions.Workers.
 	Workers int
-	// Out receives progress and the result; nil discards.
+	// Out receives what is being done and the result; nil discards.
 	Out io.Writer
+	// Progress reports the timed rebuild's pass; nil reports nothing.
+	Progress projections.Progress
 }
 
 // BenchRebuild measures Rebuild of messages-mysql for one tenant from the event store and
@@ -85,7 +87,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	}
 	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", projections.ProjectionMessagesMySQL, o.Tenant)
 	start := time.Now()
-	res, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Out, BatchSize: o.BatchSize, Workers: o.Workers})
+	res, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Progress, BatchSize: o.BatchSize, Workers: o.Workers})
 	if err != nil {
 		return BenchResult{}, err
 	}
