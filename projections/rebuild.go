@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
@@ -269,4 +268,3 @@ func rebuildTenants(ctx context.Context, dbs TenantDatabases, o RebuildOptions, 
 	res.Duration = time.Since(start)
 	return res, nil
 }
-
