@@ -2,10 +2,10 @@ package commands_test
 
 import (
 	"fmt"
-	"github.com/imledger/imledger/bench/writebench"
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/bench/writebench"
 	"github.com/imledger/imledger/commands"
 )
 

@@ -2,12 +2,12 @@ package projections_test
 
 import (
 	"context"
-	"github.com/imledger/imledger/bench/projectionbench"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/projections"
 )
 

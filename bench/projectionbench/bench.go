@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/imledger/imledger/projections"
 	"io"
 	"log/slog"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
+	"github.com/imledger/imledger/projections"
 )
 
 // BenchLiveOptions configures BenchLive.

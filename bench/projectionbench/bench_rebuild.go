@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/imledger/imledger/projections"
 	"io"
 	"log/slog"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/projections"
 )
 
 // EventAppender writes events at their own stream versions (commands/eventstore.Store).

@@ -3,11 +3,11 @@ package projectionbench
 import (
 	"context"
 	"fmt"
-	"github.com/imledger/imledger/projections"
 	"io"
 	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/projections"
 )
 
 // SeedMessages appends group-message events to tenant's history in the event store until it

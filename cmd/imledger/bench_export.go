@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/imledger/imledger/bench/projectionbench"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/imledger/imledger/bench/projectionbench"
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"

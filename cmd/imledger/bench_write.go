@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/imledger/imledger/bench/writebench"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/bench/writebench"
 	"github.com/imledger/imledger/domain"
 )
 

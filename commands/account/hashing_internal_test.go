@@ -3,11 +3,11 @@ package account
 import (
 	"context"
 	"errors"
-	"github.com/imledger/imledger/commands/storetest"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/commands/account/passhash"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 

@@ -2,7 +2,6 @@ package account_test
 
 import (
 	"context"
-	"github.com/imledger/imledger/commands/storetest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 

@@ -3,7 +3,6 @@ package group_test
 import (
 	"context"
 	"errors"
-	"github.com/imledger/imledger/commands/storetest"
 	"sync"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 )

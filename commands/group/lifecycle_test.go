@@ -3,12 +3,12 @@ package group_test
 import (
 	"context"
 	"errors"
-	"github.com/imledger/imledger/commands/storetest"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 

@@ -3,11 +3,11 @@ package group_test
 import (
 	"context"
 	"errors"
-	"github.com/imledger/imledger/commands/storetest"
 	"sync"
 	"testing"
 
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 

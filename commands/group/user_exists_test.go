@@ -2,11 +2,11 @@ package group_test
 
 import (
 	"errors"
-	"github.com/imledger/imledger/commands/storetest"
 	"testing"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 

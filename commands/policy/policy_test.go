@@ -3,13 +3,13 @@ package policy_test
 import (
 	"context"
 	"errors"
-	"github.com/imledger/imledger/commands/storetest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"database/sql"
-	"github.com/imledger/imledger/internal/testenv"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/migrations"
 )
 

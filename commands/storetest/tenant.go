@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"github.com/imledger/imledger/internal/testenv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -9,6 +8,7 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // ProvisionTenant records tenant in the tenant registry of the event store behind pool and store

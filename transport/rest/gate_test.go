@@ -3,13 +3,13 @@ package rest_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/imledger/imledger/commands/storetest"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/access"

@@ -3,7 +3,6 @@ package ws_test
 import (
 	"context"
 	"fmt"
-	"github.com/imledger/imledger/commands/storetest"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/ws"
