@@ -49,6 +49,7 @@ type Conversation struct {
 	Role        domain.Role    // groups: the user's role
 	MemberCount int            // groups: current members
 	Peer        domain.UserID  // 1:1: the other party
+	PeerReadSeq int64          // 1:1: the other party's read seq, for read receipts
 	LastSeq     int64          // the topic's watermark
 	ReadSeq     int64          // the user's read seq
 	Unread      int64          // LastSeq - ReadSeq, never negative
@@ -233,6 +234,13 @@ func (c *ConversationReader) decorate(ctx context.Context, tenant domain.TenantI
 	}
 	if len(msgs) > 0 {
 		cv.LastMessage = &msgs[0]
+	}
+	if cv.Kind == KindDirect {
+		m, _, err := r.store.ReadMarkOf(ctx, tenant, r.tables, cv.Peer, t)
+		if err != nil {
+			return err
+		}
+		cv.PeerReadSeq = m.ReadSeq
 	}
 	if cv.Unread > 0 {
 		if cv.Mentions, err = r.store.MentionCount(ctx, tenant, r.tables, t, user, cv.ReadSeq, cv.LastSeq); err != nil {

@@ -36,6 +36,7 @@ type ConversationEntry struct {
 	Role        string         `json:"role,omitempty" enum:"owner,admin,member" doc:"Groups: the caller's role"`
 	MemberCount int            `json:"member_count,omitempty" doc:"Groups: current members"`
 	Peer        string         `json:"peer,omitempty" doc:"1:1: the other party's user id"`
+	PeerReadSeq string         `json:"peer_read_seq,omitempty" doc:"1:1: the other party's read seq, for read receipts"`
 	LastSeq     string         `json:"last_seq" doc:"The topic's watermark, as history answers it"`
 	ReadSeq     string         `json:"read_seq" doc:"The caller's read seq"`
 	Unread      string         `json:"unread" doc:"last_seq minus read_seq, never negative"`
@@ -88,7 +89,7 @@ func (a *API) registerConversations() {
 				if c.Kind == query.KindGroup {
 					e.GroupID, e.Role = c.Group.String(), c.Role.String()
 				} else {
-					e.Peer = c.Peer.String()
+					e.Peer, e.PeerReadSeq = c.Peer.String(), strconv.FormatInt(c.PeerReadSeq, 10)
 				}
 				out.Conversations[i] = e
 			}

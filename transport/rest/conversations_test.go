@@ -18,6 +18,7 @@ type conversationList struct {
 		Role        string `json:"role"`
 		MemberCount int    `json:"member_count"`
 		Peer        string `json:"peer"`
+		PeerRead    string `json:"peer_read_seq"`
 		LastSeq     string `json:"last_seq"`
 		ReadSeq     string `json:"read_seq"`
 		Unread      string `json:"unread"`
@@ -95,7 +96,7 @@ func TestConversationList(t *testing.T) {
 
 	l, raw = s.conversations(t, bob, "")
 	if len(l.Conversations) != 1 || l.Conversations[0].Topic != p2p || l.Conversations[0].Peer != aliceID ||
-		l.Conversations[0].Unread != "2" || l.Conversations[0].Mentions != "0" {
+		l.Conversations[0].Unread != "2" || l.Conversations[0].Mentions != "0" || l.Conversations[0].PeerRead != "2" {
 		t.Fatalf("bob's list: %s", raw.Raw)
 	}
 	l, raw = s.conversations(t, carol, "")
