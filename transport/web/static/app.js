@@ -554,7 +554,7 @@
     if (isGroup(topic)) {
       el.membersBox.hidden = false; el.chatView.classList.remove('no-members');
       loadMembers(topic);
-      if (!c) { offerJoin(topic); }
+      if (!c) { offerJoin(topic); } else if (!c.name) { learnGroupName(c); }
     } else {
       el.membersBox.hidden = true; el.chatView.classList.add('no-members');
       learnName(peerOf(topic)); learnPresence(peerOf(topic));
@@ -600,11 +600,18 @@
     }
   });
 
+  // learnGroupName fills in the name of a group the list does not name yet (just joined).
+  function learnGroupName(c) {
+    readLagging(api.group(c.groupId), function () { return state.convs.get(c.topic) === c; }).then(function (g) {
+      if (g.name && !c.name) { c.name = g.name; c.memberCount = c.memberCount || g.member_count; renderConvs(); renderRoomHead(); }
+    }).catch(function () { /* the id is name enough */ });
+  }
+
   // offerJoin shows a group the user is not a member of (a shared link): its name and a button.
   function offerJoin(topic) {
     el.joinBanner.hidden = false;
     setText(el.joinBannerText, 'You are not a member of group ' + groupOf(topic) + '.');
-    request('GET', api.group(groupOf(topic))).then(function (g) {
+    readLagging(api.group(groupOf(topic)), function () { return state.topic === topic; }).then(function (g) {
       if (!state.room || state.room.topic !== topic) { return; }
       setText(el.roomName, g.name);
       setText(el.joinBannerText, 'You are not a member of “' + g.name + '” (' + g.member_count + ' members).');
@@ -637,6 +644,14 @@
       renderMembers();
     }).catch(function () {
       if (state.topic === topic) { el.members.replaceChildren(node('li', 'hint', 'Members are shown to members only.')); }
+    });
+  }
+
+  // refreshMembers reloads the member list now and twice more: the read model the list comes
+  // from trails the change that prompted it.
+  function refreshMembers(topic) {
+    [0, 1000, 3000].forEach(function (ms) {
+      setTimeout(function () { if (state.topic === topic) { loadMembers(topic); } }, ms);
     });
   }
 
@@ -1099,6 +1114,11 @@
     if (uid === state.userId) { return; }
     if (p.what === 'on') { state.online.set(uid, true); } else if (p.what === 'off') { state.online.set(uid, false); }
     renderPresence();
+    var r = state.room;
+    if (p.what === 'on' && r && r.topic === p.topic && isGroup(r.topic) &&
+      !r.members.some(function (m) { return String(m.user_id) === uid; })) {
+      refreshMembers(r.topic); // someone new is here
+    }
   }
 
   // onInfo handles notes and changes: typing, read receipts, recalls and edits, and changes of
@@ -1136,7 +1156,7 @@
         renderConvs();
         return;
       }
-      if (here) { loadMembers(i.topic); }
+      if (here) { refreshMembers(i.topic); }
       if (i.what === 'profile' || i.what === 'joined' || i.what === 'left' || i.what === 'removed') { setTimeout(loadConversations, 500); }
     }
   }
