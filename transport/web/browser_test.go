@@ -221,6 +221,23 @@ func (p *page) waitFor(what, expr string) {
 	})
 }
 
+// reconnectTimeout bounds a reconnect: the page's backoff grows to 15 s between attempts.
+const reconnectTimeout = 45 * time.Second
+
+// waitForLong is waitFor with reconnectTimeout.
+func (p *page) waitForLong(what, expr string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, reconnectTimeout)
+	defer cancel()
+	err := chromedp.Do(ctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(100*time.Millisecond),
+			chromedp.WithPollingTimeout(reconnectTimeout))(ctx, t)
+	})
+	if err != nil {
+		p.t.Fatalf("%s: wait for %s: %v\n  page state: %s\n  problems: %q", p.name, what, err, p.state(), p.problemsSeen())
+	}
+}
+
 // text reads the text content of the first node that the CSS selector sel matches.
 func (p *page) text(sel string) string {
 	p.t.Helper()

@@ -228,10 +228,6 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 	if err != nil {
 		fail(err)
 	}
-	groups, err := group.New(group.Deps{Store: s.store, Invalidator: sendPolicy}, group.Config{})
-	if err != nil {
-		fail(err)
-	}
 	idem, err := rest.NewPostgresIdempotency(s.pool, s.log)
 	if err != nil {
 		fail(err)
@@ -256,6 +252,15 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 		fail(err)
 	}
 	closers = append(closers, func() { _ = fan.Close() })
+	// Group and relation changes reach the sessions of their topic, as serve wires them.
+	notifier, err := ws.NewNotifier(fan, s.log)
+	if err != nil {
+		fail(err)
+	}
+	groups, err := group.New(group.Deps{Store: s.store, Invalidator: sendPolicy, Notifier: notifier}, group.Config{})
+	if err != nil {
+		fail(err)
+	}
 	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log,
 		Listener: fanout.Commits{Publisher: fan}},
 		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})

@@ -266,7 +266,7 @@
     closeRoom();
     state.convs.clear(); state.subscribed.clear(); state.names.clear(); state.online.clear();
     nameLookups.clear(); presenceLookups.clear();
-    state.friends = []; state.requests = [];
+    state.friends = []; state.requests = []; friendsShown = '';
     el.convs.replaceChildren(); el.friends.replaceChildren(); el.requests.replaceChildren();
     el.chatView.hidden = true; el.loginView.hidden = false;
     el.whoami.hidden = true; el.logoutBtn.hidden = true;
@@ -459,7 +459,13 @@
     }).catch(function (err) { if (err.status === 401) { logout('Your session ended; log in again.'); } });
   }
 
+  var friendsShown = '';
   function renderFriends() {
+    // Re-render only on a change, so a poll never takes the focus from a button.
+    var shown = JSON.stringify([state.friends, state.requests, state.friends.map(displayName),
+      state.requests.map(function (q) { return displayName(q.user_id); })]);
+    if (shown === friendsShown) { return; }
+    friendsShown = shown;
     var incoming = state.requests.filter(function (q) { return q.direction === 'incoming'; });
     el.requestsBadge.hidden = incoming.length === 0;
     setText(el.requestsBadge, incoming.length);
@@ -866,7 +872,7 @@
   // an edit made elsewhere meanwhile is refused (409) rather than overwritten.
   function saveEdit(seq, text) {
     var topic = state.topic;
-    request('GET', api.messages(topic) + '?after_seq=' + (seq - 1) + '&limit=1').then(function (page) {
+    request('GET', api.messages(topic) + '?before_seq=' + (seq + 1) + '&limit=1').then(function (page) {
       var m = (page.messages || [])[0];
       if (!m || Number(m.seq) !== seq) { throw new Error('the message is gone'); }
       return request('PATCH', api.message(topic, seq), { version: String(m.version), content: text });
@@ -1142,7 +1148,8 @@
         return;
       case 'friend_requested': case 'friend_accepted': case 'friend_declined': case 'friend_removed':
       case 'blocked': case 'unblocked':
-        loadFriends();
+        // The lists come from a read model that trails the change: ask now and twice more.
+        [0, 1000, 3000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
         return;
     }
     if (i.topic && isGroup(i.topic)) {
