@@ -18,6 +18,7 @@ const xss = `<img src=x onerror=alert(1)> & <b>bold</b>`
 // offline while a message was sent catches up when it reconnects.
 func TestTwoUsersChatInTheBrowser(t *testing.T) {
 	start := time.Now()
+	shots := artifactsDir(t)
 	srv := newChatServer(t)
 	baseURL := srv.url
 	browser := newBrowser(t)
@@ -73,6 +74,8 @@ func TestTwoUsersChatInTheBrowser(t *testing.T) {
 
 	for _, p := range []*page{alice, bob} {
 		checkTranscript(t, p)
+		p.fitsViewport()
+		p.screenshot(shots, "group")
 	}
 	t.Logf("two users chatted in Chromium in %s", time.Since(start).Round(time.Millisecond))
 }

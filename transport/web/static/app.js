@@ -781,6 +781,7 @@
       setTime(li, d.ts);
       return;
     }
+    if (live && r.typing.has(from)) { clearTimeout(r.typing.get(from)); r.typing.delete(from); renderTyping(); }
     var gapFrom = r.maxSeq;
     li = messageItem(from, text);
     if (d.status === 'recalled') { li.classList.add('recalled'); }
