@@ -254,7 +254,11 @@
     }, REFRESH_MS);
     // The list says which groups the user is a member of, which a linked group needs to know.
     loadConversations().finally(function () {
-      if (state.token && !state.room && !openFromHash()) { (el.convs.querySelector('button') || el.groupName).focus(); }
+      if (!state.token || state.room || openFromHash()) { return; }
+      var first = el.convs.querySelector('button');
+      if (first) { first.focus(); return; }
+      el.groupsBox.open = true; // a new user starts by making or joining a group
+      el.groupName.focus();
     });
   }
 
