@@ -57,8 +57,9 @@ type Conversation struct {
 	// LastMessage is the newest message up to LastSeq the user has not deleted for themselves;
 	// nil when there is none. A recalled one is a placeholder without content.
 	LastMessage *Message
-	// ActiveAt orders the list: the time of the row at LastSeq, or for a topic without messages
-	// the time the user joined the group or last moved a mark in it.
+	// ActiveAt orders the list: the time of the row at LastSeq (the last message), or the time
+	// the user joined the group when that is later; a 1:1 chat without messages in place yet
+	// takes the time of the user's read mark in it.
 	ActiveAt time.Time
 }
 
@@ -158,15 +159,16 @@ func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID
 		out = append(out, Conversation{Topic: t.String(), Kind: KindGroup, Group: m.Group, Name: m.Name, Role: m.Role,
 			MemberCount: m.MemberCount, ActiveAt: m.JoinedAt})
 	}
+	// A 1:1 chat without a message in place yet is as old as its read mark.
 	markAt := map[string]time.Time{}
 	for _, m := range marks {
 		t, err := domain.ParseTopic(m.Topic)
 		if err != nil || t.Kind() != domain.TopicDirect || !t.Has(user) {
-			markAt[m.Topic] = m.UpdatedAt.UTC()
 			continue
 		}
 		topics = append(topics, t)
-		out = append(out, Conversation{Topic: t.String(), Kind: KindDirect, Peer: t.Peer(user), ActiveAt: m.UpdatedAt.UTC()})
+		out = append(out, Conversation{Topic: t.String(), Kind: KindDirect, Peer: t.Peer(user)})
+		markAt[m.Topic] = m.UpdatedAt.UTC()
 	}
 	for i := range out {
 		byTopic[out[i].Topic] = &out[i]
@@ -174,9 +176,6 @@ func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID
 	for _, m := range marks {
 		if cv, ok := byTopic[m.Topic]; ok {
 			cv.ReadSeq = m.ReadSeq
-			if at, ok := markAt[m.Topic]; ok && at.After(cv.ActiveAt) {
-				cv.ActiveAt = at
-			}
 		}
 	}
 	cu := r.cache(tenant)
@@ -210,9 +209,13 @@ func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID
 	if err != nil {
 		return nil, err
 	}
-	for topic, ts := range times {
-		if cv, ok := byTopic[topic]; ok && ts.After(cv.ActiveAt) {
-			cv.ActiveAt = ts
+	for topic, cv := range byTopic {
+		ts, ok := times[topic]
+		if !ok && cv.Kind == KindDirect {
+			ts = markAt[topic]
+		}
+		if ts.After(cv.ActiveAt) {
+			cv.ActiveAt = ts // a group joined after its last message stays as recent as the join
 		}
 	}
 	return out, nil

@@ -42,7 +42,7 @@ type ConversationEntry struct {
 	Unread      string         `json:"unread" doc:"last_seq minus read_seq, never negative"`
 	Mentions    string         `json:"mentions" doc:"Unread messages that mention the caller or everyone"`
 	LastMessage *query.Message `json:"last_message,omitempty" doc:"The newest message up to last_seq the caller has not deleted; recalled ones without content"`
-	ActiveAt    string         `json:"active_at,omitempty" doc:"What the list is ordered by: the last message's time, else when the caller joined or last read"`
+	ActiveAt    string         `json:"active_at,omitempty" doc:"What the list is ordered by: the last message's time, or when the caller joined the group if later; a 1:1 chat without messages yet, its read mark's time"`
 }
 
 // ConversationList is the data of the conversation list answer.
