@@ -161,6 +161,33 @@ func (p *page) fitsViewport() {
 	}
 }
 
+// accessible fails the test unless every visible control has a name a screen reader can say
+// (a label, text or aria-label), the message list announces new messages, and each visible
+// conversation and message action is reachable by Tab (a button, not tabindex -1).
+func (p *page) accessible() {
+	p.t.Helper()
+	got := eval[string](p, "accessibility", `(() => {
+		const out = [];
+		const visible = e => e.getClientRects().length > 0;
+		for (const e of document.querySelectorAll('input, textarea, select')) {
+			if (visible(e) && e.labels.length === 0 && !e.getAttribute('aria-label')) out.push('unlabelled ' + e.id);
+		}
+		for (const b of document.querySelectorAll('button, summary')) {
+			if (visible(b) && !(b.getAttribute('aria-label') || b.textContent.trim())) out.push('nameless button in ' + b.parentElement.id);
+			if (visible(b) && b.tabIndex < 0) out.push('button out of the tab order: ' + b.textContent);
+		}
+		const log = document.getElementById('messages');
+		if (log.getAttribute('role') !== 'log' || log.getAttribute('aria-live') !== 'polite') out.push('the message list is not a live log');
+		for (const b of document.querySelectorAll('#convs button')) {
+			if (!/unread|Last:|No messages|^[^,]+$/.test(b.getAttribute('aria-label') || '')) out.push('conversation without a spoken summary');
+		}
+		return out.join('; ');
+	})()`)
+	if got != "" {
+		p.t.Fatalf("%s: %s", p.name, got)
+	}
+}
+
 // stepTimeout bounds one step of a page.
 const stepTimeout = 15 * time.Second
 

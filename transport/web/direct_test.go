@@ -68,7 +68,7 @@ func TestOneToOneChatInTheBrowser(t *testing.T) {
 
 	// Bob asks Alice by her user id and opens their chat by its address.
 	bob.do("ask alice",
-		chromedp.Click(chromedp.CSS("#friends-box summary")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('friends-box').open = true`),
 		chromedp.SendKeys(chromedp.ID("friend-id"), aliceID),
 		chromedp.Click(chromedp.ID("friend-btn")))
 	bob.waitFor("the request is sent", `document.getElementById('side-error').textContent.startsWith('Asked')`)
@@ -97,6 +97,7 @@ func TestOneToOneChatInTheBrowser(t *testing.T) {
 	alice.waitFor("bob's presence dot", onlineDot(bobID))
 	alice.fitsViewport()
 	bob.fitsViewport()
+	alice.accessible()
 	alice.screenshot(shots, "1-chat")
 	bob.screenshot(shots, "1-chat")
 
@@ -121,7 +122,7 @@ func TestOneToOneChatInTheBrowser(t *testing.T) {
 
 	// Bob moves to a group of his own; Alice's next message is an unread badge in his list.
 	bob.do("create a group",
-		chromedp.Click(chromedp.CSS("#groups-box summary")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('groups-box').open = true`),
 		chromedp.SendKeys(chromedp.ID("group-name"), "Bob's notes"),
 		chromedp.Click(chromedp.ID("create-btn")))
 	bob.waitFor("in the group", `location.hash.startsWith('#grp')`)
@@ -131,6 +132,10 @@ func TestOneToOneChatInTheBrowser(t *testing.T) {
 	bob.waitFor("the unread badge", badge+`?.textContent === '1' && document.querySelector('#convs button[data-topic="`+topic+
 		`"] .last').textContent === 'are you there?' && document.querySelector('#convs li button').dataset.topic === '`+topic+`'`)
 	bob.fitsViewport()
+	bob.accessible()
+	if label := eval[string](bob, "the chat's spoken summary", `document.querySelector('#convs button[data-topic="`+topic+`"]').getAttribute('aria-label')`); label != "alice, 1 unread. Last: are you there?" {
+		t.Fatalf("the unread chat is announced as %q", label)
+	}
 	bob.screenshot(shots, "2-unread-badge")
 	bob.clickJS(`#convs button[data-topic="` + topic + `"]`)
 	bob.waitFor("read, badge gone", hasText("are you there?")+` && `+badge+` === null`)
