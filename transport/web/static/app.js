@@ -11,6 +11,7 @@
   var HISTORY_PAGE = 50;
   var CATCH_UP_PAGE = 100;
   var CONV_PAGE = 100;
+  var PRESENCE_LOOKUPS = 50;
   var REFRESH_MS = 20000;
   var TYPING_EVERY_MS = 3000;
   var TYPING_SHOWN_MS = 5000;
@@ -644,7 +645,10 @@
     readLagging(api.members(groupOf(topic)), function () { return state.topic === topic; }).then(function (data) {
       if (state.topic !== topic) { return; }
       state.room.members = data.members || [];
-      state.room.members.forEach(function (m) { learnName(m.user_id); learnPresence(m.user_id); });
+      state.room.members.forEach(function (m, i) {
+        learnName(m.user_id);
+        if (i < PRESENCE_LOOKUPS) { learnPresence(m.user_id); } // the rest wait for pres frames
+      });
       var c = state.convs.get(topic);
       if (c) {
         c.memberCount = state.room.members.length;
