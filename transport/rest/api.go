@@ -174,6 +174,10 @@ type Handlers struct {
 	// Gate checks tenants and principals against the tenant registry and account governance.
 	// Optional: without it every tenant a client names is served.
 	Gate Gate
+	// Limiter applies the per-tenant rate limits of REST requests (per user, per API key),
+	// group creation and friend requests. Optional: without it only the login and register
+	// limits apply. Sends are limited by the Send handler given (ratelimit.LimitSends).
+	Limiter RateLimiter
 }
 
 // API is the REST API mounted on a ServeMux.

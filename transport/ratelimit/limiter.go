@@ -1,0 +1,174 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Config holds the node's per-minute limits (0 turns a limit off) and the Redis key prefix.
+type Config struct {
+	// KeyPrefix starts every rate-limit key; keys are
+	// rate:<KeyPrefix><tenant>:rl:<kind>:{<subject>} (redis_rate adds "rate:"). Default "im:".
+	KeyPrefix string
+	// SendPerUser is how many messages one user may send per minute, over REST and WebSocket
+	// together. Default 600.
+	SendPerUser int
+	// SendPerTopic is how many messages one topic may receive per minute. Default 3000.
+	SendPerTopic int
+	// RESTPerUser is how many authenticated REST requests one user may make per minute.
+	// Default 1200.
+	RESTPerUser int
+	// RESTPerAPIKey is how many REST requests may carry one tenant API key per minute.
+	// Default 60000.
+	RESTPerAPIKey int
+	// WSConnectPerIP is how many WebSocket connects one client address may open per minute. It is
+	// node-wide: the tenant is known only after login. Default 120.
+	WSConnectPerIP int
+	// GroupCreatePerUser is how many groups one user may create per minute. Default 10.
+	GroupCreatePerUser int
+	// FriendRequestPerUser is how many friend requests one user may send per minute. Default 30.
+	FriendRequestPerUser int
+}
+
+func (c *Config) setDefaults() {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "im:"
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.SendPerUser, 600)
+	def(&c.SendPerTopic, 3000)
+	def(&c.RESTPerUser, 1200)
+	def(&c.RESTPerAPIKey, 60000)
+	def(&c.WSConnectPerIP, 120)
+	def(&c.GroupCreatePerUser, 10)
+	def(&c.FriendRequestPerUser, 30)
+}
+
+// limitOf is the node's limit of kind.
+func (c Config) limitOf(kind domain.RateLimitKind) int {
+	switch kind {
+	case domain.RateSendUser:
+		return c.SendPerUser
+	case domain.RateSendTopic:
+		return c.SendPerTopic
+	case domain.RateRESTUser:
+		return c.RESTPerUser
+	case domain.RateRESTAPIKey:
+		return c.RESTPerAPIKey
+	case domain.RateWSConnectIP:
+		return c.WSConnectPerIP
+	case domain.RateGroupCreateUser:
+		return c.GroupCreatePerUser
+	case domain.RateFriendRequestUser:
+		return c.FriendRequestPerUser
+	}
+	return 0
+}
+
+// Validate reports every problem of c, with defaults applied, joined into one error. A negative
+// limit turns it off.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	for _, k := range append([]domain.RateLimitKind{domain.RateWSConnectIP}, domain.RateLimitKinds...) {
+		if v := c.limitOf(k); v > domain.MaxRateLimitPerMinute {
+			errs = append(errs, fmt.Errorf("rate_limit: %s must be at most %d per minute", k, domain.MaxRateLimitPerMinute))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Settings gives a tenant's overrides of the node's limits (the tenant's rate_limits setting).
+// An unknown tenant has none. It must not do I/O for a tenant it knows: it runs on every request.
+type Settings interface {
+	RateLimits(ctx context.Context, tenant domain.TenantID) domain.RateLimits
+}
+
+// Limiter checks requests against the limits. It is safe for concurrent use.
+type Limiter struct {
+	cfg      Config
+	rl       *redis_rate.Limiter
+	settings Settings
+	limited  *prometheus.CounterVec
+	failed   prometheus.Counter
+}
+
+// New returns a Limiter over rdb. settings may be nil (the node's limits for every tenant);
+// reg may be nil (no metrics registered).
+func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheus.Registerer) (*Limiter, error) {
+	if rdb == nil {
+		return nil, errors.New("ratelimit: a Redis client is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	l := &Limiter{cfg: cfg, rl: redis_rate.NewLimiter(rdb), settings: settings,
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imledger_rate_limited_total",
+			Help: "Requests refused by a rate limit, by limit."}, []string{"limit"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "imledger_rate_limit_errors_total",
+			Help: "Rate-limit checks that failed because Redis did not answer; the requests were refused (fail closed)."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{l.limited, l.failed} {
+			if err := reg.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					return nil, fmt.Errorf("ratelimit: register metrics: %w", err)
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+// Limit returns tenant's per-minute limit of kind: the tenant's setting when it has one, else the
+// node's. 0 or less means off.
+func (l *Limiter) Limit(ctx context.Context, tenant domain.TenantID, kind domain.RateLimitKind) int {
+	if l.settings != nil && !tenant.IsZero() {
+		if v, ok := l.settings.RateLimits(ctx, tenant).Of(kind); ok {
+			return v
+		}
+	}
+	return l.cfg.limitOf(kind)
+}
+
+// Allow counts one request of subject against tenant's limit of kind. It returns nil when the
+// request may go on, a *domain.RateLimitedError when it is over the limit, and a retryable error
+// when Redis did not answer (fail closed). A zero tenant is node-wide (WSConnectIP).
+func (l *Limiter) Allow(ctx context.Context, tenant domain.TenantID, kind domain.RateLimitKind, subject string) error {
+	limit := l.Limit(ctx, tenant, kind)
+	if limit <= 0 {
+		return nil
+	}
+	res, err := l.rl.Allow(ctx, l.key(tenant, kind, subject), redis_rate.PerMinute(limit))
+	if err != nil {
+		l.failed.Inc()
+		return domain.Retryable("rate limit "+string(kind), err)
+	}
+	if res.Allowed == 0 {
+		l.limited.WithLabelValues(string(kind)).Inc()
+		return &domain.RateLimitedError{Limit: kind, RetryAfter: max(res.RetryAfter, time.Millisecond)}
+	}
+	return nil
+}
+
+func (l *Limiter) key(tenant domain.TenantID, kind domain.RateLimitKind, subject string) string {
+	t := "_node"
+	if !tenant.IsZero() {
+		t = tenant.String()
+	}
+	return l.cfg.KeyPrefix + t + ":rl:" + string(kind) + ":{" + subject + "}"
+}
