@@ -156,12 +156,12 @@ type Deps struct {
 	Policy    Policy // default DefaultPolicy
 	// Gate checks the principal at login and before every frame, and gives the tenant's content
 	// limit. Optional: without it every verified token is admitted.
-	Gate       Gate
+	Gate Gate
 	// Limiter limits WebSocket connects per client address (ratelimit.Limiter, kind
 	// ws_connect_ip, node-wide). Optional. Pubs are limited by the Sender given
 	// (ratelimit.LimitSends) and refused with ctrl 429 rate_limited.
-	Limiter RateLimiter
-	Logger  *slog.Logger // default discards
+	Limiter    RateLimiter
+	Logger     *slog.Logger          // default discards
 	Registerer prometheus.Registerer // optional
 	// Panics counts the panics sessions recover from (imledger_panics_total{component="ws"}).
 	// Default: the counter registered on Registerer, shared with other components given it.
