@@ -61,11 +61,11 @@ const MaxSubjectLen = 128
 // Config configures a Service.
 type Config struct {
 	// KeyPrefix starts every Redis key: <KeyPrefix><tenant>:atoken:<sha256>. Default "im:".
-	KeyPrefix string
+	KeyPrefix string `koanf:"key_prefix"`
 	// DefaultTTL is a token's lifetime when Issue is given none. Default 24 h.
-	DefaultTTL time.Duration
+	DefaultTTL time.Duration `koanf:"default_ttl"`
 	// MaxTTL bounds a token's lifetime. Default 30 days.
-	MaxTTL time.Duration
+	MaxTTL time.Duration `koanf:"max_ttl"`
 }
 
 func (c *Config) setDefaults() {

@@ -17,25 +17,25 @@ import (
 type Config struct {
 	// KeyPrefix starts every rate-limit key; keys are
 	// rate:<KeyPrefix><tenant>:rl:<kind>:{<subject>} (redis_rate adds "rate:"). Default "im:".
-	KeyPrefix string
+	KeyPrefix string `koanf:"key_prefix"`
 	// SendPerUser is how many messages one user may send per minute, over REST and WebSocket
 	// together. Default 600.
-	SendPerUser int
+	SendPerUser int `koanf:"send_per_user"`
 	// SendPerTopic is how many messages one topic may receive per minute. Default 3000.
-	SendPerTopic int
+	SendPerTopic int `koanf:"send_per_topic"`
 	// RESTPerUser is how many authenticated REST requests one user may make per minute.
 	// Default 1200.
-	RESTPerUser int
+	RESTPerUser int `koanf:"rest_per_user"`
 	// RESTPerAPIKey is how many REST requests may carry one tenant API key per minute.
 	// Default 60000.
-	RESTPerAPIKey int
+	RESTPerAPIKey int `koanf:"rest_per_api_key"`
 	// WSConnectPerIP is how many WebSocket connects one client address may open per minute. It is
 	// node-wide: the tenant is known only after login. Default 120.
-	WSConnectPerIP int
+	WSConnectPerIP int `koanf:"ws_connect_per_ip"`
 	// GroupCreatePerUser is how many groups one user may create per minute. Default 10.
-	GroupCreatePerUser int
+	GroupCreatePerUser int `koanf:"group_create_per_user"`
 	// FriendRequestPerUser is how many friend requests one user may send per minute. Default 30.
-	FriendRequestPerUser int
+	FriendRequestPerUser int `koanf:"friend_request_per_user"`
 }
 
 func (c *Config) setDefaults() {
