@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// acmeUser registers login in tenant acme and logs in.
+func acmeUser(t *testing.T, base, login string) user {
+	t.Helper()
+	body := fmt.Sprintf(`{"tenant":"acme","login":%q,"password":"correct horse battery"}`, login)
+	if a := call(t, http.MethodPost, base+"/v1/im/auth/register", "", "", body); a.status != http.StatusCreated {
+		t.Fatalf("register %s: %d %s", login, a.status, a.raw)
+	}
+	a := call(t, http.MethodPost, base+"/v1/im/auth/login", "", "", body)
+	token, _ := a.Data["token"].(string)
+	id, _ := a.Data["user_id"].(string)
+	if a.status != http.StatusOK || token == "" {
+		t.Fatalf("login %s: %d %s", login, a.status, a.raw)
+	}
+	return user{id: id, token: token}
+}
+
+// messageEvents counts tenant's message events in the event store.
+func messageEvents(t *testing.T, dbURL, tenant string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM events WHERE tenant_id = $1 AND event_type LIKE 'message.%'`, tenant).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRateLimitedSendsWriteNothing: a tenant's rate_limits setting lowers the node's limits. A
+// sender over its send limit is answered REST 429 rate_limited with Retry-After and WebSocket ctrl
+// 429 rate_limited, and the event store holds no message event for the refused sends; another
+// sender of the same tenant and the other tenants are not touched. Group creation has its own
+// per-user limit.
+func TestRateLimitedSendsWriteNothing(t *testing.T) {
+	t.Parallel()
+	env := newServeEnv(t, nil, true)
+	s := env.start(t, "rl")
+	if out, errOut, err := runCLI(t, "tenant", "create", "acme", "--no-api-key", "--config", s.file,
+		"--settings", `{"rate_limits":{"send_user":3,"group_create_user":1}}`); err != nil {
+		t.Fatalf("tenant create: %v\n%s\n%s", err, out, errOut)
+	}
+	alice, bob := acmeUser(t, s.base, "alice"), acmeUser(t, s.base, "bob")
+	gid := createGroup(t, s.base, alice, "limited")
+	a := call(t, http.MethodPost, s.base+"/v1/im/groups", alice.token, "create-second", `{"name":"second"}`)
+	if a.status != http.StatusTooManyRequests || a.Reason != "rate_limited" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("second group within the minute: %d %s (Retry-After %q), want 429 rate_limited", a.status, a.raw, a.header.Get("Retry-After"))
+	}
+	joinGroup(t, s.base, bob, gid)
+	topic := "grp" + gid
+
+	for i := range 3 {
+		if a := sendREST(t, s.base, alice, topic, "ok-"+strconv.Itoa(i), `{"text":"hi"}`); a.status/100 != 2 {
+			t.Fatalf("send %d: %d %s", i, a.status, a.raw)
+		}
+	}
+	before := messageEvents(t, env.dbURL, "acme")
+	if before != 3 {
+		t.Fatalf("message events after 3 sends: %d", before)
+	}
+	a = sendREST(t, s.base, alice, topic, "over-rest", `{"text":"too many"}`)
+	retry, _ := strconv.Atoi(a.header.Get("Retry-After"))
+	if a.status != http.StatusTooManyRequests || a.Reason != "rate_limited" || retry < 1 || a.Details["limit"] != "send_user" {
+		t.Fatalf("4th send over REST: %d %s (Retry-After %q), want 429 rate_limited send_user", a.status, a.raw, a.header.Get("Retry-After"))
+	}
+	c := dialWS(t, s.base, alice, "alice")
+	c.write(fmt.Sprintf(`{"pub":{"id":"over-ws","topic":%q,"client_msg_id":"over-ws","content":{"text":"too many"}}}`, topic))
+	if r := c.ctrl("over-ws"); r.Code != http.StatusTooManyRequests || r.Reason != "rate_limited" || r.Params["retry_after_ms"] == nil {
+		t.Fatalf("pub over the limit: %+v, want ctrl 429 rate_limited", r)
+	}
+	if after := messageEvents(t, env.dbURL, "acme"); after != before {
+		t.Fatalf("message events %d after the refused sends, want %d: a limited send wrote something", after, before)
+	}
+	if a := sendREST(t, s.base, bob, topic, "bob-1", `{"text":"me too"}`); a.status/100 != 2 {
+		t.Fatalf("another sender of the tenant: %d %s", a.status, a.raw)
+	}
+	demo := signUp(t, s.base, "carol")
+	dg := createGroup(t, s.base, demo, "demo-group")
+	for i := range 5 {
+		if a := sendREST(t, s.base, demo, "grp"+dg, "demo-"+strconv.Itoa(i), `{"text":"hi"}`); a.status/100 != 2 {
+			t.Fatalf("demo tenant send %d: %d %s", i, a.status, a.raw)
+		}
+	}
+	if n := messageEvents(t, env.dbURL, "acme"); n != before+1 {
+		t.Fatalf("acme message events %d, want %d", n, before+1)
+	}
+}
