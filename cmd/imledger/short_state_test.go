@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,5 +103,96 @@ func TestRateLimitedSendsWriteNothing(t *testing.T) {
 	}
 	if n := messageEvents(t, env.dbURL, "acme"); n != before+1 {
 		t.Fatalf("acme message events %d, want %d", n, before+1)
+	}
+}
+
+// TestCodesAndActionTokensOverREST: with register_requires_code set, registration needs a code
+// the gateway (a real HTTP server) received; a code passes once. An invite token for a group is
+// consumed by exactly one of many concurrent REST consumers.
+func TestCodesAndActionTokensOverREST(t *testing.T) {
+	t.Parallel()
+	codes := make(chan string, 8)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			To   string `json:"to"`
+			Code string `json:"code"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.To != "+8613800138000" {
+			http.Error(w, "bad delivery", http.StatusBadRequest)
+			return
+		}
+		codes <- body.Code
+	}))
+	t.Cleanup(gw.Close)
+	env := newServeEnv(t, nil, true)
+	env.extra = fmt.Sprintf(`verify: {hash_key: "a test key of 32 bytes, not secret", gateway_url: %q}`, gw.URL)
+	s := env.start(t, "codes")
+	if out, errOut, err := runCLI(t, "tenant", "create", "acme", "--no-api-key", "--config", s.file,
+		"--settings", `{"register_requires_code":true}`); err != nil {
+		t.Fatalf("tenant create: %v\n%s\n%s", err, out, errOut)
+	}
+	reg := func(code string) answer {
+		return call(t, http.MethodPost, s.base+"/v1/im/auth/register", "", "", fmt.Sprintf(
+			`{"tenant":"acme","login":"dave","password":"correct horse battery","phone":"+86 138 0013 8000","code":%q}`, code))
+	}
+	if a := reg(""); a.status != http.StatusForbidden || a.Reason != "code_required" {
+		t.Fatalf("register without a code: %d %s", a.status, a.raw)
+	}
+	target := `{"tenant":"acme","scene":"register","phone":"+8613800138000"}`
+	if a := call(t, http.MethodPost, s.base+"/v1/im/verify/codes", "", "", target); a.status != http.StatusCreated {
+		t.Fatalf("create code: %d %s", a.status, a.raw)
+	}
+	code := <-codes
+	if a := call(t, http.MethodPost, s.base+"/v1/im/verify/codes/status", "", "", target); a.status != 200 || a.Data["active"] != true {
+		t.Fatalf("status: %d %s", a.status, a.raw)
+	}
+	if a := call(t, http.MethodPost, s.base+"/v1/im/verify/codes", "", "", target); a.status != http.StatusTooManyRequests ||
+		a.Details["limit"] != "code_resend" {
+		t.Fatalf("resend at once: %d %s, want 429 code_resend", a.status, a.raw)
+	}
+	if a := reg(code); a.status != http.StatusCreated {
+		t.Fatalf("register with the code: %d %s", a.status, a.raw)
+	}
+	if a := call(t, http.MethodPost, s.base+"/v1/im/auth/register", "", "", fmt.Sprintf(
+		`{"tenant":"acme","login":"eve","password":"correct horse battery","phone":"+8613800138000","code":%q}`, code)); a.status != http.StatusForbidden || a.Reason != "code_not_found" {
+		t.Fatalf("the code again: %d %s, want 403 code_not_found", a.status, a.raw)
+	}
+
+	owner := signUp(t, s.base, "olive")
+	gid := createGroup(t, s.base, owner, "invite")
+	a := call(t, http.MethodPost, s.base+"/v1/im/action-tokens", owner.token, "invite-1", fmt.Sprintf(`{"action":"join_group","subject":"grp%s"}`, gid))
+	token, _ := a.Data["token"].(string)
+	if a.status != http.StatusCreated || token == "" {
+		t.Fatalf("issue: %d %s", a.status, a.raw)
+	}
+	outsider := signUp(t, s.base, "oscar")
+	if a := call(t, http.MethodPost, s.base+"/v1/im/action-tokens", outsider.token, "invite-2", fmt.Sprintf(`{"action":"join_group","subject":"grp%s"}`, gid)); a.status != http.StatusForbidden {
+		t.Fatalf("a non-member issues an invite: %d %s", a.status, a.raw)
+	}
+	const n = 20
+	var wg sync.WaitGroup
+	results := make([]answer, n)
+	for i := range n {
+		wg.Go(func() {
+			results[i] = call(t, http.MethodPost, s.base+"/v1/im/action-tokens/consume", outsider.token, "consume-"+strconv.Itoa(i),
+				fmt.Sprintf(`{"action":"join_group","token":%q}`, token))
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, r := range results {
+		switch {
+		case r.status == http.StatusOK:
+			ok++
+			if r.Data["subject"] != "grp"+gid {
+				t.Fatalf("consumed subject %v", r.Data["subject"])
+			}
+		case r.status == http.StatusForbidden && r.Reason == "action_token_used":
+		default:
+			t.Fatalf("concurrent consume: %d %s", r.status, r.raw)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of %d concurrent consumers succeeded, want exactly 1", ok, n)
 	}
 }
