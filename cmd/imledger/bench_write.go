@@ -86,6 +86,7 @@ func newBenchWriteCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				defer l.Close()
 				sender = ratelimit.LimitSends(n.send, l)
 			}
 			return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, sender, opts, drain)

@@ -259,6 +259,9 @@ func (n *node) shutdown() error {
 			_ = n.srv.Close()
 		}
 	}
+	if n.state.limiter != nil {
+		n.state.limiter.Close()
+	}
 	if n.send != nil {
 		_ = n.send.Close()
 	}
@@ -277,6 +280,9 @@ func (n *node) shutdown() error {
 func (n *node) closeResources() {
 	if n.ln != nil && n.srv == nil {
 		_ = n.ln.Close()
+	}
+	if n.state.limiter != nil {
+		n.state.limiter.Close()
 	}
 	if n.send != nil {
 		_ = n.send.Close()

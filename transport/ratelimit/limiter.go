@@ -103,6 +103,7 @@ type Limiter struct {
 	settings Settings
 	limited  *prometheus.CounterVec
 	failed   prometheus.Counter
+	batch    *batcher
 }
 
 // New returns a Limiter over rdb. settings may be nil (the node's limits for every tenant);
@@ -115,7 +116,7 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 		return nil, err
 	}
 	cfg.setDefaults()
-	l := &Limiter{cfg: cfg, rl: redis_rate.NewLimiter(rdb), settings: settings,
+	l := &Limiter{cfg: cfg, rl: redis_rate.NewLimiter(rdb), settings: settings, batch: newBatcher(rdb, 2),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imledger_rate_limited_total",
 			Help: "Requests refused by a rate limit, by limit."}, []string{"limit"}),
 		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "imledger_rate_limit_errors_total",
@@ -132,6 +133,42 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 		}
 	}
 	return l, nil
+}
+
+// Close stops the workers of AllowSend; checks still queued are refused as retryable.
+func (l *Limiter) Close() { l.batch.close() }
+
+// AllowSend counts one send of user to topic against tenant's send_user and send_topic limits,
+// both in one pipelined round trip shared with the sends checked at the same time. It returns
+// nil, a *domain.RateLimitedError (send_user first when both refuse), or a retryable error when
+// Redis does not answer (fail closed). Both counters count the send even when the other refuses.
+func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, topic string) error {
+	var checks []*check
+	for _, c := range []struct {
+		kind    domain.RateLimitKind
+		subject string
+	}{{domain.RateSendUser, user}, {domain.RateSendTopic, topic}} {
+		if limit := l.Limit(ctx, tenant, c.kind); limit > 0 {
+			checks = append(checks, &check{ctx: ctx, key: l.cfg.KeyPrefix + tenant.String() + ":rl:" + string(c.kind) + ":{" + c.subject + "}",
+				kind: c.kind, limit: limit})
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	for i, err := range l.batch.do(checks...) {
+		var limited *domain.RateLimitedError
+		switch {
+		case err == nil:
+		case errors.As(err, &limited):
+			l.limited.WithLabelValues(string(checks[i].kind)).Inc()
+			return err
+		default:
+			l.failed.Inc()
+			return err
+		}
+	}
+	return nil
 }
 
 // Limit returns tenant's per-minute limit of kind: the tenant's setting when it has one, else the

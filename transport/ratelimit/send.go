@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/imledger/imledger/commands"
-	"github.com/imledger/imledger/domain"
 )
 
 // MessageSender sends a message (*commands.SendMessageHandler).
@@ -28,11 +27,9 @@ func LimitSends(next MessageSender, l *Limiter) *SendLimiter {
 
 // Handle refuses the send with a *domain.RateLimitedError over send_user or send_topic, with a
 // retryable error when Redis does not answer, and otherwise returns what the wrapped sender does.
+// Both limits cost one pipelined round trip shared with the concurrent sends (Limiter.AllowSend).
 func (s *SendLimiter) Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error) {
-	if err := s.limiter.Allow(ctx, cmd.Tenant, domain.RateSendUser, cmd.From.String()); err != nil {
-		return commands.SendResult{}, err
-	}
-	if err := s.limiter.Allow(ctx, cmd.Tenant, domain.RateSendTopic, cmd.Topic.String()); err != nil {
+	if err := s.limiter.AllowSend(ctx, cmd.Tenant, cmd.From.String(), cmd.Topic.String()); err != nil {
 		return commands.SendResult{}, err
 	}
 	return s.next.Handle(ctx, cmd)
