@@ -26,7 +26,9 @@ type check struct {
 	key   string
 	kind  domain.RateLimitKind
 	limit int
+	n     int // requests to count at once
 	done  chan error
+	got   int // requests counted, when allowed
 }
 
 // batcher counts the checks of concurrent sends in pipelined round trips, as the seq allocator
@@ -113,7 +115,7 @@ func (b *batcher) send(batch []*check) {
 	cmds := make([]*redis.Cmd, len(batch))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
-			cmds[i] = gcraScript.EvalSha(ctx, p, []string{c.key}, float64(time.Minute.Milliseconds())/float64(c.limit), c.limit)
+			cmds[i] = gcraScript.EvalSha(ctx, p, []string{c.key}, float64(time.Minute.Milliseconds())/float64(c.limit), c.limit, max(c.n, 1))
 		}
 		return nil
 	})
@@ -127,25 +129,31 @@ func (b *batcher) send(batch []*check) {
 		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range again {
 				c := batch[i]
-				cmds[i] = gcraScript.Eval(ctx, p, []string{c.key}, float64(time.Minute.Milliseconds())/float64(c.limit), c.limit)
+				cmds[i] = gcraScript.Eval(ctx, p, []string{c.key}, float64(time.Minute.Milliseconds())/float64(c.limit), c.limit, max(c.n, 1))
 			}
 			return nil
 		})
 	}
 	for i, c := range batch {
-		wait, err := cmds[i].Int64()
+		res, err := cmds[i].Int64Slice()
 		switch {
 		case err != nil:
 			c.done <- domain.Retryable("rate limit "+string(c.kind), err)
-		case wait > 0:
-			c.done <- &domain.RateLimitedError{Limit: c.kind, RetryAfter: time.Duration(wait) * time.Millisecond}
+		case len(res) != 2:
+			c.done <- domain.Retryable("rate limit "+string(c.kind), errBadReply)
+		case res[0] == 0:
+			c.done <- &domain.RateLimitedError{Limit: c.kind, RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}
 		default:
+			c.got = int(res[0])
 			c.done <- nil
 		}
 	}
 }
 
-const errClosed = limiterError("rate limiter closed")
+const (
+	errClosed   = limiterError("rate limiter closed")
+	errBadReply = limiterError("unexpected reply of the rate-limit script")
+)
 
 type limiterError string
 

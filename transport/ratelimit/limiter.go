@@ -104,6 +104,7 @@ type Limiter struct {
 	limited  *prometheus.CounterVec
 	failed   prometheus.Counter
 	batch    *batcher
+	leases   leases
 }
 
 // New returns a Limiter over rdb. settings may be nil (the node's limits for every tenant);
@@ -138,37 +139,65 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 // Close stops the workers of AllowSend; checks still queued are refused as retryable.
 func (l *Limiter) Close() { l.batch.close() }
 
-// AllowSend counts one send of user to topic against tenant's send_user and send_topic limits,
-// both in one pipelined round trip shared with the sends checked at the same time. It returns
-// nil, a *domain.RateLimitedError (send_user first when both refuse), or a retryable error when
-// Redis does not answer (fail closed). Both counters count the send even when the other refuses.
+// AllowSend counts one send of user to topic against tenant's send_user and send_topic limits.
+// A busy sender or topic is counted ahead: one round trip counts up to a second's share of the
+// limit (at most 16), which this node then uses for a second without asking Redis, so the limit
+// only ever gets stricter (unused requests are dropped). Round trips are pipelined with the
+// sends checked at the same time. It returns nil, a *domain.RateLimitedError (send_user first
+// when both refuse), or a retryable error when Redis does not answer (fail closed).
 func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, topic string) error {
-	var checks []*check
+	now := time.Now()
+	var (
+		checks []*check
+		taken  []string
+	)
 	for _, c := range []struct {
 		kind    domain.RateLimitKind
 		subject string
 	}{{domain.RateSendUser, user}, {domain.RateSendTopic, topic}} {
-		if limit := l.Limit(ctx, tenant, c.kind); limit > 0 {
-			checks = append(checks, &check{ctx: ctx, key: l.cfg.KeyPrefix + tenant.String() + ":rl:" + string(c.kind) + ":{" + c.subject + "}",
-				kind: c.kind, limit: limit})
+		limit := l.Limit(ctx, tenant, c.kind)
+		if limit <= 0 {
+			continue
 		}
+		key := l.cfg.KeyPrefix + tenant.String() + ":rl:" + string(c.kind) + ":{" + c.subject + "}"
+		if l.leases.take(key, now) {
+			taken = append(taken, key)
+			continue
+		}
+		checks = append(checks, &check{ctx: ctx, key: key, kind: c.kind, limit: limit, n: leaseSize(limit)})
 	}
 	if len(checks) == 0 {
 		return nil
 	}
-	for i, err := range l.batch.do(checks...) {
+	errs := l.batch.do(checks...)
+	var refused error
+	for i, err := range errs {
+		c := checks[i]
 		var limited *domain.RateLimitedError
 		switch {
 		case err == nil:
+			l.leases.put(c.key, c.got-1, now)
 		case errors.As(err, &limited):
-			l.limited.WithLabelValues(string(checks[i].kind)).Inc()
-			return err
+			l.limited.WithLabelValues(string(c.kind)).Inc()
 		default:
 			l.failed.Inc()
-			return err
+		}
+		if err != nil && refused == nil {
+			refused = err
 		}
 	}
-	return nil
+	if refused != nil {
+		// The send does not happen: what it took of this node's leases goes back.
+		for _, key := range taken {
+			l.leases.give(key, now)
+		}
+		for i, c := range checks {
+			if errs[i] == nil {
+				l.leases.give(c.key, now)
+			}
+		}
+	}
+	return refused
 }
 
 // Limit returns tenant's per-minute limit of kind: the tenant's setting when it has one, else the
