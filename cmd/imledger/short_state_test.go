@@ -57,7 +57,7 @@ func TestRateLimitedSendsWriteNothing(t *testing.T) {
 	env := newServeEnv(t, nil, true)
 	s := env.start(t, "rl")
 	if out, errOut, err := runCLI(t, "tenant", "create", "acme", "--no-api-key", "--config", s.file,
-		"--settings", `{"rate_limits":{"send_user":3,"group_create_user":1}}`); err != nil {
+		"--settings", `{"rate_limits":{"send_user":3,"group_create_user":1,"friend_request_user":1}}`); err != nil {
 		t.Fatalf("tenant create: %v\n%s\n%s", err, out, errOut)
 	}
 	alice, bob := acmeUser(t, s.base, "alice"), acmeUser(t, s.base, "bob")
@@ -103,6 +103,35 @@ func TestRateLimitedSendsWriteNothing(t *testing.T) {
 	}
 	if n := messageEvents(t, env.dbURL, "acme"); n != before+1 {
 		t.Fatalf("acme message events %d, want %d", n, before+1)
+	}
+
+	// Friend requests per user.
+	carol := acmeUser(t, s.base, "carol")
+	if a := call(t, http.MethodPost, s.base+"/v1/im/friends/requests", alice.token, "fr-1", `{"user_id":"`+bob.id+`"}`); a.status != 200 {
+		t.Fatalf("first friend request: %d %s", a.status, a.raw)
+	}
+	if a := call(t, http.MethodPost, s.base+"/v1/im/friends/requests", alice.token, "fr-2", `{"user_id":"`+carol.id+`"}`); a.status != 429 || a.Reason != "rate_limited" {
+		t.Fatalf("second friend request within the minute: %d %s, want 429", a.status, a.raw)
+	}
+
+	// REST requests per user, in a tenant of their own.
+	if out, errOut, err := runCLI(t, "tenant", "create", "beta", "--no-api-key", "--config", s.file,
+		"--settings", `{"rate_limits":{"rest_user":3}}`); err != nil {
+		t.Fatalf("tenant create: %v\n%s\n%s", err, out, errOut)
+	}
+	body := `{"tenant":"beta","login":"bea","password":"correct horse battery"}`
+	if a := call(t, http.MethodPost, s.base+"/v1/im/auth/register", "", "", body); a.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", a.status, a.raw)
+	}
+	bea := call(t, http.MethodPost, s.base+"/v1/im/auth/login", "", "", body)
+	tok, _ := bea.Data["token"].(string)
+	for i := range 3 {
+		if a := call(t, http.MethodGet, s.base+"/v1/im/unread", tok, "", ""); a.status != 200 {
+			t.Fatalf("request %d: %d %s", i, a.status, a.raw)
+		}
+	}
+	if a := call(t, http.MethodGet, s.base+"/v1/im/unread", tok, "", ""); a.status != 429 || a.Details["limit"] != "rest_user" {
+		t.Fatalf("4th request within the minute: %d %s, want 429 rest_user", a.status, a.raw)
 	}
 }
 
