@@ -348,3 +348,36 @@ func TestRedisDownFailsClosed(t *testing.T) {
 		t.Fatalf("gateway posts %d: a creation with Redis down must send nothing", f.gw.posts)
 	}
 }
+
+func TestGatewayFailureWithdrawsTheCode(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	f := newFixture(t, rdb, prefix)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "gateway down", http.StatusBadGateway)
+	}))
+	t.Cleanup(down.Close)
+	sender, err := verify.NewHTTPSender(verify.HTTPSenderConfig{URL: down.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := verify.New(verify.Config{HashKey: []byte("0123456789abcdef0123"), KeyPrefix: prefix}, rdb, dbsOf{f.db}, sender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := verify.NewTarget("", "Alice@Example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Create(ctx, f.tenant, verify.SceneLogin, to); !errors.Is(err, domain.ErrRetryable) {
+		t.Fatalf("create with the gateway down: %v, want retryable", err)
+	}
+	if _, err := svc.GetActive(ctx, f.tenant, verify.SceneLogin, to); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("a code the gateway refused is active: %v", err)
+	}
+	var state string
+	if err := f.db.QueryRow(`SELECT state FROM im_verification_codes WHERE channel = 'email'`).Scan(&state); err != nil || state != verify.StateUndelivered {
+		t.Fatalf("audit state %q, %v; want undelivered", state, err)
+	}
+}
