@@ -54,6 +54,9 @@ func (a *API) build(o op) huma.Operation {
 			errs = append(errs, http.StatusConflict)
 		}
 	}
+	if a.h.Limiter != nil {
+		errs = append(errs, http.StatusTooManyRequests)
+	}
 	errs = append(errs, http.StatusServiceUnavailable)
 	h := huma.Operation{
 		OperationID: o.id, Method: o.method, Path: o.path, Summary: o.summary, Description: o.desc,
