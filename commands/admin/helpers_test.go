@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -145,15 +144,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 		e.produce(topic, "init", []byte(`{}`)) // creates the topic before anyone subscribes
 	}
 	e.results, e.dead = e.collect(resultTopic), e.collect(deadTopic)
-	sub, err := wkafka.NewSubscriber(wkafka.SubscriberConfig{Brokers: e.brokers, Unmarshaler: admin.KafkaUnmarshaler{},
-		OverwriteSaramaConfig: saramaConfig(), ConsumerGroup: "admin-test", NackResendSleep: 20 * time.Millisecond}, nil)
+	group, err := sarama.NewConsumerGroup(e.brokers, "admin-test", saramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.failures = admin.NewFailures(e.pool, publisher{e.producer}, commandTopic)
 	e.consumer, err = admin.New(admin.Config{ConsumerGroup: "admin-test", ResultTopic: resultTopic, DeadLetterTopic: deadTopic,
 		Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond}},
-		admin.Deps{Pool: e.pool, Subscriber: sub, CommandTopic: commandTopic, Publisher: publisher{e.producer}, Owner: "test",
+		admin.Deps{Pool: e.pool, Group: group, CommandTopic: commandTopic, Publisher: publisher{e.producer}, Owner: "test",
 			Handlers: admin.Handlers{Tenants: e.registry, Lookup: e.cache, Accounts: gov, Groups: e.groups, GroupStates: e.loader,
 				Messages: ops, Sender: send, Broadcaster: e.sent, Events: e.store}})
 	if err != nil {
@@ -186,6 +184,18 @@ func (p publisher) Publish(_ context.Context, topic, key string, value []byte, h
 	}
 	_, _, err := p.p.SendMessage(m)
 	return err
+}
+
+// PublishBatch makes publisher an admin.BatchPublisher, as the binary's is.
+func (p publisher) PublishBatch(_ context.Context, msgs []admin.OutMessage) error {
+	pm := make([]*sarama.ProducerMessage, len(msgs))
+	for i, m := range msgs {
+		pm[i] = &sarama.ProducerMessage{Topic: m.Topic, Key: sarama.StringEncoder(m.Key), Value: sarama.ByteEncoder(m.Value)}
+		for k, v := range m.Headers {
+			pm[i].Headers = append(pm[i].Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+		}
+	}
+	return p.p.SendMessages(pm)
 }
 
 func (e *env) produce(topic, key string, value []byte) {
