@@ -413,6 +413,9 @@ func (c *Consumer) claimBatch(sess, work context.Context, items []*item) bool {
 // runItem takes it to its answer: runs it with retries, dead-letters it past them. It reports
 // false when the session ended first (it is then redelivered).
 func (c *Consumer) runItem(sess, work context.Context, it *item) bool {
+	if sess.Err() != nil {
+		return false
+	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-sess.Done():
