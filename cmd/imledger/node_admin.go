@@ -34,7 +34,11 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 	}
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest // a command produced before the first consumer joined still runs
-	group, err := sarama.NewConsumerGroup(n.cfg.Kafka.Brokers, n.cfg.Admin.ConsumerGroup, sc)
+	name := n.cfg.Admin.ConsumerGroup
+	if name == "" {
+		name = admin.DefaultConsumerGroup // the group the consumer deduplicates in
+	}
+	group, err := sarama.NewConsumerGroup(n.cfg.Kafka.Brokers, name, sc)
 	if err != nil {
 		return nil, fmt.Errorf("admin: consumer group: %w", err)
 	}

@@ -82,6 +82,7 @@ func newRepublishCmd() *cobra.Command {
 	f.StringVar(&cfg.Checkpoint, "checkpoint", "", "file that keeps the cursor of the last acknowledged batch; a run resumes from it")
 	f.IntVar(&cfg.Rate, "rate", 0, "events per second at most (default: as fast as Kafka acknowledges)")
 	f.IntVar(&cfg.BatchSize, "batch", 0, "events per produce request (default 1000)")
+	f.IntVar(&cfg.InFlight, "in-flight", 0, "batches sent and not yet acknowledged at once (default 16)")
 	return cmd
 }
 
