@@ -100,14 +100,19 @@ func pump(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filt
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		readErr <- r.ScanCommitted(ctx, rng, f, cfg.PageSize, func(recs []eventstore.Record) error {
+		hand := func(recs []eventstore.Record) error {
 			select {
 			case pages <- recs:
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
-		})
+		}
+		if sp, ok := r.(Splitter); ok && cfg.Readers > 1 {
+			readErr <- scanParallel(ctx, r, sp, rng, f, cfg.PageSize, cfg.Readers, cfg.ChunkEvents, hand)
+			return
+		}
+		readErr <- r.ScanCommitted(ctx, rng, f, cfg.PageSize, hand)
 	}()
 	var events int64
 	var werr error
