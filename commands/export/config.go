@@ -66,7 +66,8 @@ type Config struct {
 	RowGroupRows int
 	// Readers is how many stretches of the log are read at once, each on a connection of its
 	// own, when the Reader can split the range (*eventstore.Store does); 1 reads with one query
-	// at a time. Default 3.
+	// at a time. It helps where PostgreSQL has idle cores; on a saturated machine it only costs
+	// memory. Default 1.
 	Readers int
 	// ChunkEvents is the length of such a stretch, in log events of any tenant; memory holds
 	// about Readers × ChunkEvents events. Default 20,000.
@@ -93,7 +94,7 @@ func (c *Config) setDefaults() {
 		c.RowGroupRows = 1 << 16
 	}
 	if c.Readers == 0 {
-		c.Readers = 3
+		c.Readers = 1
 	}
 	if c.ChunkEvents == 0 {
 		c.ChunkEvents = 20_000
