@@ -2,8 +2,11 @@ package admin_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/domain"
@@ -84,6 +87,57 @@ func TestConsumerStoppedMidBatchLosesNothingAndRunsNothingTwice(t *testing.T) {
 	for _, c := range cmds {
 		if rs := e.resultsOf(c.EventID); len(rs) > 2 {
 			t.Errorf("%s answered %d times", c.EventType, len(rs))
+		}
+	}
+}
+
+// TestCommandsOfOneKeyKeepTheirOrderInABatch: commands produced back to back about many users
+// run concurrently across users and in produce order for each user: every user's events follow
+// the commands' order and each command is answered once, succeeded.
+func TestCommandsOfOneKeyKeepTheirOrderInABatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	ctx := testenv.Context(t)
+	tid := newTenantID(t)
+	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
+	const users = 12
+	order := []domain.AdminCommandType{domain.CmdUserBan, domain.CmdUserUnban, domain.CmdUserBan, domain.CmdUserUnban, domain.CmdUserBan}
+	var all []domain.AdminCommand
+	var msgs []*sarama.ProducerMessage
+	for _, typ := range order {
+		for u := 1; u <= users; u++ {
+			c := command(tid.String(), typ, fmt.Sprintf(`{"user_id":"%d"}`, 600+u))
+			body, _ := json.Marshal(c)
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: commandTopic, Key: sarama.StringEncoder(fmt.Sprintf("%s:user:%d", tid, 600+u)),
+				Value: sarama.ByteEncoder(body)})
+			all = append(all, c)
+		}
+	}
+	if err := e.producer.SendMessages(msgs); err != nil { // one flush: the consumer sees them as batches
+		t.Fatal(err)
+	}
+	for _, c := range all {
+		if r := e.await(c.EventID, 1); r.Status != domain.AdminSucceeded {
+			t.Fatalf("%s: %s %s", c.EventType, r.Status, r.Reason)
+		}
+	}
+	for u := 1; u <= users; u++ {
+		evs, err := e.store.ReadStream(ctx, tid, domain.AccountStreamID(domain.UserID(600+u)), 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []domain.EventType
+		for _, ev := range evs {
+			got = append(got, ev.EventType)
+		}
+		want := []domain.EventType{domain.EventUserBanned, domain.EventUserUnbanned, domain.EventUserBanned, domain.EventUserUnbanned, domain.EventUserBanned}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("user %d: events %v, want %v", 600+u, got, want)
+		}
+	}
+	for _, c := range all {
+		if rs := e.resultsOf(c.EventID); len(rs) != 1 {
+			t.Errorf("%s answered %d times", c.EventID, len(rs))
 		}
 	}
 }
