@@ -19,7 +19,7 @@ import (
 // committed one is recovered without running again and the unstarted ones run once.
 func TestConsumerStoppedMidBatchLosesNothingAndRunsNothingTwice(t *testing.T) {
 	t.Parallel()
-	cfg := admin.Config{ClaimTimeout: 2 * time.Second, CommandTimeout: time.Second, CloseTimeout: 200 * time.Millisecond,
+	cfg := admin.Config{ClaimTimeout: 2 * time.Second, CommandTimeout: time.Second, CloseTimeout: 200 * time.Millisecond, MaxBatch: 16,
 		Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond}}
 	e := newEnv(t, envOpts{config: &cfg})
 	ctx := testenv.Context(t)
@@ -96,7 +96,8 @@ func TestConsumerStoppedMidBatchLosesNothingAndRunsNothingTwice(t *testing.T) {
 // the commands' order and each command is answered once, succeeded.
 func TestCommandsOfOneKeyKeepTheirOrderInABatch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{})
+	cfg := admin.Config{MaxBatch: 64, Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond}}
+	e := newEnv(t, envOpts{config: &cfg})
 	ctx := testenv.Context(t)
 	tid := newTenantID(t)
 	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
