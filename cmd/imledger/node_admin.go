@@ -7,7 +7,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/commands/admin"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // startAdmin starts the admin command consumer unless admin.run is false: a sarama consumer
