@@ -36,7 +36,7 @@ func submitSpaced(t *testing.T, b *batcher, n int, spacing time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.submit(context.Background(), envelope{}); err != nil {
+			if err := b.submit(context.Background(), envelope{}, nil); err != nil {
 				t.Errorf("submit: %v", err)
 			}
 		}()

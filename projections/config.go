@@ -46,6 +46,13 @@ type Config struct {
 	// Parking configures the dead-letter and parking store in Postgres.
 	Parking ParkingConfig
 
+	// InFlight is how many records of one partition may be in the projector at once: decoded,
+	// queued for a batch or being written, not yet acked. A conversation's events stay in order
+	// whatever the value (see batcher); a deep pipeline lets one hot conversation fill whole
+	// batches. Offsets are committed only up to the last record whose batch committed.
+	// Default 512.
+	InFlight int
+
 	// ChannelBufferSize is how many fetched records the Kafka client buffers per partition.
 	// A partition whose buffer is full holds up the next fetch for every partition of its
 	// broker (Sarama's MaxProcessingTime), so a projector that applies slowly per partition
@@ -90,13 +97,14 @@ type RetryConfig struct {
 	Multiplier float64
 }
 
-// BatchConfig controls group commit across partitions. Kafka delivers one event per partition at
-// a time (the next only after the previous is acked), so a batch holds at most one event per
-// partition in flight; events of one conversation share a partition and keep their order.
+// BatchConfig controls group commit. Each conversation is written by one flusher, in order; a
+// batch holds what queued up for that flusher (many events of one conversation included) while
+// its previous batch was written.
 type BatchConfig struct {
 	// MaxEvents caps the events of one read-model transaction. Default 500.
 	MaxEvents int
-	// Flushers is how many batches may be written at the same time. Default 2.
+	// Flushers is how many batches may be written at the same time; conversations are spread
+	// over them by hash. Default 2.
 	Flushers int
 	// Linger is how long a flusher that took fewer than MaxEvents events may wait for more
 	// before writing them; it stops waiting once no event came for Linger/8. Under load it
@@ -128,6 +136,9 @@ func (c *Config) setDefaults() {
 		c.Batch.Linger = 10 * time.Millisecond
 	}
 	c.Parking.setDefaults()
+	if c.InFlight == 0 {
+		c.InFlight = 512
+	}
 	if c.ChannelBufferSize == 0 {
 		c.ChannelBufferSize = 1024
 	}
@@ -203,6 +214,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchMaxWait < time.Millisecond || c.FetchMaxWait > 10*time.Second {
 		errs = append(errs, fmt.Errorf("projections: fetch max wait %s, want within [1ms, 10s]", c.FetchMaxWait))
+	}
+	if c.InFlight < 1 {
+		errs = append(errs, fmt.Errorf("projections: in flight %d, want >= 1", c.InFlight))
 	}
 	if c.ChannelBufferSize < 1 {
 		errs = append(errs, fmt.Errorf("projections: channel buffer size %d, want >= 1", c.ChannelBufferSize))
