@@ -265,40 +265,65 @@ func (s *shard) take() []*batchItem {
 func (s *shard) settle(ctx context.Context, batch []*batchItem) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	blocked := false // a conversation was blocked by this batch
+	defer func() {
+		if blocked {
+			s.holdQueued()
+		}
+	}()
 	for _, it := range batch {
-		l, blocked := s.lanes[it.key]
+		l, isBlocked := s.lanes[it.key]
 		switch {
-		case !it.answered || (blocked && l.transient):
-			if !blocked {
+		case !it.answered || (isBlocked && l.transient):
+			if !isBlocked {
 				// Unreachable by the flush contract; keep the order anyway.
 				l = &lane{transient: true}
 				s.lanes[it.key] = l
 				s.schedule(it.key, l)
+				blocked = true
 			}
 			l.waiting = append(l.waiting, it)
 			continue
 		case it.res.panicked == nil && it.res.err != nil && isTransient(it.res.err) && ctx.Err() == nil:
-			if blocked {
+			if isBlocked {
 				// The failed head's retry failed again: its handler retries.
 				break
 			}
 			l = &lane{transient: true, waiting: []*batchItem{it}}
 			s.lanes[it.key] = l
 			s.schedule(it.key, l)
+			blocked = true
 			if s.b.retried != nil {
 				s.b.retried()
 			}
 			continue
 		case it.res.err != nil || it.res.panicked != nil:
-			if !blocked {
+			if !isBlocked {
 				s.lanes[it.key] = &lane{head: it.env.src}
+				blocked = true
 			}
-		case blocked && l.head == it.env.src:
+		case isBlocked && l.head == it.env.src:
 			// The failed head applied on its retry: its conversation goes on.
 			s.release(it.key, l)
 		}
 		it.done <- it.res
 	}
+}
+
+// holdQueued moves queued events of blocked conversations into their lanes, in order: events
+// that were queued while the batch that blocked their conversation was being written. Callers
+// hold s.mu.
+func (s *shard) holdQueued() {
+	kept := s.queue[:0]
+	for _, it := range s.queue {
+		if l, ok := s.lanes[it.key]; ok && (l.transient || l.head != it.env.src) {
+			l.waiting = append(l.waiting, it)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
 }
 
 // schedule queues the waiting events of transient lane l again after a backoff. Callers hold s.mu.
