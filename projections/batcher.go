@@ -40,9 +40,9 @@ func (it *batchItem) setResult(r result) { it.res, it.answered = r, true }
 // failure, retried by the batcher itself after a backoff. So a conversation's events are applied
 // in order even with many of them in flight, and one failing conversation holds up no other.
 type batcher struct {
-	max    int
-	linger time.Duration
-	flush  func(ctx context.Context, items []*batchItem)
+	max     int
+	linger  time.Duration
+	flush   func(ctx context.Context, items []*batchItem)
 	backoff func(attempt int) time.Duration
 	// retried counts transient failures retried by the batcher; may be nil.
 	retried func()
