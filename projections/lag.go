@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 // GroupLag is how far one consumer group is behind.
@@ -104,32 +106,7 @@ func (p *Projector) lagLoop(ctx context.Context, interval time.Duration) {
 // Lag measures how far each consumer group of the projector is behind and updates the lag
 // gauges. It connects to the brokers for each call; it fails if they do not answer.
 func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	sc, err := p.saramaConfig()
-	if err != nil {
-		return nil, err
-	}
-	client, err := sarama.NewClient(p.cfg.Kafka.Brokers, sc)
-	if err != nil {
-		return nil, fmt.Errorf("projections: lag: connect: %w", err)
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
-	}
-	defer admin.Close() // closes client too
-	var groups []groupTopics
-	for _, pr := range p.projections {
-		g := groupTopics{group: pr.ConsumerGroup}
-		for _, t := range pr.Topics {
-			g.topics = append(g.topics, p.cfg.Kafka.Topic(t))
-		}
-		groups = append(groups, g)
-	}
-	lags, err := measureLag(client, admin, groups)
+	lags, err := measureGroups(ctx, p.cfg, p.projections)
 	if err != nil {
 		return nil, err
 	}
@@ -141,4 +118,44 @@ func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
 		p.metrics.lagSeconds.WithLabelValues(l.ConsumerGroup).Set(l.Seconds)
 	}
 	return lags, nil
+}
+
+// LagOf measures how far the consumer groups of projections are behind on the brokers of cfg,
+// from their committed offsets, wherever the projectors run (Seconds stays 0). Offsets are
+// committed about once a second, so a group that keeps up may show up to a second of events.
+func LagOf(ctx context.Context, cfg Config, projections ...Projection) ([]GroupLag, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return measureGroups(ctx, cfg, projections)
+}
+
+func measureGroups(ctx context.Context, cfg Config, projections []Projection) ([]GroupLag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sc, err := tkafka.NewSaramaConfig(cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	client, err := sarama.NewClient(cfg.Kafka.Brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("projections: lag: connect: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
+	}
+	defer admin.Close() // closes client too
+	var groups []groupTopics
+	for _, pr := range projections {
+		g := groupTopics{group: pr.ConsumerGroup}
+		for _, t := range pr.Topics {
+			g.topics = append(g.topics, cfg.Kafka.Topic(t))
+		}
+		groups = append(groups, g)
+	}
+	return measureLag(client, admin, groups)
 }
