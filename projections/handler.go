@@ -74,7 +74,15 @@ func (r *runner) handle(msg *message.Message) error {
 
 func (r *runner) handleEvent(msg *message.Message) error {
 	ctx := msg.Context()
-	env, err := decodeEnvelope(msg.Payload)
+	var (
+		env domain.Envelope
+		err error
+	)
+	if d, ok := Prepared(ctx).(*decodedRecord); ok {
+		env, err = d.env, d.err
+	} else {
+		env, err = decodeEnvelope(msg.Payload)
+	}
 	var decoded *domain.Envelope
 	if err == nil {
 		decoded = &env
@@ -95,6 +103,18 @@ func (r *runner) handleEvent(msg *message.Message) error {
 		return nil
 	}
 	return r.batch.submit(ctx, envelope{Envelope: env, src: sourceOf(msg), payload: msg.Payload}, func() { HandedOver(ctx) })
+}
+
+// decodedRecord is a record's envelope decoded by the subscriber (see prepareRecord).
+type decodedRecord struct {
+	env domain.Envelope
+	err error
+}
+
+// prepareRecord decodes a record's envelope in the subscriber's partition goroutine.
+func prepareRecord(msg *message.Message) any {
+	env, err := decodeEnvelope(msg.Payload)
+	return &decodedRecord{env: env, err: err}
 }
 
 // settled tells the batcher that the record msg was dead-lettered, so the events of its

@@ -81,10 +81,58 @@ func partitionLag(client sarama.Client, committed *sarama.OffsetFetchResponse, t
 			return 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
 		}
 	}
-	if high > from {
+	if high <= from {
+		return 0, nil
+	}
+	if high-from <= maxMarkerTail {
+		return dataRecords(client, topic, p, from, high)
+	}
+	return high - from, nil
+}
+
+// maxMarkerTail is the longest gap between a committed offset and the high watermark that
+// dataRecords checks for transaction markers.
+const maxMarkerTail = 4
+
+// dataRecords counts the committed data records of a partition in [from, high). The relay
+// publishes in transactions, and each commit leaves a marker record that consumers never see:
+// a group that applied everything still has its committed offset one short of the high
+// watermark, which is no lag.
+func dataRecords(client sarama.Client, topic string, p int32, from, high int64) (int64, error) {
+	leader, err := client.Leader(topic, p)
+	if err != nil {
+		return 0, fmt.Errorf("projections: lag: leader of %s/%d: %w", topic, p, err)
+	}
+	req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 1 << 20, Isolation: sarama.ReadCommitted}
+	req.AddBlock(topic, p, from, 1<<20, -1)
+	resp, err := leader.Fetch(req)
+	if err != nil {
+		return 0, fmt.Errorf("projections: lag: fetch %s/%d: %w", topic, p, err)
+	}
+	block := resp.GetBlock(topic, p)
+	if block == nil || block.Err != sarama.ErrNoError {
+		return high - from, nil // cannot tell: count every offset
+	}
+	aborted := len(block.AbortedTransactions) > 0
+	var n int64
+	for _, rs := range block.RecordsSet {
+		if rs == nil || rs.RecordBatch == nil {
+			continue
+		}
+		b := rs.RecordBatch
+		if b.Control {
+			continue
+		}
+		for _, r := range b.Records {
+			if o := b.FirstOffset + r.OffsetDelta; o >= from && o < high {
+				n++
+			}
+		}
+	}
+	if aborted && n > 0 {
 		return high - from, nil
 	}
-	return 0, nil
+	return n, nil
 }
 
 // lagLoop measures lag every interval and sets the lag gauges until ctx ends.

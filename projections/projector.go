@@ -190,6 +190,7 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 			Unmarshaler:     envelopeUnmarshaler{},
 			InFlight:        p.cfg.InFlight,
 			NackResendSleep: p.cfg.NackResendSleep,
+			Prepare:         prepareRecord,
 		}, wlog)
 		if err != nil {
 			return fmt.Errorf("projections: subscriber %s: %w", pr.ConsumerGroup, err)

@@ -30,6 +30,10 @@ type PipelinedSubscriberConfig struct {
 	// NackResendSleep is how long a nacked record waits before it is delivered again.
 	// Default 500ms.
 	NackResendSleep time.Duration
+	// Prepare, when set, is called for every record in its partition's long-lived goroutine
+	// before the record is delivered; the handler finds the result with Prepared. Decoding
+	// there, ahead of the handler, spares each handler goroutine growing its stack for it.
+	Prepare func(*message.Message) any
 }
 
 func (c *PipelinedSubscriberConfig) setDefaults() {
@@ -155,10 +159,21 @@ func (s *PipelinedSubscriber) Close() error {
 // deliveryKey is the context key of a record's *delivery.
 type deliveryKey struct{}
 
-// delivery is one record delivered to the handler, with its hand-over signal.
+// delivery is one record delivered to the handler, with its hand-over signal and what Prepare
+// made of it.
 type delivery struct {
-	once   sync.Once
-	handed chan struct{}
+	once     sync.Once
+	handed   chan struct{}
+	prepared any
+}
+
+// Prepared returns what PipelinedSubscriberConfig.Prepare returned for the record whose message
+// context is ctx, or nil.
+func Prepared(ctx context.Context) any {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		return d.prepared
+	}
+	return nil
 }
 
 func (d *delivery) handOver() { d.once.Do(func() { close(d.handed) }) }
@@ -227,6 +242,9 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		p := pending{rec: rec, msg: msg}
 		if msg != nil {
 			d := &delivery{handed: make(chan struct{})}
+			if h.s.cfg.Prepare != nil {
+				d.prepared = h.s.cfg.Prepare(msg)
+			}
 			msg.SetContext(context.WithValue(h.ctx, deliveryKey{}, d))
 			select {
 			case inflight <- p:
@@ -284,7 +302,7 @@ func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, inflight <-chan pen
 					return
 				}
 				again := msg.Copy()
-				again.SetContext(context.WithValue(h.ctx, deliveryKey{}, &delivery{handed: make(chan struct{})}))
+				again.SetContext(context.WithValue(h.ctx, deliveryKey{}, &delivery{handed: make(chan struct{}), prepared: Prepared(msg.Context())}))
 				if !h.send(again) {
 					return
 				}

@@ -149,13 +149,28 @@ func (c *windowCatchUp) finish(ctx context.Context) {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				c.drainErr = fmt.Errorf("projectors still behind after %s (last: %d events, %v)", c.wait, totalLag(lags), err)
+				c.drainErr = fmt.Errorf("projectors still behind after %s: %s", c.wait, describeLag(lags, err))
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	c.drained = sampleCPU(c.serverPID, c.serverLabel)
+}
+
+// describeLag names the groups and partitions that are behind.
+func describeLag(lags []projections.GroupLag, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, l := range lags {
+		if l.Events == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %d events %v", l.ConsumerGroup, l.Events, l.Partitions))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func totalLag(lags []projections.GroupLag) int64 {
