@@ -60,15 +60,14 @@ type Config struct {
 	ChannelBufferSize int
 
 	// FetchMinBytes is how many bytes a fetch from Kafka waits for, across the partitions it
-	// asks for, before the broker answers (or FetchMaxWait passes). Under heavy load many
-	// small fetches cost the broker and this node more than a few larger ones, but every
-	// event may then wait up to FetchMaxWait, and an idle consumer fetches every FetchMaxWait.
-	// Default 1: answer as soon as there is anything.
+	// asks for, before the broker answers (or FetchMaxWait passes). A fetch answered at once
+	// for every record wakes the broker, the client and each consumer group per record; one
+	// that gathers for a few milliseconds carries many. Default 64 KiB.
 	FetchMinBytes int32
 
 	// FetchMaxWait is how long the broker may hold a fetch that has fewer than FetchMinBytes:
-	// with FetchMinBytes above 1, the longest an event waits before the projector sees it.
-	// Default 500ms.
+	// the longest an event waits before the projector sees it when traffic is light. An idle
+	// consumer fetches this often. Default 50ms.
 	FetchMaxWait time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -143,10 +142,10 @@ func (c *Config) setDefaults() {
 		c.ChannelBufferSize = 1024
 	}
 	if c.FetchMinBytes == 0 {
-		c.FetchMinBytes = 1
+		c.FetchMinBytes = 64 << 10
 	}
 	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = 500 * time.Millisecond
+		c.FetchMaxWait = 50 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
