@@ -51,15 +51,30 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 		if err != nil {
 			return nil, fmt.Errorf("projections: lag: offsets of %s: %w", g.group, err)
 		}
+		var tails []tail
 		for t, ps := range want {
 			lag.Partitions[t] = map[int32]int64{}
 			for _, p := range ps {
-				behind, err := partitionLag(client, committed, t, p)
+				high, from, err := partitionRange(client, committed, t, p)
 				if err != nil {
 					return nil, err
 				}
+				behind := max(high-from, 0)
+				if behind > 0 && behind <= maxMarkerTail {
+					tails = append(tails, tail{topic: t, partition: p, from: from, high: high})
+				}
 				lag.Partitions[t][p] = behind
-				lag.Events += behind
+			}
+		}
+		if err := dataRecords(client, tails); err != nil {
+			return nil, err
+		}
+		for _, tl := range tails {
+			lag.Partitions[tl.topic][tl.partition] = tl.data
+		}
+		for _, ps := range lag.Partitions {
+			for _, n := range ps {
+				lag.Events += n
 			}
 		}
 		out = append(out, lag)
@@ -67,72 +82,85 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 	return out, nil
 }
 
-func partitionLag(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (int64, error) {
-	high, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+// partitionRange returns a partition's high watermark and the offset the group resumes from
+// (its committed offset, else the oldest retained one).
+func partitionRange(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (high, from int64, err error) {
+	high, err = client.GetOffset(topic, p, sarama.OffsetNewest)
 	if err != nil {
-		return 0, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", topic, p, err)
+		return 0, 0, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", topic, p, err)
 	}
-	from := int64(-1)
+	from = -1
 	if b := committed.GetBlock(topic, p); b != nil {
 		from = b.Offset
 	}
 	if from < 0 {
 		if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
-			return 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
+			return 0, 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
 		}
 	}
-	if high <= from {
-		return 0, nil
-	}
-	if high-from <= maxMarkerTail {
-		return dataRecords(client, topic, p, from, high)
-	}
-	return high - from, nil
+	return high, from, nil
+}
+
+// tail is a short range [from, high) of a partition that may hold only transaction markers;
+// data is how many data records it holds.
+type tail struct {
+	topic     string
+	partition int32
+	from      int64
+	high      int64
+	data      int64
 }
 
 // maxMarkerTail is the longest gap between a committed offset and the high watermark that
 // dataRecords checks for transaction markers.
 const maxMarkerTail = 4
 
-// dataRecords counts the committed data records of a partition in [from, high). The relay
-// publishes in transactions, and each commit leaves a marker record that consumers never see:
-// a group that applied everything still has its committed offset one short of the high
-// watermark, which is no lag.
-func dataRecords(client sarama.Client, topic string, p int32, from, high int64) (int64, error) {
-	leader, err := client.Leader(topic, p)
-	if err != nil {
-		return 0, fmt.Errorf("projections: lag: leader of %s/%d: %w", topic, p, err)
-	}
-	req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 1 << 20, Isolation: sarama.ReadCommitted}
-	req.AddBlock(topic, p, from, 1<<20, -1)
-	resp, err := leader.Fetch(req)
-	if err != nil {
-		return 0, fmt.Errorf("projections: lag: fetch %s/%d: %w", topic, p, err)
-	}
-	block := resp.GetBlock(topic, p)
-	if block == nil || block.Err != sarama.ErrNoError {
-		return high - from, nil // cannot tell: count every offset
-	}
-	aborted := len(block.AbortedTransactions) > 0
-	var n int64
-	for _, rs := range block.RecordsSet {
-		if rs == nil || rs.RecordBatch == nil {
-			continue
+// dataRecords counts the committed data records of each tail, with one fetch per leader. The
+// relay publishes in transactions, and each commit leaves a marker record that consumers never
+// see: a group that applied everything still has its committed offset one short of the high
+// watermark, which is no lag. A tail that cannot be read counts every offset.
+func dataRecords(client sarama.Client, tails []tail) error {
+	byLeader := map[*sarama.Broker][]int{}
+	for i := range tails {
+		tl := &tails[i]
+		tl.data = tl.high - tl.from
+		leader, err := client.Leader(tl.topic, tl.partition)
+		if err != nil {
+			return fmt.Errorf("projections: lag: leader of %s/%d: %w", tl.topic, tl.partition, err)
 		}
-		b := rs.RecordBatch
-		if b.Control {
-			continue
+		byLeader[leader] = append(byLeader[leader], i)
+	}
+	for leader, idx := range byLeader {
+		req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 4 << 20, Isolation: sarama.ReadCommitted}
+		for _, i := range idx {
+			req.AddBlock(tails[i].topic, tails[i].partition, tails[i].from, 64<<10, -1)
 		}
-		for _, r := range b.Records {
-			if o := b.FirstOffset + r.OffsetDelta; o >= from && o < high {
-				n++
+		resp, err := leader.Fetch(req)
+		if err != nil {
+			return fmt.Errorf("projections: lag: fetch from broker %d: %w", leader.ID(), err)
+		}
+		for _, i := range idx {
+			tl := &tails[i]
+			block := resp.GetBlock(tl.topic, tl.partition)
+			if block == nil || block.Err != sarama.ErrNoError || len(block.AbortedTransactions) > 0 {
+				continue
 			}
+			var n int64
+			for _, rs := range block.RecordsSet {
+				if rs == nil || rs.RecordBatch == nil || rs.RecordBatch.Control {
+					continue
+				}
+				b := rs.RecordBatch
+				for _, r := range b.Records {
+					if o := b.FirstOffset + r.OffsetDelta; o >= tl.from && o < tl.high {
+						n++
+					}
+				}
+			}
+			tl.data = n
 		}
 	}
-	if aborted && n > 0 {
-		return high - from, nil
-	}
-	return n, nil
+	return nil
 }
 
 // lagLoop measures lag every interval and sets the lag gauges until ctx ends.

@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -277,4 +280,56 @@ func newHarnessPartitions(t testing.TB, partitions int32) *harness {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestLagIgnoresTransactionMarkers publishes in Kafka transactions, as the relay does: each
+// commit leaves a marker record no consumer sees, and a projector that applied everything must
+// still show no lag.
+func TestLagIgnoresTransactionMarkers(t *testing.T) {
+	t.Parallel()
+	h := newHarnessPartitions(t, 2)
+	tenant := domain.MustTenantID(testenv.UniqueName("t"))
+	topic := h.kcfg.Topic(tkafka.TopicGroupMessagePersist)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.kcfg.Brokers...), kgo.TransactionalID(testenv.UniqueName("tx")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testCtx(t)
+	const n = 12
+	for txn := 0; txn < 3; txn++ {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n/3; i++ {
+			seq := int64(txn*n/3/2 + i/2 + 1)
+			e := sentEvent(tenant, groupTopic(int64(1+i%2)), seq, 7, "x")
+			value, _ := json.Marshal(e)
+			r := &kgo.Record{Topic: topic, Key: []byte(tenant.String() + ":" + domain.ConversationKey(e.StreamID)), Value: value}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := newVersioned(t)
+	p, _ := h.run(h.config(), recorderProjection("test.lag.markers.v1", v))
+	eventually(t, 30*time.Second, func() error {
+		if got := v.count(); got != n {
+			return fmt.Errorf("applied %d of %d", got, n)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, func() error {
+		lags, err := p.Lag(testCtx(t))
+		if err != nil {
+			return err
+		}
+		if lags[0].Events != 0 {
+			return fmt.Errorf("lag %d events %v after everything was applied", lags[0].Events, lags[0].Partitions)
+		}
+		return nil
+	})
 }
