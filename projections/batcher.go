@@ -251,11 +251,13 @@ func (s *shard) take() []*batchItem {
 	if n == 0 {
 		return nil
 	}
-	batch := make([]*batchItem, n)
-	copy(batch, s.queue)
-	rest := copy(s.queue, s.queue[n:])
-	clear(s.queue[rest:])
-	s.queue = s.queue[:rest]
+	// The batch keeps the front of the queue's array; the queue goes on after it, so taking a
+	// batch from a long queue moves nothing.
+	batch := s.queue[:n:n]
+	s.queue = s.queue[n:]
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
 	return batch
 }
 
