@@ -8,7 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // GroupLag is how far one consumer group is behind.

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 // versioned is a read model that keeps, per conversation, the stream versions it applied, in

@@ -18,12 +18,14 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/projections"
@@ -33,7 +35,6 @@ import (
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/web"
@@ -187,7 +188,7 @@ func (s *chatServer) serve(t *testing.T) {
 		t.Fatal(err)
 	}
 	accounts, err := account.New(account.Deps{Pool: s.pool, Store: s.store, Logger: s.log},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}
