@@ -155,6 +155,7 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
 	}
 	reader := query.NewReader(s.msgs, nil, nil)
 	h.History, h.Unread, h.Business = reader, reader, s.biz
+	h.Conversations, h.FriendRequests = query.NewConversationReader(reader, s.biz), s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 }
 
