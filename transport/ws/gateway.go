@@ -38,6 +38,7 @@ type Gateway struct {
 	poll      *poller   // nil: every session reads on a goroutine of its own
 	readers   sync.Pool // *bufio.Reader of ReadBufferSize, for polled sessions' reading rounds
 	sweepStop chan struct{}
+	stopPoll  sync.Once // Shutdown stops the sweeper and the poller once no session is left
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -240,10 +241,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		if g.poll != nil {
-			close(g.sweepStop)
-			g.poll.close()
-		}
+		g.stopPoll.Do(func() {
+			if g.poll != nil {
+				close(g.sweepStop)
+				g.poll.close()
+			}
+		})
 		return nil
 	case <-ctx.Done():
 		for _, s := range open {

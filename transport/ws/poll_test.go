@@ -41,7 +41,7 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 			for i := range clients {
 				clients[i] = dial(t, n, fmt.Sprint("u", i), dialOpts{})
 				clients[i].login(c, userID(100+i))
-				clients[i].sub("grp_idle")
+				clients[i].sub("grp77")
 			}
 			var got int
 			deadline := time.Now().Add(10 * time.Second)
@@ -67,7 +67,7 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 					t.Errorf("client %d after idling: ping = %+v", i, r)
 				}
 			}
-			pub := `{"pub":{"id":"p1","topic":"grp_idle","client_msg_id":"cm-1","content":"after idle"}}`
+			pub := `{"pub":{"id":"p1","topic":"grp77","client_msg_id":"cm-1","content":"after idle"}}`
 			if r := clients[0].call("p1", pub); r.Code != 202 {
 				t.Fatalf("pub after idling = %+v", r)
 			}
