@@ -22,7 +22,7 @@ type Task struct {
 	Topic    string          `json:"topic"`
 	Seq      int64           `json:"seq,string"`
 	TenantID domain.TenantID `json:"tenant_id"`
-	UserID   domain.UserID   `json:"user_id,string"`
+	UserID   domain.UserID   `json:"user_id"`
 }
 
 // Key is the task's Kafka key.
