@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS im_files (
     audit_status VARCHAR(16) NOT NULL DEFAULT 'pending' COMMENT 'pending/approved/rejected',
     audit_reason VARCHAR(128) NOT NULL DEFAULT '',
     ref_count INT NOT NULL DEFAULT 0,
+    version BIGINT NOT NULL COMMENT '文件事件流 file:<file_id> 的版本',
     created_at DATETIME(3) NOT NULL,
     uploaded_at DATETIME(3) NULL,
     audited_at DATETIME(3) NULL,
