@@ -26,6 +26,31 @@ const (
 	FileAuditRejected = "rejected"
 )
 
+// Statuses of a file record.
+const (
+	FileStatusPending  = "pending"  // metadata only
+	FileStatusUploaded = "uploaded" // bytes in object storage
+	FileStatusDeleted  = "deleted"  // collected
+)
+
+// FileRecord is what the tenant's read model holds of a file.
+type FileRecord struct {
+	ID          string
+	Uploader    UserID
+	Name        string
+	ContentType string
+	Size        int64
+	ObjectKey   string
+	SHA256      string
+	Status      string // FileStatus*
+	Audit       string // FileAudit*
+	AuditReason string
+	RefCount    int
+	Version     int64 // of the stream file:<id>
+	CreatedAt   time.Time
+	UploadedAt  time.Time
+}
+
 // FileStreamID is the stream of one file: created is version 1, uploaded 2, audited 3, and
 // deleted the last.
 func FileStreamID(fileID uuid.UUID) string { return "file:" + fileID.String() }

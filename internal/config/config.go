@@ -105,6 +105,11 @@ type Config struct {
 	Tenants tenant.CacheConfig `koanf:"tenants"`
 	// Admin configures the admin command consumer (commands/admin).
 	Admin AdminConfig `koanf:"admin"`
+	// Push configures offline push reminders (transport/push). An empty key_prefix means
+	// redis.key_prefix.
+	Push PushConfig `koanf:"push"`
+	// Files configures file uploads, their security check and collection (commands/files).
+	Files FilesConfig `koanf:"files"`
 }
 
 // LogConfig configures the process logger.
@@ -228,6 +233,8 @@ func Defaults() Config {
 		Projections: ProjectionsConfig{Run: true},
 		Admin:       AdminConfig{Run: true},
 		Demo:        DemoConfig{Tenant: "demo"},
+		Push:        PushConfig{Run: true},
+		Files:       FilesConfig{Run: true, Dir: "imledger-files"},
 	}
 }
 
@@ -251,7 +258,7 @@ func (c Config) Validate() error {
 	if !reflect.ValueOf(c.Relay.Kafka).IsZero() {
 		errs = append(errs, errors.New("relay.kafka: not a key; the relay uses the kafka section"))
 	}
-	errs = append(errs, c.validateComponents())
+	errs = append(errs, c.validateComponents(), c.validatePushFiles())
 	return errors.Join(errs...)
 }
 

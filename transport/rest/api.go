@@ -69,6 +69,8 @@ type Config struct {
 	LoginKnownAddressTTL time.Duration
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int
+	// MaxFileBytes caps the body of a file upload. Default 100 MiB.
+	MaxFileBytes int64
 }
 
 func (c *Config) setDefaults() {
@@ -107,6 +109,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RegisterPerIP == 0 {
 		c.RegisterPerIP = 10
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 100 << 20
 	}
 }
 
@@ -174,6 +179,13 @@ type Handlers struct {
 	// Gate checks tenants and principals against the tenant registry and account governance.
 	// Optional: without it every tenant a client names is served.
 	Gate Gate
+
+	// Push serves the device and mute endpoints under /v1/im/push.
+	Push PushSettings
+	// Files serves /v1/im/files; FileRefs and FileURLs are required with it.
+	Files    FileService
+	FileRefs FileReferences
+	FileURLs FileURLSigner
 }
 
 // API is the REST API mounted on a ServeMux.
@@ -221,6 +233,15 @@ func checkHandlers(cfg Config, h Handlers) error {
 	}
 	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
 		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
+	}
+	if (h.Push != nil || h.Files != nil) && h.Idempotency == nil {
+		errs = append(errs, errors.New("rest: Idempotency is required for the push and file endpoints"))
+	}
+	if h.Files != nil && (h.FileRefs == nil || h.ReadPolicy == nil || len(h.FileURLs.Key) == 0) {
+		errs = append(errs, errors.New("rest: Files needs FileRefs, ReadPolicy and a FileURLs key"))
+	}
+	if h.Push != nil && h.ReadPolicy == nil {
+		errs = append(errs, errors.New("rest: Push needs ReadPolicy for mutes"))
 	}
 	if h.Presence != nil && h.PresencePolicy == nil {
 		errs = append(errs, errors.New("rest: Presence needs PresencePolicy to respect blocks"))
@@ -281,6 +302,12 @@ func (a *API) registerAll() {
 	}
 	if a.h.Business != nil {
 		a.registerBusinessReads()
+	}
+	if a.h.Push != nil {
+		a.registerPush()
+	}
+	if a.h.Files != nil {
+		a.registerFiles()
 	}
 }
 
