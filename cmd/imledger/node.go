@@ -92,6 +92,9 @@ type node struct {
 	fanout   *fanout.Fanout
 	gateway  *ws.Gateway
 
+	// Offline push and files (node_push.go).
+	pf pushFiles
+
 	producer  sarama.SyncProducer
 	relay     *relay.Relay
 	projector *projections.Projector
@@ -123,7 +126,7 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 // opened.
 func (n *node) start(ctx context.Context) error {
 	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startRelay,
-		n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
+		n.startProjector, n.startRealtime, n.startPushFiles, n.startAdmin, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()

@@ -12,7 +12,7 @@ const (
 	DefaultURLTTL       = 5 * time.Minute
 	DefaultGCGrace      = 24 * time.Hour
 	DefaultGCInterval   = 10 * time.Minute
-	DefaultCheckGroup   = "files-security"
+	DefaultCheckGroup   = "imledger.files.security.v1"
 	DefaultAllowedTypes = "image/*,video/*,audio/*,text/plain,application/pdf,application/zip,application/octet-stream"
 )
 
@@ -30,7 +30,7 @@ type Config struct {
 	GCGrace time.Duration `koanf:"gc_grace"`
 	// GCInterval is how often the collector looks for unreferenced files. Default 10m.
 	GCInterval time.Duration `koanf:"gc_interval"`
-	// CheckGroup is the Kafka consumer group of the security check. Default "files-security".
+	// CheckGroup is the Kafka consumer group of the security check. Default "imledger.files.security.v1".
 	CheckGroup string `koanf:"check_group"`
 }
 

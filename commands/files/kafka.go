@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/imledger/imledger/domain"
 )
 
 // KafkaQueue puts check tasks on im.file.security with a synchronous producer, keyed by tenant
@@ -95,4 +97,32 @@ func (h checkHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim saram
 		sess.MarkMessage(m, "")
 	}
 	return nil
+}
+
+// RunCollector runs Collect for every tenant tenants lists, every Config.GCInterval, until ctx
+// ends. Failures are logged and retried at the next round.
+func RunCollector(ctx context.Context, s *Service, tenants func(context.Context) ([]domain.TenantID, error), log *slog.Logger) {
+	t := time.NewTicker(s.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ts, err := tenants(ctx)
+		if err != nil {
+			log.WarnContext(ctx, "files: list tenants to collect", "err", err)
+			continue
+		}
+		for _, tenant := range ts {
+			n, err := s.Collect(ctx, tenant)
+			if err != nil {
+				log.WarnContext(ctx, "files: collect", "tenant_id", tenant.String(), "err", err)
+			}
+			if n > 0 {
+				log.InfoContext(ctx, "files: collected unreferenced files", "tenant_id", tenant.String(), "files", n)
+			}
+		}
+	}
 }

@@ -7,7 +7,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultConsumerGroup = "push"
+	DefaultConsumerGroup = "imledger.push.v1"
 	DefaultWindow        = 3 * time.Second
 	DefaultDedupTTL      = 10 * time.Minute
 	DefaultQuietFor      = 24 * time.Hour
@@ -21,7 +21,7 @@ const (
 
 // Config tunes the producer, the worker and the providers.
 type Config struct {
-	// ConsumerGroup is the worker's Kafka consumer group; never renamed once used. Default "push".
+	// ConsumerGroup is the worker's Kafka consumer group; never renamed once used. Default "imledger.push.v1".
 	ConsumerGroup string `koanf:"consumer_group"`
 	// KeyPrefix is put before the Redis keys (dedupe and quiet marks). Default "im:".
 	KeyPrefix string `koanf:"key_prefix"`
