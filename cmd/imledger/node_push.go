@@ -60,7 +60,7 @@ func (n *node) consumerGroup(group string) (sarama.ConsumerGroup, error) {
 }
 
 func (n *node) startPush(ctx context.Context) error {
-	cfg := n.cfg.PushSettings()
+	cfg := n.cfg.PushSettings().WithDefaults()
 	metrics, err := push.NewMetrics(n.reg)
 	if err != nil {
 		return err

@@ -150,3 +150,9 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
+}

@@ -79,7 +79,16 @@ type JPush struct {
 func NewJPush(cfg JPushConfig) *JPush {
 	c := Config{JPush: cfg}
 	c.setDefaults()
-	return &JPush{cfg: c.JPush, client: &http.Client{Timeout: c.JPush.Timeout}}
+	return &JPush{cfg: c.JPush, client: newClient(c.JPush.Timeout)}
+}
+
+// newClient is an HTTP client for one push service: the worker calls it Concurrency at a time,
+// so it keeps that many connections open instead of the default two (which would open and close
+// a connection per call under load and run out of ports).
+func newClient(timeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
+	return &http.Client{Timeout: timeout, Transport: t}
 }
 
 // Name implements Provider.
@@ -122,7 +131,7 @@ type Webhook struct {
 func NewWebhook(cfg WebhookConfig) *Webhook {
 	c := Config{Webhook: cfg}
 	c.setDefaults()
-	return &Webhook{cfg: c.Webhook, client: &http.Client{Timeout: c.Webhook.Timeout}}
+	return &Webhook{cfg: c.Webhook, client: newClient(c.Webhook.Timeout)}
 }
 
 // Name implements Provider.
