@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -92,8 +93,16 @@ func runBenchPush(cmd *cobra.Command, o benchPushOptions) error {
 	ctx := cmd.Context()
 	n.cfg.HTTP.Addr = "127.0.0.1:0"
 	if n.cfg.Kafka.UseEmbedded() {
-		// A fresh broker: an earlier run's unsent tasks must not compete for the provider.
+		// A fresh broker, so an earlier run's unsent tasks do not compete for the provider, and
+		// an event store of its own, so this node's relay never meets the checkpoint of the
+		// relay that publishes to the configured broker.
 		n.cfg.Kafka.Embedded.Addr, n.cfg.Kafka.Embedded.DataDir = "127.0.0.1:0", kafkabroker.InMemory
+		u, err := url.Parse(n.cfg.Postgres.URL)
+		if err != nil {
+			return fmt.Errorf("postgres.url: %w", err)
+		}
+		u.Path = "/imledger_benchpush"
+		n.cfg.Postgres.URL = u.String()
 	}
 	n.cfg.Push.Run, n.cfg.Push.Webhook.URL, n.cfg.Push.Window = true, provider.URL, o.window
 	n.cfg.Projections.Run, n.cfg.Admin.Run, n.cfg.Files.Run = false, false, false // not measured here
