@@ -21,6 +21,9 @@ func openBucket(ctx context.Context, url, dir string) (*blob.Bucket, error) {
 		}
 		return b, nil
 	}
+	if dir == "" {
+		dir = defaultFilesDir()
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("files.dir: %w", err)
@@ -33,4 +36,18 @@ func openBucket(ctx context.Context, url, dir string) (*blob.Bucket, error) {
 		return nil, fmt.Errorf("files.dir: %w", err)
 	}
 	return b, nil
+}
+
+// defaultFilesDir is $XDG_STATE_HOME/imledger/files, else ~/.local/state/imledger/files, else
+// under the temporary directory: where the embedded broker keeps its data too.
+func defaultFilesDir() string {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		if home, err := os.UserHomeDir(); err == nil && home != "" {
+			base = filepath.Join(home, ".local", "state")
+		} else {
+			base = os.TempDir()
+		}
+	}
+	return filepath.Join(base, "imledger", "files")
 }

@@ -234,7 +234,7 @@ func Defaults() Config {
 		Admin:       AdminConfig{Run: true},
 		Demo:        DemoConfig{Tenant: "demo"},
 		Push:        PushConfig{Run: true},
-		Files:       FilesConfig{Run: true, Dir: "imledger-files"},
+		Files:       FilesConfig{Run: true},
 	}
 }
 

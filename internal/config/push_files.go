@@ -31,7 +31,8 @@ type FilesConfig struct {
 	// Empty: the local directory Dir.
 	BucketURL string `koanf:"bucket_url"`
 	// Dir is the local directory the files are kept in when BucketURL is empty. Default
-	// "imledger-files" (relative to the working directory).
+	// $XDG_STATE_HOME/imledger/files (~/.local/state/imledger/files), beside the embedded
+	// broker's data.
 	Dir string `koanf:"dir"`
 	// SigningKey signs download URLs (HMAC-SHA256); every node must share it. Empty: derived
 	// from the signing auth key, or random per process when there is none (the demo).
