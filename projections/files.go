@@ -2,7 +2,7 @@ package projections
 
 import (
 	"github.com/imledger/imledger/domain"
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // The files-refs projection's name and consumer group (never renamed).

@@ -11,9 +11,9 @@ import (
 
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/pushdb"
-	"github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/push"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/ws"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/files"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/filedb"
@@ -65,7 +66,7 @@ func (n *notifier) FileRejected(_ context.Context, _ domain.TenantID, uploader d
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{ctx: testenv.Context(t), queue: &queue{}, told: &notifier{}, now: time.Now()}
-	_, f.store = testenv.EventStore(t, 4)
+	_, f.store = storetest.EventStore(t, 4)
 	testenv.MySQLServer(t)
 	r, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
 	if err != nil {

@@ -16,11 +16,11 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/tenantdb"
-	"github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/push"
 )

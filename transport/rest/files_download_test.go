@@ -13,6 +13,7 @@ import (
 	"gocloud.dev/blob/fileblob"
 
 	"github.com/imledger/imledger/commands/files"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/filedb"
@@ -32,7 +33,7 @@ func (q *checkQueue) EnqueueCheck(_ context.Context, t files.CheckTask) error {
 func TestSignedDownloadIsByteEqual(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	_, store := testenv.EventStore(t, 4)
+	_, store := storetest.EventStore(t, 4)
 	testenv.MySQLServer(t)
 	r, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
 	if err != nil {
