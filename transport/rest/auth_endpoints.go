@@ -72,7 +72,8 @@ func (a *API) registerAuth() {
 		summary: "Register a user", tag: "auth", status: http.StatusCreated, public: true,
 		desc: "Creates an account: the login name and password hash are stored, user.registered.v1 and the first " +
 			"profile are appended to the user's stream. Rate limited per client address; 403 login_taken when the " +
-			"name is taken.", errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}}),
+			"name is taken.", errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests},
+		reasons: []string{domain.ReasonRegistrationClosed}}),
 		func(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
 			if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
 				return nil, err
@@ -100,7 +101,7 @@ func (a *API) registerAuth() {
 		desc: "Checks the login name and password and issues an access token. 401 invalid_credentials for an unknown " +
 			"login and a wrong password alike. Rate limited per client address, per login name and client address, and " +
 			"per login name from addresses that have not logged in to it recently (429 rate_limited).",
-		errs: []int{http.StatusTooManyRequests}}),
+		errs: []int{http.StatusTooManyRequests}, reasons: []string{ReasonInvalidCredentials}}),
 		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
 			name := strings.ToLower(in.Body.Login)
 			if len(name) > 64 {

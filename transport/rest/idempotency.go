@@ -67,7 +67,7 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 		ctx.SetHeader(HeaderIdempotentReplayed, "true")
 		ctx.SetHeader("Content-Type", "application/json")
 		ctx.SetStatus(claim.Status)
-		_, _ = ctx.BodyWriter().Write(claim.Body)
+		_, _ = ctx.BodyWriter().Write(compactJSON(claim.Body))
 		return
 	case Reused:
 		writeError(ctx, newError(RequestID(c), http.StatusConflict, ReasonIdempotencyKeyReused,
@@ -189,6 +189,16 @@ func canonicalJSON(body []byte) []byte {
 		return body
 	}
 	return out
+}
+
+// compactJSON returns body without insignificant whitespace (as every answer is written), or
+// body itself when it is not JSON.
+func compactJSON(body []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, body); err != nil {
+		return body
+	}
+	return b.Bytes()
 }
 
 func printableASCII(s string) bool {
