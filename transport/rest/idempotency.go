@@ -191,13 +191,14 @@ func canonicalJSON(body []byte) []byte {
 	return out
 }
 
-// compactJSON returns body without insignificant whitespace (as every answer is written), or
-// body itself when it is not JSON.
+// compactJSON returns body as every answer is written: without insignificant whitespace and
+// ending in a newline. A body that is not JSON is returned as it is.
 func compactJSON(body []byte) []byte {
 	var b bytes.Buffer
 	if err := json.Compact(&b, body); err != nil {
 		return body
 	}
+	b.WriteByte('\n')
 	return b.Bytes()
 }
 

@@ -64,7 +64,7 @@ func (a *API) build(o op) huma.Operation {
 		OperationID: o.id, Method: o.method, Path: o.path, Summary: o.summary, Description: o.desc,
 		Tags: []string{o.tag}, DefaultStatus: status, MaxBodyBytes: a.cfg.MaxBodyBytes,
 		// One error status makes huma define the error schema; document writes the real list.
-		Errors: []int{http.StatusInternalServerError},
+		Errors:   []int{http.StatusInternalServerError},
 		Metadata: map[string]any{metaPublic: o.public, metaErrs: o.errs, metaReasons: o.reasons, metaAlsoOK: o.alsoOK},
 	}
 	if !o.public {
