@@ -96,9 +96,14 @@ func checkEventStore(ctx context.Context, cfg config.PostgresConfig) error {
 		return fmt.Errorf("connect to %s: %w", where, err)
 	}
 	defer conn.Close(ctx)
-	var applied int64
-	err = conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass('goose_db_version') IS NULL THEN 0
-		ELSE (SELECT COALESCE(max(version_id), 0) FROM goose_db_version WHERE is_applied) END`).Scan(&applied)
+	var (
+		applied  int64
+		versions bool
+	)
+	err = conn.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&versions)
+	if err == nil && versions {
+		err = conn.QueryRow(ctx, `SELECT COALESCE(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&applied)
+	}
 	if err != nil {
 		return fmt.Errorf("read the event store schema version of %s: %w", where, err)
 	}
