@@ -158,7 +158,12 @@ func (a *API) documentOperation(o *huma.Operation) {
 	for status, reasons := range a.operationReasons(o) {
 		r := &huma.Response{Description: reasonsDescription(status, reasons), Content: errContent,
 			Extensions: map[string]any{ExtReasons: reasons}}
-		if status == http.StatusForbidden {
+		switch status {
+		case http.StatusUnauthorized:
+			r.Headers = header("WWW-Authenticate", `The challenge: Bearer realm="imledger"`)
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			r.Headers = header("Retry-After", "Seconds to wait before trying again")
+		case http.StatusForbidden:
 			r.Extensions[ExtOpenReasons] = true
 			r.Description += "\n- any refusal reason of the command or read, e.g. `not_member`, `not_admin`, `muted`, `blocked`"
 		}
@@ -171,6 +176,11 @@ func (a *API) documentOperation(o *huma.Operation) {
 				Description: http.StatusText(status) + ": " + when, Content: def.Content, Headers: def.Headers}
 		}
 	}
+}
+
+// header documents one response header.
+func header(name, doc string) map[string]*huma.Param {
+	return map[string]*huma.Param{name: {Description: doc, Schema: &huma.Schema{Type: "string"}}}
 }
 
 // reasonsDescription is the description of an error response: the status text and a list of

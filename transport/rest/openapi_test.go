@@ -109,8 +109,9 @@ type apiDoc struct {
 		OperationID string `json:"operationId"`
 		RequestBody any    `json:"requestBody"`
 		Responses   map[string]struct {
-			Reasons []string `json:"x-reasons"`
-			Open    bool     `json:"x-reasons-open"`
+			Reasons []string       `json:"x-reasons"`
+			Open    bool           `json:"x-reasons-open"`
+			Headers map[string]any `json:"headers"`
 		} `json:"responses"`
 	} `json:"paths"`
 }
@@ -199,6 +200,9 @@ func TestOpenAPIDocumentsTheServersAnswers(t *testing.T) {
 					t.Errorf("%s: the duplicate's 200 is not documented", route)
 				}
 				want["201"] = nil
+			}
+			if op.Responses["503"].Headers["Retry-After"] == nil {
+				t.Errorf("%s: 503 does not document Retry-After", route)
 			}
 			if _, ok := op.Responses["422"]; ok {
 				t.Errorf("%s: documents 422, which the server never answers (validation is 400)", route)

@@ -61,6 +61,7 @@ func (w *routeErrorWriter) WriteHeader(code int) {
 		e = newError(id, code, ReasonMethodNotAllowed, "method "+w.r.Method+" is not allowed here", map[string]any{"allow": allow})
 	}
 	body, _ := json.Marshal(e)
+	body = append(body, '\n') // as every answer ends
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")
