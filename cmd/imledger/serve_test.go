@@ -106,7 +106,8 @@ func TestServeEndToEnd(t *testing.T) {
 	_, body = get(t, base+"/metrics")
 	for _, line := range []string{`imledger_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
 		`imledger_http_requests_total{code="405",method="PUT",route="unmatched"} 1`,
-		`imledger_panics_total{component="rest"} 0`, `imledger_presence_redis_errors_total{op="get"} 0`} {
+		`imledger_panics_total{component="rest"} 0`, `imledger_presence_redis_errors_total{op="get"} 0`,
+		`imledger_fanout_dropped_total{reason="queue_full"} 0`, `imledger_ws_disconnects_total{cause="slow_consumer"} 0`} {
 		if !strings.Contains(body, line) {
 			t.Errorf("metrics lack %s", line)
 		}
