@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/bench/writebench"
 	"github.com/imledger/imledger/commands"
 )
 
@@ -12,7 +13,7 @@ func TestBenchWriteCountsAndMeasures(t *testing.T) {
 	t.Parallel()
 	e := newSendEnv(t, commands.SendMessageConfig{})
 	const count = 2000
-	res, err := commands.BenchWrite(testCtx(t), e.h, commands.BenchWriteOptions{Tenant: e.tenant, Senders: 20, Topics: 7, Count: count})
+	res, err := writebench.BenchWrite(testCtx(t), e.h, writebench.BenchWriteOptions{Tenant: e.tenant, Senders: 20, Topics: 7, Count: count})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestBenchWriteCountsAndMeasures(t *testing.T) {
 	}
 
 	// A timed run stops by itself.
-	res, err = commands.BenchWrite(testCtx(t), e.h, commands.BenchWriteOptions{Tenant: e.tenant, Senders: 5, Topics: 2, FirstGroupID: 100, Duration: 300 * time.Millisecond})
+	res, err = writebench.BenchWrite(testCtx(t), e.h, writebench.BenchWriteOptions{Tenant: e.tenant, Senders: 5, Topics: 2, FirstGroupID: 100, Duration: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestBenchWriteCountsAndMeasures(t *testing.T) {
 		t.Errorf("timed run: %s", res)
 	}
 
-	if _, err := commands.BenchWrite(testCtx(t), e.h, commands.BenchWriteOptions{}); err == nil {
+	if _, err := writebench.BenchWrite(testCtx(t), e.h, writebench.BenchWriteOptions{}); err == nil {
 		t.Error("BenchWrite without a tenant did not fail")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 )
@@ -34,7 +35,7 @@ type sendEnv struct {
 // newPostgres migrates a fresh database and returns a pool over it with maxConns connections.
 func newPostgres(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	return testenv.EventStore(t, maxConns)
+	return storetest.EventStore(t, maxConns)
 }
 
 // newSendEnv builds a handler over a fresh database and key prefix; cfg's Seq.KeyPrefix is set.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/projections"
 )
 
@@ -24,7 +25,7 @@ func benchEvents() int {
 	return 200_000
 }
 
-// BenchmarkLive runs projections.BenchLive once against the local MariaDB and an embedded Kafka
+// BenchmarkLive runs projectionbench.BenchLive once against the local MariaDB and an embedded Kafka
 // broker: go test -run '^$' -bench Live -benchtime 1x ./projections/
 func BenchmarkLive(b *testing.B) {
 	h := newHarness(b)
@@ -32,7 +33,7 @@ func BenchmarkLive(b *testing.B) {
 	tn := m.tenant("benchlive")
 	cfg := h.config()
 	// Topics of the benchmark are created with IM_BENCH_PARTITIONS partitions (default: the
-	// transport/kafka default); the live projection's parallelism is one event per partition.
+	// internal/kafka default); the live projection's parallelism is one event per partition.
 	cfg.Kafka.TopicPrefix = "bench."
 	cfg.Kafka.Partitions = int32(envInt("IM_BENCH_PARTITIONS", 0))
 	cfg.Batch.Flushers = envInt("IM_BENCH_FLUSHERS", 0)
@@ -40,7 +41,7 @@ func BenchmarkLive(b *testing.B) {
 	// production default.
 	cfg.LagInterval = 0
 	for i := 0; i < b.N; i++ {
-		res, err := projections.BenchLive(benchCtx(b), projections.BenchLiveOptions{Config: cfg, Postgres: h.pool,
+		res, err := projectionbench.BenchLive(benchCtx(b), projectionbench.BenchLiveOptions{Config: cfg, Postgres: h.pool,
 			Store: m.store, Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)
@@ -61,7 +62,7 @@ func (w benchWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return l
 
 func benchOut(b *testing.B) benchWriter { return benchWriter{b} }
 
-// BenchmarkRebuild runs projections.BenchRebuild once against the local Postgres and MariaDB:
+// BenchmarkRebuild runs projectionbench.BenchRebuild once against the local Postgres and MariaDB:
 // go test -run '^$' -bench Rebuild -benchtime 1x ./projections/
 func BenchmarkRebuild(b *testing.B) {
 	h := newHarness(b)
@@ -69,7 +70,7 @@ func BenchmarkRebuild(b *testing.B) {
 	tn := m.tenant("benchrebuild")
 	store := newEventStore(b, h.pool)
 	for i := 0; i < b.N; i++ {
-		res, err := projections.BenchRebuild(benchCtx(b), projections.BenchRebuildOptions{
+		res, err := projectionbench.BenchRebuild(benchCtx(b), projectionbench.BenchRebuildOptions{
 			Deps:     projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
 			Postgres: h.pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0),
 			BatchSize: envInt("IM_BENCH_BATCH", 0), Out: benchOut(b)})

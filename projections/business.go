@@ -7,8 +7,8 @@ import (
 	"log/slog"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/business"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 // The business projection: groups, memberships, relations and user profiles.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // Consumer group names of the projections. They are a contract: Kafka offsets are keyed by them,

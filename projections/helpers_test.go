@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 // harness is one isolated test environment: an embedded Kafka broker with prefixed topics, a
@@ -97,7 +97,7 @@ func (h *harness) publish(envs ...domain.Envelope) {
 		if !ok {
 			h.t.Fatalf("unknown event type %s", e.EventType)
 		}
-		topic, _ := h.kcfg.CategoryTopic(info.Category)
+		topic, _ := h.kcfg.CategoryTopic(string(info.Category))
 		msgs = append(msgs, record(topic, e))
 	}
 	for start := 0; start < len(msgs); start += 5000 {

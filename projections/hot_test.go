@@ -1,7 +1,6 @@
 package projections_test
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -86,10 +85,13 @@ func TestRebuildHotReappliesIntoRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		var progress bytes.Buffer
-		res, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn, Progress: &progress})
+		progress := &countingProgress{}
+		res, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn, Progress: progress.start})
 		if err != nil || res.Events != 3 {
 			t.Fatalf("rebuild hot: %+v, %v", res, err)
+		}
+		if progress.total != 3 || progress.added != 3 || progress.finished != 1 {
+			t.Errorf("progress: %+v, want a total of 3, 3 added, finished once", *progress)
 		}
 		red := hotRange(t, hs, tn, g, 2)
 		if len(red) != 2 || !red[0].Recalled() || string(red[1].Content) != `"two"` {
@@ -97,3 +99,16 @@ func TestRebuildHotReappliesIntoRedis(t *testing.T) {
 		}
 	}
 }
+
+// countingProgress records what a rebuild reports through projections.Progress.
+type countingProgress struct {
+	total, added, finished int64
+}
+
+func (p *countingProgress) start(_ string, total int64) projections.ProgressTracker {
+	p.total = total
+	return p
+}
+
+func (p *countingProgress) Add(n int) error { p.added += int64(n); return nil }
+func (p *countingProgress) Finish() error   { p.finished++; return nil }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/msgstore"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 // Projection names, as the replay command spells them.

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // Deps are the projector's collaborators.
@@ -107,7 +107,7 @@ func (p *Projector) saramaConfig() (*sarama.Config, error) {
 
 // Run consumes until ctx ends or a subscriber fails for good, then waits for handlers in flight
 // (up to Config.CloseTimeout). It returns nil after ctx ended. Topics must exist (see
-// transport/kafka.EnsureTopics). A Projector runs once.
+// internal/kafka.EnsureTopics). A Projector runs once.
 func (p *Projector) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {

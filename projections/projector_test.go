@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 func recorderProjection(group string, a projections.Applier) projections.Projection {

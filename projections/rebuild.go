@@ -5,21 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
 
-// EventReader reads the event store in position order (commands/eventstore.Store).
+// EventReader is the port rebuilds read the event log through, in position order; the
+// composition root passes the event store (commands/eventstore.Store implements it).
 type EventReader interface {
-	ReadAll(ctx context.Context, f eventstore.Filter, afterPosition int64, limit int) ([]domain.Envelope, error)
-	Count(ctx context.Context, f eventstore.Filter) (int64, error)
+	ReadAll(ctx context.Context, f domain.EventFilter, afterPosition int64, limit int) ([]domain.Envelope, error)
+	Count(ctx context.Context, f domain.EventFilter) (int64, error)
 }
 
 // TenantDatabases finds tenants' MySQL databases (readmodels/tenantdb.Router).
@@ -77,8 +74,8 @@ type RebuildOptions struct {
 	Projection string
 	// Tenant limits the rebuild to one tenant; zero means every tenant with a database.
 	Tenant domain.TenantID
-	// Progress receives a progress bar (events, events/s) per tenant; nil shows none.
-	Progress io.Writer
+	// Progress is told how each tenant's pass over the event log advances; nil reports nothing.
+	Progress Progress
 	// BatchSize is how many events one write transaction holds (at least one page; pages are
 	// read at up to this size, capped by the event store's Config.MaxRead, and gathered).
 	// Larger transactions cost less per event. Default 5000.
@@ -209,11 +206,11 @@ func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables ms
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	total, err := r.d.Events.Count(ctx, messageFilter(t))
+	total, err := r.d.Events.Count(ctx, MessageFilter(t))
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
-	bar := newBar(o.Progress, total, label)
+	bar := o.Progress.start(label, total)
 	applied, last, read, err = r.load(ctx, t, 0, o, bl.Apply, seen, bar)
 	if bar != nil {
 		_ = bar.Finish()
@@ -223,13 +220,13 @@ func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables ms
 
 func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
 	start := time.Now()
-	total, err := r.d.Events.Count(ctx, messageFilter(t))
+	total, err := r.d.Events.Count(ctx, MessageFilter(t))
 	if err != nil {
 		return TenantRebuild{}, fmt.Errorf("count events: %w", err)
 	}
-	bar := newBar(o.Progress, total, "rebuild hot "+t.String())
+	bar := o.Progress.start("rebuild hot "+t.String(), total)
 	var read int64
-	err = readPages(ctx, r.d.Events, messageFilter(t), 0, o.BatchSize, func(page []domain.Envelope) error {
+	err = readPages(ctx, r.d.Events, MessageFilter(t), 0, o.BatchSize, func(page []domain.Envelope) error {
 		if _, err := r.d.Hot.ApplyBatch(ctx, t, page); err != nil {
 			return err
 		}
@@ -270,22 +267,4 @@ func rebuildTenants(ctx context.Context, dbs TenantDatabases, o RebuildOptions, 
 	}
 	res.Duration = time.Since(start)
 	return res, nil
-}
-
-// newBar returns a progress bar writing to w, or nil when w is nil.
-func newBar(w io.Writer, total int64, label string) *progressbar.ProgressBar {
-	if w == nil {
-		return nil
-	}
-	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(label),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("events"),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionOnCompletion(func() { _, _ = fmt.Fprintln(w) }),
-	)
 }

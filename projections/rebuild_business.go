@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/business"
 )
@@ -90,7 +89,7 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 
 // fill creates tables in db, t's database, like the live ones (dropping leftovers of an
 // interrupted run first) and applies every business event of t to them.
-func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables business.Tables, progress io.Writer, label string) (applied, last, read int64, err error) {
+func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables business.Tables, progress Progress, label string) (applied, last, read int64, err error) {
 	if err := business.DropTables(ctx, db, tables); err != nil {
 		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
 	}
@@ -101,7 +100,7 @@ func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.Tenan
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
-	bar := newBar(progress, total, label)
+	bar := progress.start(label, total)
 	applied, last, read, err = r.apply(ctx, t, tables, 0, func(n int) {
 		if bar != nil {
 			_ = bar.Add(n)
@@ -114,8 +113,8 @@ func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.Tenan
 }
 
 // businessFilter selects t's business events.
-func businessFilter(t domain.TenantID) eventstore.Filter {
-	return eventstore.Filter{Tenant: t, EventTypes: acceptedTypes(isBusinessEvent)}
+func businessFilter(t domain.TenantID) domain.EventFilter {
+	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isBusinessEvent)}
 }
 
 // apply reads t's business events after position `after` and applies them to tables in order.

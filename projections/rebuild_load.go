@@ -9,9 +9,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"github.com/schollz/progressbar/v3"
 
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -24,7 +22,7 @@ type applyFunc func(ctx context.Context, events []domain.Envelope) (int, error)
 // that many concurrent apply calls, so each conversation's events stay in order. Events read are
 // added to seen unless it is nil. It returns the events applied, the last position read and the
 // events read.
-func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o RebuildOptions, apply applyFunc, seen *recentEvents, bar *progressbar.ProgressBar) (applied, last, read int64, err error) {
+func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o RebuildOptions, apply applyFunc, seen *recentEvents, bar ProgressTracker) (applied, last, read int64, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -70,7 +68,7 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 	}
 	last = after
 	var pending []domain.Envelope
-	readErr := readPages(ctx, r.d.Events, messageFilter(t), after, o.BatchSize, func(page []domain.Envelope) error {
+	readErr := readPages(ctx, r.d.Events, MessageFilter(t), after, o.BatchSize, func(page []domain.Envelope) error {
 		read += int64(len(page))
 		last = page[len(page)-1].Position
 		if seen != nil {
@@ -97,9 +95,9 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 	return applied, last, read, readErr
 }
 
-// messageFilter selects t's message events.
-func messageFilter(t domain.TenantID) eventstore.Filter {
-	return eventstore.Filter{Tenant: t, EventTypes: messageEventTypes()}
+// MessageFilter selects t's message events.
+func MessageFilter(t domain.TenantID) domain.EventFilter {
+	return domain.EventFilter{Tenant: t, EventTypes: messageEventTypes()}
 }
 
 // recentEvents remembers the ids of the events read within the last window positions of a
@@ -155,7 +153,7 @@ func splitByConversation(events []domain.Envelope, n int) [][]domain.Envelope {
 // readPages reads the events of filter after position in pages of up to limit events (the store
 // may cap a page lower) and hands each page to apply, in order. Reading runs two pages ahead of
 // apply.
-func readPages(ctx context.Context, events EventReader, filter eventstore.Filter, after int64, limit int, apply func([]domain.Envelope) error) error {
+func readPages(ctx context.Context, events EventReader, filter domain.EventFilter, after int64, limit int, apply func([]domain.Envelope) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pages := make(chan []domain.Envelope, 2)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/sessions"
 )
@@ -47,8 +46,8 @@ func NewSessionsRebuilder(d SessionsRebuildDeps) (*SessionsRebuilder, error) {
 }
 
 // sessionsFilter selects t's session events.
-func sessionsFilter(t domain.TenantID) eventstore.Filter {
-	return eventstore.Filter{Tenant: t, EventTypes: acceptedTypes(isSessionEvent)}
+func sessionsFilter(t domain.TenantID) domain.EventFilter {
+	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isSessionEvent)}
 }
 
 // Rebuild rebuilds sessions-mysql for o.Tenant (or every tenant) as BusinessRebuilder.Rebuild
@@ -84,7 +83,7 @@ func (r *SessionsRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 
 // fill creates tables like the live ones (dropping leftovers first) and applies every session
 // event of t to them.
-func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables sessions.Tables, progress io.Writer, label string) (applied, last, read int64, err error) {
+func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables sessions.Tables, progress Progress, label string) (applied, last, read int64, err error) {
 	if err := sessions.DropTables(ctx, db, tables); err != nil {
 		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
 	}
@@ -95,7 +94,7 @@ func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.Tenan
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("count events: %w", err)
 	}
-	bar := newBar(progress, total, label)
+	bar := progress.start(label, total)
 	applied, last, read, err = r.apply(ctx, t, tables, 0, func(n int) {
 		if bar != nil {
 			_ = bar.Add(n)

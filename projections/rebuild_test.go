@@ -133,16 +133,16 @@ func TestRebuildAndVerify(t *testing.T) {
 		t.Errorf("report does not name the difference:\n%s", report.String())
 	}
 
-	var progress bytes.Buffer
-	rr, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, Progress: &progress})
+	progress := &countingProgress{}
+	rr, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, Progress: progress.start})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rr.Events != 63 || len(rr.Tenants) != 1 {
 		t.Errorf("rebuild result %+v", rr)
 	}
-	if !strings.Contains(progress.String(), "events") {
-		t.Errorf("no progress bar: %q", progress.String())
+	if progress.added != 63 || progress.finished != 1 {
+		t.Errorf("progress: %+v, want 63 events added and one finish", *progress)
 	}
 	if got := len(m.page(tn, groupTopic(2))); got != 20 {
 		t.Errorf("after rebuild grp2 has %d messages, want 20", got)

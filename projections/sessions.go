@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/sessions"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 )
 
 // The sessions projection: who was online when.

@@ -16,8 +16,8 @@ type VerifyOptions struct {
 	Tenant domain.TenantID
 	// Out receives the report; nil discards it.
 	Out io.Writer
-	// Progress receives the progress bar of the rebuild; nil shows none.
-	Progress io.Writer
+	// Progress is told how the rebuild's pass over the event log advances; nil reports nothing.
+	Progress Progress
 	// BatchSize is as for RebuildOptions.
 	BatchSize int
 }

@@ -82,14 +82,14 @@ func (r *Rebuilder) VerifyHot(ctx context.Context, o VerifyOptions) (HotVerifyRe
 
 	ro := RebuildOptions{BatchSize: o.BatchSize, Progress: o.Progress}
 	ro.setDefaults()
-	total, err := r.d.Events.Count(ctx, messageFilter(o.Tenant))
+	total, err := r.d.Events.Count(ctx, MessageFilter(o.Tenant))
 	if err != nil {
 		return HotVerifyResult{}, fmt.Errorf("projections: verify: count events: %w", err)
 	}
-	bar := newBar(o.Progress, total, "verify hot "+o.Tenant.String())
+	bar := o.Progress.start("verify hot "+o.Tenant.String(), total)
 	topics, users := map[string]bool{}, map[domain.UserID]bool{}
 	res := HotVerifyResult{Tenant: o.Tenant}
-	err = readPages(ctx, r.d.Events, messageFilter(o.Tenant), 0, ro.BatchSize, func(page []domain.Envelope) error {
+	err = readPages(ctx, r.d.Events, MessageFilter(o.Tenant), 0, ro.BatchSize, func(page []domain.Envelope) error {
 		if _, err := check.ApplyBatch(ctx, o.Tenant, page); err != nil {
 			return err
 		}

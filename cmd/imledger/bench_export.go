@@ -11,11 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/projections"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/transport/ws/wsbench"
 )
 
@@ -52,7 +52,7 @@ func (h *benchHistory) open(cmd *cobra.Command) (*node, domain.TenantID, error) 
 		n.closeResources()
 		return nil, t, err
 	}
-	seeded, err := projections.SeedMessages(ctx, n.store, n.store, t, h.events, h.topics, cmd.OutOrStdout())
+	seeded, err := projectionbench.SeedMessages(ctx, n.store, n.store, t, h.events, h.topics, cmd.OutOrStdout())
 	if err != nil {
 		n.closeResources()
 		return nil, t, err

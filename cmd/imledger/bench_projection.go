@@ -6,10 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/msgstore"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 // Modes of bench projection.
@@ -56,15 +57,15 @@ func newBenchProjectionCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if mode != benchModeRebuild {
-				if _, err := projections.BenchLive(ctx, projections.BenchLiveOptions{Config: n.cfg.ProjectorConfig(),
+				if _, err := projectionbench.BenchLive(ctx, projectionbench.BenchLiveOptions{Config: n.cfg.ProjectorConfig(),
 					Postgres: n.pool, Store: n.msgs, Tenant: t, Events: events, Topics: topics, Out: out}); err != nil {
 					return err
 				}
 			}
 			if mode != benchModeLive {
-				if _, err := projections.BenchRebuild(ctx, projections.BenchRebuildOptions{
+				if _, err := projectionbench.BenchRebuild(ctx, projectionbench.BenchRebuildOptions{
 					Deps:   projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs, Logger: n.log},
-					Tenant: t, Events: events, Topics: topics, BatchSize: batch, Workers: workers, Out: out, Postgres: n.pool}); err != nil {
+					Tenant: t, Events: events, Topics: topics, BatchSize: batch, Workers: workers, Out: out, Progress: progressBars(out), Postgres: n.pool}); err != nil {
 					return err
 				}
 			}

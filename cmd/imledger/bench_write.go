@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/bench/writebench"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -19,7 +19,7 @@ const benchRelayName = "bench"
 func newBenchWriteCmd() *cobra.Command {
 	var (
 		tenant  string
-		opts    commands.BenchWriteOptions
+		opts    writebench.BenchWriteOptions
 		noRelay bool
 		drain   time.Duration
 		policy  bool
@@ -95,9 +95,9 @@ func newBenchWriteCmd() *cobra.Command {
 
 // runBenchWrite runs the write benchmark on n and, when n runs a relay, waits for it to publish
 // everything written and reports its rate.
-func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts commands.BenchWriteOptions, drain time.Duration) error {
+func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts writebench.BenchWriteOptions, drain time.Duration) error {
 	start := time.Now()
-	res, err := commands.BenchWrite(ctx, n.send, opts)
+	res, err := writebench.BenchWrite(ctx, n.send, opts)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts commands.Be
 // prepareBenchGroups creates the benchmark's groups (owned by user 1) and joins users
 // 2..Senders to every one of them through the node's group commands, Senders joins at a time,
 // and reports the joins that took effect per second.
-func prepareBenchGroups(ctx context.Context, out io.Writer, n *node, opts commands.BenchWriteOptions) error {
+func prepareBenchGroups(ctx context.Context, out io.Writer, n *node, opts writebench.BenchWriteOptions) error {
 	if err := createBenchGroups(ctx, n.groups, opts.Tenant, opts.FirstGroupID, opts.Topics,
 		func(int) domain.UserID { return 1 }); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands/admin"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // openAdminFailures opens the event store's pool and the admin command failures over it.

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
@@ -25,7 +26,6 @@ import (
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/tenant"
-	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/projections"

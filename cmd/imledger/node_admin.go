@@ -8,7 +8,7 @@ import (
 	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 
 	"github.com/imledger/imledger/commands/admin"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // startAdmin starts the admin command consumer unless admin.run is false: a watermill

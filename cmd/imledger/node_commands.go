@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
-	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/transport/auth"
 )
 

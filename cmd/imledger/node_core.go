@@ -14,9 +14,9 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/transport/httpserver"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 // startCore connects what every command needs: the Kafka broker (embedded when none is

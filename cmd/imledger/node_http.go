@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/imledger/imledger/internal/telemetry"
+	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/transport/httpserver"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/schemaapi"
@@ -80,6 +81,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	}
 	if n.reader != nil {
 		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz
+		handlers.Conversations, handlers.FriendRequests = query.NewConversationReader(n.reader, n.biz), n.biz
 	}
 	if _, err := rest.New(mux, cfg, handlers); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/hot"
@@ -11,7 +12,6 @@ import (
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 // startReadSide opens the read models: the tenant database router (provisioning the demo

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/imledger/imledger/internal/config"
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/imledger/imledger/migrations"
 )
 

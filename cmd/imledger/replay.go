@@ -80,7 +80,7 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 		return err
 	}
 	out, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	opts.Progress = progress
+	opts.Progress = progressBars(progress)
 	rebuild, err := n.replayer(opts.Projection)
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	}
 	var differ []string
 	for _, t := range tenants {
-		ok, err := rebuild.Verify(ctx, projections.VerifyOptions{Tenant: t, Out: out, Progress: progress, BatchSize: opts.BatchSize})
+		ok, err := rebuild.Verify(ctx, projections.VerifyOptions{Tenant: t, Out: out, Progress: progressBars(progress), BatchSize: opts.BatchSize})
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands/republish"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 func newRepublishCmd() *cobra.Command {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/internal/config"
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/imledger/imledger/internal/telemetry"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/pflag"
 
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/config"
 	"github.com/imledger/imledger/internal/testenv"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/auth"
 )
 
 func reason(err error) string {
@@ -172,7 +172,7 @@ func TestAbandonedClaims(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, account.Deps{IDs: &fixedIDs{ids: []domain.UserID{500}}}, account.Config{PendingTimeout: time.Minute})
 	ctx := testCtx(t)
-	hash, _ := auth.HashPassword("password1", cheap)
+	hash, _ := passhash.Hash("password1", cheap)
 	insert := func(login string, uid int64, age time.Duration) {
 		t.Helper()
 		if _, err := e.pool.Exec(ctx, `INSERT INTO credentials (tenant_id, login, user_id, password_hash, created_at)
@@ -242,18 +242,18 @@ func TestConcurrentRegistrationsOfOneLogin(t *testing.T) {
 
 func TestUnknownLoginCostsAHash(t *testing.T) {
 	t.Parallel()
-	params := auth.PasswordParams{Memory: 16 << 10, Time: 2, Threads: 1, SaltLen: 16, KeyLen: 32}
+	params := passhash.Params{Memory: 16 << 10, Time: 2, Threads: 1, SaltLen: 16, KeyLen: 32}
 	e := newEnv(t, account.Deps{}, account.Config{Password: params})
 	ctx := testCtx(t)
 	if _, err := e.svc.Register(ctx, account.Register{Tenant: acme, Login: "known", Password: "password1"}); err != nil {
 		t.Fatal(err)
 	}
-	hash, _ := auth.HashPassword("password1", params)
+	hash, _ := passhash.Hash("password1", params)
 	// The four are timed in turns, so a stretch of contention from other tests slows them all,
 	// and each keeps its fastest time. A login that skipped the hash would take well under a
 	// millisecond, not a fraction of a verification.
 	runs := map[string]func(){
-		"verify":          func() { _ = auth.VerifyPassword("wrong", hash) },
+		"verify":          func() { _ = passhash.Verify("wrong", hash) },
 		"unknown login":   func() { _, _ = e.svc.Login(ctx, acme, "unknown", "wrong") },
 		"malformed login": func() { _, _ = e.svc.Login(ctx, acme, "!", "wrong") },
 		"wrong password":  func() { _, _ = e.svc.Login(ctx, acme, "known", "wrong") },

@@ -6,15 +6,15 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/imledger/imledger/transport/auth"
+	"github.com/imledger/imledger/commands/account/passhash"
 )
 
 // Config configures a Service.
 type Config struct {
 	// Password is the argon2id cost of new hashes. A stored hash made with other parameters is
-	// rehashed at the next successful login. Default auth.DefaultPasswordParams. New fails on
-	// parameters auth.HashPassword rejects.
-	Password auth.PasswordParams
+	// rehashed at the next successful login. Default passhash.DefaultParams. New fails on
+	// parameters passhash.Hash rejects.
+	Password passhash.Params
 	// HashConcurrency bounds the password hashes and verifications that run at once. Each takes
 	// Password.Memory of RAM and keeps Password.Threads cores busy, so a burst of logins queues
 	// instead of exhausting the node's memory. Default runtime.GOMAXPROCS.
@@ -39,8 +39,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Password == (auth.PasswordParams{}) {
-		c.Password = auth.DefaultPasswordParams
+	if c.Password == (passhash.Params{}) {
+		c.Password = passhash.DefaultParams
 	}
 	if c.HashConcurrency == 0 {
 		c.HashConcurrency = runtime.GOMAXPROCS(0)
@@ -66,8 +66,8 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	c.setDefaults()
 	var errs []error
-	if c.MinPasswordLen < 1 || c.MinPasswordLen > auth.MaxPasswordLen {
-		errs = append(errs, fmt.Errorf("account: min_password_len must be 1 to %d", auth.MaxPasswordLen))
+	if c.MinPasswordLen < 1 || c.MinPasswordLen > passhash.MaxPasswordLen {
+		errs = append(errs, fmt.Errorf("account: min_password_len must be 1 to %d", passhash.MaxPasswordLen))
 	}
 	if c.HashConcurrency < 1 {
 		errs = append(errs, errors.New("account: hash_concurrency must be at least 1"))

@@ -5,28 +5,28 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/auth"
 )
 
-// hashPassword is auth.HashPassword in a hashing slot.
+// hashPassword is passhash.Hash in a hashing slot.
 func (s *Service) hashPassword(ctx context.Context, password string) (string, error) {
 	release, err := s.hashSlot(ctx)
 	if err != nil {
 		return "", err
 	}
 	defer release()
-	return auth.HashPassword(password, s.cfg.Password)
+	return passhash.Hash(password, s.cfg.Password)
 }
 
-// verifyPassword is auth.VerifyPassword in a hashing slot.
+// verifyPassword is passhash.Verify in a hashing slot.
 func (s *Service) verifyPassword(ctx context.Context, password, hash string) error {
 	release, err := s.hashSlot(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return auth.VerifyPassword(password, hash)
+	return passhash.Verify(password, hash)
 }
 
 // hashSlot waits up to Config.HashWait for one of the Config.HashConcurrency hashing slots and

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/commands/account/passhash"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/transport/auth"
 )
 
 // TestHashingWaitsForASlot fills the only hashing slot and checks that logins and registrations
@@ -16,10 +16,10 @@ import (
 // when their context ends, and go through once the slot is free.
 func TestHashingWaitsForASlot(t *testing.T) {
 	t.Parallel()
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	const wait = 150 * time.Millisecond
 	s, err := New(Deps{Pool: pool, Store: store}, Config{
-		Password:        auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32},
+		Password:        passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32},
 		HashConcurrency: 1,
 		HashWait:        wait,
 	})

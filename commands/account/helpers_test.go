@@ -9,14 +9,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/transport/auth"
 )
 
-// cheap keeps the tests fast; the default parameters are exercised by transport/auth.
-var cheap = auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+// cheap keeps the tests fast; the default parameters are exercised by commands/account/passhash.
+var cheap = passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
 
 var acme = domain.MustTenantID("acme")
 
@@ -36,9 +36,9 @@ type env struct {
 // newEnv migrates a fresh database and returns a Service over it.
 func newEnv(t *testing.T, deps account.Deps, cfg account.Config) *env {
 	t.Helper()
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	deps.Pool, deps.Store = pool, store
-	if cfg.Password == (auth.PasswordParams{}) {
+	if cfg.Password == (passhash.Params{}) {
 		cfg.Password = cheap
 	}
 	svc, err := account.New(deps, cfg)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/auth"
 )
 
 // Login checks a tenant's login name and password and returns the account's user id.
@@ -39,9 +39,9 @@ func (s *Service) Login(ctx context.Context, tenant domain.TenantID, login, pass
 		return 0, dbErr("read credential", err)
 	}
 	switch err := s.verifyPassword(ctx, password, hash); {
-	case errors.Is(err, auth.ErrPasswordMismatch):
+	case errors.Is(err, passhash.ErrMismatch):
 		return 0, ErrInvalidCredentials
-	case errors.Is(err, auth.ErrBadPasswordHash):
+	case errors.Is(err, passhash.ErrMalformed):
 		return 0, fmt.Errorf("login: stored hash of user %d: %w", uid, err)
 	case err != nil:
 		return 0, fmt.Errorf("login: %w", err)
@@ -57,7 +57,7 @@ func (s *Service) Login(ctx context.Context, tenant domain.TenantID, login, pass
 		}
 		s.confirm(ctx, tenant, name, user)
 	}
-	if auth.NeedsRehash(hash, s.cfg.Password) {
+	if passhash.NeedsRehash(hash, s.cfg.Password) {
 		s.rehash(ctx, tenant, name, password, hash)
 	}
 	return user, nil
@@ -67,7 +67,7 @@ func (s *Service) Login(ctx context.Context, tenant domain.TenantID, login, pass
 // hash, the work a wrong password costs: ErrInvalidCredentials, or the error of waiting for a
 // hashing slot, which a wrong password would meet as well.
 func (s *Service) refuseLogin(ctx context.Context, password string) error {
-	if err := s.verifyPassword(ctx, password, s.dummyHash); err != nil && !errors.Is(err, auth.ErrPasswordMismatch) {
+	if err := s.verifyPassword(ctx, password, s.dummyHash); err != nil && !errors.Is(err, passhash.ErrMismatch) {
 		return fmt.Errorf("login: %w", err)
 	}
 	return ErrInvalidCredentials

@@ -9,15 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/auth"
 )
 
 // Register asks for a new account of a tenant.
 type Register struct {
 	Tenant   domain.TenantID
 	Login    string // 3..32 of [a-z0-9_.-]; upper-case ASCII is folded to lower case
-	Password string // at least Config.MinPasswordLen bytes, at most auth.MaxPasswordLen
+	Password string // at least Config.MinPasswordLen bytes, at most passhash.MaxPasswordLen
 	// Nickname, Avatar and Signature are the first public profile; an empty nickname becomes
 	// the login name.
 	Nickname, Avatar, Signature string
@@ -105,10 +105,10 @@ func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, doma
 	return login, profile, hash, nil
 }
 
-// checkPassword checks a new password: what auth.CheckPassword accepts, at least
+// checkPassword checks a new password: what passhash.Check accepts, at least
 // Config.MinPasswordLen bytes.
 func (s *Service) checkPassword(password string) error {
-	if err := auth.CheckPassword(password); err != nil {
+	if err := passhash.Check(password); err != nil {
 		return err
 	}
 	if len(password) < s.cfg.MinPasswordLen {

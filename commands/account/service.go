@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/auth"
 )
 
 // Errors of the account operations. Transport answers both with a fixed 401 and no detail.
@@ -102,7 +102,7 @@ func New(deps Deps, cfg Config) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	dummy, err := auth.DummyHash(cfg.Password)
+	dummy, err := passhash.Dummy(cfg.Password)
 	if err != nil {
 		return nil, fmt.Errorf("account: %w", err)
 	}

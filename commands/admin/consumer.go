@@ -19,7 +19,7 @@ import (
 )
 
 // Publisher produces one Kafka record and waits for the broker's ack. The binary backs it with
-// the safe producer of transport/kafka.
+// the safe producer of internal/kafka.
 type Publisher interface {
 	Publish(ctx context.Context, topic string, key string, value []byte, headers map[string]string) error
 }

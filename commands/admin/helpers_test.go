@@ -15,15 +15,16 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/tenantdb"
-	"github.com/imledger/imledger/transport/auth"
 )
 
 const (
@@ -92,7 +93,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	ctx := testenv.Context(t)
 	e := &env{t: t, sent: &broadcasts{}}
-	e.pool, e.store = testenv.EventStore(t, 16)
+	e.pool, e.store = storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	if o.mysqlDSN == "" {
 		o.mysqlDSN = testenv.MySQLServer(t)
@@ -111,7 +112,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.guard, _ = account.NewGuard(e.pool, account.GuardConfig{}, nil)
-	cheap := account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}}
+	cheap := account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}}
 	if e.accounts, err = account.New(account.Deps{Pool: e.pool, Store: e.store}, cheap); err != nil {
 		t.Fatal(err)
 	}

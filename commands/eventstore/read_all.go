@@ -4,30 +4,16 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/imledger/imledger/domain"
 )
 
-// Filter selects events for replays and rebuilds. Every set field narrows the selection; the
-// zero Filter selects every event.
-type Filter struct {
-	// Tenant keeps one tenant's events; zero means all tenants.
-	Tenant domain.TenantID
-	// EventTypes keeps events stored under these type names; empty means all types. Reads
-	// that upcast return old versions as current ones, so a reader that selects a type lists
-	// every version of it (domain.Versions).
-	EventTypes []domain.EventType
-	// StreamPrefix keeps events whose stream id starts with it; empty means all streams.
-	StreamPrefix string
-	// Since keeps events that occurred at or after it; zero means no lower bound.
-	Since time.Time
-	// Until keeps events that occurred before it; zero means no upper bound.
-	Until time.Time
-}
+// Filter selects events for replays and rebuilds; it is domain.EventFilter, declared in domain
+// so that readers of the log (projections' rebuilds) can name it without importing the store.
+type Filter = domain.EventFilter
 
-// where renders f as a WHERE clause body over args, appending its parameters.
-func (f Filter) where(args []any) (string, []any) {
+// filterWhere renders f as a WHERE clause body over args, appending its parameters.
+func filterWhere(f Filter, args []any) (string, []any) {
 	conds := []string{"true"}
 	param := func(v any) string {
 		args = append(args, v)
@@ -63,7 +49,7 @@ func (f Filter) where(args []any) (string, []any) {
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) ReadAll(ctx context.Context, f Filter, afterPosition int64, limit int) ([]domain.Envelope, error) {
 	const op = "read all events"
-	where, args := f.where([]any{afterPosition, s.cfg.limit(limit)})
+	where, args := filterWhere(f, []any{afterPosition, s.cfg.limit(limit)})
 	rows, err := s.pool.Query(ctx, `SELECT `+envelopeColumns+` FROM events
 		WHERE position > $1 AND `+where+` ORDER BY position LIMIT $2`, args...)
 	if err != nil {
@@ -79,7 +65,7 @@ func (s *Store) ReadAll(ctx context.Context, f Filter, afterPosition int64, limi
 // Count returns the number of events matching f, for progress reporting of a rebuild.
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) Count(ctx context.Context, f Filter) (int64, error) {
-	where, args := f.where(nil)
+	where, args := filterWhere(f, nil)
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+where, args...).Scan(&n); err != nil {
 		return 0, wrapErr("count events", err)

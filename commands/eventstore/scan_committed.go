@@ -103,7 +103,7 @@ func (s *Store) ScanCommitted(ctx context.Context, r Range, f Filter, page int, 
 	sc := newPageScanner()
 	for {
 		rw, args := r.where([]any{page})
-		fw, args := f.where(args)
+		fw, args := filterWhere(f, args)
 		rows, err := s.pool.Query(ctx, `SELECT tx_id, `+envelopeColumns+` FROM events WHERE `+rw+` AND `+fw+
 			` ORDER BY tx_id, position LIMIT $1`, args...)
 		if err != nil {
@@ -139,7 +139,7 @@ func (s *Store) ScanCommitted(ctx context.Context, r Range, f Filter, page int, 
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) CountCommitted(ctx context.Context, r Range, f Filter) (int64, error) {
 	rw, args := r.where(nil)
-	fw, args := f.where(args)
+	fw, args := filterWhere(f, args)
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+rw+` AND `+fw, args...).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {

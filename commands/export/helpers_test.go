@@ -17,6 +17,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/internal/scenario"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/domain/schemas"
 	"github.com/imledger/imledger/internal/jsonschema"
@@ -33,7 +34,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, store := testenv.EventStore(t, 16)
+	pool, store := storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	return &env{ctx: testenv.Context(t), pool: pool, store: store,
 		sc: scenario.Env{Store: store, Redis: rdb, KeyPrefix: prefix}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 )
@@ -20,7 +21,7 @@ func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 // newStore migrates a fresh database and returns a pool with maxConns connections and a store.
 func newStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	return testenv.EventStore(t, maxConns)
+	return storetest.EventStore(t, maxConns)
 }
 
 // newHandlers builds handlers over store; a nil deps.Store means store.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // step is one command of a scenario and what it must answer.
@@ -55,7 +55,7 @@ func TestGroupLifecycle(t *testing.T) {
 	t.Parallel()
 	_, store := newStore(t, 4)
 	tenant := domain.MustTenantID("acme")
-	testenv.RegisterUsers(t, store, tenant, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	storetest.RegisterUsers(t, store, tenant, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 	rec := &recorder{}
 	h := newHandlers(t, store, group.Deps{Notifier: rec, Invalidator: rec}, group.Config{})
 	p := func(u domain.UserID) domain.Principal { return who(tenant, u) }
@@ -188,7 +188,7 @@ func TestUnchangedCommandsWriteNothing(t *testing.T) {
 	t.Parallel()
 	_, store := newStore(t, 4)
 	tenant := domain.MustTenantID("acme")
-	testenv.RegisterUsers(t, store, tenant, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	storetest.RegisterUsers(t, store, tenant, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 	rec := &recorder{}
 	h := newHandlers(t, store, group.Deps{Notifier: rec, Invalidator: rec}, group.Config{})
 	ctx := testCtx(t)
@@ -228,7 +228,7 @@ func TestRelationsAndProfiles(t *testing.T) {
 	t.Parallel()
 	_, store := newStore(t, 4)
 	tenant := domain.MustTenantID("acme")
-	testenv.RegisterUsers(t, store, tenant, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	storetest.RegisterUsers(t, store, tenant, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 	rec := &recorder{}
 	h := newHandlers(t, store, group.Deps{Notifier: rec, Invalidator: rec}, group.Config{})
 	p := func(u domain.UserID) domain.Principal { return who(tenant, u) }

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // Two tenants use the same group id and the same user ids in one event store and one set of
@@ -20,8 +20,8 @@ func TestTenantsNeverSeeEachOther(t *testing.T) {
 	ctx := testCtx(t)
 	acme, beta := domain.MustTenantID("acme"), domain.MustTenantID("beta")
 	h := newHandlers(t, store, group.Deps{}, group.Config{})
-	testenv.RegisterUsers(t, store, acme, 1, 2, 3, 4)
-	testenv.RegisterUsers(t, store, beta, 1, 2, 3, 4)
+	storetest.RegisterUsers(t, store, acme, 1, 2, 3, 4)
+	storetest.RegisterUsers(t, store, beta, 1, 2, 3, 4)
 
 	const shared, acmeOnly = domain.GroupID(42), domain.GroupID(77)
 	for _, tenant := range []domain.TenantID{acme, beta} {

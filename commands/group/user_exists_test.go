@@ -6,8 +6,8 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // TestCommandsRefuseUsersWhoDoNotExist: a friend request, a block and an invitation naming a
@@ -18,9 +18,9 @@ func TestCommandsRefuseUsersWhoDoNotExist(t *testing.T) {
 	_, store := newStore(t, 4)
 	ctx := testCtx(t)
 	tenant := domain.MustTenantID("acme")
-	testenv.RegisterUsers(t, store, tenant, 1)
+	storetest.RegisterUsers(t, store, tenant, 1)
 	// 2 exists in another tenant only.
-	testenv.RegisterUsers(t, store, domain.MustTenantID("beta"), 2)
+	storetest.RegisterUsers(t, store, domain.MustTenantID("beta"), 2)
 	h := newHandlers(t, store, group.Deps{}, group.Config{})
 	res, err := h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(tenant, 1), Profile: groupProfile(t, "team")})
 	if err != nil {
@@ -52,7 +52,7 @@ func TestCommandsRefuseUsersWhoDoNotExist(t *testing.T) {
 	if after, err := store.Count(ctx, eventstore.Filter{Tenant: tenant}); err != nil || after != before {
 		t.Fatalf("refused commands wrote %d events (%v)", after-before, err)
 	}
-	testenv.RegisterUsers(t, store, tenant, 2)
+	storetest.RegisterUsers(t, store, tenant, 2)
 	for _, name := range []string{"invite", "friend request", "block"} {
 		if err := attempts[name](); err != nil {
 			t.Errorf("%s once the user registered: %v", name, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 )
@@ -20,7 +21,7 @@ func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 // newStore migrates a fresh database and returns an event store over it.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	_, store := testenv.EventStore(t, 12)
+	_, store := storetest.EventStore(t, 12)
 	return store
 }
 

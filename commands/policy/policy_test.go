@@ -9,8 +9,8 @@ import (
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // The group rules: members post; non-members, muted members, plain members under mute-all, and
@@ -145,7 +145,7 @@ func TestPolicyDirectTopics(t *testing.T) {
 	if err := pol.CanSend(ctx, tenant, 1, topic); !errors.Is(err, group.ErrUnknownUser) || !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("a peer who does not exist: %v, want ErrUnknownUser", err)
 	}
-	testenv.RegisterUsers(t, store, tenant, 1, 2, 3)
+	storetest.RegisterUsers(t, store, tenant, 1, 2, 3)
 	if err := pol.CanSend(ctx, tenant, 1, topic); err != nil {
 		t.Fatalf("strangers: %v", err)
 	}
@@ -179,8 +179,8 @@ func TestPolicyTenantIsolation(t *testing.T) {
 		must[group.Result](t)(h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(tenant, 1), Group: 42, Profile: profile}))
 	}
 	must[group.Result](t)(h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: who(acme, 1), Group: 77, Profile: profile}))
-	testenv.RegisterUsers(t, store, acme, 1, 2, 3)
-	testenv.RegisterUsers(t, store, beta, 2, 3)
+	storetest.RegisterUsers(t, store, acme, 1, 2, 3)
+	storetest.RegisterUsers(t, store, beta, 2, 3)
 	for _, g := range []domain.GroupID{42, 77} {
 		must[group.Result](t)(h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: who(acme, 3), Group: g}))
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/migrations"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 // env is one test's event store (own database) and Kafka topics (own prefix).

@@ -67,7 +67,7 @@ func (r *Relay) encode(recs []eventstore.Record) ([]outMsg, error) {
 		info, ok := domain.LookupEventType(env.EventType)
 		var topic string
 		if ok {
-			topic, ok = r.topics.CategoryTopic(info.Category)
+			topic, ok = r.topics.CategoryTopic(string(info.Category))
 		}
 		if !ok {
 			return out, &errUnknownType{eventType: env.EventType, cursor: rec.Cursor}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // Store is what the relay needs from the event store (commands/eventstore.Store).

@@ -47,7 +47,7 @@ func TestRelayPublishesEveryEvent(t *testing.T) {
 			t.Fatalf("unexpected event %q on Kafka", id)
 		}
 		info, _ := domain.LookupEventType(w.EventType)
-		wantTopic, _ := e.kcfg.CategoryTopic(info.Category)
+		wantTopic, _ := e.kcfg.CategoryTopic(string(info.Category))
 		if rec.Topic != wantTopic {
 			t.Errorf("event %s (%s) on topic %s, want %s", id, w.EventType, rec.Topic, wantTopic)
 		}

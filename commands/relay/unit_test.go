@@ -9,7 +9,7 @@ import (
 
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 func TestIsTraceparent(t *testing.T) {
@@ -105,5 +105,24 @@ func TestNewChecksDependenciesAndMetrics(t *testing.T) {
 	}
 	if _, err := relay.New(e.store, e.pool, relay.Config{Name: "a", Kafka: k}, testLogger(), reg); err == nil {
 		t.Error("a second relay of the same name registered its metrics again without error")
+	}
+}
+
+// TestEveryEventCategoryHasATopic guards the category → topic table of internal/kafka, which
+// cannot import domain and so names the categories by value: a category domain registers
+// without a topic there would leave its events unpublishable.
+func TestEveryEventCategoryHasATopic(t *testing.T) {
+	t.Parallel()
+	cfg := kafka.Config{TopicPrefix: "p."}
+	for _, info := range domain.EventTypes() {
+		if _, ok := cfg.CategoryTopic(string(info.Category)); !ok {
+			t.Errorf("event type %s: category %q has no topic", info.Type, info.Category)
+		}
+	}
+	for _, cat := range []domain.Category{domain.CategoryGroupMessage, domain.CategoryDirectMessage,
+		domain.CategoryBusiness, domain.CategorySession, domain.CategoryAudit, domain.CategoryConfig} {
+		if _, ok := cfg.CategoryTopic(string(cat)); !ok {
+			t.Errorf("category %q has no topic", cat)
+		}
 	}
 }

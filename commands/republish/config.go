@@ -25,7 +25,7 @@ type Config struct {
 	// Topic is the full name of the target topic. Required; it must not be one of LiveTopics.
 	Topic string
 	// LiveTopics are the full names of the topics the relay and the platform write (the prefixed
-	// transport/kafka topic names): a republish into one of them would hand every consumer group
+	// internal/kafka topic names): a republish into one of them would hand every consumer group
 	// of the platform the history again, so it is refused.
 	LiveTopics []string
 	// Tenant keeps one tenant's events; zero means every tenant.

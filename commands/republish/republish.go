@@ -27,7 +27,7 @@ type Reader interface {
 }
 
 // Producer sends a batch of records and returns once all are acknowledged
-// (sarama.SyncProducer, configured like the relay's: transport/kafka.NewSyncProducer).
+// (sarama.SyncProducer, configured like the relay's: internal/kafka.NewSyncProducer).
 type Producer interface {
 	SendMessages(msgs []*sarama.ProducerMessage) error
 }

@@ -21,9 +21,10 @@ import (
 	"github.com/imledger/imledger/commands/internal/scenario"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/republish"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 var (
@@ -42,7 +43,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, store := testenv.EventStore(t, 16)
+	pool, store := storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	ctx := testenv.Context(t)
 	kcfg := kafka.Config{Brokers: testenv.Kafka(t), TopicPrefix: testenv.UniqueName("rp") + ".", Partitions: 4}

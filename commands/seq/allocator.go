@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // Allocator claims idempotency keys and allocates seqs in Redis. It is safe for concurrent use.
@@ -178,11 +179,11 @@ func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, reqs [
 	ttl := a.cfg.PendingTTL.Milliseconds()
 	calls := make([]scriptCall, len(reqs))
 	for i, r := range reqs {
-		calls[i] = scriptCall{allocateScript, []string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)},
-			[]any{a.pendingPrefix(r.Nonce), ttl, r.TakeOver}}
+		calls[i] = scriptCall{Script: allocateScript, Keys: []string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)},
+			Args: []any{a.pendingPrefix(r.Nonce), ttl, r.TakeOver}}
 	}
 	var sets []*redis.StatusCmd
-	cmds := a.runScripts(ctx, calls, func(p redis.Pipeliner) { sets = a.queueDone(ctx, p, done) })
+	cmds := redisscript.Run(ctx, a.rdb, calls, func(p redis.Pipeliner) { sets = a.queueDone(ctx, p, done) })
 	out := make([]Allocation, len(reqs))
 	for i, cmd := range cmds {
 		out[i] = parseAllocate(cmd)
@@ -231,10 +232,10 @@ type TopicFloor struct {
 func (a *Allocator) Seed(ctx context.Context, topics []TopicFloor) error {
 	calls := make([]scriptCall, len(topics))
 	for i, t := range topics {
-		calls[i] = scriptCall{seedScript, []string{a.CounterKey(t.Tenant, t.Topic)}, []any{t.Floor}}
+		calls[i] = scriptCall{Script: seedScript, Keys: []string{a.CounterKey(t.Tenant, t.Topic)}, Args: []any{t.Floor}}
 	}
 	var errs []error
-	for _, cmd := range a.runScripts(ctx, calls, nil) {
+	for _, cmd := range redisscript.Run(ctx, a.rdb, calls, nil) {
 		if err := cmd.Err(); err != nil {
 			errs = append(errs, redisErr("seed seq", err))
 		}
@@ -256,11 +257,11 @@ func (a *Allocator) Reallocate(ctx context.Context, reqs []Realloc) []Allocation
 	ttl := a.cfg.PendingTTL.Milliseconds()
 	calls := make([]scriptCall, len(reqs))
 	for i, r := range reqs {
-		calls[i] = scriptCall{reallocateScript,
-			[]string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)}, []any{r.Floor, a.pendingPrefix(r.Nonce), ttl}}
+		calls[i] = scriptCall{Script: reallocateScript,
+			Keys: []string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)}, Args: []any{r.Floor, a.pendingPrefix(r.Nonce), ttl}}
 	}
 	out := make([]Allocation, len(reqs))
-	for i, cmd := range a.runScripts(ctx, calls, nil) {
+	for i, cmd := range redisscript.Run(ctx, a.rdb, calls, nil) {
 		seq, err := cmd.Int64()
 		if err != nil {
 			out[i] = Allocation{Err: redisErr("reallocate seq", err)}
@@ -323,10 +324,10 @@ func (a *Allocator) MarkFailed(ctx context.Context, reqs []Request) error {
 	v := encodeClaim(claimValue{Status: "failed", CreatedAt: time.Now().UTC()})
 	calls := make([]scriptCall, len(reqs))
 	for i, r := range reqs {
-		calls[i] = scriptCall{failScript, []string{a.ClaimKey(r.Key)}, []any{v, a.cfg.FailedTTL.Milliseconds(), r.Nonce}}
+		calls[i] = scriptCall{Script: failScript, Keys: []string{a.ClaimKey(r.Key)}, Args: []any{v, a.cfg.FailedTTL.Milliseconds(), r.Nonce}}
 	}
 	var errs []error
-	for _, cmd := range a.runScripts(ctx, calls, nil) {
+	for _, cmd := range redisscript.Run(ctx, a.rdb, calls, nil) {
 		if err := cmd.Err(); err != nil {
 			errs = append(errs, redisErr("mark send failed", err))
 		}

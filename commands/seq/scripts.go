@@ -1,7 +1,6 @@
 package seq
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 var (
@@ -28,46 +28,8 @@ var (
 	failScript       = redis.NewScript(failSrc)
 )
 
-// scriptCall is one script invocation in a pipelined batch.
-type scriptCall struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-}
-
-// runScripts sends every call as EVALSHA in one pipeline round trip, after the commands pre
-// queues (pre may be nil). Calls the server answers with NOSCRIPT (its script cache was flushed
-// or never had them) are sent again with EVAL, which also caches the script; a NOSCRIPT reply
-// means the script did not run, so nothing runs twice. Each returned command carries its own
-// result or error.
-func (a *Allocator) runScripts(ctx context.Context, calls []scriptCall, pre func(redis.Pipeliner)) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
-	_, _ = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if pre != nil {
-			pre(p)
-		}
-		for i, c := range calls {
-			cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
-		}
-		return nil
-	})
-	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) == 0 {
-		return cmds
-	}
-	_, _ = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, i := range again {
-			cmds[i] = calls[i].script.Eval(ctx, p, calls[i].keys, calls[i].args...)
-		}
-		return nil
-	})
-	return cmds
-}
+// scriptCall is one script invocation in a pipelined batch (see internal/redisscript).
+type scriptCall = redisscript.Call
 
 // retryableReplies are Redis error replies that describe a transient server state.
 var retryableReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",

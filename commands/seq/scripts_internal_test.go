@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/imledger/imledger/internal/redisscript"
 	"github.com/imledger/imledger/internal/testenv"
 )
 
@@ -22,11 +23,11 @@ func TestRunScriptsFallsBackToEval(t *testing.T) {
 	}
 	fresh := redis.NewScript(seedSrc + "\n-- " + prefix)
 	k := prefix + "counter"
-	calls := []scriptCall{{fresh, []string{k}, []any{7}}, {seedScript, []string{k}, []any{3}}}
+	calls := []scriptCall{{Script: fresh, Keys: []string{k}, Args: []any{7}}, {Script: seedScript, Keys: []string{k}, Args: []any{3}}}
 	if exists, _ := rdb.ScriptExists(ctx, fresh.Hash()).Result(); len(exists) != 1 || exists[0] {
 		t.Fatalf("fresh script unexpectedly cached: %v", exists)
 	}
-	cmds := a.runScripts(ctx, calls, nil)
+	cmds := redisscript.Run(ctx, a.rdb, calls, nil)
 	for i, c := range cmds {
 		if c.Err() != nil {
 			t.Fatalf("call %d: %v", i, c.Err())

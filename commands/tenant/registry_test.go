@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -49,7 +50,7 @@ func denied(err error, reason string) bool {
 func TestRegistryLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	dbs := &failingDatabases{}
 	n := &notes{}
 	reg, err := tenant.New(tenant.Deps{Pool: pool, Store: store, Databases: dbs, Notifier: n})
@@ -110,7 +111,7 @@ func TestRegistryLifecycle(t *testing.T) {
 func TestCacheAnswersFromMemoryAndRemembersMisses(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	reg, _ := tenant.New(tenant.Deps{Pool: pool, Store: store})
 	cache, err := tenant.NewCache(reg, tenant.CacheConfig{MissTTL: time.Hour}, nil)
 	if err != nil {

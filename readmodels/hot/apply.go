@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 	"github.com/imledger/imledger/readmodels"
 )
 
@@ -63,11 +61,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, events [
 }
 
 // call is one script invocation.
-type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-}
+type call = redisscript.Call
 
 // batch collects the script calls of a run of events.
 type batch struct {
@@ -96,16 +90,16 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 		if err != nil {
 			return err
 		}
-		b.calls = append(b.calls, call{recallScript, []string{s.msgKey(tenant, topic.String(), p.Seq)},
-			[]any{stamp(p.RecalledAt, env.OccurredAt), p.By.String(), s.tombstoneTTL(topic)}})
+		b.calls = append(b.calls, call{Script: recallScript, Keys: []string{s.msgKey(tenant, topic.String(), p.Seq)},
+			Args: []any{stamp(p.RecalledAt, env.OccurredAt), p.By.String(), s.tombstoneTTL(topic)}})
 	case domain.EventGroupMessageEdited, domain.EventDirectMessageEdited:
 		var p domain.MessageEdited
 		topic, err := decode(env, &p, func() string { return p.Topic })
 		if err != nil {
 			return err
 		}
-		b.calls = append(b.calls, call{editScript, []string{s.msgKey(tenant, topic.String(), p.Seq)},
-			[]any{p.EditVersion, string(p.Content), stamp(p.EditedAt, env.OccurredAt), s.tombstoneTTL(topic)}})
+		b.calls = append(b.calls, call{Script: editScript, Keys: []string{s.msgKey(tenant, topic.String(), p.Seq)},
+			Args: []any{p.EditVersion, string(p.Content), stamp(p.EditedAt, env.OccurredAt), s.tombstoneTTL(topic)}})
 	case domain.EventGroupReadMarked, domain.EventDirectReadMarked:
 		var p domain.ReadMarked
 		topic, err := decode(env, &p, func() string { return p.Topic })
@@ -132,8 +126,8 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 		}
 		t := topic.String()
 		b.calls = append(b.calls,
-			call{skipScript, []string{s.msgKey(tenant, t, p.Seq), s.seqsKey(tenant, t), s.lastSeqKey(tenant, t)},
-				[]any{p.Seq, ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic, stamp(p.SkippedAt, env.OccurredAt)}},
+			call{Script: skipScript, Keys: []string{s.msgKey(tenant, t, p.Seq), s.seqsKey(tenant, t), s.lastSeqKey(tenant, t)},
+				Args: []any{p.Seq, ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic, stamp(p.SkippedAt, env.OccurredAt)}},
 			s.watermarkCall(tenant, topic, p.Seq, -1))
 	}
 	return nil
@@ -143,8 +137,8 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 // to known is, and returns the topic's watermark.
 func (s *Store) watermarkCall(tenant domain.TenantID, topic domain.Topic, seq, known int64) call {
 	t := topic.String()
-	return call{wmScript, []string{s.watermarkKey(tenant, t), s.seenKey(tenant, t)},
-		[]any{seq, s.cfg.StateTTL.Milliseconds(), known}}
+	return call{Script: wmScript, Keys: []string{s.watermarkKey(tenant, t), s.seenKey(tenant, t)},
+		Args: []any{seq, s.cfg.StateTTL.Milliseconds(), known}}
 }
 
 func (b *batch) addSent(ctx context.Context, topic domain.Topic, p domain.MessageSent, occurred time.Time) error {
@@ -177,8 +171,8 @@ func (b *batch) addSent(ctx context.Context, topic domain.Topic, p domain.Messag
 	}
 	t := topic.String()
 	b.calls = append(b.calls,
-		call{sentScript, []string{s.msgKey(b.tenant, t, p.Seq), s.seqsKey(b.tenant, t), s.lastSeqKey(b.tenant, t)},
-			[]any{p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}},
+		call{Script: sentScript, Keys: []string{s.msgKey(b.tenant, t, p.Seq), s.seqsKey(b.tenant, t), s.lastSeqKey(b.tenant, t)},
+			Args: []any{p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}},
 		s.raiseReadSeqCall(b.tenant, p.From, topic, p.Seq),
 		s.watermarkCall(b.tenant, topic, p.Seq, -1))
 	if topic.Kind() == domain.TopicDirect {
@@ -205,45 +199,13 @@ func (b *batch) isHot(ctx context.Context, topic domain.Topic) bool {
 	return hot
 }
 
-// run sends calls in one pipeline with EVALSHA. If Redis lost the scripts (a restart or SCRIPT
-// FLUSH) it loads them and sends the whole pipeline again, which is safe because every script
-// is idempotent.
+// run sends calls in one pipeline round trip (internal/redisscript.Run: EVALSHA, and EVAL for
+// the calls Redis answers NOSCRIPT after a restart or SCRIPT FLUSH) and returns the first error.
 func (s *Store) run(ctx context.Context, calls []call) error {
-	switch len(calls) {
-	case 0:
+	if len(calls) == 0 {
 		return nil
-	case 1:
-		c := calls[0]
-		return redisErr("hot: apply", c.script.Run(ctx, s.rdb, c.keys, c.args...).Err())
 	}
-	for attempt := 0; ; attempt++ {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, c := range calls {
-			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-		}
-		_, err := pipe.Exec(ctx)
-		if err == nil {
-			return nil
-		}
-		if attempt > 0 || !isNoScript(cmds) {
-			return redisErr("hot: apply", err)
-		}
-		for _, sc := range allScripts {
-			if err := sc.Load(ctx, s.rdb).Err(); err != nil {
-				return redisErr("hot: load scripts", err)
-			}
-		}
-	}
-}
-
-func isNoScript(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			return true
-		}
-	}
-	return false
+	return redisErr("hot: apply", redisscript.FirstErr(redisscript.Run(ctx, s.rdb, calls, nil)))
 }
 
 // decode unmarshals the payload and parses the topic it names.
@@ -277,15 +239,15 @@ func (s *Store) tombstoneTTL(topic domain.Topic) int64 {
 }
 
 func (s *Store) raiseReadSeqCall(tenant domain.TenantID, user domain.UserID, topic domain.Topic, seq int64) call {
-	return call{maxHSet, []string{s.readMarksKey(tenant, user)},
-		[]any{topic.String(), strconv.FormatInt(max(seq, 0), 10), s.cfg.StateTTL.Milliseconds()}}
+	return call{Script: maxHSet, Keys: []string{s.readMarksKey(tenant, user)},
+		Args: []any{topic.String(), strconv.FormatInt(max(seq, 0), 10), s.cfg.StateTTL.Milliseconds()}}
 }
 
 // RaiseWatermark records that every seq of topic up to w is in place, as the MySQL read model
 // knows (readers write its watermark back this way), and returns the watermark Redis now holds.
 func (s *Store) RaiseWatermark(ctx context.Context, tenant domain.TenantID, topic domain.Topic, w int64) (int64, error) {
 	c := s.watermarkCall(tenant, topic, 0, w)
-	n, err := c.script.Run(ctx, s.rdb, c.keys, c.args...).Int64()
+	n, err := c.Script.Run(ctx, s.rdb, c.Keys, c.Args...).Int64()
 	return n, redisErr("hot: raise watermark", err)
 }
 
@@ -299,5 +261,5 @@ func (s *Store) RaiseLastSeq(ctx context.Context, tenant domain.TenantID, topic 
 // RaiseReadSeq raises user's read seq in topic to seq if that is higher (0 creates the field).
 func (s *Store) RaiseReadSeq(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic, seq int64) error {
 	c := s.raiseReadSeqCall(tenant, user, topic, seq)
-	return redisErr("hot: raise read seq", c.script.Run(ctx, s.rdb, c.keys, c.args...).Err())
+	return redisErr("hot: raise read seq", c.Script.Run(ctx, s.rdb, c.Keys, c.Args...).Err())
 }

@@ -37,8 +37,6 @@ var (
 	maxHSet      = redis.NewScript(maxHSetLua)
 	skipScript   = redis.NewScript(skipLua)
 	wmScript     = redis.NewScript(watermarkLua)
-
-	allScripts = []*redis.Script{sentScript, recallScript, editScript, maxSetScript, maxHSet, skipScript, wmScript}
 )
 
 // Store keeps the Redis read model. It is safe for concurrent use. Every method that talks to

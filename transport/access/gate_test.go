@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -48,12 +50,12 @@ func (s *sink) Deliver(m *fanout.Message) { s.got = append(s.got, m) }
 func TestGateAndNotifierAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, store := testenv.EventStore(t, 0)
+	pool, store := storetest.EventStore(t, 0)
 	bus := &loopback{}
 	notifier := access.NewNotifier(bus, nil)
 	reg, _ := tenant.New(tenant.Deps{Pool: pool, Store: store, Notifier: notifier})
 	accounts, _ := account.New(account.Deps{Pool: pool, Store: store},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
 	type nodeParts struct {
 		cache *tenant.Cache
 		guard *account.Guard

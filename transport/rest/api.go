@@ -159,6 +159,9 @@ type Handlers struct {
 	Groups *group.Handlers
 	// Business serves the reads of groups, members, friends, blocks and profiles.
 	Business BusinessReader
+	// Conversations serves GET /v1/im/conversations; FriendRequests GET /v1/im/friends/requests.
+	Conversations  ConversationLister
+	FriendRequests FriendRequestReader
 
 	// Accounts serves POST /v1/im/auth/register and /v1/im/auth/login.
 	Accounts AccountService
@@ -213,7 +216,8 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 func checkHandlers(cfg Config, h Handlers) error {
 	var errs []error
 	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil
-	reads := h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil
+	reads := h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil ||
+		h.Conversations != nil || h.FriendRequests != nil
 	if (writes || reads) && h.Tokens == nil && !cfg.DevAuth {
 		errs = append(errs, errors.New("rest: Tokens is required to authenticate requests (or turn DevAuth on)"))
 	}
@@ -285,6 +289,12 @@ func (a *API) registerAll() {
 	}
 	if a.h.Business != nil {
 		a.registerBusinessReads()
+	}
+	if a.h.Conversations != nil {
+		a.registerConversations()
+	}
+	if a.h.FriendRequests != nil {
+		a.registerFriendRequests()
 	}
 }
 

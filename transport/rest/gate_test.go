@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/rest"
 )
@@ -41,7 +41,7 @@ func TestTheGateRefusesWhatTheRegistryAndGovernanceSay(t *testing.T) {
 	expect(t, "a token of an unknown tenant", s.do(t, req{method: http.MethodGet, path: "/v1/im/users/me/presence",
 		token: s.token(t, s.tenant, 5)}), http.StatusForbidden, "tenant_not_found")
 
-	reg := testenv.ProvisionTenant(t, s.pool, s.store, s.tenant)
+	reg := storetest.ProvisionTenant(t, s.pool, s.store, s.tenant)
 	expect(t, "register", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/register", body: creds}), http.StatusCreated, "ok")
 	login := s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds})
 	expect(t, "login", login, http.StatusOK, "ok")

@@ -15,10 +15,12 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/business"
@@ -69,7 +71,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	s.rdb, s.prefix = testenv.Redis(t)
 	var err error
 	s.accounts, err = account.New(account.Deps{Pool: s.pool, Store: s.store},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +155,7 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
 	}
 	reader := query.NewReader(s.msgs, nil, nil)
 	h.History, h.Unread, h.Business = reader, reader, s.biz
+	h.Conversations, h.FriendRequests = query.NewConversationReader(reader, s.biz), s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 }
 
@@ -176,7 +179,7 @@ func (s *stack) project(t testing.TB) {
 // eventStore migrates a fresh database and returns a pool of pgx's default size and a store.
 func eventStore(t testing.TB) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	return testenv.EventStore(t, 0)
+	return storetest.EventStore(t, 0)
 }
 
 func newSigner(t testing.TB, now func() time.Time) *auth.Signer {

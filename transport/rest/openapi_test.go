@@ -37,6 +37,7 @@ var routes = []string{
 	"GET /v1/im/friends", "POST /v1/im/friends/requests", "POST /v1/im/friends/requests/{uid}/accept",
 	"POST /v1/im/friends/requests/{uid}/decline", "DELETE /v1/im/friends/{uid}",
 	"GET /v1/im/blocks", "POST /v1/im/blocks", "DELETE /v1/im/blocks/{uid}",
+	"GET /v1/im/conversations", "GET /v1/im/friends/requests",
 }
 
 func TestOpenAPIListsEveryRoute(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/imledger/imledger/domain/schemas"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // Path is where the schemas are served; the index is Path itself.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/jsonschema"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/transport/schemaapi"
 )
 

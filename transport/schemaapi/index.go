@@ -3,7 +3,7 @@ package schemaapi
 import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/domain/schemas"
-	"github.com/imledger/imledger/transport/kafka"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // EventType is one entry of the index.
@@ -36,7 +36,7 @@ func NewIndex(topics kafka.Config, base string) Index {
 	for _, info := range domain.EventTypes() {
 		e := EventType{EventType: string(info.Type), Version: info.SchemaVersion, Category: string(info.Category),
 			BizType: info.BizType, Current: !domain.IsSuperseded(info.Type), Schema: base + string(info.Type) + ".json"}
-		if t, ok := topics.CategoryTopic(info.Category); ok {
+		if t, ok := topics.CategoryTopic(string(info.Category)); ok {
 			e.Topic = t
 		}
 		if u, ok := ups[info.Type]; ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -77,6 +78,8 @@ func newPage(t *testing.T, browser context.Context, name, userAgent string) *pag
 		_, err := chromedp.Call(ctx, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: userAgent})
 		return err
 	})
+	// The window size the layout promises to fit without scrolling.
+	p.do("viewport", chromedp.EmulateViewport(viewportWidth, viewportHeight))
 	messages := chromedp.Console(ctx)
 	go func() {
 		for m, err := range messages {
@@ -104,6 +107,87 @@ func (p *page) problemsSeen() []string {
 	return append([]string(nil), p.problems...)
 }
 
+// The viewport every tab gets: the page must show the conversation and the composer in it
+// without scrolling.
+const (
+	viewportWidth  = 1280
+	viewportHeight = 900
+)
+
+// artifactsDir is where screenshots go: $IMLEDGER_ARTIFACTS/<test name> when set, else a
+// directory of the test's own (logged, and kept only while the test runs).
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if root := os.Getenv("IMLEDGER_ARTIFACTS"); root != "" {
+		dir = filepath.Join(root, t.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// screenshot writes what the tab shows to dir/<page>-<name>.png.
+func (p *page) screenshot(dir, name string) {
+	p.t.Helper()
+	var png []byte
+	p.call("screenshot "+name, func(ctx context.Context) (err error) {
+		png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		return err
+	})
+	if err := os.WriteFile(filepath.Join(dir, p.name+"-"+name+".png"), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// fitsViewport fails the test unless the page needs no scrolling and the message list, the
+// message box and its button lie inside the viewport.
+func (p *page) fitsViewport() {
+	p.t.Helper()
+	got := eval[string](p, "layout", `(() => {
+		const out = [];
+		const se = document.scrollingElement;
+		if (se.scrollHeight > innerHeight || se.scrollWidth > innerWidth) out.push('page scrolls: ' + se.scrollWidth + 'x' + se.scrollHeight);
+		for (const id of ['messages', 'message', 'send-btn', 'convs']) {
+			const r = document.getElementById(id).getBoundingClientRect();
+			if (r.height === 0 || r.top < 0 || r.bottom > innerHeight || r.right > innerWidth) out.push(id + ' at ' + JSON.stringify(r));
+		}
+		return out.join('; ');
+	})()`)
+	if got != "" {
+		p.t.Fatalf("%s: at %dx%d: %s", p.name, viewportWidth, viewportHeight, got)
+	}
+}
+
+// accessible fails the test unless every visible control has a name a screen reader can say
+// (a label, text or aria-label), the message list announces new messages, and each visible
+// conversation and message action is reachable by Tab (a button, not tabindex -1).
+func (p *page) accessible() {
+	p.t.Helper()
+	got := eval[string](p, "accessibility", `(() => {
+		const out = [];
+		const visible = e => e.getClientRects().length > 0;
+		for (const e of document.querySelectorAll('input, textarea, select')) {
+			if (visible(e) && e.labels.length === 0 && !e.getAttribute('aria-label')) out.push('unlabelled ' + e.id);
+		}
+		for (const b of document.querySelectorAll('button, summary')) {
+			if (visible(b) && !(b.getAttribute('aria-label') || b.textContent.trim())) out.push('nameless button in ' + b.parentElement.id);
+			if (visible(b) && b.tabIndex < 0) out.push('button out of the tab order: ' + b.textContent);
+		}
+		const log = document.getElementById('messages');
+		if (log.getAttribute('role') !== 'log' || log.getAttribute('aria-live') !== 'polite') out.push('the message list is not a live log');
+		for (const b of document.querySelectorAll('#convs button')) {
+			if (!/unread|Last:|No messages|^[^,]+$/.test(b.getAttribute('aria-label') || '')) out.push('conversation without a spoken summary');
+		}
+		return out.join('; ');
+	})()`)
+	if got != "" {
+		p.t.Fatalf("%s: %s", p.name, got)
+	}
+}
+
 // stepTimeout bounds one step of a page.
 const stepTimeout = 15 * time.Second
 
@@ -125,9 +209,12 @@ func (p *page) state() string {
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
 		conn: document.getElementById('conn').textContent,
 		loginError: document.getElementById('login-error').textContent,
-		groupError: document.getElementById('group-error').textContent,
+		sideError: document.getElementById('side-error').textContent,
+		hash: location.hash,
+		room: document.getElementById('room-name').textContent,
 		sendStatus: document.getElementById('send-status').textContent,
-		online: Array.from(document.querySelectorAll('#online li')).map(li => li.textContent),
+		conversations: Array.from(document.querySelectorAll('#convs li')).map(li => li.textContent),
+		members: Array.from(document.querySelectorAll('#members li')).map(li => li.textContent),
 		messages: Array.from(document.querySelectorAll('#messages li')).map(li => li.textContent)})`))
 	if err != nil {
 		return "unreadable: " + err.Error()
@@ -159,6 +246,23 @@ func (p *page) waitFor(what, expr string) {
 		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond),
 			chromedp.WithPollingTimeout(stepTimeout))(ctx, t)
 	})
+}
+
+// reconnectTimeout bounds a reconnect: the page's backoff grows to 15 s between attempts.
+const reconnectTimeout = 45 * time.Second
+
+// waitForLong is waitFor with reconnectTimeout.
+func (p *page) waitForLong(what, expr string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, reconnectTimeout)
+	defer cancel()
+	err := chromedp.Do(ctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(100*time.Millisecond),
+			chromedp.WithPollingTimeout(reconnectTimeout))(ctx, t)
+	})
+	if err != nil {
+		p.t.Fatalf("%s: wait for %s: %v\n  page state: %s\n  problems: %q", p.name, what, err, p.state(), p.problemsSeen())
+	}
 }
 
 // text reads the text content of the first node that the CSS selector sel matches.

@@ -18,6 +18,7 @@ const xss = `<img src=x onerror=alert(1)> & <b>bold</b>`
 // offline while a message was sent catches up when it reconnects.
 func TestTwoUsersChatInTheBrowser(t *testing.T) {
 	start := time.Now()
+	shots := artifactsDir(t)
 	srv := newChatServer(t)
 	baseURL := srv.url
 	browser := newBrowser(t)
@@ -29,9 +30,10 @@ func TestTwoUsersChatInTheBrowser(t *testing.T) {
 	meetInAGroup(t, alice, bob)
 
 	// Bob's subscription reaches Alice as a pres frame; Bob finds Alice among the members and
-	// asks for her presence. Both show names from the public profiles.
-	alice.waitFor("bob online for alice", onlineList("alice (you)", "bob"))
-	bob.waitFor("alice online for bob", onlineList("alice", "bob (you)"))
+	// asks for her presence. Both show names from the public profiles, with roles.
+	alice.waitFor("bob online for alice", memberList("alice (you) owner", "bob member")+` && `+onlineDot(bob.userID()))
+	bob.waitFor("alice online for bob", memberList("alice owner", "bob (you) member")+` && `+onlineDot(alice.userID()))
+	alice.fitsViewport()
 
 	// Alice types and presses Enter; the ack's seq is shown, and Bob sees the message with it.
 	alice.do("type", chromedp.SendKeys(chromedp.ID("message"), "hello bob"))
@@ -72,26 +74,40 @@ func TestTwoUsersChatInTheBrowser(t *testing.T) {
 
 	for _, p := range []*page{alice, bob} {
 		checkTranscript(t, p)
+		p.fitsViewport()
+		p.screenshot(shots, "group")
 	}
 	t.Logf("two users chatted in Chromium in %s", time.Since(start).Round(time.Millisecond))
 }
 
-// meetInAGroup has the first page create a group and the second join it by its id.
+// meetInAGroup has the first page create a group and the second open the group's link, which
+// offers to join it, and join; the link survives a reload of the joiner's page.
 func meetInAGroup(t *testing.T, owner, joiner *page) {
 	t.Helper()
 	owner.do("create group",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('groups-box').open = true`),
 		chromedp.SendKeys(chromedp.ID("group-name"), "Browser test room"),
 		chromedp.Click(chromedp.ID("create-btn")),
-		chromedp.WaitVisible(chromedp.ID("room")))
-	gid := eval[string](owner, "group id", `document.getElementById('group-id').value`)
-	if _, err := strconv.ParseInt(gid, 10, 64); err != nil {
-		t.Fatalf("created group id %q: %v", gid, err)
+		chromedp.WaitVisible(chromedp.ID("room-open")))
+	owner.waitFor("the group's link", `/^http:.*\/#grp\d+$/.test(document.getElementById('share-link').value)`)
+	link := eval[string](owner, "group link", `document.getElementById('share-link').value`)
+	if hash := eval[string](owner, "hash", `location.hash`); !strings.HasSuffix(link, hash) || !strings.HasPrefix(hash, "#grp") {
+		t.Fatalf("the link %q does not end in the address's hash %q", link, hash)
 	}
-	joiner.do("join group",
-		chromedp.SendKeys(chromedp.ID("group-id"), gid),
-		chromedp.Click(chromedp.ID("join-btn")),
-		chromedp.WaitVisible(chromedp.ID("room")))
-	joiner.waitFor("the group's name as room title", `document.getElementById('room-title').textContent === 'Browser test room'`)
+	joiner.do("open the link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("join-banner")))
+	joiner.waitFor("the group's name on the banner", `document.getElementById('join-banner-text').textContent.includes('Browser test room')`)
+	joiner.do("join", chromedp.Click(chromedp.ID("join-banner-btn")), chromedp.WaitNotVisible(chromedp.ID("join-banner")))
+	joiner.waitFor("the group's name as room title", `document.getElementById('room-name').textContent === 'Browser test room'`)
+	joiner.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("room-open")))
+	joiner.waitFor("the group again after the reload", `location.hash === `+strconv.Quote(link[strings.Index(link, "#"):])+
+		` && document.getElementById('room-name').textContent === 'Browser test room' && document.getElementById('join-banner').hidden`+
+		` && document.getElementById('conn').textContent === 'Connected'`)
+}
+
+// userID is the id of the user logged in on p.
+func (p *page) userID() string {
+	p.t.Helper()
+	return eval[string](p, "user id", `JSON.parse(sessionStorage.getItem('imledger.demo.session')).userId`)
 }
 
 // checkTranscript checks that p shows the test's three messages, once each, in ascending seq
@@ -115,8 +131,14 @@ func checkTranscript(t *testing.T, p *page) {
 	}
 }
 
-// onlineList is a JavaScript condition: the page's online list holds exactly names, in order.
-func onlineList(names ...string) string {
-	return `Array.from(document.querySelectorAll('#online li')).map(li => li.textContent).join('\n') === ` +
-		strconv.Quote(strings.Join(names, "\n"))
+// memberList is a JavaScript condition: the page's member list holds exactly these entries
+// (name, space, role), in order.
+func memberList(entries ...string) string {
+	return `Array.from(document.querySelectorAll('#members li')).map(li => li.querySelector('.grow').textContent + ' ' + li.querySelector('.role').textContent).join('\n') === ` +
+		strconv.Quote(strings.Join(entries, "\n"))
+}
+
+// onlineDot is a JavaScript condition: a presence dot of user uid shows them online.
+func onlineDot(uid string) string {
+	return `document.querySelector('.dot.on[data-user="` + uid + `"]') !== null`
 }

@@ -11,9 +11,8 @@ import (
 // hold it offline: it refuses upgrades from user agents containing a blocked word and closes the
 // open connections of such agents. Agents are told apart by the user agent each tab sends.
 type gate struct {
-	next http.Handler
-
 	mu      sync.Mutex
+	next    http.Handler
 	blocked map[string]bool     // user agent words refused
 	agents  map[string]string   // remote address -> user agent of WebSocket requests
 	conns   map[string]net.Conn // remote address -> connection
@@ -34,12 +33,20 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !refused {
 		g.agents[r.RemoteAddr] = ua
 	}
+	next := g.next
 	g.mu.Unlock()
 	if refused {
 		http.Error(w, "held offline by the test", http.StatusServiceUnavailable)
 		return
 	}
-	g.next.ServeHTTP(w, r)
+	next.ServeHTTP(w, r)
+}
+
+// setNext puts a new gateway behind the gate (after a restart).
+func (g *gate) setNext(next http.Handler) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.next = next
 }
 
 // connState is the http.Server's ConnState hook; it keeps every connection by remote address.

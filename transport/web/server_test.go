@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,12 +19,14 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/projections"
@@ -33,7 +36,6 @@ import (
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/web"
@@ -51,7 +53,8 @@ var demo = domain.MustTenantID("demo")
 // MySQL database for the demo tenant.
 type chatServer struct {
 	url  string
-	gate *gate // in front of the WebSocket gateway
+	gate *gate  // in front of the WebSocket gateway
+	stop func() // stops the node's HTTP side (see restart)
 
 	ctx    context.Context // ends at cleanup
 	log    *slog.Logger
@@ -179,54 +182,96 @@ func (s *chatServer) background(t *testing.T, name string, f func(context.Contex
 	})
 }
 
-// serve builds the handlers, the REST API, the gateway and the page, and listens.
+// serve starts the node's HTTP side on a free port of the loopback interface.
 func (s *chatServer) serve(t *testing.T) {
 	t.Helper()
-	signer, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("web-test-", 4)}}})
-	if err != nil {
+	s.listen(t, "127.0.0.1:0")
+	t.Cleanup(func() {
+		if s.stop != nil {
+			s.stop()
+		}
+	})
+}
+
+// restart stops the node's HTTP side, the WebSocket gateway and everything that lives with a
+// process (presence, fanout, the send handler), as a crash or a deploy would, and starts it again
+// on the same address. The stores, the relay and the projector keep running: they stand for the
+// databases and Kafka, which outlive the node.
+func (s *chatServer) restart(t *testing.T, down time.Duration) {
+	t.Helper()
+	addr := strings.TrimPrefix(s.url, "http://")
+	s.stop()
+	s.stop = nil
+	time.Sleep(down)
+	s.listen(t, addr)
+}
+
+// listen builds the handlers, the REST API, the gateway and the page, and listens on addr.
+func (s *chatServer) listen(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(s.ctx)
+	var closers []func()
+	fail := func(err error) {
+		t.Helper()
+		cancel()
 		t.Fatal(err)
 	}
-	accounts, err := account.New(account.Deps{Pool: s.pool, Store: s.store, Logger: s.log},
-		account.Config{Password: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+	signer, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("web-test-", 4)}}})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
+	}
+	accounts, err := account.New(account.Deps{Pool: s.pool, Store: s.store, Logger: s.log},
+		account.Config{Password: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}})
+	if err != nil {
+		fail(err)
 	}
 	sendPolicy, err := policy.New(policy.Deps{Store: s.store}, policy.Config{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := group.New(group.Deps{Store: s.store, Invalidator: sendPolicy}, group.Config{})
-	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	idem, err := rest.NewPostgresIdempotency(s.pool, s.log)
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	pres, err := presence.New(presence.Deps{Redis: s.rdb}, presence.Config{KeyPrefix: s.prefix + "pres:", NodeID: "web-test"})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
-	s.background(t, "presence", pres.Run, nil)
+	presDone := make(chan error, 1)
+	go func() { presDone <- pres.Run(ctx) }()
+	closers = append(closers, func() {
+		if err := <-presDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("presence: %v", err)
+		}
+	})
 	hub := ws.NewHub()
 	fan, err := fanout.New(fanout.Deps{Redis: s.rdb, Nodes: pres, Local: hub}, fanout.Config{KeyPrefix: s.prefix + "fan:", NodeID: "web-test"})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
-	if err := fan.Start(s.ctx); err != nil {
-		t.Fatal(err)
+	if err := fan.Start(ctx); err != nil {
+		fail(err)
 	}
-	t.Cleanup(func() { _ = fan.Close() })
+	closers = append(closers, func() { _ = fan.Close() })
+	// Group and relation changes reach the sessions of their topic, as serve wires them.
+	notifier, err := ws.NewNotifier(fan, s.log)
+	if err != nil {
+		fail(err)
+	}
+	groups, err := group.New(group.Deps{Store: s.store, Invalidator: sendPolicy, Notifier: notifier}, group.Config{})
+	if err != nil {
+		fail(err)
+	}
 	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log,
 		Listener: fanout.Commits{Publisher: fan}},
 		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
-	t.Cleanup(func() { _ = send.Close() })
+	closers = append(closers, func() { _ = send.Close() })
 	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store, Listener: fanout.Commits{Publisher: fan}}, commands.MessageOpsConfig{})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	reader := query.NewReader(s.msgs, nil, s.log)
 	readPolicy := rest.MemberReadPolicy{Members: s.biz}
@@ -235,28 +280,51 @@ func (s *chatServer) serve(t *testing.T) {
 	if _, err := rest.New(mux, rest.Config{Logger: s.log, RateLimitPrefix: s.prefix + "rl:"}, rest.Handlers{
 		Send: send, MessageOps: ops, History: reader, Unread: reader, ReadPolicy: readPolicy, Presence: pres, PresencePolicy: sendPolicy,
 		Groups: groups, Business: s.biz, Accounts: accounts, Tokens: signer, Idempotency: idem, Redis: s.rdb,
+		Conversations: query.NewConversationReader(reader, s.biz), FriendRequests: s.biz,
 	}); err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	gw, err := ws.New(ws.Deps{Tokens: signer, Sender: send, Marks: ops, History: wsHistory{reader}, Presence: pres,
 		Hub: hub, Publisher: fan, Policy: ws.MemberPolicy{Read: readPolicy, Send: sendPolicy}, Logger: s.log}, ws.Config{})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
-	s.gate = newGate(gw)
+	if s.gate == nil {
+		s.gate = newGate(gw)
+	} else {
+		s.gate.setNext(gw)
+	}
 	mux.Handle(ws.Path, s.gate)
 	mux.Handle("/", web.Handler())
 
+	var ln net.Listener
+	for i := 0; ; i++ {
+		// The old listener's port may take a moment to be free again after a restart.
+		if ln, err = net.Listen("tcp", addr); err == nil || i == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		fail(err)
+	}
 	srv := httptest.NewUnstartedServer(mux)
+	_ = srv.Listener.Close()
+	srv.Listener = ln
 	srv.Config.ConnState = s.gate.connState
 	srv.Start()
 	s.url = srv.URL
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
+	s.stop = func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = gw.Shutdown(sctx)
+		srv.CloseClientConnections()
 		srv.Close()
-	})
+		cancel()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
 }
 
 // wsHistory answers the gateway's history queries from the read models.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/ws"
 )
@@ -162,7 +162,7 @@ func who(tenant domain.TenantID, u domain.UserID) domain.Principal {
 // loginAs logs cl in as user of tenant.
 func (cl *client) loginAs(c *cluster, tenant domain.TenantID, user domain.UserID) {
 	cl.t.Helper()
-	testenv.RegisterUsers(cl.t, c.store, tenant, user)
+	storetest.RegisterUsers(cl.t, c.store, tenant, user)
 	tok, err := c.tokens.Issue(tenant, user, time.Hour)
 	if err != nil {
 		cl.t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels"
@@ -48,7 +49,7 @@ type cluster struct {
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{}
-	_, c.store = testenv.EventStore(t, 16)
+	_, c.store = storetest.EventStore(t, 16)
 	c.rdb, c.prefix = testenv.Redis(t)
 	var err error
 	if c.tokens, err = auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}}); err != nil {
@@ -426,7 +427,7 @@ func (cl *client) call(id string, v any) ctrlFrame {
 // fails the test on anything but 200.
 func (cl *client) login(c *cluster, user domain.UserID) {
 	cl.t.Helper()
-	testenv.RegisterUsers(cl.t, c.store, acme, user)
+	storetest.RegisterUsers(cl.t, c.store, acme, user)
 	if r := cl.call("login", map[string]any{"login": map[string]any{"id": "login", "token": c.token(cl.t, user)}}); r.Code != 200 {
 		cl.t.Fatalf("%s: login = %+v", cl.name, r)
 	}

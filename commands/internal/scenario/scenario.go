@@ -15,8 +15,8 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/internal/testenv"
 )
 
 // Env is what the scenario writes with.
@@ -64,7 +64,7 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: env.Store}, commands.MessageOpsConfig{})
 	must("message ops handler", err)
 
-	testenv.RegisterUsers(t, env.Store, tenant, Owner, Admin, Member, Friend)
+	storetest.RegisterUsers(t, env.Store, tenant, Owner, Admin, Member, Friend)
 	res, err := g.CreateGroup.Handle(ctx, group.CreateGroup{Actor: p(Owner), Profile: profile(t, "analysts")})
 	must("create group", err)
 	gid := res.Group

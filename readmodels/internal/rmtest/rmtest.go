@@ -141,3 +141,21 @@ func WithContent(t testing.TB, env domain.Envelope, raw string) domain.Envelope 
 
 // Deep returns a JSON array nested depth levels deep: MariaDB's JSON columns refuse more than 32.
 func Deep(depth int) string { return strings.Repeat("[", depth) + strings.Repeat("]", depth) }
+
+// WithHead returns env, a sent event, with head as its payload's head (mentions, replies).
+func WithHead(t testing.TB, env domain.Envelope, head domain.Head) domain.Envelope {
+	t.Helper()
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p["head"] = b
+	if env.Payload, err = json.Marshal(p); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/imledger/imledger/domain"
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // ErrTimeout means no result arrived for a command within the wait: it may still run (produce

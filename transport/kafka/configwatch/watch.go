@@ -14,7 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/domain"
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // Reloader reads a tenant from the registry again (*tenant.Cache).

@@ -9,8 +9,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/kafka/configwatch"
 )
 

@@ -1,5 +1,7 @@
-// imledger demo chat, the page: logs in over REST, then chats over the WebSocket gateway
-// through net.js. Message content is always rendered as text (textContent), never as HTML.
+// imledger chat, the page: logs in over REST, lists the user's conversations and friends, and
+// chats over the WebSocket gateway through net.js. Message content is always rendered as text
+// (textContent), never as HTML. The open conversation is the URL's hash (#grp7, #p2p5_6), so a
+// group's link can be shared and survives a reload.
 (function () {
   'use strict';
 
@@ -8,81 +10,194 @@
   var TENANT = 'demo';
   var HISTORY_PAGE = 50;
   var CATCH_UP_PAGE = 100;
+  var CONV_PAGE = 100;
   var PRESENCE_LOOKUPS = 50;
+  var REFRESH_MS = 20000;
+  var TYPING_EVERY_MS = 3000;
+  var TYPING_SHOWN_MS = 5000;
   var STORAGE_KEY = 'imledger.demo.session';
+  var TOPIC_RE = /^(grp[1-9][0-9]{0,18}|p2p[1-9][0-9]{0,18}_[1-9][0-9]{0,18})$/;
 
-  // REST endpoints the page uses; every answer is the envelope {code, data, reason, message, ...}.
   var api = {
-    register: function () { return '/v1/im/auth/register'; },
-    login: function () { return '/v1/im/auth/login'; },
-    groups: function () { return '/v1/im/groups'; },
+    register: '/v1/im/auth/register',
+    login: '/v1/im/auth/login',
+    groups: '/v1/im/groups',
+    convs: '/v1/im/conversations',
+    friends: '/v1/im/friends',
+    friendRequests: '/v1/im/friends/requests',
     group: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid); },
-    joinGroup: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid) + '/join'; },
-    members: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid) + '/members'; },
+    members: function (gid) { return '/v1/im/groups/' + encodeURIComponent(gid) + '/members?limit=200'; },
     user: function (uid) { return '/v1/im/users/' + encodeURIComponent(uid); },
-    presence: function (uid) { return '/v1/im/users/' + encodeURIComponent(uid) + '/presence'; }
+    presence: function (uid) { return '/v1/im/users/' + encodeURIComponent(uid) + '/presence'; },
+    messages: function (topic) { return '/v1/im/topics/' + encodeURIComponent(topic) + '/messages'; },
+    message: function (topic, seq) { return '/v1/im/topics/' + encodeURIComponent(topic) + '/messages/' + seq; }
   };
 
   function $(id) { return document.getElementById(id); }
 
-  var el = {
-    conn: $('conn'), whoami: $('whoami'), logout: $('logout-btn'),
-    loginView: $('login-view'), loginForm: $('login-form'), loginName: $('login-name'),
-    loginPassword: $('login-password'), loginError: $('login-error'),
-    chatView: $('chat-view'), joinForm: $('join-form'), groupId: $('group-id'),
-    createForm: $('create-form'), groupName: $('group-name'), groupError: $('group-error'),
-    myGroupsBox: $('my-groups-box'), myGroups: $('my-groups'),
-    room: $('room'), roomTitle: $('room-title'), older: $('older-btn'), messages: $('messages'),
-    sendForm: $('send-form'), message: $('message'), sendStatus: $('send-status'), online: $('online')
-  };
+  var el = {};
+  ['conn', 'whoami', 'logout-btn', 'login-view', 'login-form', 'login-name', 'login-password', 'login-error',
+    'login-link-hint', 'chat-view', 'convs', 'convs-empty', 'convs-more', 'groups-box', 'create-form', 'group-name',
+    'join-form', 'group-id', 'friends-box', 'requests-badge', 'friend-form', 'friend-id', 'requests', 'friends',
+    'side-error', 'room-empty', 'room-open', 'room-dot', 'room-name', 'room-sub', 'share', 'share-link', 'share-copy',
+    'join-banner', 'join-banner-text', 'join-banner-btn', 'older-btn', 'messages', 'typing', 'send-form',
+    'message-label', 'message', 'send-btn', 'cancel-edit-btn', 'send-status', 'members-box', 'members', 'leave-btn'
+  ].forEach(function (id) { el[id.replace(/-([a-z])/g, function (_, c) { return c.toUpperCase(); })] = $(id); });
 
-  // The session: who is logged in, the open group and what the page knows about it.
   var state = {
     token: '', userId: '', login: '', expiresAt: '',
-    groupId: '', topic: '',
-    bySeq: new Map(),     // seq -> <li> of every committed message shown
-    minSeq: 0, maxSeq: 0, // lowest and highest seq shown
-    outbox: new Map(),    // client_msg_id -> {text, li}: sends not yet acknowledged
-    names: new Map(),     // user id -> display name
-    online: new Set(), presDecided: new Set(),
-    readSent: 0,
-    subscribed: false     // the current connection is subscribed to topic
+    convs: new Map(),      // topic -> conversation entry (see conversationFrom)
+    convCursor: '',
+    subscribed: new Set(), // topics the current connection is subscribed to
+    names: new Map(),      // user id -> nickname
+    online: new Map(),     // user id -> true/false, from presence lookups and pres frames
+    friends: [], requests: [],
+    topic: '',             // the open conversation
+    room: null
   };
+
+  function newRoom(topic) {
+    return {
+      topic: topic, bySeq: new Map(), minSeq: 0, maxSeq: 0, readSent: 0,
+      outbox: new Map(), editing: 0, typing: new Map(), lastTyping: 0, members: [], member: true
+    };
+  }
 
   // ---- small helpers -------------------------------------------------------------------------
 
   function setText(node, text) { node.textContent = text == null ? '' : String(text); }
+  function node(tag, cls, text) {
+    var n = document.createElement(tag);
+    if (cls) { n.className = cls; }
+    if (text != null) { setText(n, text); }
+    return n;
+  }
+  function button(text, cls, onClick, label) {
+    var b = node('button', cls, text);
+    b.type = 'button';
+    if (label) { b.setAttribute('aria-label', label); }
+    b.addEventListener('click', onClick);
+    return b;
+  }
 
   function displayName(uid) {
-    if (uid === state.userId) { return state.login + ' (you)'; }
+    uid = String(uid);
+    if (uid === state.userId) { return (state.names.get(uid) || state.login) + ' (you)'; }
     return state.names.get(uid) || 'user ' + uid;
   }
 
   function contentText(content) {
     if (typeof content === 'string') { return content; }
     if (content && typeof content === 'object' && typeof content.text === 'string') { return content.text; }
-    return JSON.stringify(content);
+    return content == null ? '' : JSON.stringify(content);
   }
 
   function formatTime(ts) {
     var d = new Date(ts);
-    return isNaN(d.getTime()) ? '' : d.toLocaleTimeString();
+    if (isNaN(d.getTime())) { return ''; }
+    var today = new Date();
+    return d.toDateString() === today.toDateString() ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
+      : d.toLocaleDateString();
   }
 
-  // request calls the REST API, as the logged-in user when authed.
-  function request(method, path, body, authed) {
-    return net.request(authed ? state.token : '', method, path, body);
+  function isGroup(topic) { return topic.indexOf('grp') === 0; }
+  function groupOf(topic) { return topic.slice(3); }
+  function peerOf(topic) {
+    var ids = topic.slice(3).split('_');
+    return ids[0] === state.userId ? ids[1] : ids[0];
+  }
+  function directTopic(a, b) {
+    var x = BigInt(a), y = BigInt(b);
+    return x < y ? 'p2p' + a + '_' + b : 'p2p' + b + '_' + a;
   }
 
+  function request(method, path, body) { return net.request(state.token, method, path, body); }
   var describe = net.describe;
+
+  // later runs f after a pause that doubles with tries: 0.4 s, 0.8 s, ...
+  function later(tries, f) { setTimeout(f, 400 * Math.pow(2, tries)); }
+
+  // The read models trail the commands by a moment: right after a create, join or friend request
+  // the group or membership may be unknown (404, or 403 not_member). Such refusals are retried.
+  var LAG_RETRIES = 6;
+  function readLagging(path, stillWanted, tries) {
+    tries = tries || 0;
+    return request('GET', path).catch(function (err) {
+      if ((err.status === 403 || err.status === 404) && tries + 1 < LAG_RETRIES && stillWanted()) {
+        return new Promise(function (resolve) { later(tries, resolve); })
+          .then(function () { return readLagging(path, stillWanted, tries + 1); });
+      }
+      throw err;
+    });
+  }
+
+  function sideError(prefix, err) {
+    if (err && err.status === 401) { logout('Your session ended; log in again.'); return; }
+    setText(el.sideError, prefix + (err ? describe(err) : ''));
+  }
+
+  // ---- names and presence --------------------------------------------------------------------
+
+  var nameLookups = new Set();
+  function learnName(uid) {
+    uid = String(uid);
+    if (nameLookups.has(uid)) { return; }
+    nameLookups.add(uid);
+    var session = state.token;
+    readLagging(api.user(uid), function () { return state.token === session; }).then(function (u) {
+      if (u.nickname && state.token === session) { state.names.set(uid, u.nickname); relabel(); }
+    }).catch(function () { nameLookups.delete(uid); });
+  }
+
+  var presenceLookups = new Map(); // uid -> time of the last lookup
+  function learnPresence(uid) {
+    uid = String(uid);
+    if (uid === state.userId) { return; }
+    var last = presenceLookups.get(uid);
+    if (last && Date.now() - last < REFRESH_MS) { return; }
+    presenceLookups.set(uid, Date.now());
+    request('GET', api.presence(uid)).then(function (p) {
+      var on = !!p.online;
+      if (state.online.get(uid) !== on) { state.online.set(uid, on); renderPresence(); }
+    }).catch(function () { /* unknown: leave the dot as it is */ });
+  }
+
+  function isOnline(uid) { return String(uid) === state.userId || state.online.get(String(uid)) === true; }
+
+  function dot(uid) {
+    var d = node('span', 'dot' + (isOnline(uid) ? ' on' : ''));
+    d.dataset.user = String(uid);
+    d.setAttribute('role', 'img');
+    d.setAttribute('aria-label', isOnline(uid) ? 'online' : 'offline');
+    return d;
+  }
+
+  function renderPresence() {
+    document.querySelectorAll('.dot[data-user]').forEach(function (d) {
+      var on = isOnline(d.dataset.user);
+      d.classList.toggle('on', on);
+      d.setAttribute('aria-label', on ? 'online' : 'offline');
+    });
+  }
+
+  function relabel() {
+    renderConvs();
+    renderFriends();
+    renderMembers();
+    if (state.room) {
+      el.messages.querySelectorAll('li[data-from]').forEach(function (li) {
+        setText(li.querySelector('.from'), displayName(li.dataset.from));
+      });
+      renderRoomHead();
+    }
+  }
 
   // ---- log in --------------------------------------------------------------------------------
 
   function saveSession() {
     try {
       sessionStorage.setItem(STORAGE_KEY, JSON.stringify({
-        token: state.token, userId: state.userId, login: state.login,
-        expiresAt: state.expiresAt, groupId: state.groupId
+        token: state.token, userId: state.userId, login: state.login, expiresAt: state.expiresAt
       }));
     } catch (e) { /* storage may be disabled; the session then ends with the page */ }
   }
@@ -93,7 +208,6 @@
     if (!s || !s.token || (s.expiresAt && new Date(s.expiresAt).getTime() <= Date.now())) { return false; }
     state.token = s.token; state.userId = String(s.userId); state.login = s.login; state.expiresAt = s.expiresAt;
     enterChat();
-    if (s.groupId) { openGroup(String(s.groupId)); }
     return true;
   }
 
@@ -112,9 +226,9 @@
     var buttons = el.loginForm.querySelectorAll('button');
     buttons.forEach(function (b) { b.disabled = true; });
     var creds = { tenant: TENANT, login: login, password: password };
-    var registered = action === 'register' ? request('POST', api.register(), creds, false) : Promise.resolve();
+    var registered = action === 'register' ? net.request('', 'POST', api.register, creds) : Promise.resolve();
     registered
-      .then(function () { return request('POST', api.login(), creds, false); })
+      .then(function () { return net.request('', 'POST', api.login, creds); })
       .then(function (data) {
         state.token = data.token; state.userId = String(data.user_id);
         state.login = login; state.expiresAt = data.expires_at || '';
@@ -126,216 +240,478 @@
       .finally(function () { buttons.forEach(function (b) { b.disabled = false; }); });
   });
 
+  var refreshTimer = 0;
   function enterChat() {
-    setText(el.whoami, 'Logged in as ' + state.login);
-    el.whoami.hidden = false; el.logout.hidden = false;
+    setText(el.whoami, 'Logged in as ' + state.login + ' · your user id ' + state.userId);
+    el.whoami.hidden = false; el.logoutBtn.hidden = false;
     el.loginView.hidden = true; el.chatView.hidden = false;
-    el.groupId.focus();
-    loadMyGroups();
+    learnName(state.userId);
+    closeRoom();
+    loadFriends();
     conn.start();
+    clearInterval(refreshTimer);
+    refreshTimer = setInterval(function () {
+      if (document.visibilityState === 'visible') { loadConversations(); loadFriends(); }
+    }, REFRESH_MS);
+    // The list says which groups the user is a member of, which a linked group needs to know.
+    loadConversations().finally(function () {
+      if (!state.token || state.room || openFromHash()) { return; }
+      var first = el.convs.querySelector('button');
+      if (first) { first.focus(); return; }
+      el.groupsBox.open = true; // a new user starts by making or joining a group
+      el.groupName.focus();
+    });
   }
 
   function logout(message) {
     state.token = '';
     try { sessionStorage.removeItem(STORAGE_KEY); } catch (e) { /* nothing stored */ }
+    clearInterval(refreshTimer);
     conn.stop();
-    resetRoom();
-    state.groupId = ''; state.topic = '';
-    state.names.clear(); lookups.clear();
-    el.myGroups.replaceChildren(); el.myGroupsBox.hidden = true;
-    el.room.hidden = true; el.chatView.hidden = true; el.loginView.hidden = false;
-    el.whoami.hidden = true; el.logout.hidden = true;
+    closeRoom();
+    state.convs.clear(); state.subscribed.clear(); state.names.clear(); state.online.clear();
+    nameLookups.clear(); presenceLookups.clear();
+    state.friends = []; state.requests = []; friendsShown = '';
+    el.convs.replaceChildren(); el.friends.replaceChildren(); el.requests.replaceChildren();
+    el.chatView.hidden = true; el.loginView.hidden = false;
+    el.whoami.hidden = true; el.logoutBtn.hidden = true;
     setText(el.conn, 'Not connected');
     setText(el.loginError, message || '');
+    showLinkHint();
     el.loginName.focus();
   }
 
-  el.logout.addEventListener('click', function () { logout(''); });
+  el.logoutBtn.addEventListener('click', function () { logout(''); });
 
-  // ---- groups --------------------------------------------------------------------------------
+  // ---- the conversation list -----------------------------------------------------------------
 
-  el.joinForm.addEventListener('submit', function (ev) {
-    ev.preventDefault();
-    var gid = el.groupId.value.trim().replace(/^grp/, '');
-    setText(el.groupError, '');
-    if (!/^[1-9][0-9]{0,18}$/.test(gid)) { setText(el.groupError, 'A group id is a positive number.'); el.groupId.focus(); return; }
-    request('POST', api.joinGroup(gid), undefined, true)
-      .catch(function (err) {
-        if (err.details && err.details.reason === 'already_member') { return {}; }
-        throw err;
-      })
-      .then(function () { openGroup(gid); })
-      .catch(function (err) { groupFailed('Could not join group ' + gid + ': ', err); });
-  });
+  function conversationFrom(c) {
+    return {
+      topic: c.topic, kind: c.kind, groupId: c.group_id || '', name: c.name || '', role: c.role || '',
+      memberCount: c.member_count || 0, peer: c.peer || '',
+      lastSeq: Number(c.last_seq) || 0, readSeq: Number(c.read_seq) || 0,
+      unread: Number(c.unread) || 0, mentions: Number(c.mentions) || 0,
+      peerReadSeq: Number(c.peer_read_seq) || 0,
+      last: c.last_message ? lastFrom(c.last_message) : null,
+      activeAt: c.active_at || ''
+    };
+  }
+
+  function lastFrom(m) {
+    return { seq: Number(m.seq), from: String(m.from), ts: m.sent_at || m.ts || '', text: messageText(m) };
+  }
+
+  function messageText(m) {
+    return m.status === 'recalled' ? '(message recalled)' : m.status === 'blocked' ? '(message unavailable)' : contentText(m.content);
+  }
+
+  // loadConversations reads the first page of the list from the server, which counts unread
+  // messages and mentions; what live frames added since is replaced by the server's numbers.
+  function loadConversations(cursor) {
+    var session = state.token;
+    var path = api.convs + '?limit=' + CONV_PAGE + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '');
+    return request('GET', path).then(function (data) {
+      if (state.token !== session) { return; }
+      if (!cursor) {
+        var seen = new Set();
+        (data.conversations || []).forEach(function (c) { seen.add(c.topic); });
+        // Keep entries the server does not list yet (a group just created, a chat just opened).
+        state.convs.forEach(function (c, topic) { if (!seen.has(topic) && !c.local) { state.convs.delete(topic); } });
+      }
+      (data.conversations || []).forEach(function (c) {
+        var entry = conversationFrom(c);
+        var open = state.room && state.room.topic === entry.topic;
+        if (open) { entry.unread = 0; entry.mentions = 0; }
+        state.convs.set(entry.topic, entry);
+        if (entry.kind === 'direct') { learnName(entry.peer); learnPresence(entry.peer); }
+      });
+      state.convCursor = data.next_cursor || '';
+      renderConvs();
+      subscribeAll();
+      if (state.room) { renderRoomHead(); applyReceipts(); }
+    }).catch(function (err) { if (err.status === 401) { logout('Your session ended; log in again.'); } });
+  }
+
+  el.convsMore.addEventListener('click', function () { loadConversations(state.convCursor); });
+
+  function convTitle(c) {
+    if (c.kind === 'group') { return c.name || 'Group ' + c.groupId; }
+    return displayName(c.peer);
+  }
+
+  function sortedConvs() {
+    return Array.from(state.convs.values()).sort(function (a, b) {
+      if (a.activeAt !== b.activeAt) { return a.activeAt < b.activeAt ? 1 : -1; }
+      return a.topic < b.topic ? -1 : 1;
+    });
+  }
+
+  function renderConvs() {
+    var items = sortedConvs().map(function (c) {
+      var li = node('li');
+      var b = node('button');
+      b.type = 'button';
+      b.dataset.topic = c.topic;
+      var name = node('span', 'name');
+      if (c.kind === 'direct') { name.appendChild(dot(c.peer)); }
+      name.appendChild(document.createTextNode(convTitle(c)));
+      var last = node('span', 'last', c.last ? (c.last.from === state.userId ? 'You: ' : '') + c.last.text : 'No messages yet');
+      var side = node('span', 'side');
+      side.appendChild(node('span', 'when', c.last ? formatTime(c.last.ts) : ''));
+      var label = convTitle(c);
+      if (c.unread > 0) {
+        var badge = node('span', 'badge', c.unread > 99 ? '99+' : String(c.unread));
+        badge.setAttribute('aria-hidden', 'true');
+        side.appendChild(badge);
+        label += ', ' + c.unread + ' unread';
+      }
+      if (c.mentions > 0) {
+        var m = node('span', 'badge mention', '@' + c.mentions);
+        m.setAttribute('aria-hidden', 'true');
+        side.appendChild(m);
+        label += ', ' + c.mentions + (c.mentions === 1 ? ' mention' : ' mentions');
+      }
+      if (c.last) { label += '. Last: ' + c.last.text; }
+      b.setAttribute('aria-label', label);
+      if (state.room && state.room.topic === c.topic) { b.setAttribute('aria-current', 'true'); }
+      b.append(name, last, side);
+      b.addEventListener('click', function () { go(c.topic); });
+      li.appendChild(b);
+      return li;
+    });
+    var focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.topic : '';
+    el.convs.replaceChildren.apply(el.convs, items);
+    if (focused) {
+      var again = el.convs.querySelector('button[data-topic="' + focused + '"]');
+      if (again) { again.focus(); }
+    }
+    el.convsEmpty.hidden = items.length > 0;
+    el.convsMore.hidden = !state.convCursor;
+  }
+
+  // localConv adds an entry the server does not list yet.
+  function localConv(topic, extra) {
+    var c = state.convs.get(topic);
+    if (c) { return c; }
+    c = {
+      topic: topic, kind: isGroup(topic) ? 'group' : 'direct', groupId: isGroup(topic) ? groupOf(topic) : '',
+      name: '', role: '', memberCount: 0, peer: isGroup(topic) ? '' : peerOf(topic), lastSeq: 0, readSeq: 0,
+      unread: 0, mentions: 0, peerReadSeq: 0, last: null, activeAt: new Date().toISOString(), local: true
+    };
+    Object.assign(c, extra || {});
+    state.convs.set(topic, c);
+    renderConvs();
+    return c;
+  }
+
+  // ---- groups and friends ----------------------------------------------------------------------
 
   el.createForm.addEventListener('submit', function (ev) {
     ev.preventDefault();
     var name = el.groupName.value.trim();
-    setText(el.groupError, '');
-    if (!name) { setText(el.groupError, 'Name the new group.'); el.groupName.focus(); return; }
-    request('POST', api.groups(), { name: name }, true)
-      .then(function (data) {
-        var gid = String(data.group_id);
-        el.groupName.value = '';
-        el.groupId.value = gid;
-        openGroup(gid, name);
-        loadMyGroups();
-      })
-      .catch(function (err) { groupFailed('Could not create the group: ', err); });
+    setText(el.sideError, '');
+    if (!name) { setText(el.sideError, 'Name the new group.'); el.groupName.focus(); return; }
+    request('POST', api.groups, { name: name }).then(function (data) {
+      var topic = 'grp' + data.group_id;
+      el.groupName.value = '';
+      el.groupsBox.open = false;
+      localConv(topic, { name: name, role: 'owner', memberCount: 1 });
+      go(topic);
+    }).catch(function (err) { sideError('Could not create the group: ', err); });
   });
 
-  function groupFailed(prefix, err) {
-    if (err.status === 401) { logout('Your session ended; log in again.'); return; }
-    setText(el.groupError, prefix + describe(err));
-  }
+  el.joinForm.addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    var gid = el.groupId.value.trim().replace(/^grp/, '');
+    setText(el.sideError, '');
+    if (!/^[1-9][0-9]{0,18}$/.test(gid)) { setText(el.sideError, 'A group id is a positive number.'); el.groupId.focus(); return; }
+    joinGroup(gid).then(function () { el.groupId.value = ''; el.groupsBox.open = false; go('grp' + gid); })
+      .catch(function (err) { sideError('Could not join group ' + gid + ': ', err); });
+  });
 
-  // openGroup shows group gid: subscribe, load the latest page of history, find who is online.
-  function openGroup(gid, name) {
-    var topic = 'grp' + gid;
-    if (state.topic && state.topic !== topic && connected()) {
-      wsRequest('leave', { topic: state.topic }).catch(function () { /* best effort */ });
-    }
-    resetRoom();
-    state.groupId = gid; state.topic = topic;
-    saveSession();
-    setText(el.roomTitle, name || 'Group ' + gid);
-    el.room.hidden = false;
-    markCurrentGroup();
-    state.online.add(state.userId);
-    renderOnline();
-    if (!name) {
-      readLagging(api.group(gid), function () { return state.topic === topic; }, 0).then(function (g) {
-        if (state.topic === topic && g.name) { setText(el.roomTitle, g.name); }
-      }).catch(function () { /* the id is title enough */ });
-    }
-    loadOnline(gid, topic);
-    if (connected()) { enterTopic(0); }
-    el.message.focus();
-  }
-
-  function resetRoom() {
-    state.bySeq.clear(); state.outbox.clear();
-    state.minSeq = 0; state.maxSeq = 0; state.readSent = 0;
-    state.online = new Set(); state.presDecided = new Set();
-    el.messages.replaceChildren(); el.online.replaceChildren();
-    el.older.hidden = true;
-    setText(el.sendStatus, '');
-    setText(el.groupError, '');
-  }
-
-  // loadMyGroups lists the groups the user belongs to, each a button that opens it.
-  function loadMyGroups() {
-    request('GET', api.groups(), undefined, true).then(function (data) {
-      var ids = data.group_ids || [];
-      el.myGroups.replaceChildren.apply(el.myGroups, ids.map(function (gid) {
-        var li = document.createElement('li');
-        var b = document.createElement('button');
-        b.type = 'button'; b.className = 'link'; b.dataset.group = gid;
-        setText(b, 'Group ' + gid);
-        b.addEventListener('click', function () { el.groupId.value = gid; openGroup(gid); });
-        li.appendChild(b);
-        readLagging(api.group(gid), function () { return b.isConnected; }, 0).then(function (g) {
-          if (g.name) { setText(b, g.name); }
-        }).catch(function () { /* keep the id */ });
-        return li;
-      }));
-      el.myGroupsBox.hidden = ids.length === 0;
-      markCurrentGroup();
-    }).catch(function () { /* the list is a convenience; the id box still works */ });
-  }
-
-  function markCurrentGroup() {
-    el.myGroups.querySelectorAll('button').forEach(function (b) {
-      if (b.dataset.group === state.groupId) { b.setAttribute('aria-current', 'true'); } else { b.removeAttribute('aria-current'); }
-    });
-  }
-
-  // The read models trail the commands by a moment: right after a create or a join the group or
-  // the new member may be unknown to the member list and to the right to subscribe (404, or 403
-  // not_member). Such refusals are retried a few times.
-  var MEMBER_RETRIES = 6;
-
-  // readLagging GETs a read-model resource, asking again while it answers 403 or 404 and
-  // stillWanted() holds.
-  function readLagging(path, stillWanted, tries) {
-    return request('GET', path, undefined, true).catch(function (err) {
-      if ((err.status === 403 || err.status === 404) && tries + 1 < MEMBER_RETRIES && stillWanted()) {
-        return new Promise(function (resolve) { later(tries, resolve); })
-          .then(function () { return readLagging(path, stillWanted, tries + 1); });
-      }
+  function joinGroup(gid) {
+    return request('POST', '/v1/im/groups/' + encodeURIComponent(gid) + '/join').catch(function (err) {
+      if (err.details && err.details.reason === 'already_member') { return {}; }
       throw err;
+    }).then(function () { localConv('grp' + gid, { role: 'member' }); });
+  }
+
+  el.friendForm.addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    var uid = el.friendId.value.trim();
+    setText(el.sideError, '');
+    if (!/^[1-9][0-9]{0,18}$/.test(uid) || uid === state.userId) {
+      setText(el.sideError, 'A user id is the positive number another user sees after "your user id".');
+      el.friendId.focus();
+      return;
+    }
+    request('POST', api.friendRequests, { user_id: uid }).then(function () {
+      el.friendId.value = '';
+      setText(el.sideError, 'Asked ' + displayName(uid) + ' to be friends.');
+      setTimeout(loadFriends, 500);
+    }).catch(function (err) { sideError('Could not ask ' + uid + ': ', err); });
+  });
+
+  function loadFriends() {
+    var session = state.token;
+    Promise.all([request('GET', api.friends), request('GET', api.friendRequests)]).then(function (r) {
+      if (state.token !== session) { return; }
+      state.friends = (r[0].user_ids || []).map(String);
+      state.requests = r[1].requests || [];
+      state.friends.forEach(function (uid) { learnName(uid); learnPresence(uid); });
+      state.requests.forEach(function (q) { learnName(q.user_id); });
+      renderFriends();
+    }).catch(function (err) { if (err.status === 401) { logout('Your session ended; log in again.'); } });
+  }
+
+  var friendsShown = '';
+  function renderFriends() {
+    // Re-render only on a change, so a poll never takes the focus from a button.
+    var shown = JSON.stringify([state.friends, state.requests, state.friends.map(displayName),
+      state.requests.map(function (q) { return displayName(q.user_id); })]);
+    if (shown === friendsShown) { return; }
+    friendsShown = shown;
+    var incoming = state.requests.filter(function (q) { return q.direction === 'incoming'; });
+    el.requestsBadge.hidden = incoming.length === 0;
+    setText(el.requestsBadge, incoming.length);
+    el.requestsBadge.setAttribute('aria-label', incoming.length + ' friend requests');
+    if (incoming.length > 0 && !el.friendsBox.dataset.opened) { el.friendsBox.open = true; el.friendsBox.dataset.opened = '1'; }
+    el.requests.replaceChildren.apply(el.requests, state.requests.length ? state.requests.map(function (q) {
+      var li = node('li');
+      var who = displayName(q.user_id);
+      li.appendChild(node('span', 'grow', q.direction === 'incoming' ? who + ' asks to be friends' : 'You asked ' + who));
+      if (q.direction === 'incoming') {
+        li.appendChild(button('Accept', '', function () { answerRequest(q.user_id, 'accept'); }, 'Accept ' + who));
+        li.appendChild(button('Decline', 'quiet', function () { answerRequest(q.user_id, 'decline'); }, 'Decline ' + who));
+      }
+      return li;
+    }) : [node('li', 'hint', 'None')]);
+    el.friends.replaceChildren.apply(el.friends, state.friends.length ? state.friends.map(function (uid) {
+      var li = node('li');
+      var name = node('span', 'grow');
+      name.append(dot(uid), document.createTextNode(displayName(uid)));
+      li.appendChild(name);
+      li.appendChild(button('Chat', 'quiet', function () { go(directTopic(state.userId, uid)); }, 'Chat with ' + displayName(uid)));
+      return li;
+    }) : [node('li', 'hint', 'None yet')]);
+  }
+
+  function answerRequest(uid, what) {
+    request('POST', api.friendRequests + '/' + encodeURIComponent(uid) + '/' + what).then(function () {
+      state.requests = state.requests.filter(function (q) { return q.user_id !== uid; });
+      if (what === 'accept' && state.friends.indexOf(uid) < 0) { state.friends.push(uid); learnPresence(uid); }
+      renderFriends();
+      setTimeout(loadFriends, 800);
+    }).catch(function (err) { sideError('Could not ' + what + ': ', err); });
+  }
+
+  // ---- opening a conversation ----------------------------------------------------------------
+
+  // go opens topic through the URL's hash, so the address names the open conversation.
+  function go(topic) {
+    if (location.hash === '#' + topic) { openConversation(topic); } else { location.hash = topic; }
+  }
+
+  window.addEventListener('hashchange', function () { if (state.token) { openFromHash(); } });
+
+  function hashTopic() {
+    var t = decodeURIComponent(location.hash.replace(/^#/, ''));
+    return TOPIC_RE.test(t) ? t : '';
+  }
+
+  function openFromHash() {
+    var t = hashTopic();
+    if (!t) { return false; }
+    if (!isGroup(t) && t.slice(3).split('_').indexOf(state.userId) < 0) {
+      setText(el.sideError, 'That link is a chat between two other users.');
+      return false;
+    }
+    if (!state.room || state.room.topic !== t) { openConversation(t); }
+    return true;
+  }
+
+  function showLinkHint() {
+    var t = hashTopic();
+    el.loginLinkHint.hidden = !t || !isGroup(t);
+    if (t && isGroup(t)) { setText(el.loginLinkHint, 'Log in to open group ' + groupOf(t) + ' from your link.'); }
+  }
+
+  function closeRoom() {
+    leaveRoomState();
+    el.roomOpen.hidden = true; el.roomEmpty.hidden = false;
+    el.membersBox.hidden = true;
+    el.chatView.classList.add('no-members');
+  }
+
+  function leaveRoomState() {
+    if (state.room) { state.room.typing.forEach(function (t) { clearTimeout(t); }); }
+    state.room = null; state.topic = '';
+    el.messages.replaceChildren(); el.members.replaceChildren();
+    setText(el.typing, ''); setText(el.sendStatus, '');
+    el.olderBtn.hidden = true; el.joinBanner.hidden = true;
+    cancelEdit();
+  }
+
+  function openConversation(topic) {
+    leaveRoomState();
+    state.room = newRoom(topic); state.topic = topic;
+    el.roomEmpty.hidden = true; el.roomOpen.hidden = false;
+    var c = state.convs.get(topic);
+    if (!c && !isGroup(topic)) { c = localConv(topic); }
+    state.room.member = !!c;
+    if (c) { c.unread = 0; c.mentions = 0; }
+    renderConvs();
+    renderRoomHead();
+    if (isGroup(topic)) {
+      el.membersBox.hidden = false; el.chatView.classList.remove('no-members');
+      loadMembers(topic);
+      if (!c) { offerJoin(topic); } else if (!c.name) { learnGroupName(c); }
+    } else {
+      el.membersBox.hidden = true; el.chatView.classList.add('no-members');
+      learnName(peerOf(topic)); learnPresence(peerOf(topic));
+    }
+    if (state.room.member) {
+      if (connected() && state.subscribed.has(topic)) { loadLatest(topic); } else if (connected()) { enterTopic(topic, 0); }
+      el.message.focus();
+    }
+  }
+
+  function renderRoomHead() {
+    var r = state.room;
+    if (!r) { return; }
+    var c = state.convs.get(r.topic);
+    if (isGroup(r.topic)) {
+      el.roomDot.hidden = true;
+      setText(el.roomName, c && c.name ? c.name : 'Group ' + groupOf(r.topic));
+      var sub = 'Group ' + groupOf(r.topic);
+      if (c && c.memberCount) { sub += ' · ' + c.memberCount + (c.memberCount === 1 ? ' member' : ' members'); }
+      if (c && c.role) { sub += ' · you are ' + c.role; }
+      setText(el.roomSub, sub);
+      el.share.hidden = false;
+      el.shareLink.value = location.origin + location.pathname + '#' + r.topic;
+    } else {
+      var peer = peerOf(r.topic);
+      el.roomDot.hidden = false; el.roomDot.dataset.user = peer;
+      setText(el.roomName, displayName(peer));
+      setText(el.roomSub, 'Chat with user ' + peer);
+      el.share.hidden = true;
+      renderPresence();
+    }
+    el.messageLabel.textContent = r.editing ? 'Edit message #' + r.editing : 'Message to ' + el.roomName.textContent;
+    el.message.disabled = !r.member; el.sendBtn.disabled = !r.member;
+  }
+
+  el.shareCopy.addEventListener('click', function () {
+    el.shareLink.select();
+    var done = function () { setText(el.sendStatus, 'Link copied: ' + el.shareLink.value); };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(el.shareLink.value).then(done, function () { setText(el.sendStatus, 'Press Ctrl+C to copy the selected link.'); });
+    } else {
+      setText(el.sendStatus, 'Press Ctrl+C to copy the selected link.');
+    }
+  });
+
+  // learnGroupName fills in the name of a group the list does not name yet (just joined).
+  function learnGroupName(c) {
+    readLagging(api.group(c.groupId), function () { return state.convs.get(c.topic) === c; }).then(function (g) {
+      if (g.name && !c.name) { c.name = g.name; c.memberCount = c.memberCount || g.member_count; renderConvs(); renderRoomHead(); }
+    }).catch(function () { /* the id is name enough */ });
+  }
+
+  // offerJoin shows a group the user is not a member of (a shared link): its name and a button.
+  function offerJoin(topic) {
+    el.joinBanner.hidden = false;
+    setText(el.joinBannerText, 'You are not a member of group ' + groupOf(topic) + '.');
+    readLagging(api.group(groupOf(topic)), function () { return state.topic === topic; }).then(function (g) {
+      if (!state.room || state.room.topic !== topic) { return; }
+      setText(el.roomName, g.name);
+      setText(el.joinBannerText, 'You are not a member of “' + g.name + '” (' + g.member_count + ' members).');
+    }).catch(function (err) {
+      if (err.status === 404) { setText(el.joinBannerText, 'Group ' + groupOf(topic) + ' does not exist (yet).'); }
+    });
+    el.joinBannerBtn.focus();
+  }
+
+  el.joinBannerBtn.addEventListener('click', function () {
+    var topic = state.topic;
+    if (!topic) { return; }
+    joinGroup(groupOf(topic)).then(function () {
+      el.joinBanner.hidden = true;
+      openConversation(topic);
+    }).catch(function (err) { setText(el.joinBannerText, 'Could not join: ' + describe(err)); });
+  });
+
+  function loadMembers(topic) {
+    readLagging(api.members(groupOf(topic)), function () { return state.topic === topic; }).then(function (data) {
+      if (state.topic !== topic) { return; }
+      state.room.members = data.members || [];
+      state.room.members.forEach(function (m, i) {
+        learnName(m.user_id);
+        if (i < PRESENCE_LOOKUPS) { learnPresence(m.user_id); } // the rest wait for pres frames
+      });
+      var c = state.convs.get(topic);
+      if (c) {
+        c.memberCount = state.room.members.length;
+        state.room.members.forEach(function (m) { if (String(m.user_id) === state.userId) { c.role = m.role; } });
+        renderRoomHead();
+      }
+      renderMembers();
+    }).catch(function () {
+      if (state.topic === topic) { el.members.replaceChildren(node('li', 'hint', 'Members are shown to members only.')); }
     });
   }
 
-  // loadOnline asks REST which members of the group are online. pres frames that arrived in the
-  // meantime win, since they are newer.
-  function loadOnline(gid, topic) {
-    readLagging(api.members(gid) + '?limit=' + PRESENCE_LOOKUPS, function () { return state.topic === topic; }, 0)
-      .then(function (data) {
-        (data.members || []).forEach(function (m) {
-          var uid = String(m.user_id);
-          if (uid === state.userId) { return; }
-          request('GET', api.presence(uid), undefined, true).then(function (p) {
-            if (state.topic !== topic || state.presDecided.has(uid)) { return; }
-            if (p.online) { state.online.add(uid); renderOnline(); }
-          }).catch(function () { /* presence unknown: leave it to pres frames */ });
-        });
-      })
-      .catch(function () { /* the member list is a convenience; pres frames still come */ });
+  // refreshMembers reloads the member list now and twice more: the read model the list comes
+  // from trails the change that prompted it.
+  function refreshMembers(topic) {
+    [0, 1000, 3000].forEach(function (ms) {
+      setTimeout(function () { if (state.topic === topic) { loadMembers(topic); } }, ms);
+    });
   }
 
-  // Display names: the public profile's nickname, looked up once per user.
-  var lookups = new Set(); // user ids looked up
-
-  function learnName(uid) {
-    if (uid === state.userId || lookups.has(uid)) { return; }
-    lookups.add(uid);
-    var session = state.token;
-    readLagging(api.user(uid), function () { return state.token === session; }, 0).then(function (u) {
-      if (u.nickname && state.token === session) { state.names.set(uid, u.nickname); relabel(); }
-    }).catch(function () { lookups.delete(uid); /* asked again when the user shows up again */ });
-  }
-
-  function renderOnline() {
-    var ids = Array.from(state.online);
-    ids.forEach(learnName);
-    ids.sort(function (a, b) { return displayName(a).localeCompare(displayName(b)); });
-    el.online.replaceChildren.apply(el.online, ids.map(function (uid) {
-      var li = document.createElement('li');
+  function renderMembers() {
+    var r = state.room;
+    if (!r || !isGroup(r.topic)) { return; }
+    el.members.replaceChildren.apply(el.members, r.members.map(function (m) {
+      var uid = String(m.user_id);
+      var li = node('li');
       li.dataset.user = uid;
-      setText(li, displayName(uid));
+      var name = node('span', 'grow');
+      name.append(dot(uid), document.createTextNode(displayName(uid)));
+      li.append(name, node('span', 'role', m.role));
       return li;
     }));
+    var c = state.convs.get(r.topic);
+    el.leaveBtn.hidden = !c || c.role === 'owner' || !r.member;
   }
 
-  function relabel() {
-    el.messages.querySelectorAll('li[data-from]').forEach(function (li) {
-      setText(li.querySelector('.from'), displayName(li.dataset.from));
-    });
-    renderOnline();
-  }
+  el.leaveBtn.addEventListener('click', function () {
+    var topic = state.topic;
+    request('POST', '/v1/im/groups/' + groupOf(topic) + '/leave').then(function () {
+      state.convs.delete(topic);
+      location.hash = '';
+      closeRoom();
+      renderConvs();
+    }).catch(function (err) { setText(el.sendStatus, 'Could not leave: ' + describe(err)); });
+  });
 
   // ---- messages ------------------------------------------------------------------------------
 
   function messageItem(from, text) {
     learnName(from);
-    var li = document.createElement('li');
+    var li = node('li');
     li.dataset.from = from;
     if (from === state.userId) { li.classList.add('mine'); }
-    var who = document.createElement('span'); who.className = 'from'; setText(who, displayName(from));
-    var body = document.createElement('span'); body.className = 'text'; setText(body, text);
-    var meta = document.createElement('span'); meta.className = 'meta';
-    var seq = document.createElement('span'); seq.className = 'seq';
-    var time = document.createElement('time'); time.className = 'ts';
-    var st = document.createElement('span'); st.className = 'state';
-    meta.append(seq, time, st);
-    li.append(who, body, meta);
+    var meta = node('span', 'meta');
+    meta.append(node('span', 'seq'), node('time', 'ts'), node('span', 'edited'), node('span', 'state'), node('span', 'ops'));
+    li.append(node('span', 'from', displayName(from)), node('span', 'text', text), meta);
     return li;
   }
 
   function setSeq(li, seq) {
     li.dataset.seq = String(seq);
     setText(li.querySelector('.seq'), '#' + seq);
+    renderOps(li);
   }
 
   function setTime(li, ts) {
@@ -343,8 +719,28 @@
     if (ts) { t.dateTime = ts; setText(t, formatTime(ts)); }
   }
 
-  // place puts a committed message at its seq's position: before the first shown message with a
-  // higher seq, else before the first message still being sent, else at the end.
+  // renderOps gives a committed message its actions: edit and recall for one's own messages,
+  // delete-for-me for every message.
+  function renderOps(li) {
+    var ops = li.querySelector('.ops');
+    var seq = Number(li.dataset.seq);
+    if (!seq) { ops.replaceChildren(); return; }
+    var list = [];
+    if (li.dataset.from === state.userId && !li.classList.contains('recalled')) {
+      list.push(button('Edit', 'quiet op-edit', function () { startEdit(seq); }, 'Edit message #' + seq));
+      list.push(button('Recall', 'quiet op-recall', function (ev) { recall(seq, ev.currentTarget); }, 'Recall message #' + seq + ' for everyone'));
+    }
+    list.push(button('Delete', 'quiet op-delete', function () { deleteForMe(seq); }, 'Delete message #' + seq + ' for me'));
+    ops.replaceChildren.apply(ops, list);
+  }
+
+  function markRecalled(li) {
+    li.classList.add('recalled');
+    setText(li.querySelector('.text'), '(message recalled)');
+    setText(li.querySelector('.edited'), '');
+    renderOps(li);
+  }
+
   function place(li, seq) {
     var stick = nearBottom();
     var next = null;
@@ -354,9 +750,10 @@
       if (s === undefined || Number(s) > seq) { next = items[i]; break; }
     }
     el.messages.insertBefore(li, next);
-    state.bySeq.set(seq, li);
-    if (!state.minSeq || seq < state.minSeq) { state.minSeq = seq; }
-    if (seq > state.maxSeq) { state.maxSeq = seq; }
+    var r = state.room;
+    r.bySeq.set(seq, li);
+    if (!r.minSeq || seq < r.minSeq) { r.minSeq = seq; }
+    if (seq > r.maxSeq) { r.maxSeq = seq; }
     if (stick) { el.messages.scrollTop = el.messages.scrollHeight; }
   }
 
@@ -364,65 +761,196 @@
     return el.messages.scrollHeight - el.messages.scrollTop - el.messages.clientHeight < 40;
   }
 
-  // onData shows a data frame once: a seq already shown only updates its item (a recall shown
-  // after history, say), so live frames, history pages and acks never duplicate a message.
-  function onData(d) {
-    if (d.topic !== state.topic) { return; }
+  // onData handles a data frame of any subscribed topic: the open one shows it (once: a seq
+  // already shown only updates its item), the others count it in the conversation list.
+  function onData(d, live) {
     var seq = Number(d.seq);
     if (!(seq > 0)) { return; }
     var from = String(d.from);
-    var text = d.status === 'recalled' ? '(message recalled)'
-      : d.status === 'blocked' ? '(message unavailable)' : contentText(d.content);
-    var li = state.bySeq.get(seq);
+    var c = state.convs.get(d.topic) || (live ? localConv(d.topic) : null);
+    if (c && live && seq > c.lastSeq) {
+      c.lastSeq = seq;
+      c.last = lastFrom(d);
+      c.activeAt = d.ts || new Date().toISOString();
+      var open = state.room && state.room.topic === d.topic && document.visibilityState === 'visible';
+      if (from !== state.userId && !open) {
+        c.unread++;
+        var mentions = d.head && d.head.mentions || [];
+        if (d.head && d.head.mention_all || mentions.map(String).indexOf(state.userId) >= 0) { c.mentions++; }
+      }
+      renderConvs();
+    }
+    var r = state.room;
+    if (!r || d.topic !== r.topic) { return; }
+    var text = messageText(d);
+    var li = r.bySeq.get(seq);
     if (li) {
-      setText(li.querySelector('.text'), text);
+      if (d.status === 'recalled') { markRecalled(li); } else { setText(li.querySelector('.text'), text); }
       setTime(li, d.ts);
       return;
     }
-    var gapFrom = state.maxSeq;
+    if (live && r.typing.has(from)) { clearTimeout(r.typing.get(from)); r.typing.delete(from); renderTyping(); }
+    var gapFrom = r.maxSeq;
     li = messageItem(from, text);
+    if (d.status === 'recalled') { li.classList.add('recalled'); }
     setSeq(li, seq);
     setTime(li, d.ts);
     place(li, seq);
-    if (d.live && gapFrom > 0 && seq > gapFrom + 1) {
-      fillGap(state.topic, gapFrom, seq, 0); // messages between were missed, or are holes
-    }
+    applyReceipts();
+    if (live && gapFrom > 0 && seq > gapFrom + 1) { fillGap(r.topic, gapFrom, seq, 0); }
     markRead();
   }
 
   function markRead() {
-    if (document.visibilityState !== 'visible' || state.maxSeq <= state.readSent || !connected()) { return; }
-    state.readSent = state.maxSeq;
-    conn.send({ note: { topic: state.topic, what: 'read', seq: String(state.maxSeq) } });
+    var r = state.room;
+    if (!r || document.visibilityState !== 'visible' || r.maxSeq <= r.readSent || !connected() || !r.member) { return; }
+    r.readSent = r.maxSeq;
+    conn.send({ note: { topic: r.topic, what: 'read', seq: String(r.maxSeq) } });
+    var c = state.convs.get(r.topic);
+    if (c) {
+      c.readSeq = Math.max(c.readSeq, r.maxSeq);
+      if (c.unread || c.mentions) { c.unread = 0; c.mentions = 0; renderConvs(); }
+    }
   }
-  document.addEventListener('visibilitychange', markRead);
+  document.addEventListener('visibilitychange', function () { markRead(); if (document.visibilityState === 'visible' && state.token) { loadConversations(); } });
 
-  el.older.addEventListener('click', function () {
-    if (!state.minSeq) { return; }
-    el.older.disabled = true;
+  // applyReceipts marks the user's own messages the other party of a 1:1 chat has read.
+  function applyReceipts() {
+    var r = state.room;
+    if (!r || isGroup(r.topic)) { return; }
+    var c = state.convs.get(r.topic);
+    var upTo = c ? c.peerReadSeq : 0;
+    r.bySeq.forEach(function (li, seq) {
+      if (li.dataset.from === state.userId && seq <= upTo) {
+        li.classList.add('seen');
+        setText(li.querySelector('.state'), 'seen');
+      }
+    });
+  }
+
+  el.olderBtn.addEventListener('click', loadOlder);
+  el.messages.addEventListener('scroll', function () {
+    if (el.messages.scrollTop < 30 && !el.olderBtn.hidden && !el.olderBtn.disabled) { loadOlder(); }
+  });
+
+  function loadOlder() {
+    var r = state.room;
+    if (!r || !r.minSeq) { return; }
+    el.olderBtn.disabled = true;
     var top = el.messages.firstElementChild;
-    history({ topic: state.topic, before_seq: String(state.minSeq), limit: HISTORY_PAGE })
+    history({ topic: r.topic, before_seq: String(r.minSeq), limit: HISTORY_PAGE })
       .then(function (c) {
-        el.older.hidden = !(c.params && c.params.has_more);
+        el.olderBtn.hidden = !(c.params && c.params.has_more);
         if (top) { top.scrollIntoView(); }
       })
       .catch(function (err) { setText(el.sendStatus, 'Could not load older messages: ' + err.message); })
-      .finally(function () { el.older.disabled = false; });
-  });
+      .finally(function () { el.olderBtn.disabled = false; });
+  }
 
-  // ---- sending -------------------------------------------------------------------------------
+  // ---- edit, recall, delete for me -----------------------------------------------------------
+
+  function startEdit(seq) {
+    var r = state.room;
+    var li = r && r.bySeq.get(seq);
+    if (!li) { return; }
+    cancelEdit();
+    r.editing = seq;
+    li.classList.add('editing');
+    el.message.value = li.querySelector('.text').textContent;
+    el.cancelEditBtn.hidden = false;
+    setText(el.sendBtn, 'Save');
+    renderRoomHead();
+    el.message.focus();
+  }
+
+  function cancelEdit() {
+    var r = state.room;
+    if (r && r.editing) {
+      var li = r.bySeq.get(r.editing);
+      if (li) { li.classList.remove('editing'); }
+      r.editing = 0;
+      el.message.value = '';
+    }
+    el.cancelEditBtn.hidden = true;
+    setText(el.sendBtn, 'Send');
+    if (r) { renderRoomHead(); }
+  }
+  el.cancelEditBtn.addEventListener('click', function () { cancelEdit(); el.message.focus(); });
+
+  // saveEdit reads the message's current content version, then edits it with that version, so
+  // an edit made elsewhere meanwhile is refused (409) rather than overwritten.
+  function saveEdit(seq, text) {
+    var topic = state.topic;
+    request('GET', api.messages(topic) + '?before_seq=' + (seq + 1) + '&limit=1').then(function (page) {
+      var m = (page.messages || [])[0];
+      if (!m || Number(m.seq) !== seq) { throw new Error('the message is gone'); }
+      return request('PATCH', api.message(topic, seq), { version: String(m.version), content: text });
+    }).then(function () {
+      var li = state.room && state.room.bySeq.get(seq);
+      if (li) { setText(li.querySelector('.text'), text); setText(li.querySelector('.edited'), '(edited)'); }
+      setText(el.sendStatus, 'Edited #' + seq);
+      cancelEdit();
+    }).catch(function (err) { setText(el.sendStatus, 'Could not edit #' + seq + ': ' + describe(err)); });
+  }
+
+  // recall asks for a second click within a few seconds before it recalls.
+  function recall(seq, b) {
+    if (!b.dataset.armed) {
+      b.dataset.armed = '1';
+      setText(b, 'Confirm recall');
+      setTimeout(function () { if (b.isConnected) { delete b.dataset.armed; setText(b, 'Recall'); } }, 4000);
+      return;
+    }
+    var topic = state.topic;
+    request('POST', api.message(topic, seq) + '/recall').then(function () {
+      var li = state.room && state.room.topic === topic && state.room.bySeq.get(seq);
+      if (li) { markRecalled(li); }
+      setText(el.sendStatus, 'Recalled #' + seq);
+    }).catch(function (err) { setText(el.sendStatus, 'Could not recall #' + seq + ': ' + describe(err)); });
+  }
+
+  function deleteForMe(seq) {
+    var topic = state.topic;
+    request('DELETE', api.message(topic, seq)).then(function () {
+      var r = state.room;
+      var li = r && r.topic === topic && r.bySeq.get(seq);
+      if (li) {
+        var next = li.nextElementSibling || li.previousElementSibling;
+        li.remove();
+        r.bySeq.set(seq, li); // still known, so a later page does not bring it back
+        var focus = next && next.querySelector('button');
+        (focus || el.message).focus();
+      }
+      setText(el.sendStatus, 'Deleted #' + seq + ' for you');
+    }).catch(function (err) { setText(el.sendStatus, 'Could not delete #' + seq + ': ' + describe(err)); });
+  }
+
+  // ---- sending and typing --------------------------------------------------------------------
 
   el.message.addEventListener('keydown', function (ev) {
     if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();
       el.sendForm.requestSubmit();
+    } else if (ev.key === 'Escape' && state.room && state.room.editing) {
+      ev.preventDefault();
+      cancelEdit();
     }
+  });
+
+  el.message.addEventListener('input', function () {
+    var r = state.room;
+    if (!r || !r.member || r.editing || !el.message.value || !connected() || !state.subscribed.has(r.topic)) { return; }
+    if (Date.now() - r.lastTyping < TYPING_EVERY_MS) { return; }
+    r.lastTyping = Date.now();
+    conn.send({ note: { topic: r.topic, what: 'kp' } });
   });
 
   el.sendForm.addEventListener('submit', function (ev) {
     ev.preventDefault();
+    var r = state.room;
     var text = el.message.value;
-    if (!text.trim() || !state.topic) { return; }
+    if (!text.trim() || !r || !r.member) { return; }
+    if (r.editing) { saveEdit(r.editing, text); return; }
     el.message.value = '';
     var cmid = 'web-' + net.randomId();
     var li = messageItem(state.userId, text);
@@ -431,7 +959,7 @@
     setText(li.querySelector('.state'), 'sending…');
     el.messages.appendChild(li);
     el.messages.scrollTop = el.messages.scrollHeight;
-    state.outbox.set(cmid, { text: text, li: li, topic: state.topic });
+    r.outbox.set(cmid, { text: text, li: li, topic: r.topic });
     publish(cmid);
   });
 
@@ -439,9 +967,10 @@
   // outbox; it is sent again, with the same client_msg_id, after the next subscribe, so the
   // server stores it once whatever happened to the first attempt.
   function publish(cmid) {
-    var m = state.outbox.get(cmid);
-    if (!m || !connected() || !state.subscribed) { return; }
-    wsRequest('pub', { topic: m.topic, client_msg_id: cmid, msg_type: 'text', content: m.text })
+    var r = state.room;
+    var m = r && r.outbox.get(cmid);
+    if (!m || !connected() || !state.subscribed.has(m.topic)) { return; }
+    conn.request('pub', { topic: m.topic, client_msg_id: cmid, msg_type: 'text', content: m.text })
       .then(function (c) { acked(cmid, c.params || {}); })
       .catch(function (err) {
         if (err.code === 401) { logout('Your session ended; log in again.'); return; }
@@ -449,7 +978,7 @@
           setText(m.li.querySelector('.state'), 'waiting to resend…');
           return;
         }
-        state.outbox.delete(cmid);
+        r.outbox.delete(cmid);
         m.li.classList.add('failed');
         setText(m.li.querySelector('.state'), 'not sent: ' + err.message);
         setText(el.sendStatus, 'Message not sent: ' + err.message);
@@ -457,20 +986,20 @@
   }
 
   function acked(cmid, params) {
-    var m = state.outbox.get(cmid);
+    var r = state.room;
+    var m = r && r.outbox.get(cmid);
     if (!m) { return; }
-    state.outbox.delete(cmid);
-    if (m.topic !== state.topic) { return; }
+    r.outbox.delete(cmid);
     var seq = Number(params.seq);
     var li = m.li;
     li.classList.remove('pending');
     setText(li.querySelector('.state'), params.duplicate ? 'sent (again)' : 'sent');
     setText(el.sendStatus, 'Sent as #' + seq + (params.duplicate ? ' (already stored)' : ''));
-    var shown = state.bySeq.get(seq);
+    var shown = r.bySeq.get(seq);
     if (shown) {
       // The data frame came first: keep that item and mark it as acknowledged.
       li.remove();
-      setText(shown.querySelector('.state'), 'sent');
+      if (!shown.classList.contains('seen')) { setText(shown.querySelector('.state'), 'sent'); }
       return;
     }
     setSeq(li, seq);
@@ -483,119 +1012,202 @@
   var conn = new net.Connection({
     token: function () { return state.token; },
     onReady: function () {
-      state.subscribed = false;
-      if (state.topic) { enterTopic(0); }
+      state.subscribed.clear();
+      subscribeAll();
+      if (state.room && state.room.member && !state.convs.has(state.room.topic)) { enterTopic(state.room.topic, 0); }
+      loadConversations();
+      loadFriends();
     },
-    onClosed: function () { state.subscribed = false; },
+    onClosed: function () { state.subscribed.clear(); },
     onFrame: function (f) {
-      if (f.data) { onLive(f.data); } else if (f.pres) { onPres(f.pres); } else if (f.ctrl && f.ctrl.code === 401) {
+      if (f.data) { onData(f.data, historyInFlight === 0); } else if (f.pres) { onPres(f.pres); } else if (f.info) { onInfo(f.info); } else if (f.ctrl && f.ctrl.code === 401) {
         logout('Your session ended; log in again.');
       }
-      // Other unanswered errors (a refused read note, say) change nothing on the page.
     },
     onStatus: function (text) { setText(el.conn, text); },
     onAuthFailed: function () { logout('Your session ended; log in again.'); }
   });
 
   function connected() { return conn.isReady(); }
-  function wsRequest(type, body) { return conn.request(type, body); }
 
-  // History pages and live messages share onData; history replies are data frames that arrive
-  // while a get is outstanding, which is all the distinction the page needs (gaps are checked only
-  // between live frames that follow each other).
-  var historyInFlight = 0;
-  function onLive(d) {
-    d.live = historyInFlight === 0;
-    onData(d);
+  // subscribeAll subscribes to every listed conversation not subscribed yet, so live messages
+  // update the list's badges and last messages.
+  var subscribing = new Set();
+  function subscribeAll() {
+    if (!connected()) { return; }
+    state.convs.forEach(function (c, topic) {
+      if (!state.subscribed.has(topic) && !subscribing.has(topic)) { enterTopic(topic, 0); }
+    });
   }
 
-  function onPres(p) {
-    if (p.topic !== state.topic || !p.src) { return; }
-    var uid = String(p.src);
-    state.presDecided.add(uid);
-    if (p.what === 'on') { state.online.add(uid); } else if (p.what === 'off' && uid !== state.userId) { state.online.delete(uid); }
-    renderOnline();
-  }
-
-  // enterTopic subscribes to the open group, sends what waits in the outbox and catches up:
-  // the latest page when nothing is shown yet, else every message after the highest seq shown.
-  // A refusal because the read models do not know the group or the membership yet is retried.
-  function enterTopic(tries) {
-    var topic = state.topic;
-    wsRequest('sub', { topic: topic })
+  // enterTopic subscribes to topic; for the open conversation it then sends what waits in the
+  // outbox and catches up. A refusal because the read models do not know the group or the
+  // membership yet is retried.
+  function enterTopic(topic, tries) {
+    var generation = conn.generation;
+    subscribing.add(topic);
+    conn.request('sub', { topic: topic })
       .then(function () {
-        if (topic !== state.topic) { return; }
-        state.subscribed = true;
-        state.outbox.forEach(function (_, cmid) { publish(cmid); });
-        (state.maxSeq ? catchUp(topic) : latest(topic))
-          .then(function () { recheck(topic, 0); markRead(); })
-          .catch(function (err) {
-            if (err.code !== 0) { setText(el.sendStatus, 'Could not load the history: ' + err.message); }
-          });
+        subscribing.delete(topic);
+        if (conn.generation !== generation) { return; }
+        state.subscribed.add(topic);
+        var c = state.convs.get(topic);
+        if (c && c.kind === 'direct') { learnPresence(c.peer); }
+        if (state.room && state.room.topic === topic) {
+          state.room.outbox.forEach(function (_, cmid) { publish(cmid); });
+          (state.room.maxSeq ? catchUp(topic) : loadLatest(topic));
+        }
       })
       .catch(function (err) {
-        if (err.code === 0 || topic !== state.topic) { return; } // a new connection subscribes again
-        if ((err.code === 404 || (err.code === 403 && err.reason === 'not_member')) && tries + 1 < MEMBER_RETRIES) {
-          later(tries, function () { if (topic === state.topic && connected() && !state.subscribed) { enterTopic(tries + 1); } });
+        subscribing.delete(topic);
+        if (err.code === 0 || conn.generation !== generation) { return; }
+        if ((err.code === 404 || (err.code === 403 && err.reason === 'not_member')) && tries + 1 < LAG_RETRIES) {
+          later(tries, function () { if (connected() && !state.subscribed.has(topic)) { enterTopic(topic, tries + 1); } });
           return;
         }
-        setText(el.groupError, 'Could not open group ' + state.groupId + ': ' + err.message);
+        if (state.room && state.room.topic === topic) { setText(el.sendStatus, 'Could not open the conversation: ' + err.message); }
       });
   }
 
+  var historyInFlight = 0;
   function history(body) {
     historyInFlight++;
-    return wsRequest('get', body).finally(function () { historyInFlight--; });
+    return conn.request('get', body).finally(function () { historyInFlight--; });
   }
 
-  // History comes from read models, which trail the commits by a moment, and their last_seq
-  // trails with them, so a page cannot tell that a message committed just before it subscribed
-  // is missing. After entering a topic the page therefore asks again a few times, with growing
-  // pauses, for anything after the highest seq shown. Seqs that stay missing are holes (sends
-  // that failed after drawing a seq).
-  var LAG_RETRIES = 4;
-
-  function later(tries, f) { setTimeout(f, 400 * Math.pow(2, tries)); }
-
-  function latest(topic) {
+  function loadLatest(topic) {
     return history({ topic: topic, limit: HISTORY_PAGE }).then(function (c) {
-      el.older.hidden = !(c.params && c.params.has_more);
+      if (state.topic !== topic) { return; }
+      el.olderBtn.hidden = !(c.params && c.params.has_more);
       el.messages.scrollTop = el.messages.scrollHeight;
-    });
+      recheck(topic, 0);
+      markRead();
+    }).catch(function (err) { if (err.code !== 0) { setText(el.sendStatus, 'Could not load the history: ' + err.message); } });
   }
 
   // catchUp loads every message after the highest seq shown, page by page.
   function catchUp(topic) {
-    return history({ topic: topic, after_seq: String(state.maxSeq), limit: CATCH_UP_PAGE }).then(function (c) {
-      if (topic === state.topic && c.params && c.params.has_more && Number(c.params.count) > 0) { return catchUp(topic); }
-    });
+    var r = state.room;
+    return history({ topic: topic, after_seq: String(r.maxSeq), limit: CATCH_UP_PAGE }).then(function (c) {
+      if (state.topic !== topic) { return; }
+      if (c.params && c.params.has_more && Number(c.params.count) > 0) { return catchUp(topic); }
+      recheck(topic, 0);
+      markRead();
+    }).catch(function () { /* the next connection catches up */ });
   }
 
-  // recheck catches up again after each of LAG_RETRIES growing pauses while the topic stays
-  // open on the same connection.
+  // History comes from the read models, which trail the commits by a moment: after entering a
+  // topic the page asks again a few times, with growing pauses, for anything after the highest
+  // seq shown. Seqs that stay missing are holes (sends that failed after drawing a seq).
+  var RECHECKS = 4;
   function recheck(topic, tries) {
-    if (tries >= LAG_RETRIES) { return; }
+    if (tries >= RECHECKS) { return; }
     var generation = conn.generation;
     later(tries, function () {
-      if (topic !== state.topic || conn.generation !== generation || !state.subscribed) { return; }
-      catchUp(topic).then(function () { recheck(topic, tries + 1); })
+      if (state.topic !== topic || conn.generation !== generation || !state.subscribed.has(topic)) { return; }
+      var r = state.room;
+      history({ topic: topic, after_seq: String(r.maxSeq), limit: CATCH_UP_PAGE })
+        .then(function () { markRead(); recheck(topic, tries + 1); })
         .catch(function () { /* the next connection catches up */ });
     });
   }
 
-  // fillGap asks for the messages between two seqs shown, again while none of them turns up.
   function fillGap(topic, after, before, tries) {
     history({ topic: topic, after_seq: String(after), before_seq: String(before), limit: CATCH_UP_PAGE })
       .then(function () {
-        var found = Array.from(state.bySeq.keys()).some(function (k) { return k > after && k < before; });
-        if (!found && topic === state.topic && tries + 1 < LAG_RETRIES) {
-          later(tries, function () { fillGap(topic, after, before, tries + 1); });
-        }
+        var r = state.room;
+        if (!r || r.topic !== topic) { return; }
+        var found = Array.from(r.bySeq.keys()).some(function (k) { return k > after && k < before; });
+        if (!found && tries + 1 < RECHECKS) { later(tries, function () { fillGap(topic, after, before, tries + 1); }); }
       })
       .catch(function () { /* the next reconnect catches up */ });
   }
 
+  function onPres(p) {
+    if (!p.src) { return; }
+    var uid = String(p.src);
+    if (uid === state.userId) { return; }
+    if (p.what === 'on') { state.online.set(uid, true); } else if (p.what === 'off') { state.online.set(uid, false); }
+    renderPresence();
+    var r = state.room;
+    if (p.what === 'on' && r && r.topic === p.topic && isGroup(r.topic) &&
+      !r.members.some(function (m) { return String(m.user_id) === uid; })) {
+      refreshMembers(r.topic); // someone new is here
+    }
+  }
+
+  // onInfo handles notes and changes: typing, read receipts, recalls and edits, and changes of
+  // groups and relations, which the page refreshes from REST.
+  function onInfo(i) {
+    var r = state.room;
+    var here = r && i.topic === r.topic;
+    var from = i.from ? String(i.from) : '';
+    var seq = Number(i.seq) || 0;
+    switch (i.what) {
+      case 'kp':
+        if (here && from && from !== state.userId) { showTyping(from); }
+        return;
+      case 'read':
+        var c = state.convs.get(i.topic);
+        if (c && from && from !== state.userId) { c.peerReadSeq = Math.max(c.peerReadSeq, seq); if (here) { applyReceipts(); } }
+        return;
+      case 'recall':
+      case 'edit':
+        changeMessage(i, here, seq);
+        return;
+      case 'friend_requested': case 'friend_accepted': case 'friend_declined': case 'friend_removed':
+      case 'blocked': case 'unblocked':
+        // The lists come from a read model that trails the change: ask now and twice more.
+        [0, 1000, 3000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
+        return;
+    }
+    if (i.topic && isGroup(i.topic)) {
+      var mine = String(i.src || '') === state.userId;
+      if (i.what === 'dissolved' || mine && (i.what === 'removed' || i.what === 'left')) {
+        state.convs.delete(i.topic); state.subscribed.delete(i.topic);
+        if (here) {
+          r.member = false; renderRoomHead();
+          setText(el.sendStatus, i.what === 'dissolved' ? 'This group was dissolved.' : 'You are no longer a member of this group.');
+        }
+        renderConvs();
+        return;
+      }
+      if (here) { refreshMembers(i.topic); }
+      if (i.what === 'profile' || i.what === 'joined' || i.what === 'left' || i.what === 'removed') { setTimeout(loadConversations, 500); }
+    }
+  }
+
+  function changeMessage(i, here, seq) {
+    var c = state.convs.get(i.topic);
+    if (c && c.last && c.last.seq === seq) {
+      c.last.text = i.what === 'recall' ? '(message recalled)' : contentText(i.content);
+      renderConvs();
+    }
+    var li = here && state.room.bySeq.get(seq);
+    if (!li) { return; }
+    if (i.what === 'recall') {
+      markRecalled(li);
+      if (state.room.editing === seq) { cancelEdit(); }
+    } else {
+      setText(li.querySelector('.text'), contentText(i.content));
+      setText(li.querySelector('.edited'), '(edited)');
+    }
+  }
+
+  function showTyping(uid) {
+    var r = state.room;
+    clearTimeout(r.typing.get(uid));
+    r.typing.set(uid, setTimeout(function () { r.typing.delete(uid); renderTyping(); }, TYPING_SHOWN_MS));
+    renderTyping();
+  }
+
+  function renderTyping() {
+    var r = state.room;
+    var names = r ? Array.from(r.typing.keys()).map(displayName) : [];
+    setText(el.typing, names.length === 0 ? '' : names.join(', ') + (names.length === 1 ? ' is' : ' are') + ' typing…');
+  }
+
   // ---- start ---------------------------------------------------------------------------------
 
-  if (!restoreSession()) { el.loginName.focus(); }
+  if (!restoreSession()) { showLinkHint(); el.loginName.focus(); }
 })();

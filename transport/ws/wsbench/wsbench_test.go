@@ -18,6 +18,7 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/auth"
@@ -37,7 +38,7 @@ func gateway(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store
 // gatewayWithMetrics is gateway plus a registry holding every node's gateway metrics.
 func gatewayWithMetrics(t testing.TB, nodes int) ([]string, *auth.Signer, *eventstore.Store, *prometheus.Registry) {
 	t.Helper()
-	_, store := testenv.EventStore(t, 16)
+	_, store := storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	tokens, err := auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("b", 32)}}})
 	if err != nil {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/imledger/imledger/internal/config"
+	"github.com/imledger/imledger/cmd/imledger/config"
 )
 
 // TestREADMEDocumentsEveryKey keeps the configuration reference in README.md complete.
 func TestREADMEDocumentsEveryKey(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package projections
+package projectionbench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/projections"
 )
 
 // EventAppender writes events at their own stream versions (commands/eventstore.Store).
@@ -22,7 +23,7 @@ type EventAppender interface {
 // BenchRebuildOptions configures BenchRebuild.
 type BenchRebuildOptions struct {
 	// Deps are the rebuild's collaborators; Events must also be an EventAppender to seed.
-	Deps RebuildDeps
+	Deps projections.RebuildDeps
 	// Postgres, if set, is the event store's database: before timing, its events table is
 	// vacuumed and analyzed, as autovacuum would have done before any real rebuild. Without
 	// statistics that count the seeded rows, PostgreSQL may plan each page of the rebuild's
@@ -36,12 +37,14 @@ type BenchRebuildOptions struct {
 	Events int
 	// Topics is how many group conversations seeded events are spread over. Default 100.
 	Topics int
-	// BatchSize is RebuildOptions.BatchSize.
+	// BatchSize is projections.RebuildOptions.BatchSize.
 	BatchSize int
-	// Workers is RebuildOptions.Workers.
+	// Workers is projections.RebuildOptions.Workers.
 	Workers int
-	// Out receives progress and the result; nil discards.
+	// Out receives what is being done and the result; nil discards.
 	Out io.Writer
+	// Progress reports the timed rebuild's pass; nil reports nothing.
+	Progress projections.Progress
 }
 
 // BenchRebuild measures Rebuild of messages-mysql for one tenant from the event store and
@@ -59,7 +62,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	if o.Deps.Logger == nil {
 		o.Deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	rb, err := NewRebuilder(o.Deps)
+	rb, err := projections.NewRebuilder(o.Deps)
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -67,7 +70,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	if !ok {
 		return BenchResult{}, errors.New("projections: bench: the event reader cannot append")
 	}
-	have, err := o.Deps.Events.Count(ctx, messageFilter(o.Tenant))
+	have, err := o.Deps.Events.Count(ctx, projections.MessageFilter(o.Tenant))
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -82,9 +85,9 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 			return BenchResult{}, fmt.Errorf("projections: bench: vacuum analyze events: %w", err)
 		}
 	}
-	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", ProjectionMessagesMySQL, o.Tenant)
+	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", projections.ProjectionMessagesMySQL, o.Tenant)
 	start := time.Now()
-	res, err := rb.Rebuild(ctx, RebuildOptions{Projection: ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Out, BatchSize: o.BatchSize, Workers: o.Workers})
+	res, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Progress, BatchSize: o.BatchSize, Workers: o.Workers})
 	if err != nil {
 		return BenchResult{}, err
 	}

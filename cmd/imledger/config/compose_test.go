@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
-	"github.com/imledger/imledger/internal/config"
+	"github.com/imledger/imledger/cmd/imledger/config"
 )
 
 // composeFile is the part of compose.yaml the checks below read.
@@ -37,7 +37,7 @@ type composeFile struct {
 
 func readCompose(t *testing.T) composeFile {
 	t.Helper()
-	b, err := os.ReadFile("../../compose.yaml")
+	b, err := os.ReadFile("../../../compose.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestComposeImledger(t *testing.T) {
 
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../Dockerfile")
+	b, err := os.ReadFile("../../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}

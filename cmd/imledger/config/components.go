@@ -8,11 +8,11 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/transport/fanout"
-	tkafka "github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/ws"
 )

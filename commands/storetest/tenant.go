@@ -1,4 +1,4 @@
-package testenv
+package storetest
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // ProvisionTenant records tenant in the tenant registry of the event store behind pool and store
@@ -19,7 +20,7 @@ func ProvisionTenant(t testing.TB, pool *pgxpool.Pool, store *eventstore.Store, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Provision(Context(t), tenantID, nil, tenant.Meta{}); err != nil {
+	if _, err := reg.Provision(testenv.Context(t), tenantID, nil, tenant.Meta{}); err != nil {
 		t.Fatalf("provision tenant %s: %v", tenantID, err)
 	}
 	return reg

@@ -9,8 +9,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
-	"github.com/imledger/imledger/transport/kafka"
 )
 
 func listTopics(t *testing.T, brokers []string) map[string]sarama.TopicDetail {

@@ -1,27 +1,27 @@
-package auth_test
+package passhash_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/auth"
 )
 
-// cheap keeps the tests fast; production uses DefaultPasswordParams.
-var cheap = auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+// cheap keeps the tests fast; production uses DefaultParams.
+var cheap = passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
 
 func TestHashAndVerifyPassword(t *testing.T) {
 	t.Parallel()
-	h, err := auth.HashPassword("correct horse battery staple", cheap)
+	h, err := passhash.Hash("correct horse battery staple", cheap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(h, "$argon2id$v=19$m=1024,t=1,p=1$") {
 		t.Fatalf("hash %q is not an argon2id PHC string with the given parameters", h)
 	}
-	h2, _ := auth.HashPassword("correct horse battery staple", cheap)
+	h2, _ := passhash.Hash("correct horse battery staple", cheap)
 	if h == h2 {
 		t.Error("two hashes of one password are equal: the salt is not random")
 	}
@@ -31,40 +31,40 @@ func TestHashAndVerifyPassword(t *testing.T) {
 		want     error
 	}{
 		{name: "match", password: "correct horse battery staple", want: nil},
-		{name: "other password", password: "correct horse battery stapler", want: auth.ErrPasswordMismatch},
-		{name: "case differs", password: "Correct horse battery staple", want: auth.ErrPasswordMismatch},
-		{name: "empty", password: "", want: auth.ErrPasswordMismatch},
+		{name: "other password", password: "correct horse battery stapler", want: passhash.ErrMismatch},
+		{name: "case differs", password: "Correct horse battery staple", want: passhash.ErrMismatch},
+		{name: "empty", password: "", want: passhash.ErrMismatch},
 	}
 	for _, tt := range tests {
-		if err := auth.VerifyPassword(tt.password, h); !errors.Is(err, tt.want) {
-			t.Errorf("%s: VerifyPassword = %v, want %v", tt.name, err, tt.want)
+		if err := passhash.Verify(tt.password, h); !errors.Is(err, tt.want) {
+			t.Errorf("%s: Verify = %v, want %v", tt.name, err, tt.want)
 		}
 	}
 }
 
 func TestDefaultParamsHash(t *testing.T) {
 	t.Parallel()
-	h, err := auth.HashPassword("pw", auth.DefaultPasswordParams)
+	h, err := passhash.Hash("pw", passhash.DefaultParams)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(h, "$argon2id$v=19$m=65536,t=3,p=4$") {
 		t.Errorf("hash = %q", h)
 	}
-	if err := auth.VerifyPassword("pw", h); err != nil {
+	if err := passhash.Verify("pw", h); err != nil {
 		t.Error(err)
 	}
-	if auth.NeedsRehash(h, auth.DefaultPasswordParams) {
+	if passhash.NeedsRehash(h, passhash.DefaultParams) {
 		t.Error("NeedsRehash with the same parameters = true")
 	}
-	if !auth.NeedsRehash(h, cheap) {
+	if !passhash.NeedsRehash(h, cheap) {
 		t.Error("NeedsRehash with other parameters = false")
 	}
 }
 
 func TestVerifyPasswordMalformedHash(t *testing.T) {
 	t.Parallel()
-	good, _ := auth.HashPassword("pw", cheap)
+	good, _ := passhash.Hash("pw", cheap)
 	parts := strings.Split(good, "$")
 	tests := []struct {
 		name string
@@ -82,10 +82,10 @@ func TestVerifyPasswordMalformedHash(t *testing.T) {
 		{name: "missing hash", hash: strings.Join(parts[:5], "$")},
 	}
 	for _, tt := range tests {
-		if err := auth.VerifyPassword("pw", tt.hash); !errors.Is(err, auth.ErrBadPasswordHash) {
-			t.Errorf("%s: VerifyPassword = %v, want ErrBadPasswordHash", tt.name, err)
+		if err := passhash.Verify("pw", tt.hash); !errors.Is(err, passhash.ErrMalformed) {
+			t.Errorf("%s: Verify = %v, want ErrMalformed", tt.name, err)
 		}
-		if !auth.NeedsRehash(tt.hash, cheap) {
+		if !passhash.NeedsRehash(tt.hash, cheap) {
 			t.Errorf("%s: NeedsRehash = false for a malformed hash", tt.name)
 		}
 	}
@@ -96,29 +96,29 @@ func TestHashPasswordRejects(t *testing.T) {
 	tests := []struct {
 		name     string
 		password string
-		params   auth.PasswordParams
+		params   passhash.Params
 		reason   string // ValidationError reason; empty means a parameter error
 	}{
 		{name: "empty", password: "", params: cheap, reason: "required"},
-		{name: "too long", password: strings.Repeat("x", auth.MaxPasswordLen+1), params: cheap, reason: "too_long"},
+		{name: "too long", password: strings.Repeat("x", passhash.MaxPasswordLen+1), params: cheap, reason: "too_long"},
 		{name: "zero params", password: "pw"},
-		{name: "short key", password: "pw", params: auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 8}},
+		{name: "short key", password: "pw", params: passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 8}},
 	}
 	for _, tt := range tests {
-		_, err := auth.HashPassword(tt.password, tt.params)
+		_, err := passhash.Hash(tt.password, tt.params)
 		var ve *domain.ValidationError
 		switch {
 		case err == nil:
-			t.Errorf("%s: HashPassword succeeded", tt.name)
+			t.Errorf("%s: Hash succeeded", tt.name)
 		case tt.reason != "" && (!errors.As(err, &ve) || ve.Field != "password" || ve.Reason != tt.reason):
-			t.Errorf("%s: HashPassword = %v, want password/%s", tt.name, err, tt.reason)
+			t.Errorf("%s: Hash = %v, want password/%s", tt.name, err, tt.reason)
 		}
 	}
 }
 
 func TestDummyHash(t *testing.T) {
 	t.Parallel()
-	h, err := auth.DummyHash(cheap)
+	h, err := passhash.Dummy(cheap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,18 +126,18 @@ func TestDummyHash(t *testing.T) {
 		t.Fatalf("dummy hash %q is not an argon2id PHC string with the given parameters", h)
 	}
 	// Same parameters as a real hash, so verifying against it does the same work.
-	if auth.NeedsRehash(h, cheap) {
+	if passhash.NeedsRehash(h, cheap) {
 		t.Error("NeedsRehash of a dummy hash with its own parameters = true")
 	}
 	for _, pw := range []string{"", "pw", "correct horse battery staple"} {
-		if err := auth.VerifyPassword(pw, h); !errors.Is(err, auth.ErrPasswordMismatch) {
-			t.Errorf("VerifyPassword(%q, dummy) = %v, want a mismatch", pw, err)
+		if err := passhash.Verify(pw, h); !errors.Is(err, passhash.ErrMismatch) {
+			t.Errorf("Verify(%q, dummy) = %v, want a mismatch", pw, err)
 		}
 	}
-	if h2, _ := auth.DummyHash(cheap); h2 == h {
+	if h2, _ := passhash.Dummy(cheap); h2 == h {
 		t.Error("two dummy hashes are equal: salt and key are not random")
 	}
-	if _, err := auth.DummyHash(auth.PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 8}); err == nil {
-		t.Error("DummyHash accepted a key length HashPassword rejects")
+	if _, err := passhash.Dummy(passhash.Params{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 8}); err == nil {
+		t.Error("Dummy accepted a key length Hash rejects")
 	}
 }

@@ -20,12 +20,12 @@ import (
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/tenant"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/fanout"
-	"github.com/imledger/imledger/transport/kafka"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/ws"
 )
@@ -178,7 +178,7 @@ type RedisConfig struct {
 	KeyPrefix string `koanf:"key_prefix"`
 }
 
-// KafkaConfig configures the Kafka cluster: the client settings of transport/kafka (brokers,
+// KafkaConfig configures the Kafka cluster: the client settings of internal/kafka (brokers,
 // topic prefix, partitions, producer tuning; keys kafka.brokers, kafka.topic_prefix, ...) and the
 // embedded broker started when no brokers are given (keys kafka.embedded.*).
 type KafkaConfig struct {

@@ -1,4 +1,4 @@
-package testenv
+package storetest
 
 import (
 	"database/sql"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/migrations"
 )
 
@@ -19,8 +20,8 @@ import (
 // know how many can wait on a connection. The pool is closed at cleanup.
 func EventStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
 	t.Helper()
-	ctx := Context(t)
-	url := Postgres(t)
+	ctx := testenv.Context(t)
+	url := testenv.Postgres(t)
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func EventStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store)
 // left as it is.
 func RegisterUsers(t testing.TB, store *eventstore.Store, tenant domain.TenantID, users ...domain.UserID) {
 	t.Helper()
-	ctx := Context(t)
+	ctx := testenv.Context(t)
 	for _, u := range users {
 		if v, err := store.LastVersion(ctx, tenant, domain.ProfileStreamID(u)); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package auth
+package passhash
 
 import (
 	"crypto/rand"
@@ -15,17 +15,17 @@ import (
 
 // Password errors.
 var (
-	// ErrPasswordMismatch means the password does not match the stored hash.
-	ErrPasswordMismatch = errors.New("password mismatch")
-	// ErrBadPasswordHash means a stored hash is not an argon2id PHC string this package accepts.
-	ErrBadPasswordHash = errors.New("malformed password hash")
+	// ErrMismatch means the password does not match the stored hash.
+	ErrMismatch = errors.New("password mismatch")
+	// ErrMalformed means a stored hash is not an argon2id PHC string this package accepts.
+	ErrMalformed = errors.New("malformed password hash")
 )
 
 // MaxPasswordLen is the longest password accepted, in bytes.
 const MaxPasswordLen = 1024
 
-// PasswordParams are the argon2id cost parameters.
-type PasswordParams struct {
+// Params are the argon2id cost parameters.
+type Params struct {
 	Memory  uint32 // KiB of memory, at least 8 × Threads
 	Time    uint32 // passes over the memory, at least 1
 	Threads uint8  // lanes, at least 1
@@ -33,18 +33,18 @@ type PasswordParams struct {
 	KeyLen  uint32 // derived key bytes, 16..128
 }
 
-// DefaultPasswordParams is the second recommended option of RFC 9106 §4 (64 MiB, 3 passes,
+// DefaultParams is the second recommended option of RFC 9106 §4 (64 MiB, 3 passes,
 // 4 lanes) with a 16-byte salt and a 32-byte key.
-var DefaultPasswordParams = PasswordParams{Memory: 64 << 10, Time: 3, Threads: 4, SaltLen: 16, KeyLen: 32}
+var DefaultParams = Params{Memory: 64 << 10, Time: 3, Threads: 4, SaltLen: 16, KeyLen: 32}
 
 // Limits on parameters read from a stored hash, so a corrupted or hostile row cannot make
-// VerifyPassword allocate gigabytes or spin for minutes.
+// Verify allocate gigabytes or spin for minutes.
 const (
 	maxMemoryKiB = 1 << 20 // 1 GiB
 	maxTime      = 64
 )
 
-func (p PasswordParams) validate() error {
+func (p Params) validate() error {
 	switch {
 	case p.Threads < 1 || p.Time < 1 || p.Time > maxTime:
 		return fmt.Errorf("argon2id: time %d or threads %d out of range", p.Time, p.Threads)
@@ -58,9 +58,9 @@ func (p PasswordParams) validate() error {
 	return nil
 }
 
-// CheckPassword reports why HashPassword would refuse password: a *domain.ValidationError
+// Check reports why Hash would refuse password: a *domain.ValidationError
 // (field "password") when it is empty or longer than MaxPasswordLen, else nil.
-func CheckPassword(password string) error {
+func Check(password string) error {
 	if password == "" {
 		return &domain.ValidationError{Field: "password", Reason: "required"}
 	}
@@ -72,11 +72,11 @@ func CheckPassword(password string) error {
 
 var phcB64 = base64.RawStdEncoding.Strict()
 
-// HashPassword derives an argon2id hash of password with a fresh random salt and returns it in
+// Hash derives an argon2id hash of password with a fresh random salt and returns it in
 // PHC string format: $argon2id$v=19$m=<KiB>,t=<time>,p=<threads>$<salt>$<hash>, base64 without
 // padding. An empty or over-long password is a *domain.ValidationError (field "password").
-func HashPassword(password string, p PasswordParams) (string, error) {
-	if err := CheckPassword(password); err != nil {
+func Hash(password string, p Params) (string, error) {
+	if err := Check(password); err != nil {
 		return "", err
 	}
 	if err := p.validate(); err != nil {
@@ -90,11 +90,11 @@ func HashPassword(password string, p PasswordParams) (string, error) {
 	return encodePHC(p, salt, key), nil
 }
 
-// DummyHash returns a hash in HashPassword's format with p's parameters, a random salt and a
-// random key in place of a derived one, so no password matches it. VerifyPassword against it
-// costs what it costs against a real hash made with p and answers ErrPasswordMismatch; making
+// Dummy returns a hash in Hash's format with p's parameters, a random salt and a
+// random key in place of a derived one, so no password matches it. Verify against it
+// costs what it costs against a real hash made with p and answers ErrMismatch; making
 // it costs none of the derivation's time or p.Memory of RAM.
-func DummyHash(p PasswordParams) (string, error) {
+func Dummy(p Params) (string, error) {
 	if err := p.validate(); err != nil {
 		return "", fmt.Errorf("dummy hash: %w", err)
 	}
@@ -105,40 +105,40 @@ func DummyHash(p PasswordParams) (string, error) {
 	return encodePHC(p, b[:p.SaltLen], b[p.SaltLen:]), nil
 }
 
-func encodePHC(p PasswordParams, salt, key []byte) string {
+func encodePHC(p Params, salt, key []byte) string {
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, p.Memory, p.Time, p.Threads,
 		phcB64.EncodeToString(salt), phcB64.EncodeToString(key))
 }
 
-// VerifyPassword checks password against a hash from HashPassword. It returns nil on a match,
-// ErrPasswordMismatch when the password differs (compared in constant time), and an error
-// wrapping ErrBadPasswordHash when encoded is not a supported argon2id PHC string.
-func VerifyPassword(password, encoded string) error {
+// Verify checks password against a hash from Hash. It returns nil on a match,
+// ErrMismatch when the password differs (compared in constant time), and an error
+// wrapping ErrMalformed when encoded is not a supported argon2id PHC string.
+func Verify(password, encoded string) error {
 	p, salt, want, err := parsePHC(encoded)
 	if err != nil {
 		return err
 	}
 	if password == "" || len(password) > MaxPasswordLen {
-		return ErrPasswordMismatch
+		return ErrMismatch
 	}
 	got := argon2.IDKey([]byte(password), salt, p.Time, p.Memory, p.Threads, p.KeyLen)
 	if subtle.ConstantTimeCompare(got, want) != 1 {
-		return ErrPasswordMismatch
+		return ErrMismatch
 	}
 	return nil
 }
 
 // NeedsRehash reports whether encoded was made with parameters other than p (or cannot be
-// parsed), so a successful login should store a fresh HashPassword(password, p).
-func NeedsRehash(encoded string, p PasswordParams) bool {
+// parsed), so a successful login should store a fresh Hash(password, p).
+func NeedsRehash(encoded string, p Params) bool {
 	got, _, _, err := parsePHC(encoded)
 	return err != nil || got != p
 }
 
 // parsePHC splits a PHC string into parameters, salt and key.
-func parsePHC(encoded string) (PasswordParams, []byte, []byte, error) {
-	bad := func(detail string) (PasswordParams, []byte, []byte, error) {
-		return PasswordParams{}, nil, nil, fmt.Errorf("%w: %s", ErrBadPasswordHash, detail)
+func parsePHC(encoded string) (Params, []byte, []byte, error) {
+	bad := func(detail string) (Params, []byte, []byte, error) {
+		return Params{}, nil, nil, fmt.Errorf("%w: %s", ErrMalformed, detail)
 	}
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 6 || parts[0] != "" || parts[1] != "argon2id" {
@@ -149,7 +149,7 @@ func parsePHC(encoded string) (PasswordParams, []byte, []byte, error) {
 		return bad("unsupported version")
 	}
 	var (
-		p       PasswordParams
+		p       Params
 		threads uint32
 	)
 	if n, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &p.Memory, &p.Time, &threads); err != nil || n != 3 ||

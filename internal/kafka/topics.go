@@ -1,7 +1,5 @@
 package kafka
 
-import "github.com/imledger/imledger/domain"
-
 // Base topic names (DESIGN §4). Config.Topic applies the configured prefix; these names are a
 // wire contract and are never renamed.
 const (
@@ -39,13 +37,16 @@ func TopicNames() []string {
 	}
 }
 
-var categoryTopics = map[domain.Category]string{
-	domain.CategoryGroupMessage:  TopicGroupMessagePersist,
-	domain.CategoryDirectMessage: TopicMessagePersist,
-	domain.CategoryBusiness:      TopicBusinessEvent,
-	domain.CategorySession:       TopicSessionEvent,
-	domain.CategoryAudit:         TopicAuditEvent,
-	domain.CategoryConfig:        TopicConfigEvent,
+// categoryTopics maps an event category, by the value of domain.Category (a wire contract that
+// is never renamed), to its base topic. The package sits below the layers and cannot import
+// domain; commands/relay's tests check that every category domain registers has a topic here.
+var categoryTopics = map[string]string{
+	"group_message":  TopicGroupMessagePersist,
+	"direct_message": TopicMessagePersist,
+	"business":       TopicBusinessEvent,
+	"session":        TopicSessionEvent,
+	"audit":          TopicAuditEvent,
+	"config":         TopicConfigEvent,
 }
 
 // Topic returns the full name of a base topic: the configured prefix followed by base.
@@ -60,11 +61,11 @@ func (c Config) Topics() []string {
 	return names
 }
 
-// CategoryTopic returns the full name of the topic that events of category cat are published
+// CategoryTopic returns the full name of the topic that events of category (a domain.Category value) are published
 // to. It reports false for a category it does not know; callers must not guess a topic then,
 // since publishing an event to the wrong topic breaks its conversation's order.
-func (c Config) CategoryTopic(cat domain.Category) (string, bool) {
-	base, ok := categoryTopics[cat]
+func (c Config) CategoryTopic(category string) (string, bool) {
+	base, ok := categoryTopics[category]
 	if !ok {
 		return "", false
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/internal/config"
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/spf13/pflag"
 )
 

@@ -1,4 +1,4 @@
-package projections
+package projectionbench
 
 import (
 	"context"
@@ -14,18 +14,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
-	tkafka "github.com/imledger/imledger/transport/kafka"
+	tkafka "github.com/imledger/imledger/internal/kafka"
+	"github.com/imledger/imledger/projections"
 )
 
 // BenchLiveOptions configures BenchLive.
 type BenchLiveOptions struct {
 	// Config is the projector configuration; Kafka.Brokers is required. The topics are created
 	// if missing.
-	Config Config
-	// Postgres holds the parking tables (EnsureSchema is run).
+	Config projections.Config
+	// Postgres holds the parking tables (projections.EnsureSchema is run).
 	Postgres *pgxpool.Pool
 	// Store is the MySQL message store; Tenant must be provisioned in it.
-	Store MessageStore
+	Store projections.MessageStore
 	// Tenant receives the events. Use a fresh tenant: the benchmark writes into its live tables.
 	Tenant domain.TenantID
 	// Events is how many group messages are sent. Default 200000.
@@ -70,7 +71,7 @@ func BenchLive(ctx context.Context, o BenchLiveOptions) (BenchResult, error) {
 	if o.Postgres == nil || o.Store == nil || o.Tenant.IsZero() {
 		return BenchResult{}, errors.New("projections: bench: postgres, store and tenant are required")
 	}
-	if err := EnsureSchema(ctx, o.Postgres); err != nil {
+	if err := projections.EnsureSchema(ctx, o.Postgres); err != nil {
 		return BenchResult{}, err
 	}
 	if err := tkafka.EnsureTopics(ctx, o.Config.Kafka); err != nil {
@@ -81,8 +82,8 @@ func BenchLive(ctx context.Context, o BenchLiveOptions) (BenchResult, error) {
 		return BenchResult{}, err
 	}
 	group := "imledger.bench.messages.mysql." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	o.Config.InitialOffset = OffsetOldest
-	p, err := NewProjector(o.Config, Deps{Postgres: o.Postgres, Logger: o.Logger}, MessagesMySQL(o.Store, group))
+	o.Config.InitialOffset = projections.OffsetOldest
+	p, err := projections.NewProjector(o.Config, projections.Deps{Postgres: o.Postgres, Logger: o.Logger}, projections.MessagesMySQL(o.Store, group))
 	if err != nil {
 		return BenchResult{}, err
 	}

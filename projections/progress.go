@@ -1,0 +1,22 @@
+package projections
+
+// Progress starts the report of one pass over the event log: label names it ("rebuild t1",
+// "verify hot t1") and total is how many events the pass expects to read. The tracker it returns
+// is told of every page read and of the end. A nil Progress reports nothing. How progress is
+// shown is the caller's choice (cmd/imledger draws a bar); projections draws nothing itself.
+type Progress func(label string, total int64) ProgressTracker
+
+// ProgressTracker follows one pass: Add after each page with the events read, Finish once at
+// the end. Their errors are ignored: a report that fails never fails the pass.
+type ProgressTracker interface {
+	Add(n int) error
+	Finish() error
+}
+
+// start begins a report, or returns nil when p is nil.
+func (p Progress) start(label string, total int64) ProgressTracker {
+	if p == nil {
+		return nil
+	}
+	return p(label, total)
+}
