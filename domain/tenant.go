@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,10 +65,28 @@ type TenantSettings struct {
 	// MaxContentBytes limits a sent message's serialized content, 1..MaxTenantContentBytes;
 	// the node's send.max_content_bytes is the ceiling.
 	MaxContentBytes *int `json:"max_content_bytes,omitempty"`
+	// RegisterRequiresCode: true makes registration need a verification code of scene
+	// register sent to the phone or e-mail given with it. Default false.
+	RegisterRequiresCode *bool `json:"register_requires_code,omitempty"`
+	// LoginRequiresCode: true makes login need a verification code of scene login besides the
+	// password. Default false.
+	LoginRequiresCode *bool `json:"login_requires_code,omitempty"`
+	// RateLimits override the node's per-minute rate limits by kind (0 turns one off); config_set
+	// replaces the whole map.
+	RateLimits RateLimits `json:"rate_limits,omitempty"`
 }
 
 // TenantSettingKeys are the names of the settings, as config_set takes them.
-var TenantSettingKeys = []string{"registration_open", "max_content_bytes"}
+var TenantSettingKeys = []string{"registration_open", "max_content_bytes", "register_requires_code",
+	"login_requires_code", "rate_limits"}
+
+// RegisterCode reports whether registration needs a verification code.
+func (s TenantSettings) RegisterCode() bool {
+	return s.RegisterRequiresCode != nil && *s.RegisterRequiresCode
+}
+
+// LoginCode reports whether login needs a verification code.
+func (s TenantSettings) LoginCode() bool { return s.LoginRequiresCode != nil && *s.LoginRequiresCode }
 
 // Registration reports whether registration is open (true unless set to false).
 func (s TenantSettings) Registration() bool { return s.RegistrationOpen == nil || *s.RegistrationOpen }
@@ -85,7 +104,9 @@ func (s TenantSettings) ContentLimit(nodeLimit int) int {
 
 // Equal reports whether s and o set the same values.
 func (s TenantSettings) Equal(o TenantSettings) bool {
-	return eqPtr(s.RegistrationOpen, o.RegistrationOpen) && eqPtr(s.MaxContentBytes, o.MaxContentBytes)
+	return eqPtr(s.RegistrationOpen, o.RegistrationOpen) && eqPtr(s.MaxContentBytes, o.MaxContentBytes) &&
+		eqPtr(s.RegisterRequiresCode, o.RegisterRequiresCode) && eqPtr(s.LoginRequiresCode, o.LoginRequiresCode) &&
+		s.RateLimits.equal(o.RateLimits)
 }
 
 func eqPtr[T comparable](a, b *T) bool {
@@ -102,21 +123,36 @@ func eqPtr[T comparable](a, b *T) bool {
 func ApplyTenantSettings(base TenantSettings, changes map[string]json.RawMessage) (TenantSettings, error) {
 	out := base
 	if len(changes) == 0 {
-		return TenantSettings{}, invalid("settings", "required", "at least one of registration_open, max_content_bytes")
+		return TenantSettings{}, invalid("settings", "required", "at least one of "+strings.Join(TenantSettingKeys, ", "))
 	}
 	for k, raw := range changes {
 		unset := len(raw) == 0 || string(raw) == "null"
 		switch k {
-		case "registration_open":
+		case "registration_open", "register_requires_code", "login_requires_code":
+			field := map[string]**bool{"registration_open": &out.RegistrationOpen,
+				"register_requires_code": &out.RegisterRequiresCode, "login_requires_code": &out.LoginRequiresCode}[k]
 			if unset {
-				out.RegistrationOpen = nil
+				*field = nil
 				continue
 			}
 			var v bool
 			if err := json.Unmarshal(raw, &v); err != nil {
 				return TenantSettings{}, invalid(k, "bad_format", "true or false")
 			}
-			out.RegistrationOpen = &v
+			*field = &v
+		case "rate_limits":
+			if unset {
+				out.RateLimits = nil
+				continue
+			}
+			var v RateLimits
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return TenantSettings{}, invalid(k, "bad_format", "an object of per-minute limits by kind")
+			}
+			if err := checkRateLimits(v); err != nil {
+				return TenantSettings{}, err
+			}
+			out.RateLimits = v
 		case "max_content_bytes":
 			if unset {
 				out.MaxContentBytes = nil
@@ -131,7 +167,7 @@ func ApplyTenantSettings(base TenantSettings, changes map[string]json.RawMessage
 			}
 			out.MaxContentBytes = &v
 		default:
-			return TenantSettings{}, invalid(k, "unknown", "a tenant setting: registration_open, max_content_bytes")
+			return TenantSettings{}, invalid(k, "unknown", "a tenant setting: "+strings.Join(TenantSettingKeys, ", "))
 		}
 	}
 	return out, nil

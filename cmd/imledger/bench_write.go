@@ -10,6 +10,7 @@ import (
 
 	"github.com/imledger/imledger/bench/writebench"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/ratelimit"
 )
 
 // benchRelayName is the relay that bench write runs: its own checkpoint and lock, so it neither
@@ -23,6 +24,7 @@ func newBenchWriteCmd() *cobra.Command {
 		noRelay bool
 		drain   time.Duration
 		policy  bool
+		limits  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "write",
@@ -34,7 +36,10 @@ func newBenchWriteCmd() *cobra.Command {
 			"published until it caught up with the writes. The first run's relay also publishes the events\n" +
 			"already in the database. The send policy is not consulted unless --policy: then the benchmark\n" +
 			"first creates its groups and joins every sender to each through the group commands (reporting\n" +
-			"joins/s), and every send is checked against membership and mutes like a real one.",
+			"joins/s), and every send is checked against membership and mutes like a real one. With\n" +
+			"--rate-limits every send is also counted against the per-user and per-topic send limits in\n" +
+			"Redis (rate_limit.send_per_user, rate_limit.send_per_topic) as serve does; compare runs with\n" +
+			"and without it for the limiter's cost.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(tenant)
@@ -76,7 +81,16 @@ func newBenchWriteCmd() *cobra.Command {
 					return err
 				}
 			}
-			return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, opts, drain)
+			var sender writebench.MessageSender = n.send
+			if limits {
+				l, err := n.newLimiter()
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				sender = ratelimit.LimitSends(n.send, l)
+			}
+			return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, sender, opts, drain)
 		},
 	}
 	f := cmd.Flags()
@@ -89,15 +103,16 @@ func newBenchWriteCmd() *cobra.Command {
 	f.IntVar(&opts.ContentBytes, "content-bytes", 100, "size of each text message")
 	f.BoolVar(&noRelay, "no-relay", false, "do not run and measure the relay")
 	f.BoolVar(&policy, "policy", false, "create the groups, join the senders and check every send against the send policy")
+	f.BoolVar(&limits, "rate-limits", false, "check every send against the send rate limits (rate_limit.*), as serve does")
 	f.DurationVar(&drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
 	return cmd
 }
 
 // runBenchWrite runs the write benchmark on n and, when n runs a relay, waits for it to publish
 // everything written and reports its rate.
-func runBenchWrite(ctx context.Context, out io.Writer, n *node, opts writebench.BenchWriteOptions, drain time.Duration) error {
+func runBenchWrite(ctx context.Context, out io.Writer, n *node, sender writebench.MessageSender, opts writebench.BenchWriteOptions, drain time.Duration) error {
 	start := time.Now()
-	res, err := writebench.BenchWrite(ctx, n.send, opts)
+	res, err := writebench.BenchWrite(ctx, sender, opts)
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,9 @@ type node struct {
 	fanout   *fanout.Fanout
 	gateway  *ws.Gateway
 
+	// Short-lived state: rate limits, verification codes, action tokens.
+	state shortState
+
 	producer  sarama.SyncProducer
 	relay     *relay.Relay
 	projector *projections.Projector
@@ -124,8 +127,8 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 // start starts the components of a node made by newNode; on failure it closes what it had
 // opened.
 func (n *node) start(ctx context.Context) error {
-	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startRelay,
-		n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
+	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startShortState,
+		n.startRelay, n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()
@@ -272,6 +275,9 @@ func (n *node) shutdown() error {
 			_ = n.srv.Close()
 		}
 	}
+	if n.state.limiter != nil {
+		n.state.limiter.Close()
+	}
 	if n.send != nil {
 		_ = n.send.Close()
 	}
@@ -290,6 +296,9 @@ func (n *node) shutdown() error {
 func (n *node) closeResources() {
 	if n.ln != nil && n.srv == nil {
 		_ = n.ln.Close()
+	}
+	if n.state.limiter != nil {
+		n.state.limiter.Close()
 	}
 	if n.send != nil {
 		_ = n.send.Close()

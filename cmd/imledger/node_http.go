@@ -73,11 +73,24 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
 		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerNameIP: h.LoginPerNameIP,
 		LoginPerName: h.LoginPerName, LoginKnownAddressTTL: h.LoginKnownAddressTTL, RegisterPerIP: h.RegisterPerIP,
+		CodePerIP: h.CodePerIP,
 	}
 	handlers := rest.Handlers{
-		Send: n.send, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
+		Send: n.state.sender, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
 		Presence: n.presence, PresencePolicy: n.policy, Groups: n.groups, Accounts: n.accounts, Tokens: n.signer, APIKeys: n.accounts,
 		Idempotency: idem, Redis: n.rdb, Gate: n.gate,
+	}
+	if n.gate != nil {
+		handlers.CodePolicy = n.gate
+	}
+	if n.state.limiter != nil {
+		handlers.Limiter = n.state.limiter
+	}
+	if n.state.codes != nil {
+		handlers.Codes = n.state.codes
+	}
+	if n.state.atokens != nil {
+		handlers.ActionTokens = n.state.atokens
 	}
 	if n.reader != nil {
 		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz

@@ -43,9 +43,12 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 		return nil
 	}))
 	deps := ws.Deps{
-		Tokens: n.signer, Sender: n.send, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
+		Tokens: n.signer, Sender: n.state.sender, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
 		Policy: ws.MemberPolicy{Read: n.readPolicy(), Send: n.policy}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
 		Panics: n.panics, Gate: n.gate,
+	}
+	if n.state.limiter != nil {
+		deps.Limiter = n.state.limiter
 	}
 	if n.reader != nil {
 		deps.History = wsHistory{n.reader}

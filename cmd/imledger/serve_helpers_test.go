@@ -83,6 +83,7 @@ node_id: %s
 shutdown_timeout: 15s
 log: {level: warn, format: json}
 http: {addr: %q, login_per_ip: 1000, login_per_name: 1000, register_per_ip: 1000}
+rate_limit: {send_per_user: 1000000, send_per_topic: 1000000, rest_per_user: 1000000, ws_connect_per_ip: 1000000}
 postgres: {url: %q}
 mysql: {server_dsn: %q, database_template: "%s_{tenant}"}
 redis: {key_prefix: %q}

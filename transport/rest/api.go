@@ -69,6 +69,9 @@ type Config struct {
 	LoginKnownAddressTTL time.Duration
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int
+	// CodePerIP is how many verification-code requests (send, status, verify) one client address
+	// may make per minute. Default 20.
+	CodePerIP int
 }
 
 func (c *Config) setDefaults() {
@@ -108,6 +111,9 @@ func (c *Config) setDefaults() {
 	if c.RegisterPerIP == 0 {
 		c.RegisterPerIP = 10
 	}
+	if c.CodePerIP == 0 {
+		c.CodePerIP = 20
+	}
 }
 
 // Validate reports every problem of c, with defaults applied, joined into one error.
@@ -126,7 +132,7 @@ func (c Config) Validate() error {
 	if c.IdempotencyPendingTimeout >= c.IdempotencyTTL {
 		errs = append(errs, errors.New("rest: IdempotencyPendingTimeout must be shorter than IdempotencyTTL"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 || c.CodePerIP < 0 {
 		errs = append(errs, errors.New("rest: rate limits must not be negative"))
 	}
 	if c.LoginKnownAddressTTL < 0 {
@@ -177,6 +183,18 @@ type Handlers struct {
 	// Gate checks tenants and principals against the tenant registry and account governance.
 	// Optional: without it every tenant a client names is served.
 	Gate Gate
+	// Limiter applies the per-tenant rate limits of REST requests (per user, per API key),
+	// group creation and friend requests. Optional: without it only the login and register
+	// limits apply. Sends are limited by the Send handler given (ratelimit.LimitSends).
+	Limiter RateLimiter
+	// Codes serves the verification-code endpoints under /v1/im/verify and consumes the codes
+	// register and login need when CodePolicy says the tenant requires them. Optional.
+	Codes CodeService
+	// CodePolicy says which tenants require a code to register or log in. Optional: without it
+	// none does.
+	CodePolicy CodePolicy
+	// ActionTokens serves the action-token endpoints under /v1/im/action-tokens. Optional.
+	ActionTokens ActionTokenService
 }
 
 // API is the REST API mounted on a ServeMux.
@@ -215,7 +233,7 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 
 func checkHandlers(cfg Config, h Handlers) error {
 	var errs []error
-	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil
+	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil || h.ActionTokens != nil
 	reads := h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil ||
 		h.Conversations != nil || h.FriendRequests != nil
 	if (writes || reads) && h.Tokens == nil && !cfg.DevAuth {
@@ -226,6 +244,9 @@ func checkHandlers(cfg Config, h Handlers) error {
 	}
 	if (h.History != nil || h.Unread != nil || h.MessageOps != nil || h.Business != nil) && h.ReadPolicy == nil {
 		errs = append(errs, errors.New("rest: ReadPolicy is required for topic reads and member lists"))
+	}
+	if h.Codes != nil && h.Redis == nil {
+		errs = append(errs, errors.New("rest: Codes needs Redis for the per-address limits"))
 	}
 	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
 		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
@@ -295,6 +316,12 @@ func (a *API) registerAll() {
 	}
 	if a.h.FriendRequests != nil {
 		a.registerFriendRequests()
+	}
+	if a.h.Codes != nil {
+		a.registerVerifyCodes()
+	}
+	if a.h.ActionTokens != nil {
+		a.registerActionTokens()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/verify"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/auth"
 )
@@ -29,6 +30,15 @@ type RegisterRequest struct {
 	Nickname  string `json:"nickname,omitempty" doc:"Public nickname; the login name when empty" example:"Alice"`
 	Avatar    string `json:"avatar,omitempty" doc:"Avatar URL"`
 	Signature string `json:"signature,omitempty" doc:"Status signature"`
+	CodeFields
+}
+
+// CodeFields carry the verification code of a register or login request, required when the
+// tenant's register_requires_code or login_requires_code setting is on.
+type CodeFields struct {
+	Phone string `json:"phone,omitempty" doc:"Phone number the code was sent to (when the tenant requires a code)"`
+	Email string `json:"email,omitempty" doc:"E-mail address the code was sent to (when the tenant requires a code)"`
+	Code  string `json:"code,omitempty" doc:"Verification code of the scene register or login; 403 code_required when the tenant requires one and none is given"`
 }
 
 // RegisteredUser is the data of a registration's answer.
@@ -43,6 +53,7 @@ type LoginRequest struct {
 	Tenant   string `json:"tenant,omitempty" doc:"Tenant id. Required unless X-IM-API-Key names the tenant." example:"demo"`
 	Login    string `json:"login" doc:"Login name" example:"alice"`
 	Password string `json:"password" doc:"Password" example:"correct horse battery staple"`
+	CodeFields
 }
 
 // LoginResult is the data of a login's answer.
@@ -72,8 +83,9 @@ func (a *API) registerAuth() {
 		summary: "Register a user", tag: "auth", status: http.StatusCreated, public: true,
 		desc: "Creates an account: the login name and password hash are stored, user.registered.v1 and the first " +
 			"profile are appended to the user's stream. Rate limited per client address; 403 login_taken when the " +
-			"name is taken.", errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests},
-		reasons: []string{domain.ReasonRegistrationClosed}}),
+			"name is taken. When the tenant sets register_requires_code, phone or email and a code of scene register " +
+			"are consumed first (403 code_required, code_invalid, code_not_found, code_locked).",
+		errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}, reasons: []string{domain.ReasonRegistrationClosed}}),
 		func(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
 			if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
 				return nil, err
@@ -86,6 +98,9 @@ func (a *API) registerAuth() {
 				if err := a.h.Gate.CanRegister(ctx, tenant); err != nil {
 					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 				}
+			}
+			if err := a.requireCode(ctx, tenant, verify.SceneRegister, in.Body.Phone, in.Body.Email, in.Body.Code); err != nil {
+				return nil, err
 			}
 			res, err := a.h.Accounts.Register(ctx, account.Register{Tenant: tenant, Login: in.Body.Login,
 				Password: in.Body.Password, Nickname: in.Body.Nickname, Avatar: in.Body.Avatar,
@@ -100,8 +115,9 @@ func (a *API) registerAuth() {
 		summary: "Log in", tag: "auth", public: true,
 		desc: "Checks the login name and password and issues an access token. 401 invalid_credentials for an unknown " +
 			"login and a wrong password alike. Rate limited per client address, per login name and client address, and " +
-			"per login name from addresses that have not logged in to it recently (429 rate_limited).",
-		errs: []int{http.StatusTooManyRequests}, reasons: []string{ReasonInvalidCredentials}}),
+			"per login name from addresses that have not logged in to it recently (429 rate_limited). When the tenant sets " +
+			"login_requires_code, a code of scene login is consumed after the password passed (403 code_required, ...).",
+		errs: []int{http.StatusForbidden, http.StatusTooManyRequests}, reasons: []string{ReasonInvalidCredentials}}),
 		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
 			name := strings.ToLower(in.Body.Login)
 			if len(name) > 64 {
@@ -128,6 +144,9 @@ func (a *API) registerAuth() {
 				if err := a.h.Gate.Admit(ctx, auth.Principal{Tenant: tenant, User: uid}); err != nil {
 					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 				}
+			}
+			if err := a.requireCode(ctx, tenant, verify.SceneLogin, in.Body.Phone, in.Body.Email, in.Body.Code); err != nil {
+				return nil, err
 			}
 			a.rememberAddress(ctx, tenant, name)
 			token, err := a.h.Tokens.Issue(tenant, uid, a.cfg.TokenTTL)

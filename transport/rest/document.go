@@ -79,7 +79,7 @@ const (
 //   - 401: the authentication reasons on authenticated operations; on register and login the API
 //     key reasons (and what the operation adds, e.g. invalid_credentials);
 //   - 403 with the gate's reasons when a Gate is configured, or where the operation refuses;
-//   - 404, 429 where the operation lists them;
+//   - 404 where the operation lists it; 429 where it lists it and everywhere with a Limiter;
 //   - 409 on authenticated writes (idempotency) and where the operation lists it;
 //   - 413 on every write (the body limit), 415 where there is a request body;
 //   - 500 and 503 everywhere.
@@ -111,6 +111,9 @@ func (a *API) operationReasons(o *huma.Operation) map[int][]string {
 		case http.StatusTooManyRequests:
 			add(s, ReasonRateLimited)
 		}
+	}
+	if a.h.Limiter != nil {
+		add(http.StatusTooManyRequests, ReasonRateLimited)
 	}
 	if write {
 		add(http.StatusRequestEntityTooLarge, ReasonTooLarge)

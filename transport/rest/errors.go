@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
@@ -48,6 +49,7 @@ const (
 //	domain.ErrNotFound             → 404 not_found
 //	domain.ErrConcurrency          → 409 conflict              details {retryable: true}
 //	domain.ErrInProgress           → 409 request_in_progress   details {retryable: true}
+//	*domain.RateLimitedError       → 429 rate_limited  details {limit, retry_after_ms, retryable}, Retry-After
 //	domain.ErrRetryable, context deadline or cancellation
 //	                               → 503 retry   details {retryable: true}, Retry-After: 1
 //	anything else                  → 500 internal, with a fixed message: internal text never reaches a client.
@@ -57,9 +59,10 @@ func MapError(ctx context.Context, err error) *Error { return mapError(RequestID
 
 func mapError(requestID string, err error) *Error {
 	var (
-		e      *Error
-		ve     *domain.ValidationError
-		denied *domain.DeniedError
+		e       *Error
+		ve      *domain.ValidationError
+		denied  *domain.DeniedError
+		limited *domain.RateLimitedError
 	)
 	retry := map[string]any{"retryable": true}
 	switch {
@@ -93,6 +96,11 @@ func mapError(requestID string, err error) *Error {
 		return newError(requestID, http.StatusConflict, ReasonConflict, "concurrent modification, retry", retry)
 	case errors.Is(err, domain.ErrInProgress):
 		return newError(requestID, http.StatusConflict, ReasonInProgress, "the same request is in progress, retry", retry)
+	case errors.As(err, &limited):
+		e := newError(requestID, http.StatusTooManyRequests, ReasonRateLimited, "too many requests, slow down",
+			map[string]any{"limit": string(limited.Limit), "retry_after_ms": limited.RetryAfter.Milliseconds(), "retryable": true})
+		e.headers.Set("Retry-After", strconv.Itoa(limited.RetryAfterSeconds()))
+		return e
 	case errors.Is(err, domain.ErrRetryable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		e := newError(requestID, http.StatusServiceUnavailable, ReasonRetry, "temporarily unavailable, retry", retry)
 		e.headers.Set("Retry-After", "1")

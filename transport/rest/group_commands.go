@@ -87,6 +87,9 @@ func (a *API) registerGroupCommands() {
 		summary: "Create a group", tag: "groups", status: http.StatusCreated,
 		desc: "Creates a group owned by the caller, who is its first member. data.group_id is the new id."}),
 		func(ctx context.Context, in *createGroupInput) (*reply[CommandResult], error) {
+			if err := a.limitAction(ctx, domain.RateGroupCreateUser); err != nil {
+				return nil, err
+			}
 			p := principal(ctx)
 			profile, err := domain.NewGroupProfile(in.Body.Name, in.Body.Avatar, in.Body.Intro)
 			if err != nil {

@@ -64,15 +64,24 @@ func principal(ctx context.Context) Principal {
 
 // authenticate is huma middleware: every operation that is not public needs a principal, from
 // the bearer token (and the tenant API key when required or given), or from the development
-// headers under Config.DevAuth. Failures are answered 401 here; the handler never runs.
+// headers under Config.DevAuth. Failures are answered 401 here; the handler never runs. Then
+// the request limits apply (per user, per API key): over one it is answered 429 rate_limited.
 func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if isPublic(ctx.Operation()) {
+		if err := a.limitRequest(ctx, nil); err != nil {
+			writeError(ctx, MapError(ctx.Context(), a.fail(ctx.Context(), err)))
+			return
+		}
 		next(ctx)
 		return
 	}
 	p, err := a.principalOf(ctx)
 	if err != nil {
 		writeError(ctx, MapError(ctx.Context(), err))
+		return
+	}
+	if err := a.limitRequest(ctx, &p); err != nil {
+		writeError(ctx, MapError(ctx.Context(), a.fail(ctx.Context(), err)))
 		return
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))

@@ -41,6 +41,9 @@ func (a *API) registerRelationCommands() {
 		summary: "Ask a user to be friends", desc: "When the user already asked the caller, they become friends at once. " +
 			"403 already_friends, already_requested, blocked, blocking."},
 		func(ctx context.Context, in *friendRequestInput) (*reply[CommandResult], error) {
+			if err := a.limitAction(ctx, domain.RateFriendRequestUser); err != nil {
+				return nil, err
+			}
 			p := principal(ctx)
 			peer, err := userParam(p, "user_id", in.Body.UserID)
 			if err != nil {

@@ -130,6 +130,12 @@ type SessionRecorder interface {
 	Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error
 }
 
+// RateLimiter counts a request against a rate limit (*ratelimit.Limiter): nil, a
+// *domain.RateLimitedError, or a retryable error when Redis does not answer (fail closed).
+type RateLimiter interface {
+	Allow(ctx context.Context, tenant domain.TenantID, kind domain.RateLimitKind, subject string) error
+}
+
 // Deps are the collaborators of a Gateway.
 type Deps struct {
 	Tokens  TokenVerifier // required
@@ -150,7 +156,11 @@ type Deps struct {
 	Policy    Policy // default DefaultPolicy
 	// Gate checks the principal at login and before every frame, and gives the tenant's content
 	// limit. Optional: without it every verified token is admitted.
-	Gate       Gate
+	Gate Gate
+	// Limiter limits WebSocket connects per client address (ratelimit.Limiter, kind
+	// ws_connect_ip, node-wide). Optional. Pubs are limited by the Sender given
+	// (ratelimit.LimitSends) and refused with ctrl 429 rate_limited.
+	Limiter    RateLimiter
 	Logger     *slog.Logger          // default discards
 	Registerer prometheus.Registerer // optional
 	// Panics counts the panics sessions recover from (imledger_panics_total{component="ws"}).

@@ -25,6 +25,7 @@ const (
 	ReasonNotFound             = "not_found"             // 404
 	ReasonConflict             = "conflict"              // 409: concurrent change; retry
 	ReasonInProgress           = "in_progress"           // 409: an identical pub is still being processed; retry
+	ReasonRateLimited          = "rate_limited"          // 429: over a rate limit; nothing was written; params {limit, retry_after_ms}
 	ReasonRetry                = "retry"                 // 503: a dependency is unavailable; nothing was written; retry
 	ReasonNotImplemented       = "not_implemented"       // 501: this node does not serve the frame
 	ReasonInternal             = "internal"              // 500: anything else; no internal text
@@ -45,13 +46,15 @@ func errCtrl(id string, code int, reason, text string) ctrl {
 //	domain.ErrNotFound        → 404 not_found
 //	domain.ErrInProgress      → 409 in_progress       params {retryable: true}
 //	domain.ErrConcurrency     → 409 conflict          params {retryable: true}
+//	*domain.RateLimitedError  → 429 rate_limited      params {limit, retry_after_ms, retryable: true}
 //	domain.ErrRetryable, context deadline or cancellation
 //	                          → 503 retry             params {retryable: true}
 //	anything else             → 500 internal, with a fixed text: internal text never reaches a client.
 func mapError(id string, err error) ctrl {
 	var (
-		ve     *domain.ValidationError
-		denied *domain.DeniedError
+		ve      *domain.ValidationError
+		denied  *domain.DeniedError
+		limited *domain.RateLimitedError
 	)
 	retry := map[string]any{"retryable": true}
 	switch {
@@ -84,6 +87,10 @@ func mapError(id string, err error) ctrl {
 	case errors.Is(err, domain.ErrConcurrency):
 		c := errCtrl(id, http.StatusConflict, ReasonConflict, "concurrent modification, retry")
 		c.Params = retry
+		return c
+	case errors.As(err, &limited):
+		c := errCtrl(id, http.StatusTooManyRequests, ReasonRateLimited, "too many requests, slow down")
+		c.Params = map[string]any{"limit": string(limited.Limit), "retry_after_ms": limited.RetryAfter.Milliseconds(), "retryable": true}
 		return c
 	case errors.Is(err, domain.ErrRetryable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		c := errCtrl(id, http.StatusServiceUnavailable, ReasonRetry, "temporarily unavailable, retry")

@@ -94,7 +94,8 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 func (g *Gateway) Hub() *Hub { return g.deps.Hub }
 
 // ServeHTTP upgrades the request and starts the session in a goroutine of its own. A request whose
-// Origin is not allowed is refused with 403 before the upgrade; during Shutdown, and while
+// Origin is not allowed is refused with 403 before the upgrade, one over the per-address connect
+// limit with 429 and Retry-After (503 when the limiter's Redis is down); during Shutdown, and while
 // Config.MaxConnections connections are open, every request is refused with 503.
 //
 // Returning right after the upgrade lets net/http drop what it keeps per connection (the
@@ -104,6 +105,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.originAllowed(r) {
 		g.metrics.refused.WithLabelValues("origin").Inc()
 		http.Error(w, "origin not allowed", http.StatusForbidden)
+		return
+	}
+	if !g.admitAddress(w, r) {
 		return
 	}
 	g.mu.Lock()

@@ -157,6 +157,7 @@ type nodeOpts struct {
 	sessions    ws.SessionRecorder              // optional
 	policy      ws.Policy                       // default: ws.DefaultPolicy
 	gate        ws.Gate                         // optional
+	limiter     ws.RateLimiter                  // optional
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -194,7 +195,7 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	}
 	deps := ws.Deps{Tokens: c.tokens, Sender: n.send, Marks: n.ops, History: storeHistory{c.store},
 		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions,
-		Policy: o.policy, Gate: o.gate}
+		Policy: o.policy, Gate: o.gate, Limiter: o.limiter}
 	if o.sender != nil {
 		deps.Sender = o.sender
 	}

@@ -21,7 +21,8 @@ import (
 // whether this node runs them at all.
 type ProjectionsConfig struct {
 	// Config holds the projector settings: initial_offset, retry.*, batch.*, parking.*,
-	// channel_buffer_size, nack_resend_sleep, lag_interval, close_timeout.
+	// in_flight, fetch_min_bytes, fetch_max_wait, channel_buffer_size, nack_resend_sleep,
+	// lag_interval, close_timeout.
 	projections.Config `koanf:",squash"`
 	// Run makes serve run the projectors (messages-mysql, messages-hot). Nodes of one deployment
 	// share their consumer groups, so any number may run them. Default true; ignored when MySQL
@@ -62,7 +63,8 @@ func (c DemoConfig) Validate() error {
 // applied, as serve resolves them, and refuses keys that other sections own.
 func (c Config) validateComponents() error {
 	errs := []error{c.Auth.Validate(), c.Account.Validate(), c.MessageOps.Validate(), c.Demo.Validate(),
-		c.Tenants.Validate(), c.Admin.Config.Validate()}
+		c.Tenants.Validate(), c.Admin.Config.Validate(), c.RateLimit.Config.Validate(), c.Verify.Validate(),
+		c.ActionTokens.Validate()}
 	if err := c.WSConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
+	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
@@ -105,6 +106,14 @@ type Config struct {
 	Tenants tenant.CacheConfig `koanf:"tenants"`
 	// Admin configures the admin command consumer (commands/admin).
 	Admin AdminConfig `koanf:"admin"`
+	// RateLimit configures the per-tenant rate limits of sends, REST requests, WebSocket
+	// connects, group creation and friend requests (transport/ratelimit).
+	RateLimit RateLimitConfig `koanf:"rate_limit"`
+	// Verify configures verification codes and their SMS/e-mail gateway (commands/verify).
+	Verify VerifyConfig `koanf:"verify"`
+	// ActionTokens tunes one-time action tokens (commands/actiontoken). An empty key_prefix
+	// means redis.key_prefix.
+	ActionTokens actiontoken.Config `koanf:"action_tokens"`
 }
 
 // LogConfig configures the process logger.
@@ -154,6 +163,9 @@ type HTTPConfig struct {
 	LoginKnownAddressTTL time.Duration `koanf:"login_known_address_ttl"`
 	// RegisterPerIP is how many registrations one client address may try per minute. Default 10.
 	RegisterPerIP int `koanf:"register_per_ip"`
+	// CodePerIP is how many verification-code requests one client address may make per minute.
+	// Default 20.
+	CodePerIP int `koanf:"code_per_ip"`
 }
 
 // PostgresConfig configures the event store database.
@@ -216,7 +228,8 @@ func Defaults() Config {
 		Log:             LogConfig{Level: "info", Format: "text"},
 		HTTP: HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
 			IdempotencyTTL: 24 * time.Hour, IdempotencyPendingTimeout: time.Minute, IdempotencyPurgeInterval: 10 * time.Minute,
-			LoginPerIP: 30, LoginPerNameIP: 10, LoginPerName: 100, LoginKnownAddressTTL: 30 * 24 * time.Hour, RegisterPerIP: 10},
+			LoginPerIP: 30, LoginPerNameIP: 10, LoginPerName: 100, LoginKnownAddressTTL: 30 * 24 * time.Hour, RegisterPerIP: 10,
+			CodePerIP: 20},
 		Postgres: PostgresConfig{
 			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
 			MaxConns: 16,
@@ -228,6 +241,10 @@ func Defaults() Config {
 		Projections: ProjectionsConfig{Run: true},
 		Admin:       AdminConfig{Run: true},
 		Demo:        DemoConfig{Tenant: "demo"},
+		RateLimit:   RateLimitConfig{Enabled: true},
+		Verify: VerifyConfig{CodeLength: 6, TTL: 5 * time.Minute, ResendInterval: time.Minute, MaxAttempts: 5,
+			CreatePerHour: 5, GatewayTimeout: 5 * time.Second},
+		ActionTokens: actiontoken.Config{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour},
 	}
 }
 
@@ -289,8 +306,8 @@ func (c HTTPConfig) Validate() error {
 	if c.IdempotencyPurgeInterval <= 0 {
 		errs = append(errs, errors.New("http.idempotency_purge_interval: must be positive"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 {
-		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name_ip, http.login_per_name, http.register_per_ip: must not be negative"))
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 || c.CodePerIP < 0 {
+		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name_ip, http.login_per_name, http.register_per_ip, http.code_per_ip: must not be negative"))
 	}
 	if c.LoginKnownAddressTTL < 0 {
 		errs = append(errs, errors.New("http.login_known_address_ttl: must not be negative"))

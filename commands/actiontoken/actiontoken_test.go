@@ -1,0 +1,178 @@
+package actiontoken_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/commands/actiontoken"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+var tenant = domain.MustTenantID("acme")
+
+func newService(t *testing.T, rdb redis.UniversalClient, prefix string) (*actiontoken.Service, *tenantdb.Router) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	testenv.MySQLServer(t)
+	dbPrefix := testenv.UniqueName("imt_at")
+	testenv.DropMySQLDatabasesAtCleanup(t, dbPrefix+"_")
+	router, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN, DatabaseTemplate: dbPrefix + "_" + tenantdb.TenantPlaceholder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = router.Close() })
+	if err := router.Provision(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := actiontoken.New(actiontoken.Config{KeyPrefix: prefix}, rdb, router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, router
+}
+
+func denied(err error, reason string) bool {
+	var d *domain.DeniedError
+	return errors.As(err, &d) && d.Reason == reason
+}
+
+func TestTwentyConcurrentConsumersExactlyOneSucceeds(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	svc, router := newService(t, rdb, prefix)
+	iss, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp42", By: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		wins  []domain.UserID
+		other []error
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			by := domain.UserID(100 + i)
+			c, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, by)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				if c.Subject != "grp42" || c.TokenID != iss.TokenID {
+					other = append(other, errors.New("wrong token consumed"))
+				}
+				wins = append(wins, by)
+			case denied(err, actiontoken.ReasonTokenUsed), denied(err, actiontoken.ReasonTokenInvalid):
+			default:
+				other = append(other, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("unexpected outcomes: %v", other)
+	}
+	if len(wins) != 1 {
+		t.Fatalf("%d of %d concurrent consumers succeeded, want exactly 1", len(wins), n)
+	}
+	db, err := router.DB(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	var by int64
+	if err := db.QueryRow(`SELECT state, consumed_by FROM im_action_tokens WHERE token_id = ?`, iss.TokenID).Scan(&state, &by); err != nil {
+		t.Fatal(err)
+	}
+	if state != actiontoken.StateConsumed || domain.UserID(by) != wins[0] {
+		t.Fatalf("MySQL says %s by %d, want consumed by %d", state, by, wins[0])
+	}
+	if _, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 1); !denied(err, actiontoken.ReasonTokenUsed) {
+		t.Fatalf("consume after the winner: %v, want action_token_used", err)
+	}
+}
+
+func TestTokenStateMachine(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	svc, _ := newService(t, rdb, prefix)
+
+	// A token Redis lost (restart, eviction) is still served from MySQL, once.
+	lost, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionResetPassword, Subject: "42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := rdb.Keys(ctx, prefix+"*atoken*").Result()
+	if len(keys) != 1 {
+		t.Fatalf("redis keys %v, want the one token", keys)
+	}
+	rdb.Del(ctx, keys...)
+	if _, err := svc.Consume(ctx, tenant, lost.Token, actiontoken.ActionJoinGroup, 1); !denied(err, actiontoken.ReasonTokenInvalid) {
+		t.Fatalf("wrong action: %v, want action_token_invalid", err)
+	}
+	if c, err := svc.Consume(ctx, tenant, lost.Token, actiontoken.ActionResetPassword, 1); err != nil || c.Subject != "42" {
+		t.Fatalf("consume from MySQL: %+v, %v", c, err)
+	}
+
+	revoked, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionEnterpriseLogin, Subject: "ent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Revoke(ctx, tenant, revoked.TokenID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Consume(ctx, tenant, revoked.Token, actiontoken.ActionEnterpriseLogin, 1); !denied(err, actiontoken.ReasonTokenUsed) {
+		t.Fatalf("revoked: %v, want action_token_used", err)
+	}
+	if err := svc.Revoke(ctx, tenant, revoked.TokenID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("revoke twice: %v", err)
+	}
+
+	short, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp1", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := svc.Consume(ctx, tenant, short.Token, actiontoken.ActionJoinGroup, 1); !denied(err, actiontoken.ReasonTokenExpired) {
+		t.Fatalf("expired: %v, want action_token_expired", err)
+	}
+	if _, err := svc.Consume(ctx, tenant, "at_nope", actiontoken.ActionJoinGroup, 1); !denied(err, actiontoken.ReasonTokenInvalid) {
+		t.Fatalf("unknown: %v", err)
+	}
+	var ve *domain.ValidationError
+	if _, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: "nuke", Subject: "x"}); !errors.As(err, &ve) {
+		t.Fatalf("unknown action: %v", err)
+	}
+}
+
+func TestRedisDownFailsClosed(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	private := testenv.StartPrivateRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: private.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	svc, _ := newService(t, rdb, "im:")
+	iss, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	private.Stop()
+	if _, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 1); !errors.Is(err, domain.ErrRetryable) {
+		t.Fatalf("consume with Redis down: %v, want retryable", err)
+	}
+	if _, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp9"}); !errors.Is(err, domain.ErrRetryable) {
+		t.Fatalf("issue with Redis down: %v, want retryable", err)
+	}
+}

@@ -1,0 +1,115 @@
+package rest
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/imledger/imledger/commands/actiontoken"
+	"github.com/imledger/imledger/domain"
+)
+
+// ActionTokenService issues and consumes one-time action tokens; *actiontoken.Service
+// implements it.
+type ActionTokenService interface {
+	Issue(ctx context.Context, in actiontoken.Issue) (actiontoken.Issued, error)
+	Consume(ctx context.Context, tenant domain.TenantID, token string, action actiontoken.Action, by domain.UserID) (actiontoken.Consumed, error)
+}
+
+var _ ActionTokenService = (*actiontoken.Service)(nil)
+
+// IssueActionTokenRequest is the body of POST /v1/im/action-tokens.
+type IssueActionTokenRequest struct {
+	Action     string `json:"action" enum:"join_group" doc:"What the token allows. Over REST only join_group (an invite link of a group the caller reads); reset_password and enterprise_login tokens are issued by the platform."`
+	Subject    string `json:"subject" doc:"What the action applies to: the group topic for join_group" example:"grp42"`
+	TTLSeconds int    `json:"ttl_seconds,omitempty" doc:"Lifetime in seconds; default one day, at most 30 days"`
+}
+
+// ActionTokenIssued is the data of an issued token.
+type ActionTokenIssued struct {
+	Token     string `json:"token" doc:"The token, shown once; only its hash is stored"`
+	TokenID   string `json:"token_id" doc:"The token's id, for audit and revocation"`
+	ExpiresAt string `json:"expires_at" doc:"UTC RFC 3339"`
+}
+
+// ConsumeActionTokenRequest is the body of POST /v1/im/action-tokens/consume.
+type ConsumeActionTokenRequest struct {
+	Action string `json:"action" enum:"reset_password,join_group,enterprise_login" doc:"The action the token must be for"`
+	Token  string `json:"token" doc:"The token"`
+}
+
+// ActionTokenConsumed is the data of a consumed token.
+type ActionTokenConsumed struct {
+	TokenID    string `json:"token_id"`
+	Action     string `json:"action"`
+	Subject    string `json:"subject"`
+	ConsumedAt string `json:"consumed_at" doc:"UTC RFC 3339"`
+}
+
+type issueActionTokenInput struct {
+	IdempotencyHeader
+	Body IssueActionTokenRequest
+}
+
+type consumeActionTokenInput struct {
+	IdempotencyHeader
+	Body ConsumeActionTokenRequest
+}
+
+func (a *API) registerActionTokens() {
+	huma.Register(a.huma, a.build(op{id: "issue-action-token", method: http.MethodPost, path: "/v1/im/action-tokens",
+		summary: "Issue a one-time action token", tag: "action-tokens", status: http.StatusCreated,
+		errs: []int{http.StatusForbidden},
+		desc: "Issues a token for a sensitive action, to be consumed once. Over REST: join_group for a group topic the " +
+			"caller may read (an invite link). 403 forbidden for other actions; 403 not_member when the caller does not " +
+			"read the group."}),
+		func(ctx context.Context, in *issueActionTokenInput) (*reply[ActionTokenIssued], error) {
+			p := principal(ctx)
+			action, err := actiontoken.ParseAction(in.Body.Action)
+			if err != nil {
+				return nil, a.fail(ctx, err)
+			}
+			if action != actiontoken.ActionJoinGroup {
+				return nil, a.fail(ctx, domain.ErrForbidden)
+			}
+			topic, err := domain.ParseTopic(in.Body.Subject)
+			if err != nil || topic.Kind() != domain.TopicGroup {
+				return nil, a.fail(ctx, &domain.ValidationError{Field: "subject", Reason: "bad_format", Detail: "a group topic grp<id>"})
+			}
+			if a.h.ReadPolicy == nil {
+				return nil, a.fail(ctx, domain.ErrForbidden)
+			}
+			if err := a.h.ReadPolicy.CanRead(ctx, p.Tenant, p.User, topic); err != nil {
+				return nil, a.fail(ctx, err)
+			}
+			if in.Body.TTLSeconds < 0 {
+				return nil, a.fail(ctx, &domain.ValidationError{Field: "ttl_seconds", Reason: "out_of_range", Detail: "positive"})
+			}
+			iss, err := a.h.ActionTokens.Issue(ctx, actiontoken.Issue{Tenant: p.Tenant, Action: action, Subject: topic.String(),
+				By: p.User, TTL: time.Duration(in.Body.TTLSeconds) * time.Second})
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+			}
+			return respond(ctx, http.StatusCreated, ActionTokenIssued{Token: iss.Token, TokenID: iss.TokenID, ExpiresAt: rfc3339(iss.ExpiresAt)}), nil
+		})
+	huma.Register(a.huma, a.build(op{id: "consume-action-token", method: http.MethodPost, path: "/v1/im/action-tokens/consume",
+		summary: "Consume a one-time action token", tag: "action-tokens", errs: []int{http.StatusForbidden},
+		desc: "Consumes the token for the action, once: of any number of concurrent consumers exactly one succeeds. " +
+			"403 action_token_invalid (unknown, or of another action), action_token_used, action_token_expired. " +
+			"503 retry when Redis is down: tokens fail closed."}),
+		func(ctx context.Context, in *consumeActionTokenInput) (*reply[ActionTokenConsumed], error) {
+			p := principal(ctx)
+			action, err := actiontoken.ParseAction(in.Body.Action)
+			if err != nil {
+				return nil, a.fail(ctx, err)
+			}
+			c, err := a.h.ActionTokens.Consume(ctx, p.Tenant, in.Body.Token, action, p.User)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+			}
+			return respond(ctx, http.StatusOK, ActionTokenConsumed{TokenID: c.TokenID, Action: string(c.Action),
+				Subject: c.Subject, ConsumedAt: rfc3339(c.ConsumedAt)}), nil
+		})
+}
