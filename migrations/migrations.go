@@ -6,6 +6,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -41,6 +43,25 @@ func UpPostgres(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrate postgres: %w", err)
 	}
 	return nil
+}
+
+// LatestPostgres returns the version of the newest embedded event store migration: the version
+// goose records in goose_db_version once every migration is applied.
+func LatestPostgres() (int64, error) {
+	entries, err := fs.ReadDir(Postgres(), ".")
+	if err != nil {
+		return 0, fmt.Errorf("list postgres migrations: %w", err)
+	}
+	var latest int64
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil {
+			return 0, fmt.Errorf("postgres migration %s: the name must start with its number", e.Name())
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
 }
 
 // newProvider builds a goose provider for one dialect that ignores goose's global registry of Go

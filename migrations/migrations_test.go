@@ -44,4 +44,8 @@ func TestUpPostgresIsIdempotent(t *testing.T) {
 	if version != int64(len(files)) || applied != int64(len(files)) {
 		t.Fatalf("goose version = %d with %d rows, want %d applied once each", version, applied, len(files))
 	}
+	// The tools compare the applied version with LatestPostgres to refuse an old schema.
+	if latest, err := migrations.LatestPostgres(); err != nil || latest != version {
+		t.Fatalf("LatestPostgres = %d, %v; goose applied up to %d", latest, err, version)
+	}
 }

@@ -40,6 +40,7 @@ func newBenchAdminCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			n.schema = migrateQuietly // a scratch database
 			if pprof != "" {
 				stop, err := servePprof(pprof, n.log)
 				if err != nil {

@@ -45,6 +45,7 @@ func (h *benchHistory) open(cmd *cobra.Command) (*node, domain.TenantID, error) 
 	if err != nil {
 		return nil, t, err
 	}
+	n.schema = migrateQuietly // a scratch database
 	ctx := cmd.Context()
 	n.bulkReads = true
 	if err := n.openPostgres(ctx); err != nil {

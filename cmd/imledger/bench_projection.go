@@ -50,6 +50,7 @@ func newBenchProjectionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			n.schema = migrateQuietly // a scratch database
 			defer n.closeResources()
 			ctx := cmd.Context()
 			if err := n.openBenchProjection(ctx, t, mode); err != nil {

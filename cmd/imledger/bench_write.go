@@ -58,6 +58,7 @@ func newBenchWriteCmd() *cobra.Command {
 			cfg.Relay.Name = benchRelayName
 			cfg.Kafka.TopicPrefix += "bench."
 			n := newNode(cfg, log)
+			n.schema = migrateQuietly // a scratch database
 			defer func() { _ = n.shutdown() }()
 			if err := n.startCore(cmd.Context()); err != nil {
 				return err

@@ -99,6 +99,7 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	if err != nil {
 		return err
 	}
+	n.schema = migrateQuietly // a scratch database
 	ctx := cmd.Context()
 	o.Logger = n.log
 	if len(o.URLs) == 0 {

@@ -58,6 +58,8 @@ type node struct {
 	rdb    *redis.Client
 	mysql  *sql.DB     // readiness ping only; nil when MySQL is disabled
 	kping  *kgo.Client // readiness ping of Kafka
+	// schema says whether openPostgres creates and migrates the event store or only checks it.
+	schema schemaMode
 	// bulkReads gives the pool's connections a large socket read buffer, for the commands
 	// that stream the whole log (export, republish).
 	bulkReads bool
@@ -143,8 +145,22 @@ func newNode(cfg config.Config, log *slog.Logger) *node {
 	// A fresh registry holds no other imledger_panics_total, so this cannot fail; a nil counter
 	// would still log every panic.
 	panics, _ := telemetry.NewPanics(reg)
-	return &node{cfg: cfg, log: log, reg: reg, panics: panics, errc: make(chan error, 8)}
+	return &node{cfg: cfg, log: log, reg: reg, panics: panics, errc: make(chan error, 8), schema: migrateAndLog}
 }
+
+// schemaMode is what a process does with the event store schema when it opens PostgreSQL.
+type schemaMode int
+
+const (
+	// migrateAndLog creates the database when missing and applies pending migrations, and logs
+	// it: serve.
+	migrateAndLog schemaMode = iota
+	// checkSchema creates and changes nothing: the database must exist and hold this build's
+	// schema, or the command fails naming the database (the one-shot tools).
+	checkSchema
+	// migrateQuietly migrates like serve without logging it: the benchmarks' scratch databases.
+	migrateQuietly
+)
 
 // worker is a background loop of the node, run under its own context so shutdown stops it at its
 // turn, not when the process context ends.

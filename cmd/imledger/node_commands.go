@@ -65,7 +65,8 @@ func (n *node) newSigner() (*auth.Signer, error) {
 	acfg := n.cfg.Auth
 	if len(acfg.Keys) == 0 {
 		if n.broker == nil {
-			return nil, errors.New("auth.keys: required when Kafka brokers are configured; every node must share the same keys")
+			return nil, errors.New("auth.keys: required when Kafka brokers are configured; every node must share the same keys " +
+				"(IM_AUTH_KEYS=id=secret; compose.yaml builds it from IM_AUTH_SECRET)")
 		}
 		k, err := randomKey()
 		if err != nil {

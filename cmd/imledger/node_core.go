@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	_ "github.com/go-sql-driver/mysql" // MySQL driver for the readiness ping
 	"github.com/redis/go-redis/v9"
@@ -46,9 +47,19 @@ func (n *node) startCore(ctx context.Context) (err error) {
 	return nil
 }
 
-// openPostgres creates and migrates the event store database and opens the pool and the store.
+// openPostgres opens the pool and the store. Before, with the node's schema mode, it creates and
+// migrates the event store database (serve, the benchmarks) or checks that it exists with this
+// build's schema (the tools, which create nothing).
 func (n *node) openPostgres(ctx context.Context) (err error) {
-	if err := migratePostgres(ctx, n.cfg.Postgres, n.log); err != nil {
+	switch n.schema {
+	case checkSchema:
+		err = checkEventStore(ctx, n.cfg.Postgres)
+	case migrateQuietly:
+		err = migratePostgres(ctx, n.cfg.Postgres, slog.New(slog.DiscardHandler))
+	default:
+		err = migratePostgres(ctx, n.cfg.Postgres, n.log)
+	}
+	if err != nil {
 		return err
 	}
 	if n.pool, err = openPool(ctx, n.cfg.Postgres, n.bulkReads); err != nil {

@@ -41,7 +41,8 @@ func (n *node) startHTTP(ctx context.Context) error {
 	}
 	n.ln = ln
 	n.srv = &http.Server{
-		Handler:           telemetry.HTTPMetrics(n.reg)(mux),
+		// Unknown routes and methods answer the envelope and count as route "unmatched".
+		Handler:           telemetry.HTTPMetrics(n.reg)(rest.RouteErrors(mux)),
 		ReadHeaderTimeout: n.cfg.HTTP.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}

@@ -78,6 +78,48 @@ func migratePostgres(ctx context.Context, cfg config.PostgresConfig, log *slog.L
 	return nil
 }
 
+// checkEventStore creates and changes nothing: it connects to the database postgres.url names and
+// checks that it holds this build's event store schema. A database that does not exist, holds no
+// event store or an older one is an error naming it (and the server) and saying how to fix it.
+func checkEventStore(ctx context.Context, cfg config.PostgresConfig) error {
+	cc, err := pgx.ParseConfig(cfg.URL)
+	if err != nil {
+		return errors.New("postgres.url: not a valid PostgreSQL connection URL")
+	}
+	where := fmt.Sprintf("database %q on %s:%d", cc.Database, cc.Host, cc.Port)
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
+		return fmt.Errorf("postgres.url: %s does not exist: check the URL, or create it with imledger migrate", where)
+	}
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", where, err)
+	}
+	defer conn.Close(ctx)
+	var (
+		applied  int64
+		versions bool
+	)
+	err = conn.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&versions)
+	if err == nil && versions {
+		err = conn.QueryRow(ctx, `SELECT COALESCE(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&applied)
+	}
+	if err != nil {
+		return fmt.Errorf("read the event store schema version of %s: %w", where, err)
+	}
+	latest, err := migrations.LatestPostgres()
+	if err != nil {
+		return err
+	}
+	switch {
+	case applied == 0:
+		return fmt.Errorf("postgres.url: %s holds no event store: check the URL, or create it with imledger migrate", where)
+	case applied < latest:
+		return fmt.Errorf("postgres.url: %s holds event store schema version %d, this build needs %d: run imledger migrate", where, applied, latest)
+	}
+	return nil
+}
+
 // bulkReadBuffer is the socket read buffer of the connections of the tools that stream the whole
 // log (export, republish): pgx reads 8 KiB at a time by default, one system call each, which was
 // a third of an export's CPU time.

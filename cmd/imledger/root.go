@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,36 @@ func newRootCmd() *cobra.Command {
 	config.RegisterFlags(root.PersistentFlags())
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newTenantCmd(), newTokenCmd(), newReplayCmd(),
 		newExportCmd(), newRepublishCmd(), newSchemaCmd(), newDeadLetterCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
+	for _, c := range root.Commands() {
+		requireSubcommand(c)
+	}
 	return root
+}
+
+// requireSubcommand makes cmd and every command below it that only groups subcommands fail
+// when run without a known subcommand, naming what was given, instead of printing help and
+// exiting 0 (cobra's default for a command without Run), so a mistyped subcommand in a script
+// is not taken for success.
+func requireSubcommand(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		requireSubcommand(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Run != nil || cmd.RunE != nil {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q; its commands: %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+		}
+		return fmt.Errorf("%q needs a command: %s (see %s --help)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())
+	}
 }
 
 // loadConfig reads the configuration for cmd from its flags and the process environment.

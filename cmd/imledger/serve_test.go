@@ -92,6 +92,26 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, _ := get(t, base+"/openapi.json"); code != http.StatusOK {
 		t.Errorf("openapi.json: %d", code)
 	}
+	// Unknown routes and methods answer the envelope and count under one route label; the API
+	// page is served; labelled series exist before their first event.
+	if code, body := get(t, base+"/no/such/route"); code != http.StatusNotFound || !strings.HasPrefix(body, `{"code":404,"reason":"not_found"`) {
+		t.Errorf("unknown route: %d %s", code, body)
+	}
+	if a := call(t, http.MethodPut, base+"/readyz", "", "", ""); a.status != http.StatusMethodNotAllowed || a.Reason != "method_not_allowed" {
+		t.Errorf("PUT /readyz: %d %s", a.status, a.raw)
+	}
+	if code, body := get(t, base+"/docs"); code != http.StatusOK || !strings.Contains(body, `id="send-message"`) {
+		t.Errorf("the API page: %d", code)
+	}
+	_, body = get(t, base+"/metrics")
+	for _, line := range []string{`imledger_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+		`imledger_http_requests_total{code="405",method="PUT",route="unmatched"} 1`,
+		`imledger_panics_total{component="rest"} 0`, `imledger_presence_redis_errors_total{op="get"} 0`,
+		`imledger_fanout_dropped_total{reason="queue_full"} 0`, `imledger_ws_disconnects_total{cause="slow_consumer"} 0`} {
+		if !strings.Contains(body, line) {
+			t.Errorf("metrics lack %s", line)
+		}
+	}
 	// The same Idempotency-Key and body get the stored answer back verbatim.
 	replay := sendREST(t, base, alice, topic, "m-1", `"hello"`)
 	if replay.status != http.StatusCreated || replay.raw != first.raw || replay.header.Get("Idempotent-Replayed") != "true" {

@@ -10,7 +10,9 @@ import (
 )
 
 // toolNode loads the configuration and the logger for a one-shot command and returns a node with
-// nothing opened yet: the command opens what it needs and closes it with closeResources.
+// nothing opened yet: the command opens what it needs and closes it with closeResources. A tool
+// never creates or migrates the event store: it fails, naming the database, unless the database
+// exists with this build's schema (imledger migrate or serve make it so).
 func toolNode(cmd *cobra.Command) (*node, error) {
 	cfg, err := loadConfig(cmd)
 	if err != nil {
@@ -20,7 +22,9 @@ func toolNode(cmd *cobra.Command) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newNode(cfg, log), nil
+	n := newNode(cfg, log)
+	n.schema = checkSchema
+	return n, nil
 }
 
 // openRouter opens the tenant database router; MySQL must be configured.

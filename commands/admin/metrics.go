@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/imledger/imledger/domain"
 )
 
 // metrics are the consumer's Prometheus series.
@@ -33,6 +35,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "imledger_admin_command_dead_letters_total",
 			Help: "Admin commands dead-lettered after their retries (answered failed).",
 		}),
+	}
+	// Every type and status is exported at 0 from the start, so rates and alerts have series.
+	types := []string{"unknown"}
+	for _, c := range domain.AdminCommands() {
+		types = append(types, string(c.Type))
+	}
+	for _, typ := range types {
+		for _, status := range []string{domain.AdminSucceeded, domain.AdminRejected, domain.AdminFailed} {
+			m.commands.WithLabelValues(typ, status)
+		}
+		m.duration.WithLabelValues(typ)
 	}
 	if reg == nil {
 		return m, nil

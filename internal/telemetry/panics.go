@@ -18,6 +18,10 @@ type Panics struct {
 	total *prometheus.CounterVec
 }
 
+// PanicComponents are the components that count their panics, each a series of
+// imledger_panics_total from the start: "rest" (REST handlers) and "ws" (the WebSocket gateway).
+var PanicComponents = []string{"rest", "ws"}
+
 // NewPanics returns the panic counter registered on reg (nil: unregistered). When reg holds the
 // counter already, the registered one is used, so every component given the same registry
 // shares one series set.
@@ -39,6 +43,9 @@ func NewPanics(reg prometheus.Registerer) (*Panics, error) {
 			return nil, fmt.Errorf("register imledger_panics_total: %w", err)
 		}
 		total = existing
+	}
+	for _, c := range PanicComponents {
+		total.WithLabelValues(c) // exported at 0 from the start, so a rate or an alert has a series
 	}
 	return &Panics{total: total}, nil
 }

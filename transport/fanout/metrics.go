@@ -30,6 +30,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imledger_fanout_errors_total",
 			Help: "Redis failures of the fanout, by operation."}, []string{"op"}),
 	}
+	// The label sets are exported at 0 from the start, so rates and alerts have series.
+	for _, reason := range []string{"closed", "queue_full", "bad_payload", "encode"} {
+		m.dropped.WithLabelValues(reason)
+	}
+	for _, op := range []string{"publish", "nodes"} {
+		m.errors.WithLabelValues(op)
+	}
 	if reg == nil {
 		return m, nil
 	}

@@ -99,6 +99,9 @@ func New(deps Deps, cfg Config) (*Store, error) {
 		localUsers:  map[userKey]int{},
 		localTopics: map[topicUserKey]int{},
 	}
+	for _, op := range redisOps {
+		s.errs.WithLabelValues(op) // exported at 0 from the start
+	}
 	if deps.Registerer != nil {
 		if err := deps.Registerer.Register(s.errs); err != nil {
 			return nil, fmt.Errorf("presence: register metrics: %w", err)
@@ -106,6 +109,9 @@ func New(deps Deps, cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// redisOps are the op labels of imledger_presence_redis_errors_total.
+var redisOps = []string{"get", "heartbeat", "join", "leave", "login", "logout", "touch"}
 
 // NodeID returns this node's id.
 func (s *Store) NodeID() string { return s.cfg.NodeID }

@@ -217,8 +217,8 @@ type API struct {
 	limiter *redis_rate.Limiter
 }
 
-// New mounts the API on mux: the endpoints of the non-nil handlers and the OpenAPI 3.1 document
-// at GET /openapi.json (and /openapi.yaml). It fails when cfg is invalid or h misses a
+// New mounts the API on mux: the endpoints of the non-nil handlers, the OpenAPI 3.1 document
+// at GET /openapi.json (and /openapi.yaml) and its human-readable page at GET /docs. It fails when cfg is invalid or h misses a
 // collaborator the served endpoints need.
 func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	cfg.setDefaults()
@@ -236,6 +236,10 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	// middleware releases the key and the answer carries the request id.
 	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent, a.recoverPanics)
 	a.registerAll()
+	a.document()
+	docs := a.docsPage()
+	mux.Handle("GET "+DocsPath, docs)
+	mux.Handle("GET "+DocsPath+"/", docs)
 	return a, nil
 }
 

@@ -84,7 +84,8 @@ func (a *API) registerAuth() {
 		desc: "Creates an account: the login name and password hash are stored, user.registered.v1 and the first " +
 			"profile are appended to the user's stream. Rate limited per client address; 403 login_taken when the " +
 			"name is taken. When the tenant sets register_requires_code, phone or email and a code of scene register " +
-			"are consumed first (403 code_required, code_invalid, code_not_found, code_locked).", errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}}),
+			"are consumed first (403 code_required, code_invalid, code_not_found, code_locked).",
+		errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}, reasons: []string{domain.ReasonRegistrationClosed}}),
 		func(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
 			if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
 				return nil, err
@@ -116,7 +117,7 @@ func (a *API) registerAuth() {
 			"login and a wrong password alike. Rate limited per client address, per login name and client address, and " +
 			"per login name from addresses that have not logged in to it recently (429 rate_limited). When the tenant sets " +
 			"login_requires_code, a code of scene login is consumed after the password passed (403 code_required, ...).",
-		errs: []int{http.StatusTooManyRequests}}),
+		errs: []int{http.StatusForbidden, http.StatusTooManyRequests}, reasons: []string{ReasonInvalidCredentials}}),
 		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
 			name := strings.ToLower(in.Body.Login)
 			if len(name) > 64 {

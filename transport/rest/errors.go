@@ -24,7 +24,8 @@ const (
 	ReasonAPIKeyInvalid          = "api_key_invalid"          // 401: unknown or revoked tenant API key
 	ReasonInvalidCredentials     = "invalid_credentials"      // 401: login refused (unknown login or wrong password)
 	ReasonForbidden              = "forbidden"                // 403 without a more specific reason
-	ReasonNotFound               = "not_found"                // 404
+	ReasonNotFound               = "not_found"                // 404: also an unknown route
+	ReasonMethodNotAllowed       = "method_not_allowed"       // 405: the route exists for other methods; header Allow
 	ReasonConflict               = "conflict"                 // 409: concurrent change; retryable
 	ReasonInProgress             = "request_in_progress"      // 409: the same request is still running; retryable
 	ReasonIdempotencyKeyReused   = "idempotency_key_reused"   // 409: the key was used with another request

@@ -99,7 +99,7 @@ func (a *API) registerUnread() {
 			return respond(ctx, http.StatusOK, UnreadSummary{Total: strconv.FormatInt(total, 10), Topics: topics}), nil
 		})
 	huma.Register(a.huma, a.build(op{id: "get-topic-unread", method: http.MethodGet, path: "/v1/im/topics/{topic}/unread",
-		summary: "Count the caller's unread messages in a topic", tag: "messages", errs: []int{http.StatusForbidden}}),
+		summary: "Count the caller's unread messages in a topic", tag: "messages", errs: []int{http.StatusForbidden, http.StatusNotFound}}),
 		func(ctx context.Context, in *TopicParam) (*reply[TopicUnread], error) {
 			p := principal(ctx)
 			topic, err := a.readableTopic(ctx, p, in.Topic)

@@ -67,7 +67,7 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 		ctx.SetHeader(HeaderIdempotentReplayed, "true")
 		ctx.SetHeader("Content-Type", "application/json")
 		ctx.SetStatus(claim.Status)
-		_, _ = ctx.BodyWriter().Write(claim.Body)
+		_, _ = ctx.BodyWriter().Write(compactJSON(claim.Body))
 		return
 	case Reused:
 		writeError(ctx, newError(RequestID(c), http.StatusConflict, ReasonIdempotencyKeyReused,
@@ -189,6 +189,17 @@ func canonicalJSON(body []byte) []byte {
 		return body
 	}
 	return out
+}
+
+// compactJSON returns body as every answer is written: without insignificant whitespace and
+// ending in a newline. A body that is not JSON is returned as it is.
+func compactJSON(body []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, body); err != nil {
+		return body
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
 }
 
 func printableASCII(s string) bool {

@@ -104,7 +104,7 @@ func (s *PostgresIdempotency) Claim(ctx context.Context, k IdempotencyKey, hash 
 			status *int
 			body   *string
 		)
-		err = s.pool.QueryRow(ctx, `SELECT request_hash, status_code, response_body::text FROM http_idempotency
+		err = s.pool.QueryRow(ctx, `SELECT request_hash, status_code, `+storedBody+` FROM http_idempotency
 			WHERE tenant_id = $1 AND user_id = $2 AND key = $3`, k.Tenant.String(), int64(k.User), k.Key).Scan(&stored, &status, &body)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -121,13 +121,19 @@ func (s *PostgresIdempotency) Claim(ctx context.Context, k IdempotencyKey, hash 
 	return Claim{State: Running}, nil
 }
 
-// Complete implements IdempotencyStore. The body must be JSON; it is stored as jsonb and the
-// stored text (jsonb's normal form) is returned.
+// storedBody reads response_body as the answer's bytes. An answer is stored as a jsonb string
+// holding its exact text, so replays are byte-equal to the first answer and keep its compact
+// encoding and key order (a jsonb object would come back in PostgreSQL's formatting). Rows
+// stored as objects by earlier versions come back as jsonb text and are compacted on replay.
+const storedBody = `CASE WHEN jsonb_typeof(response_body) = 'string' THEN response_body #>> '{}' ELSE response_body::text END`
+
+// Complete implements IdempotencyStore. The body is stored as it is (see storedBody) and
+// returned as stored.
 func (s *PostgresIdempotency) Complete(ctx context.Context, k IdempotencyKey, hash []byte, status int, body []byte) ([]byte, error) {
 	var stored string
-	err := s.pool.QueryRow(ctx, `UPDATE http_idempotency SET status_code = $5, response_body = $6::jsonb
+	err := s.pool.QueryRow(ctx, `UPDATE http_idempotency SET status_code = $5, response_body = to_jsonb($6::text)
 		WHERE tenant_id = $1 AND user_id = $2 AND key = $3 AND request_hash = $4 AND status_code IS NULL
-		RETURNING response_body::text`, k.Tenant.String(), int64(k.User), k.Key, hash, status, string(body)).Scan(&stored)
+		RETURNING `+storedBody, k.Tenant.String(), int64(k.User), k.Key, hash, status, string(body)).Scan(&stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("complete idempotency key: the claim was taken over: %w", domain.ErrConcurrency)
 	}

@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -17,6 +18,11 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	first := send("key-1", `{"client_msg_id":"c-1","content":"hello"}`)
 	expect(t, "first", first, http.StatusCreated, "ok")
+	// Stored answers keep the encoding every answer has: compact, in the envelope's field order
+	// (not PostgreSQL's jsonb rendering).
+	if !strings.HasPrefix(first.Raw, `{"code":201,"data":{"topic":"grp1","client_msg_id":"c-1","seq":"1",`) {
+		t.Errorf("a stored answer is not in the API's JSON style: %s", first.Raw)
+	}
 	if first.Header.Get(rest.HeaderIdempotentReplayed) != "" {
 		t.Error("the first answer is marked replayed")
 	}

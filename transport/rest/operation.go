@@ -12,7 +12,14 @@ const (
 	securityAPIKey = "apiKey"
 )
 
-const metaPublic = "imledger_public"
+// Operation metadata keys: whether the operation is public, the error statuses it adds to
+// the standard ones, the reasons it adds to them, and the further success statuses it answers.
+const (
+	metaPublic  = "imledger_public"
+	metaErrs    = "imledger_errors"
+	metaReasons = "imledger_reasons"
+	metaAlsoOK  = "imledger_also_ok"
+)
 
 // isPublic reports whether op is served without a principal (register, login).
 func isPublic(op *huma.Operation) bool {
@@ -32,14 +39,20 @@ func isWrite(method string) bool {
 	return false
 }
 
-// op describes an operation; build turns it into a huma.Operation with the security, the
-// standard error responses and the body limit.
+// op describes an operation; build turns it into a huma.Operation with the security and the
+// body limit. Its error responses are written by document once every operation is registered.
 type op struct {
 	id, method, path, summary, desc string
 	tag                             string
 	status                          int  // the success status; default 200
 	public                          bool // no principal (register, login)
 	errs                            []int
+	// reasons are error reasons of the catalogue (Reasons) this operation answers besides the
+	// standard ones of its statuses, e.g. login's invalid_credentials.
+	reasons []string
+	// alsoOK are success statuses besides status, each with what it means, e.g. a duplicate
+	// send's 200.
+	alsoOK map[int]string
 }
 
 func (a *API) build(o op) huma.Operation {
@@ -47,21 +60,12 @@ func (a *API) build(o op) huma.Operation {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	errs := append([]int{http.StatusBadRequest}, o.errs...)
-	if !o.public {
-		errs = append(errs, http.StatusUnauthorized)
-		if isWrite(o.method) {
-			errs = append(errs, http.StatusConflict)
-		}
-	}
-	if a.h.Limiter != nil {
-		errs = append(errs, http.StatusTooManyRequests)
-	}
-	errs = append(errs, http.StatusServiceUnavailable)
 	h := huma.Operation{
 		OperationID: o.id, Method: o.method, Path: o.path, Summary: o.summary, Description: o.desc,
-		Tags: []string{o.tag}, DefaultStatus: status, MaxBodyBytes: a.cfg.MaxBodyBytes, Errors: dedupe(errs),
-		Metadata: map[string]any{metaPublic: o.public},
+		Tags: []string{o.tag}, DefaultStatus: status, MaxBodyBytes: a.cfg.MaxBodyBytes,
+		// One error status makes huma define the error schema; document writes the real list.
+		Errors:   []int{http.StatusInternalServerError},
+		Metadata: map[string]any{metaPublic: o.public, metaErrs: o.errs, metaReasons: o.reasons, metaAlsoOK: o.alsoOK},
 	}
 	if !o.public {
 		req := map[string][]string{securityBearer: {}}
@@ -71,18 +75,6 @@ func (a *API) build(o op) huma.Operation {
 		h.Security = []map[string][]string{req}
 	}
 	return h
-}
-
-func dedupe(codes []int) []int {
-	seen := map[int]bool{}
-	out := codes[:0]
-	for _, c := range codes {
-		if !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // IdempotencyHeader is embedded in the input of every authenticated write, so the OpenAPI

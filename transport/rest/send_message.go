@@ -54,7 +54,8 @@ func (a *API) registerSendMessage(s MessageSender) {
 		desc: "Appends a message to the topic and answers with its seq once it is committed. " +
 			"201 for a new message; 200 with duplicate=true when the same sender already sent this client_msg_id " +
 			"to this topic (the first answer's seq and message_id are returned and nothing is written).",
-		errs: []int{http.StatusForbidden, http.StatusNotFound, http.StatusRequestEntityTooLarge}}),
+		errs:   []int{http.StatusForbidden, http.StatusNotFound, http.StatusTooManyRequests},
+		alsoOK: map[int]string{http.StatusOK: "a duplicate: this sender sent this client_msg_id to this topic before; data.duplicate is true, nothing was written"}}),
 		func(ctx context.Context, in *sendMessageInput) (*reply[SentMessage], error) {
 			p := principal(ctx)
 			cmd, err := commands.NewSendMessage(commands.SendMessageInput{

@@ -42,6 +42,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.frameTypes[t] = m.frameTime.WithLabelValues(t)
 	}
 	m.unknownType = m.frameTime.WithLabelValues("unknown")
+	// The causes of disconnects and the handshake refusals are exported at 0 from the start.
+	for _, c := range []closeCause{closeClient, closeGone, closeGoingAway, closeIdle, closeLoginTimeout, closeTooLarge,
+		closeBadUTF8, closeProtocol, closeSlow, closeWriteFailed, closeInternal, {label: "ended"}} {
+		m.disconnects.WithLabelValues(c.label)
+	}
+	for _, reason := range []string{"origin", "max_connections", "handshake", ReasonFrameTooLarge} {
+		m.refused.WithLabelValues(reason)
+	}
 	if reg == nil {
 		return m, nil
 	}

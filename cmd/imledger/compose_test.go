@@ -1,0 +1,51 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+)
+
+// TestComposeFileLoads loads compose.yaml as docker compose does (the whole file is interpolated
+// whatever services are started), with and without IM_AUTH_SECRET: the README's recipe of
+// starting only the dependencies must work without it, and with it the node gets its keys.
+func TestComposeFileLoads(t *testing.T) {
+	t.Parallel()
+	file, err := filepath.Abs(filepath.Join("..", "..", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		keys string
+	}{
+		{"without IM_AUTH_SECRET", nil, ""},
+		{"with IM_AUTH_SECRET", []string{"IM_AUTH_SECRET=0123456789abcdef0123456789abcdef"}, "k1=0123456789abcdef0123456789abcdef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, err := cli.NewProjectOptions([]string{file}, cli.WithName("imledger"), cli.WithEnv(tc.env),
+				cli.WithWorkingDirectory(filepath.Dir(file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := opts.LoadProject(t.Context())
+			if err != nil {
+				t.Fatalf("load compose.yaml: %v", err)
+			}
+			for _, name := range []string{"kafka", "postgres", "mysql", "redis", "imledger"} {
+				if _, ok := p.Services[name]; !ok {
+					t.Errorf("service %s missing", name)
+				}
+			}
+			got := ""
+			if v := p.Services["imledger"].Environment["IM_AUTH_KEYS"]; v != nil {
+				got = *v
+			}
+			if got != tc.keys {
+				t.Errorf("IM_AUTH_KEYS = %q, want %q", got, tc.keys)
+			}
+		})
+	}
+}
