@@ -2,9 +2,13 @@ package projections
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/imledger/imledger/domain"
 )
 
 // flushLog records the size of every batch a batcher writes.
@@ -36,7 +40,7 @@ func submitSpaced(t *testing.T, b *batcher, n int, spacing time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.submit(context.Background(), envelope{}); err != nil {
+			if err := b.submit(context.Background(), envelope{}, nil); err != nil {
 				t.Errorf("submit: %v", err)
 			}
 		}()
@@ -89,5 +93,108 @@ func TestBatcherWithoutLingerWritesAtOnce(t *testing.T) {
 	submitSpaced(t, b, 5, 20*time.Millisecond)
 	if sizes := log.get(); len(sizes) != 5 {
 		t.Fatalf("5 events 20 ms apart without linger were written as %v, want 5 batches of 1", sizes)
+	}
+}
+
+// convItem is a batch item of conversation conv at offset off.
+func convItem(conv string, off int64) envelope {
+	return envelope{src: source{Topic: "t", Offset: off}, Envelope: domain.Envelope{TenantID: domain.MustTenantID("acme"), StreamID: conv}}
+}
+
+// A transient failure is retried by the batcher itself, in order, and holds up only the
+// conversation that failed; events of that conversation submitted meanwhile wait behind it.
+func TestBatcherRetriesTransientFailuresInOrder(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		order   []int64 // offsets of conversation "a" in the order they were applied
+		failing = true
+	)
+	flush := func(_ context.Context, items []*batchItem) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			if it.env.StreamID == "a" && failing {
+				it.finish(domain.Retryable("test", errors.New("store down")))
+				continue
+			}
+			if it.env.StreamID == "a" {
+				order = append(order, it.env.src.Offset)
+			}
+			it.finish(nil)
+		}
+	}
+	b := newBatcher(100, 1, -1, flush)
+	b.backoff = func(int) time.Duration { return 20 * time.Millisecond }
+	b.start(ctx)
+	var wg sync.WaitGroup
+	submit := func(env envelope) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.submit(ctx, env, nil); err != nil {
+				t.Errorf("submit %s/%d: %v", env.StreamID, env.src.Offset, err)
+			}
+		}()
+	}
+	submit(convItem("a", 1))
+	time.Sleep(30 * time.Millisecond)
+	if err := b.submit(ctx, convItem("b", 2), nil); err != nil {
+		t.Fatalf("another conversation waited on the failing one: %v", err)
+	}
+	submit(convItem("a", 3))
+	time.Sleep(10 * time.Millisecond)
+	submit(convItem("a", 4))
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	wg.Wait()
+	if want := []int64{1, 3, 4}; !reflect.DeepEqual(order, want) {
+		t.Fatalf("conversation a applied at offsets %v, want %v", order, want)
+	}
+}
+
+// A permanent failure answers the failed event and holds the conversation's later events until
+// the failed one is resolved (dead-lettered); then they go on, in order.
+func TestBatcherHoldsAConversationBehindAFailedEvent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		order []int64
+	)
+	boom := errors.New("bad row")
+	flush := func(_ context.Context, items []*batchItem) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			if it.env.src.Offset == 1 {
+				it.finish(boom)
+				continue
+			}
+			order = append(order, it.env.src.Offset)
+			it.finish(nil)
+		}
+	}
+	b := newBatcher(100, 1, -1, flush)
+	b.start(ctx)
+	if err := b.submit(ctx, convItem("a", 1), nil); !errors.Is(err, boom) {
+		t.Fatalf("failed event: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.submit(ctx, convItem("a", 2), nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the next event of the conversation was answered (%v) before the failed one was resolved", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	b.resolve(convItem("a", 1).key(), convItem("a", 1).src)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{2}; !reflect.DeepEqual(order, want) {
+		t.Fatalf("applied %v, want %v", order, want)
 	}
 }

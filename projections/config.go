@@ -46,6 +46,13 @@ type Config struct {
 	// Parking configures the dead-letter and parking store in Postgres.
 	Parking ParkingConfig
 
+	// InFlight is how many records of one partition may be in the projector at once: decoded,
+	// queued for a batch or being written, not yet acked. A conversation's events stay in order
+	// whatever the value (see batcher); a deep pipeline lets one hot conversation fill whole
+	// batches. Offsets are committed only up to the last record whose batch committed.
+	// Default 512.
+	InFlight int
+
 	// ChannelBufferSize is how many fetched records the Kafka client buffers per partition.
 	// A partition whose buffer is full holds up the next fetch for every partition of its
 	// broker (Sarama's MaxProcessingTime), so a projector that applies slowly per partition
@@ -53,15 +60,14 @@ type Config struct {
 	ChannelBufferSize int
 
 	// FetchMinBytes is how many bytes a fetch from Kafka waits for, across the partitions it
-	// asks for, before the broker answers (or FetchMaxWait passes). Under heavy load many
-	// small fetches cost the broker and this node more than a few larger ones, but every
-	// event may then wait up to FetchMaxWait, and an idle consumer fetches every FetchMaxWait.
-	// Default 1: answer as soon as there is anything.
+	// asks for, before the broker answers (or FetchMaxWait passes). A fetch answered at once
+	// for every record wakes the broker, the client and each consumer group per record; one
+	// that gathers for a few milliseconds carries many. Default 64 KiB.
 	FetchMinBytes int32
 
 	// FetchMaxWait is how long the broker may hold a fetch that has fewer than FetchMinBytes:
-	// with FetchMinBytes above 1, the longest an event waits before the projector sees it.
-	// Default 500ms.
+	// the longest an event waits before the projector sees it when traffic is light. An idle
+	// consumer fetches this often. Default 50ms.
 	FetchMaxWait time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -90,13 +96,14 @@ type RetryConfig struct {
 	Multiplier float64
 }
 
-// BatchConfig controls group commit across partitions. Kafka delivers one event per partition at
-// a time (the next only after the previous is acked), so a batch holds at most one event per
-// partition in flight; events of one conversation share a partition and keep their order.
+// BatchConfig controls group commit. Each conversation is written by one flusher, in order; a
+// batch holds what queued up for that flusher (many events of one conversation included) while
+// its previous batch was written.
 type BatchConfig struct {
 	// MaxEvents caps the events of one read-model transaction. Default 500.
 	MaxEvents int
-	// Flushers is how many batches may be written at the same time. Default 2.
+	// Flushers is how many batches may be written at the same time; conversations are spread
+	// over them by hash. Default 2.
 	Flushers int
 	// Linger is how long a flusher that took fewer than MaxEvents events may wait for more
 	// before writing them; it stops waiting once no event came for Linger/8. Under load it
@@ -128,14 +135,17 @@ func (c *Config) setDefaults() {
 		c.Batch.Linger = 10 * time.Millisecond
 	}
 	c.Parking.setDefaults()
+	if c.InFlight == 0 {
+		c.InFlight = 512
+	}
 	if c.ChannelBufferSize == 0 {
 		c.ChannelBufferSize = 1024
 	}
 	if c.FetchMinBytes == 0 {
-		c.FetchMinBytes = 1
+		c.FetchMinBytes = 64 << 10
 	}
 	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = 500 * time.Millisecond
+		c.FetchMaxWait = 50 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
@@ -203,6 +213,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchMaxWait < time.Millisecond || c.FetchMaxWait > 10*time.Second {
 		errs = append(errs, fmt.Errorf("projections: fetch max wait %s, want within [1ms, 10s]", c.FetchMaxWait))
+	}
+	if c.InFlight < 1 {
+		errs = append(errs, fmt.Errorf("projections: in flight %d, want >= 1", c.InFlight))
 	}
 	if c.ChannelBufferSize < 1 {
 		errs = append(errs, fmt.Errorf("projections: channel buffer size %d, want >= 1", c.ChannelBufferSize))

@@ -35,6 +35,8 @@ type deadLetterSink struct {
 	parking  parkingStore
 	metrics  *Metrics
 	log      *slog.Logger
+	// settled is told about each record once it is dead-lettered; may be nil.
+	settled func(msg *message.Message, tenant, conv string)
 }
 
 var _ message.Publisher = (*deadLetterSink)(nil)
@@ -103,6 +105,9 @@ func (s *deadLetterSink) publish(topic string, msg *message.Message) error {
 	})
 	if err != nil {
 		return err
+	}
+	if s.settled != nil {
+		s.settled(msg, tenant, conv)
 	}
 	if created {
 		s.metrics.deadLetters.WithLabelValues(s.group, reason).Inc()

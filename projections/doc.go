@@ -3,15 +3,16 @@
 // read models, with consumer idempotency, retry with backoff, dead letters that park the rest
 // of their conversation, lag metrics, and rebuilds of a read model from the Postgres event store.
 //
-// Delivery. watermill-kafka delivers one record per partition at a time and waits for its ack;
-// the projector writes the records in flight across partitions as one batch per tenant
-// (Config.Batch) and acks each only after its batch committed. A conversation's events share a
-// Kafka key, hence a partition, so they are applied in order; a redelivery changes nothing
-// because every read-model write is idempotent by itself (unique keys and version guards in
-// MySQL, compare-and-set in Redis).
+// Delivery. PipelinedSubscriber keeps up to Config.InFlight records of each partition in flight
+// and commits an offset only once its record and all before it are settled. Each conversation is
+// written by one flusher, in order, many events per batch (Config.Batch); a record is acked only
+// after its batch committed. A conversation whose event failed holds its later events until the
+// failed one applies or is dead-lettered. A redelivery changes nothing because every read-model
+// write is idempotent by itself (unique keys and version guards in MySQL, compare-and-set in
+// Redis).
 //
-// Failures. A store that is unreachable (domain.ErrRetryable) pauses the partition: the event
-// is retried with backoff and redelivered until it applies, never dead-lettered. A value the
+// Failures. A store that is unreachable (domain.ErrRetryable) pauses the conversations it
+// failed: their events are retried in order with backoff until they apply, never dead-lettered. A value the
 // store refuses in one event (content MySQL will not hold: invalid or too deeply nested JSON,
 // bad UTF-8, too long) is no failure at all: the read model stores that message as a
 // placeholder (status blocked, no content) and the conversation goes on; rebuilds do the same.

@@ -44,6 +44,19 @@ func newRunner(p Projection, cfg Config, parking parkingStore, m *Metrics, log *
 	r := &runner{p: p, parking: parking, metrics: m, log: log.With("consumer_group", p.ConsumerGroup),
 		batchEvents: m.batchEvents.WithLabelValues(p.ConsumerGroup), flushTime: m.flushTime.WithLabelValues(p.ConsumerGroup)}
 	r.batch = newBatcher(cfg.Batch.MaxEvents, cfg.Batch.Flushers, cfg.Batch.Linger, r.flush)
+	retries := m.retries.WithLabelValues(p.ConsumerGroup)
+	r.batch.retried = retries.Inc
+	rc := cfg.Retry
+	r.batch.backoff = func(attempt int) time.Duration {
+		d := float64(rc.InitialInterval)
+		for range attempt {
+			d *= rc.Multiplier
+			if d >= float64(rc.MaxInterval) {
+				return rc.MaxInterval
+			}
+		}
+		return time.Duration(d)
+	}
 	return r
 }
 
@@ -60,17 +73,54 @@ func (r *runner) handle(msg *message.Message) error {
 }
 
 func (r *runner) handleEvent(msg *message.Message) error {
-	env, err := decodeEnvelope(msg.Payload)
+	ctx := msg.Context()
+	var (
+		env domain.Envelope
+		err error
+	)
+	if d, ok := Prepared(ctx).(*decodedRecord); ok {
+		env, err = d.env, d.err
+	} else {
+		env, err = decodeEnvelope(msg.Payload)
+	}
+	var decoded *domain.Envelope
+	if err == nil {
+		decoded = &env
+		if _, known := domain.LookupEventType(env.EventType); !known {
+			err = permanent(ReasonUnknownEventType, fmt.Errorf("event %s: unknown event type %q", env.EventID, env.EventType))
+		}
+	}
 	if err != nil {
+		// Hold the conversation's later events until this record is dead-lettered (the sink
+		// names the conversation the same way).
+		tenant, conv := conversationOf(msg, decoded)
+		r.batch.block(convKey{tenant: tenant, conv: conv}, sourceOf(msg))
+		HandedOver(ctx)
 		return err
 	}
-	if _, known := domain.LookupEventType(env.EventType); !known {
-		return permanent(ReasonUnknownEventType, fmt.Errorf("event %s: unknown event type %q", env.EventID, env.EventType))
-	}
 	if !r.p.Accept(env.EventType) {
+		HandedOver(ctx)
 		return nil
 	}
-	return r.batch.submit(msg.Context(), envelope{Envelope: env, src: sourceOf(msg), payload: msg.Payload})
+	return r.batch.submit(ctx, envelope{Envelope: env, src: sourceOf(msg), payload: msg.Payload}, func() { HandedOver(ctx) })
+}
+
+// decodedRecord is a record's envelope decoded by the subscriber (see prepareRecord).
+type decodedRecord struct {
+	env domain.Envelope
+	err error
+}
+
+// prepareRecord decodes a record's envelope in the subscriber's partition goroutine.
+func prepareRecord(msg *message.Message) any {
+	env, err := decodeEnvelope(msg.Payload)
+	return &decodedRecord{env: env, err: err}
+}
+
+// settled tells the batcher that the record msg was dead-lettered, so the events of its
+// conversation that wait behind it may go on (to be parked behind the dead letter).
+func (r *runner) settled(msg *message.Message, tenant, conv string) {
+	r.batch.resolve(convKey{tenant: tenant, conv: conv}, sourceOf(msg))
 }
 
 func (r *runner) observeFlush(events int, start time.Time) {
@@ -272,15 +322,26 @@ func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply appl
 		}
 	}
 	if len(items) == 1 {
-		items[0].done <- result{err: err, panicked: panicked}
+		items[0].setResult(result{err: err, panicked: panicked})
 		return true
 	}
+	// Event by event, in order; once an event of a conversation fails, the conversation's later
+	// events of the batch are left unanswered: they wait behind it (see batcher.settle).
+	var failed map[convKey]bool
 	for i, it := range items {
+		if failed[it.key] {
+			continue
+		}
 		n, err, panicked := r.safeApply(ctx, apply, events[i:i+1])
 		if err == nil && panicked == nil {
 			r.applied(n, events[i:i+1])
+		} else {
+			if failed == nil {
+				failed = map[convKey]bool{}
+			}
+			failed[it.key] = true
 		}
-		it.done <- result{err: err, panicked: panicked}
+		it.setResult(result{err: err, panicked: panicked})
 	}
 	return true
 }

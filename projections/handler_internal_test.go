@@ -58,8 +58,8 @@ func flushItems(t *testing.T, tenant domain.TenantID, topics ...string) ([]*batc
 			t.Fatal(err)
 		}
 		payload, _ := json.Marshal(env)
-		items = append(items, &batchItem{env: envelope{Envelope: env, src: source{Topic: "t", Partition: int32(i), Offset: 1}, payload: payload},
-			done: make(chan result, 1)})
+		e := envelope{Envelope: env, src: source{Topic: "t", Partition: int32(i), Offset: 1}, payload: payload}
+		items = append(items, &batchItem{env: e, key: e.key(), done: make(chan result, 1)})
 		events = append(events, env)
 	}
 	return items, events
@@ -90,7 +90,7 @@ func TestFlushChecksParkingWhileWriting(t *testing.T) {
 	items, events := flushItems(t, tenant, "grp1", "grp2")
 	r.flush(ctx, items)
 	for _, it := range items {
-		if res := <-it.done; res.err != nil {
+		if res := it.res; res.err != nil {
 			t.Fatal(res.err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestFlushChecksParkingWhileWriting(t *testing.T) {
 	items, events = flushItems(t, tenant, "grp1", "grp2", "grp3")
 	r.flush(ctx, items)
 	for _, it := range items {
-		if res := <-it.done; res.err != nil {
+		if res := it.res; res.err != nil {
 			t.Fatal(res.err)
 		}
 	}
@@ -135,10 +135,10 @@ func TestFlushChecksParkingWhileWriting(t *testing.T) {
 	})
 	items, _ = flushItems(t, tenant, "grp1", "grp3")
 	r.flush(ctx, items)
-	if res := <-items[0].done; res.err != nil {
+	if res := items[0].res; res.err != nil {
 		t.Fatalf("event of the parked conversation: %v", res.err)
 	}
-	if res := <-items[1].done; !errors.Is(res.err, boom) {
+	if res := items[1].res; !errors.Is(res.err, boom) {
 		t.Fatalf("failing event: %v", res.err)
 	}
 	if len(rec.applied) != 0 {

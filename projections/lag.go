@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
 // GroupLag is how far one consumer group is behind.
@@ -49,15 +51,30 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 		if err != nil {
 			return nil, fmt.Errorf("projections: lag: offsets of %s: %w", g.group, err)
 		}
+		var tails []tail
 		for t, ps := range want {
 			lag.Partitions[t] = map[int32]int64{}
 			for _, p := range ps {
-				behind, err := partitionLag(client, committed, t, p)
+				high, from, err := partitionRange(client, committed, t, p)
 				if err != nil {
 					return nil, err
 				}
+				behind := max(high-from, 0)
+				if behind > 0 && behind <= maxMarkerTail {
+					tails = append(tails, tail{topic: t, partition: p, from: from, high: high})
+				}
 				lag.Partitions[t][p] = behind
-				lag.Events += behind
+			}
+		}
+		if err := dataRecords(client, tails); err != nil {
+			return nil, err
+		}
+		for _, tl := range tails {
+			lag.Partitions[tl.topic][tl.partition] = tl.data
+		}
+		for _, ps := range lag.Partitions {
+			for _, n := range ps {
+				lag.Events += n
 			}
 		}
 		out = append(out, lag)
@@ -65,24 +82,85 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 	return out, nil
 }
 
-func partitionLag(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (int64, error) {
-	high, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+// partitionRange returns a partition's high watermark and the offset the group resumes from
+// (its committed offset, else the oldest retained one).
+func partitionRange(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (high, from int64, err error) {
+	high, err = client.GetOffset(topic, p, sarama.OffsetNewest)
 	if err != nil {
-		return 0, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", topic, p, err)
+		return 0, 0, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", topic, p, err)
 	}
-	from := int64(-1)
+	from = -1
 	if b := committed.GetBlock(topic, p); b != nil {
 		from = b.Offset
 	}
 	if from < 0 {
 		if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
-			return 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
+			return 0, 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
 		}
 	}
-	if high > from {
-		return high - from, nil
+	return high, from, nil
+}
+
+// tail is a short range [from, high) of a partition that may hold only transaction markers;
+// data is how many data records it holds.
+type tail struct {
+	topic     string
+	partition int32
+	from      int64
+	high      int64
+	data      int64
+}
+
+// maxMarkerTail is the longest gap between a committed offset and the high watermark that
+// dataRecords checks for transaction markers.
+const maxMarkerTail = 4
+
+// dataRecords counts the committed data records of each tail, with one fetch per leader. The
+// relay publishes in transactions, and each commit leaves a marker record that consumers never
+// see: a group that applied everything still has its committed offset one short of the high
+// watermark, which is no lag. A tail that cannot be read counts every offset.
+func dataRecords(client sarama.Client, tails []tail) error {
+	byLeader := map[*sarama.Broker][]int{}
+	for i := range tails {
+		tl := &tails[i]
+		tl.data = tl.high - tl.from
+		leader, err := client.Leader(tl.topic, tl.partition)
+		if err != nil {
+			return fmt.Errorf("projections: lag: leader of %s/%d: %w", tl.topic, tl.partition, err)
+		}
+		byLeader[leader] = append(byLeader[leader], i)
 	}
-	return 0, nil
+	for leader, idx := range byLeader {
+		req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 4 << 20, Isolation: sarama.ReadCommitted}
+		for _, i := range idx {
+			req.AddBlock(tails[i].topic, tails[i].partition, tails[i].from, 64<<10, -1)
+		}
+		resp, err := leader.Fetch(req)
+		if err != nil {
+			return fmt.Errorf("projections: lag: fetch from broker %d: %w", leader.ID(), err)
+		}
+		for _, i := range idx {
+			tl := &tails[i]
+			block := resp.GetBlock(tl.topic, tl.partition)
+			if block == nil || block.Err != sarama.ErrNoError || len(block.AbortedTransactions) > 0 {
+				continue
+			}
+			var n int64
+			for _, rs := range block.RecordsSet {
+				if rs == nil || rs.RecordBatch == nil || rs.RecordBatch.Control {
+					continue
+				}
+				b := rs.RecordBatch
+				for _, r := range b.Records {
+					if o := b.FirstOffset + r.OffsetDelta; o >= tl.from && o < tl.high {
+						n++
+					}
+				}
+			}
+			tl.data = n
+		}
+	}
+	return nil
 }
 
 // lagLoop measures lag every interval and sets the lag gauges until ctx ends.
@@ -104,32 +182,7 @@ func (p *Projector) lagLoop(ctx context.Context, interval time.Duration) {
 // Lag measures how far each consumer group of the projector is behind and updates the lag
 // gauges. It connects to the brokers for each call; it fails if they do not answer.
 func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	sc, err := p.saramaConfig()
-	if err != nil {
-		return nil, err
-	}
-	client, err := sarama.NewClient(p.cfg.Kafka.Brokers, sc)
-	if err != nil {
-		return nil, fmt.Errorf("projections: lag: connect: %w", err)
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
-	}
-	defer admin.Close() // closes client too
-	var groups []groupTopics
-	for _, pr := range p.projections {
-		g := groupTopics{group: pr.ConsumerGroup}
-		for _, t := range pr.Topics {
-			g.topics = append(g.topics, p.cfg.Kafka.Topic(t))
-		}
-		groups = append(groups, g)
-	}
-	lags, err := measureLag(client, admin, groups)
+	lags, err := measureGroups(ctx, p.cfg, p.projections)
 	if err != nil {
 		return nil, err
 	}
@@ -141,4 +194,44 @@ func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
 		p.metrics.lagSeconds.WithLabelValues(l.ConsumerGroup).Set(l.Seconds)
 	}
 	return lags, nil
+}
+
+// LagOf measures how far the consumer groups of projections are behind on the brokers of cfg,
+// from their committed offsets, wherever the projectors run (Seconds stays 0). Offsets are
+// committed about once a second, so a group that keeps up may show up to a second of events.
+func LagOf(ctx context.Context, cfg Config, projections ...Projection) ([]GroupLag, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return measureGroups(ctx, cfg, projections)
+}
+
+func measureGroups(ctx context.Context, cfg Config, projections []Projection) ([]GroupLag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sc, err := tkafka.NewSaramaConfig(cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	client, err := sarama.NewClient(cfg.Kafka.Brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("projections: lag: connect: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
+	}
+	defer admin.Close() // closes client too
+	var groups []groupTopics
+	for _, pr := range projections {
+		g := groupTopics{group: pr.ConsumerGroup}
+		for _, t := range pr.Topics {
+			g.topics = append(g.topics, cfg.Kafka.Topic(t))
+		}
+		groups = append(groups, g)
+	}
+	return measureLag(client, admin, groups)
 }

@@ -20,9 +20,10 @@ import (
 //	imledger_projection_batch_events        events per read-model batch
 //	imledger_projection_flush_seconds       time to write one batch
 //
-// A consumer group has at most one event per Kafka partition in flight, so a batch holds at
-// most one event per partition: small batches while the lag grows mean the flushes, not the
-// fetches, are what holds the projection back.
+// A consumer group keeps up to Config.InFlight records per Kafka partition in flight, so under
+// a backlog a batch fills up to Config.Batch.MaxEvents: small batches while the lag grows mean
+// the records are not arriving fast enough, full ones that the writes hold the projection back.
+// imledger_projection_retries_total also counts transient failures the batcher retried.
 type Metrics struct {
 	applied     *prometheus.CounterVec
 	retries     *prometheus.CounterVec

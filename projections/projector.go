@@ -9,7 +9,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
-	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -155,7 +154,8 @@ func (p *Projector) Run(ctx context.Context) error {
 // addHandlers adds one handler per topic of r's projection, all in r's consumer group.
 func (p *Projector) addHandlers(router *message.Router, r *runner, producer sarama.SyncProducer, wlog watermill.LoggerAdapter) error {
 	pr := r.p
-	sink := &deadLetterSink{group: pr.ConsumerGroup, producer: producer, parking: p.parking, metrics: p.metrics, log: r.log}
+	sink := &deadLetterSink{group: pr.ConsumerGroup, producer: producer, parking: p.parking, metrics: p.metrics, log: r.log,
+		settled: r.settled}
 	poison, err := middleware.PoisonQueueWithFilter(sink, p.cfg.Kafka.Topic(tkafka.TopicDeadLetter),
 		func(err error) bool { return !isTransient(err) })
 	if err != nil {
@@ -183,12 +183,14 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 		if err != nil {
 			return err
 		}
-		sub, err := wkafka.NewSubscriber(wkafka.SubscriberConfig{
-			Brokers:               p.cfg.Kafka.Brokers,
-			Unmarshaler:           envelopeUnmarshaler{},
-			OverwriteSaramaConfig: sc,
-			ConsumerGroup:         pr.ConsumerGroup,
-			NackResendSleep:       p.cfg.NackResendSleep,
+		sub, err := NewPipelinedSubscriber(PipelinedSubscriberConfig{
+			Brokers:         p.cfg.Kafka.Brokers,
+			ConsumerGroup:   pr.ConsumerGroup,
+			Sarama:          sc,
+			Unmarshaler:     envelopeUnmarshaler{},
+			InFlight:        p.cfg.InFlight,
+			NackResendSleep: p.cfg.NackResendSleep,
+			Prepare:         prepareRecord,
 		}, wlog)
 		if err != nil {
 			return fmt.Errorf("projections: subscriber %s: %w", pr.ConsumerGroup, err)

@@ -86,13 +86,13 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 		}
 	}
 	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", projections.ProjectionMessagesMySQL, o.Tenant)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	res, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Progress, BatchSize: o.BatchSize, Workers: o.Workers})
 	if err != nil {
 		return BenchResult{}, err
 	}
 	d := time.Since(start)
-	out := BenchResult{Events: int(res.Events), Duration: d, PerSecond: float64(res.Events) / d.Seconds()}
+	out := BenchResult{Events: int(res.Events), Duration: d, PerSecond: float64(res.Events) / d.Seconds(), CPU: processCPU() - cpu0}
 	fmt.Fprintf(o.Out, "rebuild from the event store into MySQL: %s\n", out)
 	return out, nil
 }

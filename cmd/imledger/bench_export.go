@@ -188,14 +188,16 @@ func newBenchRepublishCmd() *cobra.Command {
 			if err := kafka.EnsureTopic(ctx, kcfg, topic); err != nil {
 				return err
 			}
-			if n.producer, err = kafka.NewSyncProducer(kcfg); err != nil {
+			p, err := newRepublishProducer(kcfg)
+			if err != nil {
 				return err
 			}
+			defer func() { _ = p.Close() }()
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {
 				return err
 			}
-			res, err := republish.Run(ctx, n.store, n.producer, republish.Config{Topic: topic, LiveTopics: kcfg.LiveTopics(),
+			res, err := republish.RunAsync(ctx, n.store, p, republish.Config{Topic: topic, LiveTopics: kcfg.LiveTopics(),
 				Tenant: t, Logger: n.log})
 			stop()
 			if err != nil {

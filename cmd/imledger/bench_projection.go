@@ -25,6 +25,7 @@ func newBenchProjectionCmd() *cobra.Command {
 		mode, tenant   string
 		events, topics int
 		batch, workers int
+		cpuProfile     string
 	)
 	cmd := &cobra.Command{
 		Use:   "projection",
@@ -55,6 +56,11 @@ func newBenchProjectionCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer stop()
 			if mode != benchModeRebuild {
 				if _, err := projectionbench.BenchLive(ctx, projectionbench.BenchLiveOptions{Config: n.cfg.ProjectorConfig(),
 					Postgres: n.pool, Store: n.msgs, Tenant: t, Events: events, Topics: topics, Out: out}); err != nil {
@@ -78,6 +84,7 @@ func newBenchProjectionCmd() *cobra.Command {
 	f.IntVar(&topics, "topics", 100, "group conversations they are spread over")
 	f.IntVar(&batch, "batch", 0, "rebuild: events per write transaction (default 5000)")
 	f.IntVar(&workers, "workers", 0, "rebuild: concurrent writers (default 2)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark (publishing included) to this file")
 	return cmd
 }
 

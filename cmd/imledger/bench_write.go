@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/bench/writebench"
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/ratelimit"
 )
@@ -81,7 +80,7 @@ func newBenchWriteCmd() *cobra.Command {
 					return err
 				}
 			}
-			var sender commands.MessageSender = n.send
+			var sender writebench.MessageSender = n.send
 			if limits {
 				l, err := n.newLimiter()
 				if err != nil {
@@ -110,7 +109,7 @@ func newBenchWriteCmd() *cobra.Command {
 
 // runBenchWrite runs the write benchmark on n and, when n runs a relay, waits for it to publish
 // everything written and reports its rate.
-func runBenchWrite(ctx context.Context, out io.Writer, n *node, sender commands.MessageSender, opts writebench.BenchWriteOptions, drain time.Duration) error {
+func runBenchWrite(ctx context.Context, out io.Writer, n *node, sender writebench.MessageSender, opts writebench.BenchWriteOptions, drain time.Duration) error {
 	start := time.Now()
 	res, err := writebench.BenchWrite(ctx, sender, opts)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/ws"
@@ -86,6 +87,7 @@ func newBenchWSCmd() *cobra.Command {
 	f.Int64Var(&o.FirstGroup, "first-group", 1_000_000, "id of the first group")
 	f.IntVar(&o.DialConcurrency, "dial-concurrency", 32, "connections set up at once")
 	f.IntVar(&mon.pid, "server-pid", 0, "process id of the node behind --url, to report its RSS and CPU")
+	f.DurationVar(&mon.lagWait, "lag-wait", 5*time.Minute, "how long to wait after the window for the projectors to reach lag 0")
 	f.StringVar(&mon.pprof, "pprof", "", "serve net/http/pprof of this process (with --url the load client alone) on this address, e.g. 127.0.0.1:6060")
 	return cmd
 }
@@ -133,6 +135,10 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	if mon.pid != 0 {
 		o.Monitor = mon.run
 	}
+	cu := n.benchCatchUp(mon)
+	if !o.Idle {
+		o.Monitor = cu.monitor(o.Monitor)
+	}
 	before := n.scrapeNodes(ctx, o.URLs)
 	res, err := wsbench.Run(ctx, o)
 	if err != nil {
@@ -143,6 +149,12 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	}
 	if err := mon.print(cmd.OutOrStdout()); err != nil {
 		return err
+	}
+	if !o.Idle {
+		cu.finish(ctx)
+		if err := cu.print(cmd.OutOrStdout(), res.Acked); err != nil {
+			return err
+		}
 	}
 	after := n.scrapeNodes(ctx, o.URLs)
 	for _, u := range o.URLs {
@@ -155,6 +167,26 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 		delete(after, u) // a URL given twice is reported once
 	}
 	return nil
+}
+
+// benchCatchUp prepares the CPU and projector-lag report of a run: the projectors are this
+// process's own when the node runs here, else those of this configuration (measured from their
+// committed offsets on its brokers).
+func (n *node) benchCatchUp(mon *benchMonitor) *windowCatchUp {
+	cu := &windowCatchUp{serverPID: mon.pid, serverLabel: "server", wait: mon.lagWait}
+	switch {
+	case mon.inProcess:
+		cu.serverLabel = "this process (node and clients)"
+		if n.projector != nil {
+			cu.lag = n.projector.Lag
+		}
+	case n.cfg.MySQLEnabled() && n.cfg.Projections.Run:
+		cfg, projs := n.cfg.ProjectorConfig(), n.readProjections()
+		cu.lag = func(ctx context.Context) ([]projections.GroupLag, error) {
+			return projections.LagOf(ctx, cfg, projs...)
+		}
+	}
+	return cu
 }
 
 // scrapeNodes reads the metrics of every node loaded, once per URL; a node whose metrics cannot
@@ -290,6 +322,7 @@ type benchMonitor struct {
 	pprof     string
 	inProcess bool
 	procs     []*wsbench.ProcessMonitor
+	lagWait   time.Duration
 }
 
 func (m *benchMonitor) run(ctx context.Context) {

@@ -43,6 +43,30 @@ func TestBenchWSInProcess(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^  scheduling  goroutines waited [\d.]+ms on average to run \([1-9]\d* waits\)$`).MatchString(out) {
 		t.Errorf("no scheduling line in the node report:\n%s", out)
 	}
+	// The read side's account: the projectors drained and the CPU of the window and catch-up.
+	if !regexp.MustCompile(`(?m)^projector lag at the end of the window \(events, from committed offsets\): .*imledger\.proj\.messages\.mysql\.v1 \d+`).MatchString(out) {
+		t.Errorf("no projector lag at the end of the window:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^read models drained \(every projector at lag 0\) [\d.]+ s after the end of the window$`).MatchString(out) {
+		t.Errorf("the read models did not drain:\n%s", out)
+	}
+	cpu := regexp.MustCompile(`(?m)^  this process \(node and clients\)\s+([\d.]+) / ([\d.]+)$`).FindStringSubmatch(out)
+	if cpu == nil {
+		t.Fatalf("no CPU line for the node:\n%s", out)
+	}
+	window, all := mustFloat(t, cpu[1]), mustFloat(t, cpu[2])
+	if window <= 0 || all < window {
+		t.Errorf("node CPU per 1,000 messages %v in the window, %v with the catch-up:\n%s", window, all, out)
+	}
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func TestMetricsURL(t *testing.T) {
@@ -76,8 +100,8 @@ func TestBenchProjection(t *testing.T) {
 		t.Fatalf("bench projection: %v\n%s\n%s", err, out, errOut)
 	}
 	for _, re := range []string{
-		`(?m)^live projection into MySQL: 600 events in \S+: [1-9]\d* events/s$`,
-		`(?m)^rebuild from the event store into MySQL: 600 events in \S+: [1-9]\d* events/s$`,
+		`(?m)^live projection into MySQL: 600 events in \S+: [1-9]\d* events/s, [\d.]+ CPU s per 1,000 events \([\d.]+ CPU s in all\)$`,
+		`(?m)^rebuild from the event store into MySQL: 600 events in \S+: [1-9]\d* events/s, [\d.]+ CPU s per 1,000 events \([\d.]+ CPU s in all\)$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("output does not match %s:\n%s", re, out)

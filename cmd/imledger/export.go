@@ -160,6 +160,7 @@ func newExportCmd() *cobra.Command {
 	f.BoolVar(&cfg.AsStored, "as-stored", false, "write old event versions as stored instead of upcast")
 	f.IntVar(&cfg.PartEvents, "part-events", 0, "events per part file of a directory (default 1000000)")
 	f.IntVar(&cfg.PageSize, "page-size", 0, "events per read of the event store (default 5000)")
+	f.IntVar(&cfg.Readers, "readers", 0, "stretches of about 20000 log events read at once, each on its own connection (default 1)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }

@@ -5,15 +5,15 @@ import (
 	"fmt"
 
 	"github.com/IBM/sarama"
-	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 
 	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/internal/kafka"
 )
 
-// startAdmin starts the admin command consumer unless admin.run is false: a watermill
-// subscriber of im.admin.command in the admin consumer group, results and dead letters produced
-// with the node's producer, commands run through the node's handlers.
+// startAdmin starts the admin command consumer unless admin.run is false: a sarama consumer
+// group of im.admin.command in the admin consumer group, results and dead letters produced with
+// the node's producer (a batch of results in one flush), commands run through the node's
+// handlers.
 func (n *node) startAdmin(ctx context.Context) error {
 	if !n.cfg.Admin.Run {
 		return nil
@@ -34,17 +34,19 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 	}
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest // a command produced before the first consumer joined still runs
-	sub, err := wkafka.NewSubscriber(wkafka.SubscriberConfig{Brokers: n.cfg.Kafka.Brokers, Unmarshaler: admin.KafkaUnmarshaler{},
-		OverwriteSaramaConfig: sc, ConsumerGroup: n.cfg.Admin.ConsumerGroup, NackResendSleep: n.cfg.Admin.Retry.InitialInterval,
-	}, nil)
+	name := n.cfg.Admin.ConsumerGroup
+	if name == "" {
+		name = admin.DefaultConsumerGroup // the group the consumer deduplicates in
+	}
+	group, err := sarama.NewConsumerGroup(n.cfg.Kafka.Brokers, name, sc)
 	if err != nil {
-		return nil, fmt.Errorf("admin: subscriber: %w", err)
+		return nil, fmt.Errorf("admin: consumer group: %w", err)
 	}
 	cfg := n.cfg.Admin.Config
 	cfg.ResultTopic = n.cfg.Kafka.Topic(kafka.TopicAdminCommandResult)
 	cfg.DeadLetterTopic = n.cfg.Kafka.Topic(kafka.TopicDeadLetter)
 	return admin.New(cfg, admin.Deps{
-		Pool: n.pool, Subscriber: sub, CommandTopic: n.cfg.Kafka.Topic(kafka.TopicAdminCommand),
+		Pool: n.pool, Group: group, CommandTopic: n.cfg.Kafka.Topic(kafka.TopicAdminCommand),
 		Publisher: saramaPublisher{n.producer}, Owner: n.cfg.NodeID,
 		Logger: n.log.With("component", "admin"), Registerer: n.reg,
 		Handlers: admin.Handlers{
@@ -55,13 +57,21 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 	})
 }
 
-// saramaPublisher produces records with a synchronous producer (admin.Publisher).
+// saramaPublisher produces records with a synchronous producer (admin.BatchPublisher).
 type saramaPublisher struct{ p sarama.SyncProducer }
 
-var _ admin.Publisher = saramaPublisher{}
+var _ admin.BatchPublisher = saramaPublisher{}
 
-// Publish implements admin.Publisher.
-func (s saramaPublisher) Publish(_ context.Context, topic, key string, value []byte, headers map[string]string) error {
+// PublishBatch implements admin.BatchPublisher: one SendMessages, acked as a whole.
+func (s saramaPublisher) PublishBatch(_ context.Context, msgs []admin.OutMessage) error {
+	pm := make([]*sarama.ProducerMessage, len(msgs))
+	for i, m := range msgs {
+		pm[i] = producerMessage(m.Topic, m.Key, m.Value, m.Headers)
+	}
+	return s.p.SendMessages(pm)
+}
+
+func producerMessage(topic, key string, value []byte, headers map[string]string) *sarama.ProducerMessage {
 	m := &sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(value)}
 	if key != "" {
 		m.Key = sarama.StringEncoder(key)
@@ -69,6 +79,11 @@ func (s saramaPublisher) Publish(_ context.Context, topic, key string, value []b
 	for k, v := range headers {
 		m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
 	}
-	_, _, err := s.p.SendMessage(m)
+	return m
+}
+
+// Publish implements admin.Publisher.
+func (s saramaPublisher) Publish(_ context.Context, topic, key string, value []byte, headers map[string]string) error {
+	_, _, err := s.p.SendMessage(producerMessage(topic, key, value, headers))
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands/republish"
@@ -56,11 +57,13 @@ func newRepublishCmd() *cobra.Command {
 			if err := kafka.EnsureTopic(ctx, kcfg, cfg.Topic); err != nil {
 				return err
 			}
-			if n.producer, err = kafka.NewSyncProducer(kcfg); err != nil {
+			p, err := newRepublishProducer(kcfg)
+			if err != nil {
 				return err
 			}
+			defer func() { _ = p.Close() }()
 			cfg.Logger = n.log
-			res, err := republish.Run(ctx, n.store, n.producer, cfg)
+			res, err := republish.RunAsync(ctx, n.store, p, cfg)
 			out := cmd.OutOrStdout()
 			if err != nil {
 				if res.Events > 0 {
@@ -79,5 +82,26 @@ func newRepublishCmd() *cobra.Command {
 	f.StringVar(&cfg.Checkpoint, "checkpoint", "", "file that keeps the cursor of the last acknowledged batch; a run resumes from it")
 	f.IntVar(&cfg.Rate, "rate", 0, "events per second at most (default: as fast as Kafka acknowledges)")
 	f.IntVar(&cfg.BatchSize, "batch", 0, "events per produce request (default 1000)")
+	f.IntVar(&cfg.InFlight, "in-flight", 0, "batches sent and not yet acknowledged at once (default 16)")
 	return cmd
+}
+
+// newRepublishProducer connects the asynchronous producer of a republish: the relay's safe
+// configuration (idempotent, acks from all replicas, records of a partition in order), with
+// produce requests filled up to 1 MiB or 5 ms of linger, since a republish sends in bulk.
+func newRepublishProducer(kcfg kafka.Config) (sarama.AsyncProducer, error) {
+	sc, err := kafka.NewProducerConfig(kcfg)
+	if err != nil {
+		return nil, err
+	}
+	if sc.Producer.Flush.Bytes == 0 && sc.Producer.Flush.Frequency == 0 && sc.Producer.Flush.Messages == 0 {
+		sc.Producer.Flush.Bytes = 1 << 20
+		sc.Producer.Flush.Frequency = 5 * time.Millisecond
+	}
+	sc.ChannelBufferSize = 4096
+	p, err := sarama.NewAsyncProducer(kcfg.Brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: connect producer to %v: %w", kcfg.Brokers, err)
+	}
+	return p, nil
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,69 +23,45 @@ const (
 	HeaderFailureID     = "failure_id"
 )
 
-// poisonSink is the publisher behind the PoisonQueue middleware: a command that kept failing is
-// recorded in admin_command_failures, produced to im.dead.letter and answered failed. If a step
-// fails the handler fails and the command is redelivered: the failure row and the dead letter
-// may then be written twice, the answer is stored once.
-type poisonSink struct{ c *Consumer }
-
-var _ message.Publisher = (*poisonSink)(nil)
-
-// Publish implements message.Publisher.
-func (s *poisonSink) Publish(topic string, msgs ...*message.Message) error {
-	for _, m := range msgs {
-		if err := s.deadLetter(topic, m); err != nil {
-			return err
-		}
+// deadLetter records a command that kept failing with lastErr in admin_command_failures,
+// produces it to im.dead.letter and returns its failed result. If a step fails it is tried again:
+// the failure row is written once per command, the dead letter may be produced twice.
+func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error) (domain.AdminResult, error) {
+	cmd := it.cmd
+	errText := ""
+	if lastErr != nil {
+		errText = lastErr.Error()
 	}
-	return nil
-}
-
-// Close implements message.Publisher.
-func (s *poisonSink) Close() error { return nil }
-
-func (s *poisonSink) deadLetter(topic string, m *message.Message) error {
-	c := s.c
-	ctx := context.WithoutCancel(m.Context())
-	cmd, err := decodeCommand(m.Payload)
-	if err != nil {
-		return err // a command that does not decode is rejected, never retried
-	}
-	errText := m.Metadata.Get(middleware.ReasonForPoisonedKey)
 	attempts, err := c.ledger.attempts(ctx, cmd.EventID)
 	if err != nil {
-		return err
+		return domain.AdminResult{}, err
 	}
-	key := m.Metadata.Get(MetaKafkaKey)
 	var id int64
 	err = c.deps.Pool.QueryRow(ctx, `INSERT INTO admin_command_failures (consumer_group, tenant_id, event_id, command_type,
 			command, record_key, error, attempts)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (consumer_group, event_id) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts
 		RETURNING id`,
-		c.cfg.ConsumerGroup, cmd.TenantID, cmd.EventID, cmd.EventType, json.RawMessage(m.Payload), key,
+		c.cfg.ConsumerGroup, cmd.TenantID, cmd.EventID, cmd.EventType, json.RawMessage(it.msg.Value), it.key,
 		truncate(errText, 4000), attempts).Scan(&id)
 	if err != nil {
-		return dbErr("record admin command failure", err)
+		return domain.AdminResult{}, dbErr("record admin command failure", err)
 	}
 	headers := map[string]string{}
-	for k, v := range m.Metadata {
-		if !strings.HasPrefix(k, "kafka_") && !strings.HasPrefix(k, "_watermill") && k != middleware.ReasonForPoisonedKey &&
-			k != middleware.PoisonedTopicKey && k != middleware.PoisonedHandlerKey && k != middleware.PoisonedSubscriberKey {
-			headers[k] = v
+	for _, h := range it.msg.Headers {
+		if h != nil {
+			headers[string(h.Key)] = string(h.Value)
 		}
 	}
 	headers[HeaderReason], headers[HeaderError], headers[HeaderConsumerGroup] = ReasonRetriesExhausted, truncate(errText, 1000), c.cfg.ConsumerGroup
 	headers[HeaderFailureID] = fmt.Sprint(id)
-	if err := c.deps.Publisher.Publish(ctx, topic, key, m.Payload, headers); err != nil {
-		return domain.Retryable("publish admin dead letter", err)
+	if err := c.deps.Publisher.Publish(ctx, c.cfg.DeadLetterTopic, it.key, it.msg.Value, headers); err != nil {
+		return domain.AdminResult{}, domain.Retryable("publish admin dead letter", err)
 	}
 	c.metrics.deadLetters.Inc()
 	c.log.ErrorContext(ctx, "admin command dead-lettered after its retries", "event_id", cmd.EventID.String(),
 		"event_type", cmd.EventType, "tenant_id", cmd.TenantID, "failure_id", id, "attempts", attempts, "err", errText)
-	res := c.result(cmd, domain.AdminFailed, ReasonRetriesExhausted, map[string]any{"failure_id": fmt.Sprint(id), "attempts": attempts}, nil)
-	c.observe(res, time.Now())
-	return c.answer(ctx, key, cmd.EventID, res)
+	return c.result(cmd, domain.AdminFailed, ReasonRetriesExhausted, map[string]any{"failure_id": fmt.Sprint(id), "attempts": attempts}, nil), nil
 }
 
 func truncate(s string, n int) string {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -52,16 +51,28 @@ type env struct {
 	brokers  []string
 	consumer *admin.Consumer
 	failures *admin.Failures
+	handlers admin.Handlers
+	stops    map[*admin.Consumer]func()
 }
 
-// broadcasts records tenant broadcasts and tenant changes, standing in for the fanout.
+// broadcasts records tenant broadcasts and tenant changes, standing in for the fanout. With
+// hold set, a tenant broadcast signals entered and waits until hold is closed.
 type broadcasts struct {
 	mu      sync.Mutex
 	tenants []domain.TenantID
 	changes []tenant.Info
+	hold    chan struct{}
+	entered chan struct{}
 }
 
 func (b *broadcasts) BroadcastTenant(_ context.Context, t domain.TenantID, _ json.RawMessage, _ time.Time) error {
+	b.mu.Lock()
+	hold, entered := b.hold, b.entered
+	b.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tenants = append(b.tenants, t)
@@ -75,7 +86,8 @@ func (b *broadcasts) TenantChanged(_ context.Context, i tenant.Info) {
 }
 
 type envOpts struct {
-	mysqlDSN string // default: the shared server
+	mysqlDSN string        // default: the shared server
+	config   *admin.Config // default: quick retries
 }
 
 func saramaConfig() *sarama.Config {
@@ -91,7 +103,6 @@ func saramaConfig() *sarama.Config {
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
-	ctx := testenv.Context(t)
 	e := &env{t: t, sent: &broadcasts{}}
 	e.pool, e.store = storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
@@ -146,36 +157,59 @@ func newEnv(t *testing.T, o envOpts) *env {
 		e.produce(topic, "init", []byte(`{}`)) // creates the topic before anyone subscribes
 	}
 	e.results, e.dead = e.collect(resultTopic), e.collect(deadTopic)
-	sub, err := wkafka.NewSubscriber(wkafka.SubscriberConfig{Brokers: e.brokers, Unmarshaler: admin.KafkaUnmarshaler{},
-		OverwriteSaramaConfig: saramaConfig(), ConsumerGroup: "admin-test", NackResendSleep: 20 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.failures = admin.NewFailures(e.pool, publisher{e.producer}, commandTopic)
-	e.consumer, err = admin.New(admin.Config{ConsumerGroup: "admin-test", ResultTopic: resultTopic, DeadLetterTopic: deadTopic,
-		Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond}},
-		admin.Deps{Pool: e.pool, Subscriber: sub, CommandTopic: commandTopic, Publisher: publisher{e.producer}, Owner: "test",
-			Handlers: admin.Handlers{Tenants: e.registry, Lookup: e.cache, Accounts: gov, Groups: e.groups, GroupStates: e.loader,
-				Messages: ops, Sender: send, Broadcaster: e.sent, Events: e.store}})
-	if err != nil {
-		t.Fatal(err)
+	e.handlers = admin.Handlers{Tenants: e.registry, Lookup: e.cache, Accounts: gov, Groups: e.groups, GroupStates: e.loader,
+		Messages: ops, Sender: send, Broadcaster: e.sent, Events: e.store}
+	cfg := admin.Config{Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond}}
+	if o.config != nil {
+		cfg = *o.config
 	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- e.consumer.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("consumer: %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Error("consumer did not stop")
-		}
-	})
+	e.consumer = e.startConsumer("test", cfg)
 	return e
 }
+
+// startConsumer starts a consumer of the "admin-test" group named owner with cfg (its group and
+// topics set here). It stops when the test ends, or earlier by e.stop.
+func (e *env) startConsumer(owner string, cfg admin.Config) *admin.Consumer {
+	t := e.t
+	t.Helper()
+	group, err := sarama.NewConsumerGroup(e.brokers, "admin-test", saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConsumerGroup, cfg.ResultTopic, cfg.DeadLetterTopic = "admin-test", resultTopic, deadTopic
+	c, err := admin.New(cfg, admin.Deps{Pool: e.pool, Group: group, CommandTopic: commandTopic, Publisher: publisher{e.producer},
+		Owner: owner, Handlers: e.handlers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(testenv.Context(t)))
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	var once sync.Once
+	wait := func() {
+		once.Do(func() {
+			stop()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("consumer %s: %v", owner, err)
+				}
+			case <-time.After(40 * time.Second):
+				t.Errorf("consumer %s did not stop", owner)
+			}
+		})
+	}
+	if e.stops == nil {
+		e.stops = map[*admin.Consumer]func(){}
+	}
+	e.stops[c] = wait
+	t.Cleanup(wait)
+	return c
+}
+
+// stop stops consumer c and waits until it ended.
+func (e *env) stop(c *admin.Consumer) { e.stops[c]() }
 
 // publisher is the consumer's Publisher over a sarama producer.
 type publisher struct{ p sarama.SyncProducer }
@@ -187,6 +221,18 @@ func (p publisher) Publish(_ context.Context, topic, key string, value []byte, h
 	}
 	_, _, err := p.p.SendMessage(m)
 	return err
+}
+
+// PublishBatch makes publisher an admin.BatchPublisher, as the binary's is.
+func (p publisher) PublishBatch(_ context.Context, msgs []admin.OutMessage) error {
+	pm := make([]*sarama.ProducerMessage, len(msgs))
+	for i, m := range msgs {
+		pm[i] = &sarama.ProducerMessage{Topic: m.Topic, Key: sarama.StringEncoder(m.Key), Value: sarama.ByteEncoder(m.Value)}
+		for k, v := range m.Headers {
+			pm[i].Headers = append(pm[i].Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+		}
+	}
+	return p.p.SendMessages(pm)
 }
 
 func (e *env) produce(topic, key string, value []byte) {

@@ -90,20 +90,91 @@ func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand) (st claimSt
 	return st, stored, attempts, nil
 }
 
-// finish records the final result of a command this consumer holds. It reports false when the
-// claim was taken over meanwhile (the other consumer answers).
-func (l *ledger) finish(ctx context.Context, id uuid.UUID, res domain.AdminResult) (bool, error) {
-	body, err := json.Marshal(res)
-	if err != nil {
-		return false, err
+// claimNew claims, with one statement, the commands of items seen for the first time; it returns
+// the ids it claimed. The others (repeats, retries, claims of other consumers) take claim.
+func (l *ledger) claimNew(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
+	ids := make([]uuid.UUID, len(items))
+	parents := make([]*uuid.UUID, len(items))
+	tenants := make([]string, len(items))
+	types := make([]string, len(items))
+	for i, it := range items {
+		ids[i], parents[i], tenants[i], types[i] = it.cmd.EventID, it.cmd.ParentEventID, it.cmd.TenantID, it.cmd.EventType
 	}
-	tag, err := l.pool.Exec(ctx, `UPDATE admin_commands SET status = $4, reason = $5, result = $6, finished_at = now()
-		WHERE consumer_group = $1 AND event_id = $2 AND owner = $3 AND status = 'running'`,
-		l.group, id, l.owner, res.Status, res.Reason, body)
+	rows, err := l.pool.Query(ctx, `INSERT INTO admin_commands (consumer_group, event_id, parent_event_id, tenant_id, command_type,
+			status, owner, attempts, claimed_at)
+		SELECT $1, u.id, u.parent, u.tenant, u.typ, 'running', $2, 1, now()
+		FROM unnest($3::uuid[], $4::uuid[], $5::text[], $6::text[]) AS u(id, parent, tenant, typ)
+		ON CONFLICT DO NOTHING RETURNING event_id`, l.group, l.owner, ids, parents, tenants, types)
 	if err != nil {
-		return false, dbErr("finish admin command", err)
+		return nil, dbErr("claim admin commands", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	claimed := make(map[uuid.UUID]bool, len(items))
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, dbErr("claim admin commands", err)
+		}
+		claimed[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("claim admin commands", err)
+	}
+	return claimed, nil
+}
+
+// finishBatch records the results of items, commands this consumer holds, with one statement.
+// It returns the ids whose claim was taken over meanwhile (the other consumer answers them).
+func (l *ledger) finishBatch(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
+	ids := make([]uuid.UUID, len(items))
+	statuses := make([]string, len(items))
+	reasons := make([]string, len(items))
+	bodies := make([]string, len(items))
+	for i, it := range items {
+		body, err := json.Marshal(it.res)
+		if err != nil {
+			return nil, err
+		}
+		ids[i], statuses[i], reasons[i], bodies[i] = it.cmd.EventID, it.res.Status, it.res.Reason, string(body)
+	}
+	rows, err := l.pool.Query(ctx, `UPDATE admin_commands a SET status = u.status, reason = u.reason, result = u.result::json,
+			finished_at = now()
+		FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[]) AS u(id, status, reason, result)
+		WHERE a.consumer_group = $1 AND a.event_id = u.id AND a.owner = $2 AND a.status = 'running'
+		RETURNING a.event_id`, l.group, l.owner, ids, statuses, reasons, bodies)
+	if err != nil {
+		return nil, dbErr("finish admin commands", err)
+	}
+	finished := make(map[uuid.UUID]bool, len(items))
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, dbErr("finish admin commands", err)
+		}
+		finished[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("finish admin commands", err)
+	}
+	lost := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		if !finished[id] {
+			lost[id] = true
+		}
+	}
+	return lost, nil
+}
+
+// release gives up this consumer's claims of commands it never started, so whoever gets them
+// after a rebalance or restart runs them at once instead of after the claim timeout.
+func (l *ledger) release(ctx context.Context, ids []uuid.UUID) error {
+	_, err := l.pool.Exec(ctx, `DELETE FROM admin_commands
+		WHERE consumer_group = $1 AND event_id = ANY($2::uuid[]) AND owner = $3 AND status = 'running'`, l.group, ids, l.owner)
+	if err != nil {
+		return dbErr("release admin commands", err)
+	}
+	return nil
 }
 
 // attempts returns how often the command was claimed; 0 when it never was.

@@ -89,26 +89,34 @@ func (r Range) End() Cursor {
 	return end
 }
 
+// scanChunk is how many events one query of ScanCommitted streams at most: its pages are cut
+// from the rows as they arrive, so a long scan is planned and started once per scanChunk events
+// rather than once per page, while no query (and no snapshot) stays open for the whole log.
+const scanChunk = 250_000
+
 // ScanCommitted calls fn with the events of f in r, in commit-safe (tx_id, position) order, in
 // pages of up to page events (page <= 0 means Config.MaxRead; it is not capped, so a reader can
 // trade memory for round trips). Events come as stored, not upcast: the export and republish
-// commands decide what their readers get. Each page is one query; fn's error stops the scan
-// and is returned as it is. A zero Horizon reads nothing: call Horizon first.
+// commands decide what their readers get. One query streams up to max(page, 250,000) events and
+// fn is called as each page arrives (PostgreSQL waits on the socket while fn works); fn's error
+// stops the scan and is returned as it is. A zero Horizon reads nothing: call Horizon first.
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) ScanCommitted(ctx context.Context, r Range, f Filter, page int, fn func([]Record) error) error {
 	const op = "scan committed events"
 	if page <= 0 {
 		page = s.cfg.MaxRead
 	}
+	chunk := max(page, scanChunk)
 	sc := newPageScanner()
 	for {
-		rw, args := r.where([]any{page})
+		rw, args := r.where([]any{chunk})
 		fw, args := filterWhere(f, args)
 		rows, err := s.pool.Query(ctx, `SELECT tx_id, `+envelopeColumns+` FROM events WHERE `+rw+` AND `+fw+
 			` ORDER BY tx_id, position LIMIT $1`, args...)
 		if err != nil {
 			return wrapErr(op, err)
 		}
+		n := 0
 		recs := make([]Record, 0, min(page, 4096))
 		for rows.Next() {
 			rec, err := sc.scan(rows)
@@ -117,21 +125,29 @@ func (s *Store) ScanCommitted(ctx context.Context, r Range, f Filter, page int, 
 				return wrapErr(op, err)
 			}
 			recs = append(recs, rec)
+			n++
+			if len(recs) == page {
+				if err := fn(recs); err != nil {
+					rows.Close()
+					return err
+				}
+				r.From = recs[len(recs)-1].Cursor
+				recs = make([]Record, 0, min(page, 4096))
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return wrapErr(op, err)
 		}
-		if len(recs) == 0 {
+		if len(recs) > 0 {
+			if err := fn(recs); err != nil {
+				return err
+			}
+			r.From = recs[len(recs)-1].Cursor
+		}
+		if n < chunk {
 			return nil
 		}
-		if err := fn(recs); err != nil {
-			return err
-		}
-		if len(recs) < page {
-			return nil
-		}
-		r.From = recs[len(recs)-1].Cursor
 	}
 }
 

@@ -64,6 +64,14 @@ type Config struct {
 	// RowGroupRows is the most rows of a Parquet row group, which the writer buffers in memory.
 	// Default 65,536.
 	RowGroupRows int
+	// Readers is how many stretches of the log are read at once, each on a connection of its
+	// own, when the Reader can split the range (*eventstore.Store does); 1 reads with one query
+	// at a time. It helps where PostgreSQL has idle cores; on a saturated machine it only costs
+	// memory. Default 1.
+	Readers int
+	// ChunkEvents is the length of such a stretch, in log events of any tenant; memory holds
+	// about Readers × ChunkEvents events. Default 20,000.
+	ChunkEvents int
 	// Progress, unless nil, receives a progress bar.
 	Progress io.Writer
 	// Logger receives what the export did. Default: discard.
@@ -84,6 +92,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.RowGroupRows == 0 {
 		c.RowGroupRows = 1 << 16
+	}
+	if c.Readers == 0 {
+		c.Readers = 1
+	}
+	if c.ChunkEvents == 0 {
+		c.ChunkEvents = 20_000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -108,8 +122,8 @@ func (c Config) Validate() error {
 	case c.Out == Stdout && c.Stdout == nil:
 		errs = append(errs, errors.New("export: Stdout is required to write to -"))
 	}
-	if c.PartEvents < 1 || c.PageSize < 1 || c.RowGroupRows < 1 {
-		errs = append(errs, errors.New("export: PartEvents, PageSize and RowGroupRows must be positive"))
+	if c.PartEvents < 1 || c.PageSize < 1 || c.RowGroupRows < 1 || c.Readers < 1 || c.ChunkEvents < 1 {
+		errs = append(errs, errors.New("export: PartEvents, PageSize, RowGroupRows, Readers and ChunkEvents must be positive"))
 	}
 	if !c.Since.IsZero() && !c.Until.IsZero() && !c.Until.After(c.Since) {
 		errs = append(errs, fmt.Errorf("export: until %s is not after since %s", c.Until.Format(time.RFC3339), c.Since.Format(time.RFC3339)))

@@ -90,7 +90,7 @@ func TestResumedExportsSeeEveryEventOnce(t *testing.T) {
 	var results []export.Result
 	runExport := func() {
 		t.Helper()
-		res, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, PartEvents: 50, PageSize: 16})
+		res, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, PartEvents: 50, PageSize: 16, ChunkEvents: 5, Readers: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

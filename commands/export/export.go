@@ -29,7 +29,7 @@ type Reader interface {
 // transaction that commits late is never skipped. Result.Cursor is HorizonCursor(horizon) (or
 // cfg.To), so the next export from it gets exactly the events committed since, none twice. The
 // cursor describes how far the log was read, not which events matched: resume with the same
-// filters. Reading runs ahead of writing by two pages, so memory holds about three pages plus,
+// filters. Reading runs ahead of writing by four pages, so memory holds about five pages plus,
 // for Parquet, one row group, whatever the number of events.
 //
 // Errors: the configuration's (domain.ErrInvalid for bad type globs), the store's (wrapping
@@ -96,18 +96,23 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 func pump(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filter, cfg Config, t *target, bar *progressbar.ProgressBar) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	pages := make(chan []eventstore.Record, 2)
+	pages := make(chan []eventstore.Record, 4)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		readErr <- r.ScanCommitted(ctx, rng, f, cfg.PageSize, func(recs []eventstore.Record) error {
+		hand := func(recs []eventstore.Record) error {
 			select {
 			case pages <- recs:
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
-		})
+		}
+		if sp, ok := r.(Splitter); ok && cfg.Readers > 1 {
+			readErr <- scanParallel(ctx, r, sp, rng, f, cfg.PageSize, cfg.Readers, cfg.ChunkEvents, hand)
+			return
+		}
+		readErr <- r.ScanCommitted(ctx, rng, f, cfg.PageSize, hand)
 	}()
 	var events int64
 	var werr error

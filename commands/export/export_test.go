@@ -35,7 +35,7 @@ func TestParquetExportRoundTrip(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "acme.parquet")
 	e.settle(t)
 
-	got, err := export.Run(e.ctx, e.store, export.Config{Format: export.FormatParquet, Out: out, Tenant: tenantA, PageSize: 7})
+	got, err := export.Run(e.ctx, e.store, export.Config{Format: export.FormatParquet, Out: out, Tenant: tenantA, PageSize: 7, ChunkEvents: 11, Readers: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,8 @@ type Config struct {
 	// BatchSize is how many events one produce call sends and one read of the store returns.
 	// Default 1000; with a Rate it is at most Rate.
 	BatchSize int
+	// InFlight is how many batches RunAsync keeps in flight at once. Default 16.
+	InFlight int
 	// Progress, unless nil, receives a progress bar.
 	Progress io.Writer
 	// Logger receives what the republish did. Default: discard.
@@ -52,6 +54,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.InFlight == 0 {
+		c.InFlight = 16
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1000
 	}
@@ -81,8 +86,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: %s is written by imledger itself; choose another topic", ErrLiveTopic, c.Topic))
 		}
 	}
-	if c.Rate < 0 || c.BatchSize < 1 {
-		errs = append(errs, errors.New("republish: Rate must not be negative and BatchSize must be positive"))
+	if c.Rate < 0 || c.BatchSize < 1 || c.InFlight < 1 {
+		errs = append(errs, errors.New("republish: Rate must not be negative and BatchSize and InFlight must be positive"))
 	}
 	if !c.To.IsZero() && !c.From.Before(c.To) {
 		errs = append(errs, fmt.Errorf("republish: cursor range %s..%s is empty", c.From, c.To))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -45,6 +46,19 @@ type Producer interface {
 // Errors: ErrLiveTopic and other configuration errors, the store's (domain.ErrRetryable when
 // PostgreSQL is unreachable), the producer's, and checkpoint file errors.
 func Run(ctx context.Context, r Reader, p Producer, cfg Config) (Result, error) {
+	return run(ctx, r, cfg, func(s *sender) batchSender { return &syncSender{p: p, s: s} })
+}
+
+// RunAsync is Run with an asynchronous producer (sarama.NewAsyncProducer with the configuration
+// of kafka.NewProducerConfig: idempotent, one request in flight per broker, so records of one
+// partition stay in order): up to Config.InFlight batches are in flight at once instead of one,
+// and the checkpoint moves to the end of a batch once it and every batch before it are
+// acknowledged. The guarantees are Run's. The caller closes p.
+func RunAsync(ctx context.Context, r Reader, p sarama.AsyncProducer, cfg Config) (Result, error) {
+	return run(ctx, r, cfg, func(s *sender) batchSender { return newAsyncSender(p, s) })
+}
+
+func run(ctx context.Context, r Reader, cfg Config, newSender func(*sender) batchSender) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -75,7 +89,8 @@ func Run(ctx context.Context, r Reader, p Producer, cfg Config) (Result, error) 
 		}
 		bar = newBar(cfg.Progress, total)
 	}
-	s := &sender{p: p, cfg: cfg, start: start, bar: bar}
+	s := &sender{cfg: cfg, start: start, bar: bar}
+	s.out = newSender(s)
 	err = s.run(ctx, r, rng, filter)
 	if bar != nil {
 		_ = bar.Finish()
@@ -95,13 +110,21 @@ func Run(ctx context.Context, r Reader, p Producer, cfg Config) (Result, error) 
 	return res, nil
 }
 
-// sender sends pages as rate-limited batches and checkpoints after each.
+// batchSender sends the batches of a sender: send hands one over (and may return before it is
+// acknowledged), flush waits until every batch handed over is acknowledged or failed.
+type batchSender interface {
+	send(ctx context.Context, msgs []*sarama.ProducerMessage, end eventstore.Cursor) error
+	flush() error
+}
+
+// sender sends pages as rate-limited batches and checkpoints after each acknowledged one.
 type sender struct {
-	p      Producer
+	out    batchSender
 	cfg    Config
 	start  time.Time
 	bar    *progressbar.ProgressBar
-	sent   int64
+	sent   int64 // acknowledged
+	queued int64 // handed to the producer
 	cursor eventstore.Cursor
 }
 
@@ -132,6 +155,9 @@ func (s *sender) run(ctx context.Context, r Reader, rng eventstore.Range, f even
 			cancel(serr)
 		}
 	}
+	if ferr := s.out.flush(); serr == nil {
+		serr = ferr
+	}
 	if rerr := <-readErr; serr == nil && rerr != nil {
 		return fmt.Errorf("republish: %w", rerr)
 	}
@@ -141,7 +167,7 @@ func (s *sender) run(ctx context.Context, r Reader, rng eventstore.Range, f even
 // send waits for the rate limit, sends recs as one batch and saves the checkpoint.
 func (s *sender) send(ctx context.Context, recs []eventstore.Record) error {
 	if s.cfg.Rate > 0 {
-		due := s.start.Add(time.Duration(float64(s.sent) / float64(s.cfg.Rate) * float64(time.Second)))
+		due := s.start.Add(time.Duration(float64(s.queued) / float64(s.cfg.Rate) * float64(time.Second)))
 		if wait := due.Sub(s.cfg.Now()); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -162,18 +188,151 @@ func (s *sender) send(ctx context.Context, recs []eventstore.Record) error {
 		}
 		msgs[i] = m
 	}
-	if err := s.p.SendMessages(msgs); err != nil {
-		return fmt.Errorf("republish: send %d events after %s to %s: %w", len(msgs), s.cursor, s.cfg.Topic, firstError(err))
-	}
-	s.sent += int64(len(recs))
-	s.cursor = recs[len(recs)-1].Cursor
+	s.queued += int64(len(msgs))
+	return s.out.send(ctx, msgs, recs[len(recs)-1].Cursor)
+}
+
+// acked records that the batch ending at end, and every batch before it, was acknowledged.
+func (s *sender) acked(n int, end eventstore.Cursor) error {
+	s.sent += int64(n)
+	s.cursor = end
 	if s.bar != nil {
-		_ = s.bar.Add(len(recs))
+		_ = s.bar.Add(n)
 	}
 	if s.cfg.Checkpoint != "" {
 		return writeCheckpoint(s.cfg.Checkpoint, s.cursor)
 	}
 	return nil
+}
+
+// syncSender sends one batch at a time and waits for its acks.
+type syncSender struct {
+	p Producer
+	s *sender
+}
+
+func (y *syncSender) send(_ context.Context, msgs []*sarama.ProducerMessage, end eventstore.Cursor) error {
+	if err := y.p.SendMessages(msgs); err != nil {
+		return fmt.Errorf("republish: send %d events after %s to %s: %w", len(msgs), y.s.cursor, y.s.cfg.Topic, firstError(err))
+	}
+	return y.s.acked(len(msgs), end)
+}
+
+func (y *syncSender) flush() error { return nil }
+
+// asyncSender feeds batches to an AsyncProducer back to back, up to Config.InFlight at once,
+// and acknowledges them in order.
+type asyncSender struct {
+	p     sarama.AsyncProducer
+	s     *sender
+	slots chan struct{} // one per batch in flight
+	done  chan struct{} // closed when the collector ended
+
+	mu       sync.Mutex
+	batches  []*asyncBatch // in flight, oldest first
+	inputs   int64         // records handed to the producer
+	answered int64         // records acknowledged or failed
+	err      error         // the first failure
+	closing  bool
+	wake     chan struct{}
+}
+
+type asyncBatch struct {
+	n, acked int
+	end      eventstore.Cursor
+}
+
+func newAsyncSender(p sarama.AsyncProducer, s *sender) *asyncSender {
+	a := &asyncSender{p: p, s: s, slots: make(chan struct{}, s.cfg.InFlight), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	go a.collect()
+	return a
+}
+
+func (a *asyncSender) send(ctx context.Context, msgs []*sarama.ProducerMessage, end eventstore.Cursor) error {
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	a.mu.Lock()
+	if a.err != nil {
+		err := a.err
+		a.mu.Unlock()
+		<-a.slots
+		return err
+	}
+	b := &asyncBatch{n: len(msgs), end: end}
+	a.batches = append(a.batches, b)
+	a.inputs += int64(len(msgs))
+	a.mu.Unlock()
+	for _, m := range msgs {
+		m.Metadata = b
+		a.p.Input() <- m
+	}
+	return nil
+}
+
+// collect counts the acks and failures of the records, in any order, and acknowledges the
+// batches at the head that are complete.
+func (a *asyncSender) collect() {
+	defer close(a.done)
+	succ, errs := a.p.Successes(), a.p.Errors()
+	for {
+		a.mu.Lock()
+		finished := a.closing && a.answered == a.inputs
+		a.mu.Unlock()
+		if finished {
+			return
+		}
+		select {
+		case m := <-succ:
+			a.mu.Lock()
+			a.answered++
+			m.Metadata.(*asyncBatch).acked++
+			for len(a.batches) > 0 && a.batches[0].acked == a.batches[0].n {
+				b := a.batches[0]
+				a.batches = a.batches[1:]
+				<-a.slots
+				if err := a.s.acked(b.n, b.end); err != nil {
+					a.failLocked(err)
+				}
+			}
+			a.mu.Unlock()
+		case pe := <-errs:
+			a.mu.Lock()
+			a.answered++
+			a.failLocked(fmt.Errorf("republish: send after %s to %s: %w", a.s.cursor, a.s.cfg.Topic, pe.Err))
+			a.mu.Unlock()
+		case <-a.wake:
+		}
+	}
+}
+
+// failLocked records the first failure and gives up the batches in flight: none of them is
+// acknowledged any more, so the checkpoint stays before them.
+func (a *asyncSender) failLocked(err error) {
+	if a.err == nil {
+		a.err = err
+	}
+	for range a.batches {
+		<-a.slots
+	}
+	a.batches = nil
+}
+
+// flush waits until every record handed over is answered and returns the first failure.
+func (a *asyncSender) flush() error {
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
 }
 
 // firstError unwraps sarama.ProducerErrors to its first error, which says why.

@@ -359,3 +359,64 @@ func TestRepublishResumesFromItsCheckpoint(t *testing.T) {
 		t.Errorf("a run after the end sent %d events (%v)", third.Events, err)
 	}
 }
+
+// RunAsync keeps several batches in flight and still delivers every event once, each
+// conversation in log order, and leaves the checkpoint at the end of the log.
+func TestRepublishAsyncKeepsOrderWithBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scenario.Write(e.ctx, t, e.sc, tenantA, 25)
+	e.settle(t)
+	want := e.log(t, tenantA)
+	target := e.kcfg.Topic("im.replay.async")
+	if err := kafka.EnsureTopic(e.ctx, e.kcfg, target); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := kafka.NewProducerConfig(e.kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sarama.NewAsyncProducer(e.kcfg.Brokers, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	cp := filepath.Join(t.TempDir(), "replay.cursor")
+	got, err := republish.RunAsync(e.ctx, e.store, p, republish.Config{Topic: target, LiveTopics: e.kcfg.LiveTopics(),
+		Tenant: tenantA, BatchSize: 3, InFlight: 4, Checkpoint: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Events != int64(len(want)) {
+		t.Fatalf("republished %d events, the tenant has %d", got.Events, len(want))
+	}
+	recs := e.consume(t, target, len(want))
+	perKey := map[string][]string{}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		id := header(r, relay.HeaderEventID)
+		if seen[id] {
+			t.Errorf("event %s arrived twice", id)
+		}
+		seen[id] = true
+		perKey[string(r.Key)] = append(perKey[string(r.Key)], id)
+	}
+	wantKey := map[string][]string{}
+	for _, w := range want {
+		if !seen[w.Envelope.EventID.String()] {
+			t.Errorf("event %s was not republished", w.Envelope.EventID)
+		}
+		k := relay.Key(w.Envelope)
+		wantKey[k] = append(wantKey[k], w.Envelope.EventID.String())
+	}
+	for k, ids := range wantKey {
+		if strings.Join(ids, ",") != strings.Join(perKey[k], ",") {
+			t.Errorf("conversation %s arrived as %v, want %v", k, perKey[k], ids)
+		}
+	}
+	// A run from the checkpoint sends nothing more.
+	again, err := republish.RunAsync(e.ctx, e.store, p, republish.Config{Topic: target, Tenant: tenantA, Checkpoint: cp})
+	if err != nil || again.Events != 0 || again.Cursor.Before(got.Cursor) {
+		t.Errorf("a run from the checkpoint sent %d events, cursor %s (first run's %s) (%v)", again.Events, again.Cursor, got.Cursor, err)
+	}
+}

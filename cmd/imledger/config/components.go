@@ -21,7 +21,8 @@ import (
 // whether this node runs them at all.
 type ProjectionsConfig struct {
 	// Config holds the projector settings: initial_offset, retry.*, batch.*, parking.*,
-	// channel_buffer_size, nack_resend_sleep, lag_interval, close_timeout.
+	// in_flight, fetch_min_bytes, fetch_max_wait, channel_buffer_size, nack_resend_sleep,
+	// lag_interval, close_timeout.
 	projections.Config `koanf:",squash"`
 	// Run makes serve run the projectors (messages-mysql, messages-hot). Nodes of one deployment
 	// share their consumer groups, so any number may run them. Default true; ignored when MySQL

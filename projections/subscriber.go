@@ -1,0 +1,316 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// PipelinedSubscriberConfig configures a PipelinedSubscriber.
+type PipelinedSubscriberConfig struct {
+	// Brokers are the Kafka bootstrap addresses. Required.
+	Brokers []string
+	// ConsumerGroup is the Kafka consumer group. Required.
+	ConsumerGroup string
+	// Sarama is the client configuration (consumer group settings included). Required.
+	Sarama *sarama.Config
+	// Unmarshaler turns a record into a watermill message. Required.
+	Unmarshaler interface {
+		Unmarshal(*sarama.ConsumerMessage) (*message.Message, error)
+	}
+	// InFlight is how many records of one partition may be delivered and not yet acked.
+	// Default 256.
+	InFlight int
+	// NackResendSleep is how long a nacked record waits before it is delivered again.
+	// Default 500ms.
+	NackResendSleep time.Duration
+	// Prepare, when set, is called for every record in its partition's long-lived goroutine
+	// before the record is delivered; the handler finds the result with Prepared. Decoding
+	// there, ahead of the handler, spares each handler goroutine growing its stack for it.
+	Prepare func(*message.Message) any
+}
+
+func (c *PipelinedSubscriberConfig) setDefaults() {
+	if c.InFlight <= 0 {
+		c.InFlight = 256
+	}
+	if c.NackResendSleep <= 0 {
+		c.NackResendSleep = 500 * time.Millisecond
+	}
+}
+
+// Validate reports what is missing from c.
+func (c PipelinedSubscriberConfig) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("pipelined subscriber: brokers are required"))
+	}
+	if c.ConsumerGroup == "" {
+		errs = append(errs, errors.New("pipelined subscriber: consumer group is required"))
+	}
+	if c.Sarama == nil || c.Unmarshaler == nil {
+		errs = append(errs, errors.New("pipelined subscriber: sarama config and unmarshaler are required"))
+	}
+	return errors.Join(errs...)
+}
+
+// PipelinedSubscriber is a watermill message.Subscriber on a Sarama consumer group that keeps up
+// to InFlight records of each partition delivered at once, instead of one record per partition
+// waiting for its ack (watermill-kafka's subscriber). Records of a partition are sent on the
+// channel in offset order; each record's offset is marked (and committed by Sarama's auto-commit)
+// only once it and every record before it in its partition were acked, so a crash or rebalance
+// redelivers what was not settled and never skips it. A nacked record is delivered again after
+// NackResendSleep, still holding back the offsets behind it.
+//
+// A handler that must see a partition's records in order can call HandedOver(msg.Context()) once
+// it has queued the record wherever its order matters: the next record of the partition is sent
+// only after that call (or after the record's ack or nack). Handlers that do not call it receive
+// the next record once the previous one is settled or handed over, whichever comes first.
+type PipelinedSubscriber struct {
+	cfg    PipelinedSubscriberConfig
+	log    watermill.LoggerAdapter
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+var _ message.Subscriber = (*PipelinedSubscriber)(nil)
+
+// NewPipelinedSubscriber validates cfg and returns a subscriber; it connects on Subscribe.
+func NewPipelinedSubscriber(cfg PipelinedSubscriberConfig, log watermill.LoggerAdapter) (*PipelinedSubscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if log == nil {
+		log = watermill.NopLogger{}
+	}
+	return &PipelinedSubscriber{cfg: cfg, log: log, closed: make(chan struct{})}, nil
+}
+
+// Subscribe joins the consumer group for topic and returns the channel of its records. The
+// channel is closed once ctx ends or the subscriber is closed and every partition has stopped.
+func (s *PipelinedSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	select {
+	case <-s.closed:
+		return nil, errors.New("pipelined subscriber: closed")
+	default:
+	}
+	group, err := sarama.NewConsumerGroup(s.cfg.Brokers, s.cfg.ConsumerGroup, s.cfg.Sarama)
+	if err != nil {
+		return nil, fmt.Errorf("pipelined subscriber: consumer group %s: %w", s.cfg.ConsumerGroup, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan *message.Message)
+	h := &claimHandler{s: s, ctx: ctx, out: out}
+	fields := watermill.LogFields{"consumer_group": s.cfg.ConsumerGroup, "topic": topic}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-s.closed:
+		}
+		cancel()
+	}()
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		defer func() {
+			if err := group.Close(); err != nil {
+				s.log.Error("close consumer group", err, fields)
+			}
+		}()
+		errs := group.Errors()
+		go func() {
+			for err := range errs {
+				s.log.Error("consumer group error", err, fields)
+			}
+		}()
+		for ctx.Err() == nil {
+			if err := group.Consume(ctx, []string{topic}, h); err != nil {
+				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+					return
+				}
+				s.log.Error("consume", err, fields)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Close stops every subscription and waits until their channels are closed.
+func (s *PipelinedSubscriber) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	s.wg.Wait()
+	return nil
+}
+
+// deliveryKey is the context key of a record's *delivery.
+type deliveryKey struct{}
+
+// delivery is one record delivered to the handler, with its hand-over signal and what Prepare
+// made of it.
+type delivery struct {
+	once     sync.Once
+	handed   chan struct{}
+	prepared any
+}
+
+// Prepared returns what PipelinedSubscriberConfig.Prepare returned for the record whose message
+// context is ctx, or nil.
+func Prepared(ctx context.Context) any {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		return d.prepared
+	}
+	return nil
+}
+
+func (d *delivery) handOver() { d.once.Do(func() { close(d.handed) }) }
+
+// HandedOver tells a PipelinedSubscriber that the record whose message context is ctx has been
+// queued by its handler, so the next record of its partition may be delivered. It does nothing
+// for other contexts and when called again.
+func HandedOver(ctx context.Context) {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		d.handOver()
+	}
+}
+
+// claimHandler is the sarama.ConsumerGroupHandler of one subscription.
+type claimHandler struct {
+	s   *PipelinedSubscriber
+	ctx context.Context // the subscription's; message contexts derive from it
+	out chan<- *message.Message
+}
+
+func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// pending is a delivered record not yet acked, in partition order.
+type pending struct {
+	rec *sarama.ConsumerMessage
+	msg *message.Message
+}
+
+// ConsumeClaim delivers the records of one partition, up to InFlight at a time, and marks
+// offsets in order as records are acked. When the session ends it stops delivering and waits
+// for the records in flight to settle (or the subscription to end) before returning, so no
+// other member applies them at the same time.
+func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	inflight := make(chan pending, h.s.cfg.InFlight)
+	ackerDone := make(chan struct{})
+	go func() {
+		defer close(ackerDone)
+		h.ack(sess, inflight)
+	}()
+	defer func() {
+		close(inflight)
+		<-ackerDone
+	}()
+	for {
+		var rec *sarama.ConsumerMessage
+		select {
+		case r, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			rec = r
+		case <-sess.Context().Done():
+			return nil
+		case <-h.ctx.Done():
+			return nil
+		}
+		msg, err := h.s.cfg.Unmarshaler.Unmarshal(rec)
+		if err != nil {
+			// The unmarshaler is expected not to fail; a record it cannot read is skipped
+			// rather than stopping the partition forever.
+			h.s.log.Error("unmarshal record; skipped", err, watermill.LogFields{"topic": rec.Topic,
+				"partition": rec.Partition, "offset": rec.Offset})
+			msg = nil
+		}
+		p := pending{rec: rec, msg: msg}
+		if msg != nil {
+			d := &delivery{handed: make(chan struct{})}
+			if h.s.cfg.Prepare != nil {
+				d.prepared = h.s.cfg.Prepare(msg)
+			}
+			msg.SetContext(context.WithValue(h.ctx, deliveryKey{}, d))
+			select {
+			case inflight <- p:
+			case <-h.ctx.Done():
+				return nil
+			}
+			if !h.send(msg) {
+				return nil
+			}
+			select {
+			case <-d.handed:
+			case <-msg.Acked():
+			case <-msg.Nacked():
+			case <-h.ctx.Done():
+				return nil
+			}
+			continue
+		}
+		select {
+		case inflight <- p:
+		case <-h.ctx.Done():
+			return nil
+		}
+	}
+}
+
+// send puts msg on the output channel unless the subscription ends first.
+func (h *claimHandler) send(msg *message.Message) bool {
+	select {
+	case h.out <- msg:
+		return true
+	case <-h.ctx.Done():
+		return false
+	}
+}
+
+// ack waits for the records of inflight in order and marks each offset once its record is acked;
+// a nacked record is sent again after NackResendSleep. It returns when inflight is closed and
+// drained, or when the subscription ends.
+func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, inflight <-chan pending) {
+	for p := range inflight {
+		msg := p.msg
+		for msg != nil {
+			select {
+			case <-msg.Acked():
+				msg = nil
+			case <-msg.Nacked():
+				select {
+				case <-time.After(h.s.cfg.NackResendSleep):
+				case <-h.ctx.Done():
+					return
+				}
+				if sess.Context().Err() != nil {
+					// The partition may belong to another member now: leave the record to it.
+					return
+				}
+				again := msg.Copy()
+				again.SetContext(context.WithValue(h.ctx, deliveryKey{}, &delivery{handed: make(chan struct{}), prepared: Prepared(msg.Context())}))
+				if !h.send(again) {
+					return
+				}
+				msg = again
+			case <-h.ctx.Done():
+				return
+			}
+		}
+		sess.MarkMessage(p.rec, "")
+	}
+}
