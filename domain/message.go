@@ -124,12 +124,15 @@ func (c Content) Size() int { return len(c.raw) }
 // written with an exponent are written out in full; it is Size for most content.
 func (c Content) StoredSize() int { return len(c.raw) + c.grow }
 
-// Head is the message head: mentions and reply context.
+// Head is the message head: mentions, reply context and the files the message references.
 type Head struct {
 	Mentions   []UserID `json:"mentions,omitempty"`
 	MentionAll bool     `json:"mention_all,omitempty"`
 	ReplySeq   int64    `json:"reply_seq,omitempty,string"`
 	RootSeq    int64    `json:"root_seq,omitempty,string"`
+	// Files are the ids of uploaded files the message carries; each becomes a reference that
+	// keeps the file from being collected, and their number is the message's file_count.
+	Files []string `json:"files,omitempty"`
 }
 
 // Validate checks mention count and seq ranges; it deduplicates mentions in place.
@@ -151,6 +154,13 @@ func (h *Head) Validate() error {
 	h.Mentions = out
 	if h.ReplySeq < 0 || h.RootSeq < 0 {
 		return invalid("head.reply_seq", "bad_format", "non-negative")
+	}
+	if len(h.Files) > 0 {
+		files, err := ValidateFileRefs(h.Files)
+		if err != nil {
+			return err
+		}
+		h.Files = files
 	}
 	return nil
 }

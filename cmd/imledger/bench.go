@@ -12,6 +12,6 @@ func newBenchCmd() *cobra.Command {
 			"(projection), and the analysts' export and republish of a tenant's history (export, republish).",
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchWriteCmd(), newBenchWSCmd(), newBenchProjectionCmd(), newBenchAdminCmd(), newBenchExportCmd(), newBenchRepublishCmd())
+	cmd.AddCommand(newBenchWriteCmd(), newBenchWSCmd(), newBenchProjectionCmd(), newBenchAdminCmd(), newBenchExportCmd(), newBenchRepublishCmd(), newBenchPushCmd())
 	return cmd
 }

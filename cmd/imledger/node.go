@@ -94,6 +94,8 @@ type node struct {
 
 	// Short-lived state: rate limits, verification codes, action tokens.
 	state shortState
+	// Offline push and files (node_push.go).
+	pf pushFiles
 
 	producer  sarama.SyncProducer
 	relay     *relay.Relay
@@ -126,7 +128,7 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 // opened.
 func (n *node) start(ctx context.Context) error {
 	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startShortState,
-		n.startRelay, n.startProjector, n.startRealtime, n.startAdmin, n.startHTTP}
+		n.startRelay, n.startProjector, n.startRealtime, n.startPushFiles, n.startAdmin, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()

@@ -95,6 +95,14 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz
 		handlers.Conversations, handlers.FriendRequests = query.NewConversationReader(n.reader, n.biz), n.biz
 	}
+	if n.pf.pushdb != nil {
+		handlers.Push = n.pf.pushdb
+	}
+	if n.pf.files != nil {
+		handlers.Files, handlers.FileRefs, handlers.FileURLs = n.pf.files, n.pf.filedb, n.pf.urls
+		cfg.MaxFileBytes = n.pf.files.Config().MaxBytes
+		mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(n.pf.files, n.pf.urls))
+	}
 	if _, err := rest.New(mux, cfg, handlers); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/imledger/imledger/readmodels/filedb"
 
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
@@ -60,6 +61,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.MessagesHot(n.hot, ""),
 		projections.BusinessMySQL(n.biz, "", inv, log),
 		projections.SessionsMySQL(n.sess, ""),
+		projections.FileRefsMySQL(projections.ApplierFunc(filedb.New(n.router).ApplyRefs), ""),
 	}
 }
 

@@ -49,6 +49,9 @@ func (c nodeCommits) MessagesCommitted(ctx context.Context, msgs []commands.Comm
 	if c.n.fanout != nil {
 		fanout.Commits{Publisher: c.n.fanout}.MessagesCommitted(ctx, msgs)
 	}
+	if c.n.pf.producer != nil {
+		c.n.pf.producer.MessagesCommitted(ctx, msgs) // queues: offline reminders never hold the sequencer
+	}
 }
 
 // MessageChanged implements commands.ChangeListener.

@@ -61,8 +61,8 @@ func TestTopicsCarryPrefix(t *testing.T) {
 	t.Parallel()
 	cfg := kafka.Config{TopicPrefix: "dev."}
 	topics := cfg.Topics()
-	if len(topics) != 11 {
-		t.Fatalf("Topics() has %d names, want 11: %v", len(topics), topics)
+	if len(topics) != 12 { // with im.file.security
+		t.Fatalf("Topics() has %d names, want 12: %v", len(topics), topics)
 	}
 	seen := map[string]bool{}
 	for _, n := range topics {

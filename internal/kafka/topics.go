@@ -20,8 +20,12 @@ const (
 	TopicConfigEvent = "im.config.event"
 	// TopicCacheInvalidate carries cache invalidation hints.
 	TopicCacheInvalidate = "im.cache.invalidate"
-	// TopicMessagePush carries offline push requests.
+	// TopicMessagePush carries offline push tasks {type, topic, seq, tenant_id, user_id}, keyed
+	// "<tenant>:<user_id>" (transport/push).
 	TopicMessagePush = "im.message.push"
+	// TopicFileSecurity carries file security-check tasks {tenant_id, file_id, object_key,
+	// content_type, size}, keyed "<tenant>:<file_id>" (commands/files); never the bytes.
+	TopicFileSecurity = "im.file.security"
 	// TopicAuditEvent carries audit events (category audit).
 	TopicAuditEvent = "im.audit.event"
 	// TopicDeadLetter carries messages that a consumer gave up on.
@@ -33,7 +37,7 @@ func TopicNames() []string {
 	return []string{
 		TopicMessagePersist, TopicGroupMessagePersist, TopicBusinessEvent, TopicSessionEvent,
 		TopicAdminCommand, TopicAdminCommandResult, TopicConfigEvent, TopicCacheInvalidate,
-		TopicMessagePush, TopicAuditEvent, TopicDeadLetter,
+		TopicMessagePush, TopicAuditEvent, TopicDeadLetter, TopicFileSecurity,
 	}
 }
 

@@ -1,6 +1,7 @@
 package kafkabroker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,8 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config configures the embedded broker.
@@ -47,6 +50,23 @@ type Config struct {
 	// With a DataDir, a topic created this way is recorded only on Close, so after a crash its
 	// records are not found: create topics explicitly where that matters.
 	AutoCreateTopics bool
+
+	// RetentionBytes is about how many bytes of records each partition keeps once its consumer
+	// groups have read them (see ApplyRetention for the rule). Default 32 MiB; negative: no
+	// limit by size.
+	RetentionBytes int64
+
+	// RetentionTime is how long records are kept once their consumer groups have read them.
+	// Default 24 h; negative: no limit by age.
+	RetentionTime time.Duration
+
+	// RetentionCheck is how often retention runs. Default 30 s.
+	RetentionCheck time.Duration
+
+	// SegmentBytes is the size at which a partition starts a new segment file. Retention
+	// removes whole segments from disk (and from memory with an in-memory data directory), so
+	// a partition holds up to about this much more than RetentionBytes. Default 8 MiB.
+	SegmentBytes int
 }
 
 func (c *Config) setDefaults() {
@@ -55,6 +75,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 12
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = 32 << 20
+	}
+	if c.RetentionTime == 0 {
+		c.RetentionTime = 24 * time.Hour
+	}
+	if c.RetentionCheck == 0 {
+		c.RetentionCheck = 30 * time.Second
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = 8 << 20
 	}
 }
 
@@ -76,6 +108,12 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("kafkabroker: partitions: %d, want >= 1", c.Partitions))
+	}
+	if c.RetentionCheck < 0 {
+		errs = append(errs, fmt.Errorf("kafkabroker: retention_check: %s, want > 0", c.RetentionCheck))
+	}
+	if c.SegmentBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("kafkabroker: segment_bytes: %d, want >= 1024", c.SegmentBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -104,6 +142,10 @@ type Broker struct {
 	addrs   []string
 	unlock  func()
 	once    sync.Once
+
+	ret     *retention
+	stopRet context.CancelFunc
+	retDone chan struct{}
 }
 
 // Start listens on cfg.Addr and serves the Kafka protocol until Close. With cfg.DataDir it first
@@ -131,6 +173,7 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 		kfake.WithLogger(slogAdapter{logger}),
 		// kfake asks for 127.0.0.1:<port>; listen on the configured address instead.
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, cfg.Addr) }),
+		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(cfg.SegmentBytes)}),
 	}
 	unlock := func() {}
 	if cfg.DataDir != "" && cfg.DataDir != InMemory {
@@ -153,7 +196,23 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 		unlock()
 		return nil, fmt.Errorf("kafkabroker: start on %s: %w", cfg.Addr, err)
 	}
-	return &Broker{cluster: c, addrs: c.ListenAddrs(), unlock: unlock}, nil
+	b := &Broker{cluster: c, addrs: c.ListenAddrs(), unlock: unlock, retDone: make(chan struct{})}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.WithLogger(nil))
+	if err != nil {
+		c.Close()
+		unlock()
+		return nil, fmt.Errorf("kafkabroker: retention client: %w", err)
+	}
+	b.ret = &retention{cluster: c, client: cl, cfg: cfg, samples: map[partitionKey][]hwmSample{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stopRet = cancel
+	go func() {
+		defer close(b.retDone)
+		b.ret.run(ctx, func(format string, args ...any) {
+			logger.Warn(fmt.Sprintf(format, args...), "component", "kafkabroker")
+		})
+	}()
+	return b, nil
 }
 
 // newClusterID returns "imledger-" and 16 random hex digits.
@@ -173,6 +232,9 @@ func (b *Broker) Addrs() []string { return append([]string(nil), b.addrs...) }
 // state to disk first and unlocks the directory. Calling it again is a no-op.
 func (b *Broker) Close() {
 	b.once.Do(func() {
+		b.stopRet()
+		<-b.retDone
+		b.ret.client.Close()
 		b.cluster.Close()
 		b.unlock()
 	})

@@ -23,10 +23,11 @@ const (
 )
 
 // groupColumns are the columns of a group message row; has_risk and audit_status mark a row whose
-// content the server refused (see placeholder rows below).
+// content the server refused (see placeholder rows below); file_count is the number of files
+// the message references (head.files).
 const groupColumns = "topic, group_id, seqid, from_user, client_msg_id, msg_type, status, content, head, " +
 	"mentioned_user_ids, mention_all, reply_seqid, root_seqid, content_size, version, created_at, updated_at, " +
-	"has_risk, audit_status"
+	"has_risk, audit_status, file_count"
 
 // directColumns are the columns of a 1:1 message row; im_messages has no audit columns, so a
 // refused row is marked by its status alone.
@@ -200,9 +201,9 @@ func groupRow(o op) []any {
 	m := o.sent
 	row := append([]any{o.topic.String(), o.topic.GroupID(), m.Seq, m.From.Int64()}, sentColumns(o)...)
 	if o.refused {
-		return append(row, true, auditReject)
+		return append(row, true, auditReject, 0)
 	}
-	return append(row, false, auditPass)
+	return append(row, false, auditPass, len(m.Head.Files))
 }
 
 func directRow(o op) []any {

@@ -48,7 +48,7 @@ func markerStmts(tables Tables, ops []op) []stmt {
 	}
 	add(tables.GroupMessages, groupColumns, group, func(o op) []any {
 		row := append([]any{o.topic.String(), o.topic.GroupID(), o.skip.Seq, 0}, markerColumns(o)...)
-		return append(row, false, auditPass)
+		return append(row, false, auditPass, 0)
 	})
 	add(tables.DirectMessages, directColumns, direct, func(o op) []any {
 		return append([]any{o.topic.String(), o.skip.Seq, 0, 0}, markerColumns(o)...)

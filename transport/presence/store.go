@@ -126,6 +126,11 @@ func (s *Store) Get(ctx context.Context, tenant domain.TenantID, user domain.Use
 		s.failed(ctx, "get", tenant, err)
 		return Presence{Status: StatusUnknown}, nil
 	}
+	return parsePresence(res), nil
+}
+
+// parsePresence reads the answer of the get script.
+func parsePresence(res []any) Presence {
 	live, _ := res[0].(int64)
 	p := Presence{Online: live > 0, Sessions: int(live), Status: StatusOffline}
 	p.Node, _ = res[2].(string)
@@ -142,7 +147,7 @@ func (s *Store) Get(ctx context.Context, tenant domain.TenantID, user domain.Use
 	if !p.Online {
 		p.Node = ""
 	}
-	return p, nil
+	return p
 }
 
 // TopicRef names a topic of a tenant.

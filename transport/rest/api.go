@@ -72,6 +72,8 @@ type Config struct {
 	// CodePerIP is how many verification-code requests (send, status, verify) one client address
 	// may make per minute. Default 20.
 	CodePerIP int
+	// MaxFileBytes caps the body of a file upload. Default 100 MiB.
+	MaxFileBytes int64
 }
 
 func (c *Config) setDefaults() {
@@ -113,6 +115,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CodePerIP == 0 {
 		c.CodePerIP = 20
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 100 << 20
 	}
 }
 
@@ -195,6 +200,13 @@ type Handlers struct {
 	CodePolicy CodePolicy
 	// ActionTokens serves the action-token endpoints under /v1/im/action-tokens. Optional.
 	ActionTokens ActionTokenService
+
+	// Push serves the device and mute endpoints under /v1/im/push.
+	Push PushSettings
+	// Files serves /v1/im/files; FileRefs and FileURLs are required with it.
+	Files    FileService
+	FileRefs FileReferences
+	FileURLs FileURLSigner
 }
 
 // API is the REST API mounted on a ServeMux.
@@ -246,6 +258,15 @@ func checkHandlers(cfg Config, h Handlers) error {
 	}
 	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
 		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
+	}
+	if (h.Push != nil || h.Files != nil) && h.Idempotency == nil {
+		errs = append(errs, errors.New("rest: Idempotency is required for the push and file endpoints"))
+	}
+	if h.Files != nil && (h.FileRefs == nil || h.ReadPolicy == nil || len(h.FileURLs.Key) == 0) {
+		errs = append(errs, errors.New("rest: Files needs FileRefs, ReadPolicy and a FileURLs key"))
+	}
+	if h.Push != nil && h.ReadPolicy == nil {
+		errs = append(errs, errors.New("rest: Push needs ReadPolicy for mutes"))
 	}
 	if h.Presence != nil && h.PresencePolicy == nil {
 		errs = append(errs, errors.New("rest: Presence needs PresencePolicy to respect blocks"))
@@ -318,6 +339,12 @@ func (a *API) registerAll() {
 	}
 	if a.h.ActionTokens != nil {
 		a.registerActionTokens()
+	}
+	if a.h.Push != nil {
+		a.registerPush()
+	}
+	if a.h.Files != nil {
+		a.registerFiles()
 	}
 }
 

@@ -3,6 +3,7 @@ package ws
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -70,6 +71,15 @@ func (h *Hub) account(m *fanout.Message) {
 	if a == nil {
 		return
 	}
+	if a.What == NoticeWhat && a.User != 0 {
+		frame := encodeNotice(m)
+		h.mu.RLock()
+		for s := range h.users[userKey{m.Tenant, a.User}] {
+			s.send(frame)
+		}
+		h.mu.RUnlock()
+		return
+	}
 	if a.What == "broadcast" {
 		frame := encodeBroadcast(m)
 		h.mu.RLock()
@@ -122,6 +132,28 @@ func (s *session) endSession(reason string) {
 	s.closeWith(closeCause{code: ws.StatusPolicyViolation, reason: reason, label: "ended"})
 }
 
+// NoticeWhat is the AccountControl.What of a note to one user's sessions: each gets an info
+// frame {"info":{"what":<Message.What>,"ts":…,"content":<Message.Content>}} (a file the security
+// check rejected: what "file_rejected").
+const NoticeWhat = "notice"
+
+// encodeNotice is the info frame of a notice; content is spliced verbatim.
+func encodeNotice(m *fanout.Message) []byte {
+	var b bytes.Buffer
+	w, _ := json.Marshal(m.What)
+	b.WriteString(`{"info":{"what":`)
+	b.Write(w)
+	b.WriteString(`,"ts":"`)
+	b.WriteString(timestamp(m.TS))
+	b.WriteString(`"`)
+	if len(m.Content) > 0 {
+		b.WriteString(`,"content":`)
+		b.Write(m.Content)
+	}
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
 // encodeBroadcast is the info frame of a tenant broadcast; content is spliced verbatim.
 func encodeBroadcast(m *fanout.Message) []byte {
 	var b bytes.Buffer
@@ -152,4 +184,13 @@ func (s *session) contentLimit(ctx context.Context) int {
 		}
 	}
 	return s.g.cfg.MaxContentBytes
+}
+
+// FileRejectedNotice is the fanout message that tells uploader's sessions, on every node, that
+// the security check rejected their file: info frame what "file_rejected", content
+// {"file_id","reason"}. Send it with Fanout.Broadcast.
+func FileRejectedNotice(tenant domain.TenantID, uploader domain.UserID, fileID, reason string) *fanout.Message {
+	content, _ := json.Marshal(map[string]string{"file_id": fileID, "reason": reason})
+	return &fanout.Message{Kind: fanout.KindAccount, Tenant: tenant, What: "file_rejected", TS: time.Now().UTC(),
+		Content: content, Account: &fanout.AccountControl{What: NoticeWhat, User: uploader}}
 }

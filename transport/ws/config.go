@@ -24,10 +24,17 @@ type Config struct {
 	// on Linux grows to megabytes. A small buffer bounds the memory a stuck client pins in the
 	// kernel and gets it disconnected sooner (its send queue fills instead).
 	SocketSendBuffer int `koanf:"socket_send_buffer"`
-	// ReadBufferSize is each connection's read buffer, in bytes. Every connection holds it for
-	// its whole life, idle or not; a frame larger than the buffer is read straight into the
-	// message. Default 1024.
+	// ReadBufferSize is the read buffer of a connection, in bytes, while it reads; a frame
+	// larger than the buffer is read straight into the message. On Linux a connection takes it
+	// from a pool when its socket becomes readable and gives it back when nothing is left to
+	// read; with BlockingReads (and elsewhere) every connection holds it for its whole life.
+	// Default 1024.
 	ReadBufferSize int `koanf:"read_buffer_size"`
+	// BlockingReads gives every connection a reader goroutine of its own, blocked in a read
+	// while the client is quiet, instead of readiness notification (epoll) from one goroutine
+	// for the gateway. An idle connection then costs a goroutine and a read buffer more.
+	// Default false; readiness notification is used only on Linux.
+	BlockingReads bool `koanf:"blocking_reads"`
 	// WriteTimeout bounds one write to a client: a write blocked for longer (at least half of it,
 	// at most all of it) fails and the client is disconnected. Default 10 s.
 	WriteTimeout time.Duration `koanf:"write_timeout"`

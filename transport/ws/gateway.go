@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/gobwas/ws"
 
@@ -33,6 +34,11 @@ type Gateway struct {
 	upgrader ws.HTTPUpgrader
 
 	panics *telemetry.Panics
+
+	poll      *poller   // nil: every session reads on a goroutine of its own
+	readers   sync.Pool // *bufio.Reader of ReadBufferSize, for polled sessions' reading rounds
+	sweepStop chan struct{}
+	stopPoll  sync.Once // Shutdown stops the sweeper and the poller once no session is left
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -83,11 +89,23 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("ws: %w", err)
 		}
 	}
-	return &Gateway{
+	g := &Gateway{
 		cfg: cfg, deps: deps, log: deps.Logger, metrics: m, panics: deps.Panics,
 		upgrader: ws.HTTPUpgrader{Timeout: cfg.HandshakeTimeout},
 		sessions: map[*session]struct{}{},
-	}, nil
+	}
+	if !cfg.BlockingReads {
+		if g.poll, err = newPoller(); err != nil {
+			g.log.Info("ws: readiness notification unavailable, one reader goroutine per connection", "err", err)
+			g.poll = nil
+		} else {
+			size := cfg.ReadBufferSize
+			g.readers.New = func() any { return bufio.NewReaderSize(nil, size) }
+			g.sweepStop = make(chan struct{})
+			go g.sweep(sweepInterval(cfg), g.sweepStop)
+		}
+	}
+	return g, nil
 }
 
 // Hub returns the gateway's topic registry.
@@ -99,8 +117,10 @@ func (g *Gateway) Hub() *Hub { return g.deps.Hub }
 // Config.MaxConnections connections are open, every request is refused with 503.
 //
 // Returning right after the upgrade lets net/http drop what it keeps per connection (the
-// request, its buffers, the handler goroutine's grown stack): an idle connection then costs
-// its session, a small read buffer and one small goroutine.
+// request, its buffers, the handler goroutine's grown stack). On Linux an idle connection then
+// costs its session and its subscriptions only: no goroutine, no read buffer and no timer (see
+// poll_session.go); with Config.BlockingReads, or elsewhere, it also holds a small read buffer
+// and one small goroutine.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.originAllowed(r) {
 		g.metrics.refused.WithLabelValues("origin").Inc()
@@ -148,9 +168,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The request context ends when ServeHTTP returns; the session keeps its values only.
 	ctx := context.WithoutCancel(r.Context())
 	s := newSession(ctx, g, conn, br, r.RemoteAddr)
+	if sc, ok := conn.(syscall.Conn); ok {
+		s.raw, _ = sc.SyscallConn() // nil: every frame goes through the writer goroutine
+	}
+	s.polled = g.poll != nil && g.poll.add(s, conn) == nil
 	if !g.track(s) {
 		g.release()
 		s.kill(closeGoingAway)
+		return
+	}
+	if s.polled {
+		s.startPolled()
 		return
 	}
 	go func() {
@@ -217,6 +245,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		g.stopPoll.Do(func() {
+			if g.poll != nil {
+				close(g.sweepStop)
+				g.poll.close()
+			}
+		})
 		return nil
 	case <-ctx.Done():
 		for _, s := range open {

@@ -17,7 +17,26 @@ type Hub struct {
 	topics map[hubKey]map[*session]domain.UserID // each session with its user
 	users  map[userKey]map[*session]time.Time    // logged-in sessions with their token's issue time
 	drops  [dropShards]atomic.Uint64             // control messages that ended subscriptions, by topic shard; changed under mu
+
+	dmu      sync.Mutex
+	dqueue   []delivery    // deliveries waiting for the delivery goroutine, in order
+	dbusy    bool          // the delivery goroutine is delivering
+	dwake    chan struct{} // wakes the delivery goroutine; nil until its first delivery
+	dstarted sync.Once
 }
+
+// delivery is one message for the sessions of a topic, framed once.
+type delivery struct {
+	key  hubKey
+	skip string
+	wire []byte
+}
+
+// asyncSubscribers is the number of local subscribers from which a topic's messages are
+// written by the hub's delivery goroutine rather than by the caller of Deliver, which is the
+// sequencer's commit path: writing a message to hundreds of sockets there would hold back the
+// acks of its batch and the next batch.
+const asyncSubscribers = 32
 
 // dropShards is how many counters the topics' drops are spread over: a sub only retries for a
 // drop in its own shard, so changes to other topics rarely make it ask the Policy again.
@@ -78,11 +97,58 @@ func (h *Hub) Deliver(m *fanout.Message) {
 	if frame == nil {
 		return
 	}
+	d := delivery{key: hubKey{m.Tenant, m.Topic.String()}, skip: m.SkipSession, wire: wireFrame(frame)}
+	h.mu.RLock()
+	many := len(h.topics[d.key]) >= asyncSubscribers
+	h.mu.RUnlock()
+	h.dmu.Lock()
+	if many || h.dbusy || len(h.dqueue) > 0 { // behind earlier deliveries, so none is overtaken
+		h.dqueue = append(h.dqueue, d)
+		h.dstarted.Do(func() {
+			h.dwake = make(chan struct{}, 1)
+			go h.deliverLoop()
+		})
+		h.dmu.Unlock()
+		select {
+		case h.dwake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	h.dmu.Unlock()
+	h.deliver(d)
+}
+
+// deliver writes d to the topic's sessions. It never blocks (see session.sendWire), so holding
+// the read lock is cheap.
+func (h *Hub) deliver(d delivery) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for s := range h.topics[hubKey{m.Tenant, m.Topic.String()}] {
-		if s.id != m.SkipSession {
-			s.send(frame) // never blocks, so holding the read lock is cheap
+	for s := range h.topics[d.key] {
+		if s.id != d.skip {
+			s.sendWire(d.wire)
+		}
+	}
+}
+
+// deliverLoop is the hub's delivery goroutine: it delivers queued messages in order.
+func (h *Hub) deliverLoop() {
+	var batch []delivery
+	for range h.dwake {
+		for {
+			h.dmu.Lock()
+			if len(h.dqueue) == 0 {
+				h.dbusy = false
+				h.dmu.Unlock()
+				break
+			}
+			batch, h.dqueue = h.dqueue, batch[:0]
+			h.dbusy = true
+			h.dmu.Unlock()
+			for i, d := range batch {
+				h.deliver(d)
+				batch[i] = delivery{}
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package ws
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -23,6 +25,17 @@ import (
 type outFrame struct {
 	op      ws.OpCode
 	payload []byte
+	wire    bool // payload is the whole frame, header included (see wireFrame), or what is left of it
+}
+
+// wireFrame encodes a text frame whole, so a message delivered to many sessions is framed once.
+func wireFrame(payload []byte) []byte {
+	h := ws.Header{Fin: true, OpCode: ws.OpText, Length: int64(len(payload))}
+	b := make([]byte, 0, ws.HeaderSize(h)+len(payload))
+	buf := bytes.NewBuffer(b)
+	_ = ws.WriteHeader(buf, h)
+	buf.Write(payload)
+	return buf.Bytes()
 }
 
 // closeCause is why a connection ends: the close frame to send (code 0: none) and a metric label.
@@ -76,7 +89,16 @@ type session struct {
 	wdeadline  time.Time     // the socket's write deadline; only the running writer touches it
 	ended      bool          // nothing more is written: a close frame went out, a write failed or the session was killed
 	writerDone chan struct{} // closed when ended is set
+	rawW       rawWrite      // writeNow's state; only the current writer touches it
 	handled    chan bool     // handleOffStack's goroutine is done with its frame: true if it panicked
+
+	// readiness-driven reading (poll_session.go); polled is set before the session starts
+	polled   bool
+	pollID   uint64
+	raw      syscall.RawConn
+	pstate   atomic.Int32 // pollIdle, pollReading or pollEnded
+	deadline atomic.Int64 // when an idle polled session is closed, in Unix nanoseconds
+	loginDue atomic.Bool  // deadline is the login deadline
 
 	// reader state
 	ua      string
@@ -91,7 +113,7 @@ type session struct {
 func newSession(life context.Context, g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
 	return &session{
 		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(), life: life,
-		killed: make(chan struct{}), writerDone: make(chan struct{}), handled: make(chan bool),
+		killed: make(chan struct{}), writerDone: make(chan struct{}),
 		topics: map[string]domain.Topic{},
 	}
 }
@@ -130,17 +152,74 @@ func (s *session) enqueue(f outFrame) bool {
 
 func (s *session) sendCtrl(c ctrl) { s.send(encodeCtrl(c)) }
 
+// sendWire sends a whole frame (wireFrame) without ever blocking, as send does. When nothing is
+// queued and no writer runs, it writes the frame at once on the caller's goroutine, as far as
+// the socket's send buffer takes it, and starts a writer only for what is left: a delivery to a
+// client that keeps up costs one system call and no goroutine.
+func (s *session) sendWire(wire []byte) bool {
+	if s.raw == nil {
+		return s.enqueue(outFrame{op: ws.OpText, payload: wire, wire: true})
+	}
+	select {
+	case <-s.killed:
+		return false
+	default:
+	}
+	s.qmu.Lock()
+	if s.ended {
+		s.qmu.Unlock()
+		return false
+	}
+	if s.writing || len(s.queue) > 0 {
+		s.qmu.Unlock()
+		return s.enqueue(outFrame{op: ws.OpText, payload: wire, wire: true})
+	}
+	s.writing = true // this goroutine is the writer until it hands over
+	s.qmu.Unlock()
+
+	n, err := s.writeNow(wire)
+	if err != nil {
+		s.kill(closeWriteFailed)
+	}
+	s.qmu.Lock()
+	if s.isKilled() {
+		s.writing = false
+		s.endLocked()
+		s.qmu.Unlock()
+		return false
+	}
+	if n < len(wire) {
+		s.queue = append(s.queue, outFrame{})
+		copy(s.queue[1:], s.queue)
+		s.queue[0] = outFrame{op: ws.OpText, payload: wire[n:], wire: true}
+	}
+	if len(s.queue) == 0 {
+		s.writing = false
+		s.qmu.Unlock()
+		return true
+	}
+	s.qmu.Unlock()
+	go s.writeSafely()
+	return true
+}
+
 // kill closes the socket at once, which ends the reader and any writer. The first cause is kept.
 func (s *session) kill(cause closeCause) {
 	s.killOnce.Do(func() {
 		s.cause.CompareAndSwap(nil, &cause)
 		close(s.killed)
+		if s.polled {
+			s.g.poll.remove(s) // before the descriptor can be reused
+		}
 		_ = s.conn.Close()
 		s.qmu.Lock()
 		if !s.writing {
 			s.endLocked() // a running writer ends itself when its write fails or it looks again
 		}
 		s.qmu.Unlock()
+		if s.polled {
+			s.endIfIdle(cause) // nobody reads an idle polled socket: its close would go unnoticed
+		}
 	})
 }
 
@@ -214,7 +293,11 @@ func (s *session) finish(ctx context.Context) {
 	case <-s.killed:
 	default:
 		_ = s.conn.SetReadDeadline(time.Now().Add(s.g.cfg.CloseGrace))
-		_, _ = io.Copy(io.Discard, s.br)
+		if s.br != nil {
+			_, _ = io.Copy(io.Discard, s.br)
+		} else {
+			_, _ = io.Copy(io.Discard, s.conn)
+		}
 	}
 	s.kill(closeGone)
 	if c := s.cause.Load(); c != nil {
@@ -226,30 +309,42 @@ func (s *session) finish(ctx context.Context) {
 
 // readLoop reads client messages until the connection ends and returns how it should close.
 func (s *session) readLoop(ctx context.Context) closeCause {
-	max := s.g.cfg.MaxFrameSize
-	rd := &wsutil.Reader{Source: s.br, State: ws.StateServerSide, CheckUTF8: true, MaxFrameSize: max, MaxMessageSize: max}
-	rd.OnIntermediate = func(h ws.Header, r io.Reader) error { return s.control(ctx, h, r) }
+	rd := s.frameReader(ctx, s.br)
 	for {
-		_ = s.conn.SetReadDeadline(s.readDeadline())
-		hdr, err := rd.NextFrame()
-		if err != nil {
-			return s.readError(err)
-		}
-		if hdr.OpCode.IsControl() {
-			if err := s.control(ctx, hdr, rd); err != nil {
-				return s.readError(err)
-			}
-			continue
-		}
-		payload, err := io.ReadAll(rd)
-		if err != nil {
-			return s.readError(err)
-		}
-		s.touch(ctx)
-		if s.handleOffStack(ctx, payload) {
-			return closeInternal
+		if cause, ok := s.readFrame(ctx, rd, true); !ok {
+			return cause
 		}
 	}
+}
+
+// readFrame reads one client message (or control frame) and handles it; ok false: the
+// connection ends with cause. offStack handles a message on a goroutine of its own (see
+// handleOffStack), for a reader that lives as long as the connection.
+func (s *session) readFrame(ctx context.Context, rd *wsutil.Reader, offStack bool) (cause closeCause, ok bool) {
+	_ = s.conn.SetReadDeadline(s.readDeadline())
+	hdr, err := rd.NextFrame()
+	if err != nil {
+		return s.readError(err), false
+	}
+	if hdr.OpCode.IsControl() {
+		if err := s.control(ctx, hdr, rd); err != nil {
+			return s.readError(err), false
+		}
+		return closeCause{}, true
+	}
+	payload, err := io.ReadAll(rd)
+	if err != nil {
+		return s.readError(err), false
+	}
+	s.touch(ctx)
+	if offStack {
+		if s.handleOffStack(ctx, payload) {
+			return closeInternal, false
+		}
+	} else if s.safely(ctx, func() { s.handle(ctx, payload) }) {
+		return closeInternal, false
+	}
+	return closeCause{}, true
 }
 
 // handleOffStack handles a frame on a goroutine of its own and waits for it. Frames are still
@@ -261,6 +356,9 @@ func (s *session) readLoop(ctx context.Context) closeCause {
 // recovered on that goroutine (safely); handleOffStack then reports true and the reader ends
 // the connection with 1011.
 func (s *session) handleOffStack(ctx context.Context, payload []byte) (panicked bool) {
+	if s.handled == nil {
+		s.handled = make(chan bool)
+	}
 	go func() {
 		s.handled <- s.safely(ctx, func() { s.handle(ctx, payload) })
 	}()
@@ -450,7 +548,13 @@ func (s *session) writeBatch(frames []outFrame) (done bool) {
 		if i%32 == 0 {
 			s.extendWriteDeadline()
 		}
-		if err := ws.WriteFrame(bw, ws.NewFrame(f.op, true, f.payload)); err != nil {
+		var err error
+		if f.wire {
+			_, err = bw.Write(f.payload)
+		} else {
+			err = ws.WriteFrame(bw, ws.NewFrame(f.op, true, f.payload))
+		}
+		if err != nil {
 			s.kill(closeWriteFailed)
 			return true
 		}

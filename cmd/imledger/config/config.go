@@ -114,6 +114,11 @@ type Config struct {
 	// ActionTokens tunes one-time action tokens (commands/actiontoken). An empty key_prefix
 	// means redis.key_prefix.
 	ActionTokens actiontoken.Config `koanf:"action_tokens"`
+	// Push configures offline push reminders (transport/push). An empty key_prefix means
+	// redis.key_prefix.
+	Push PushConfig `koanf:"push"`
+	// Files configures file uploads, their security check and collection (commands/files).
+	Files FilesConfig `koanf:"files"`
 }
 
 // LogConfig configures the process logger.
@@ -245,6 +250,8 @@ func Defaults() Config {
 		Verify: VerifyConfig{CodeLength: 6, TTL: 5 * time.Minute, ResendInterval: time.Minute, MaxAttempts: 5,
 			CreatePerHour: 5, GatewayTimeout: 5 * time.Second},
 		ActionTokens: actiontoken.Config{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour},
+		Push:         PushConfig{Run: true},
+		Files:        FilesConfig{Run: true},
 	}
 }
 
@@ -268,7 +275,7 @@ func (c Config) Validate() error {
 	if !reflect.ValueOf(c.Relay.Kafka).IsZero() {
 		errs = append(errs, errors.New("relay.kafka: not a key; the relay uses the kafka section"))
 	}
-	errs = append(errs, c.validateComponents())
+	errs = append(errs, c.validateComponents(), c.validatePushFiles())
 	return errors.Join(errs...)
 }
 

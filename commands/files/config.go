@@ -1,0 +1,70 @@
+package files
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBytes     = 100 << 20
+	DefaultURLTTL       = 5 * time.Minute
+	DefaultGCGrace      = 24 * time.Hour
+	DefaultGCInterval   = 10 * time.Minute
+	DefaultCheckGroup   = "imledger.files.security.v1"
+	DefaultAllowedTypes = "image/*,video/*,audio/*,text/plain,application/pdf,application/zip,application/octet-stream"
+)
+
+// Config tunes the file service.
+type Config struct {
+	// MaxBytes is the largest file accepted, at creation and by the security check. Default 100 MiB.
+	MaxBytes int64 `koanf:"max_bytes"`
+	// AllowedTypes are the content types the security check approves: exact types or "major/*".
+	// Default image/*, video/*, audio/*, text/plain, application/pdf, application/zip,
+	// application/octet-stream.
+	AllowedTypes []string `koanf:"allowed_types"`
+	// URLTTL is the life of a signed download URL. Default 5m.
+	URLTTL time.Duration `koanf:"url_ttl"`
+	// GCGrace is how long an unreferenced file is kept after its creation. Default 24h.
+	GCGrace time.Duration `koanf:"gc_grace"`
+	// GCInterval is how often the collector looks for unreferenced files. Default 10m.
+	GCInterval time.Duration `koanf:"gc_interval"`
+	// CheckGroup is the Kafka consumer group of the security check. Default "imledger.files.security.v1".
+	CheckGroup string `koanf:"check_group"`
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if len(c.AllowedTypes) == 0 {
+		c.AllowedTypes = strings.Split(DefaultAllowedTypes, ",")
+	}
+	if c.URLTTL == 0 {
+		c.URLTTL = DefaultURLTTL
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = DefaultGCGrace
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = DefaultGCInterval
+	}
+	if c.CheckGroup == "" {
+		c.CheckGroup = DefaultCheckGroup
+	}
+}
+
+// Validate reports settings out of range.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxBytes < 0 || c.URLTTL < 0 || c.GCGrace < 0 || c.GCInterval < 0 {
+		errs = append(errs, errors.New("files: max_bytes, url_ttl, gc_grace and gc_interval must not be negative"))
+	}
+	for _, t := range c.AllowedTypes {
+		if !strings.Contains(t, "/") {
+			errs = append(errs, errors.New("files.allowed_types: "+t+" is not a content type"))
+		}
+	}
+	return errors.Join(errs...)
+}

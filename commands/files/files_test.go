@@ -1,0 +1,275 @@
+package files_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob/fileblob"
+
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/files"
+	"github.com/imledger/imledger/commands/storetest"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+type fixture struct {
+	ctx    context.Context
+	tenant domain.TenantID
+	store  *eventstore.Store
+	db     *filedb.Store
+	svc    *files.Service
+	queue  *queue
+	told   *notifier
+	now    time.Time
+	mu     sync.Mutex
+}
+
+// queue keeps the check tasks the service queued, for the test to run them.
+type queue struct {
+	mu    sync.Mutex
+	tasks []files.CheckTask
+}
+
+func (q *queue) EnqueueCheck(_ context.Context, t files.CheckTask) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.tasks = append(q.tasks, t)
+	return nil
+}
+
+type notice struct {
+	uploader domain.UserID
+	file     string
+	reason   string
+}
+
+type notifier struct {
+	mu   sync.Mutex
+	told []notice
+}
+
+func (n *notifier) FileRejected(_ context.Context, _ domain.TenantID, uploader domain.UserID, fileID, reason string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.told = append(n.told, notice{uploader, fileID, reason})
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{ctx: testenv.Context(t), queue: &queue{}, told: &notifier{}, now: time.Now()}
+	_, f.store = storetest.EventStore(t, 4)
+	testenv.MySQLServer(t)
+	r, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	f.tenant = domain.MustTenantID(testenv.UniqueName("files"))
+	testenv.DropMySQLDatabasesAtCleanup(t, r.DatabaseName(f.tenant))
+	if err := r.Provision(f.ctx, f.tenant); err != nil {
+		t.Fatal(err)
+	}
+	f.db = filedb.New(r)
+	bucket, err := fileblob.OpenBucket(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bucket.Close() })
+	if f.svc, err = files.New(files.Deps{Bucket: bucket, Records: f.db, Events: f.store, Queue: f.queue, Notifier: f.told,
+		Now: f.clock}, files.Config{GCGrace: time.Hour, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+func (f *fixture) upload(t *testing.T, uploader domain.UserID, name, ctype string, body []byte) domain.FileRecord {
+	t.Helper()
+	rec, err := f.svc.Create(f.ctx, files.CreateFile{Tenant: f.tenant, Uploader: uploader, Name: name, ContentType: ctype, Size: int64(len(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err = f.svc.Upload(f.ctx, f.tenant, uploader, rec.ID, bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// reference applies a sent message carrying the files, as the files-refs projection does.
+func (f *fixture) reference(t *testing.T, topic string, seq int64, from domain.UserID, ids ...string) {
+	t.Helper()
+	tp, err := domain.ParseTopic(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := domain.MessageSent{MessageID: "m", Topic: topic, Seq: seq, From: from, GroupID: tp.GroupID(), MsgType: "file",
+		Content: []byte(`{"text":"see attached"}`), Head: domain.Head{Files: ids}, SentAt: time.Now().UTC()}
+	e, err := domain.NewEnvelope(f.tenant, topic, seq, domain.EventGroupMessageSent, domain.Actor{Type: domain.ActorUser, ID: from.String()}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a redelivery adds nothing
+		if _, err := f.db.ApplyRefs(f.ctx, f.tenant, []domain.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) runChecks(t *testing.T) {
+	t.Helper()
+	f.queue.mu.Lock()
+	tasks := f.queue.tasks
+	f.queue.tasks = nil
+	f.queue.mu.Unlock()
+	for _, task := range tasks {
+		if err := f.svc.Check(f.ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) events(t *testing.T, id string) []domain.EventType {
+	t.Helper()
+	envs, err := f.store.ReadAll(f.ctx, eventstore.Filter{Tenant: f.tenant}, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.EventType
+	for _, e := range envs {
+		if e.StreamID == "file:"+id {
+			out = append(out, e.EventType)
+		}
+	}
+	return out
+}
+
+// Upload, reference from a message, check, then read back through the service: the bytes are
+// equal, the record counts the reference, and every state change is an event.
+func TestUploadReferenceDownload(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 5000)...)
+	rec := f.upload(t, 42, "cat.png", "image/png", body)
+	f.reference(t, "grp7", 3, 42, rec.ID)
+	f.runChecks(t)
+	got, err := f.svc.Get(f.ctx, f.tenant, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RefCount != 1 || got.Audit != domain.FileAuditApproved || got.Status != domain.FileStatusUploaded || got.SHA256 == "" {
+		t.Fatalf("record %+v, want uploaded, approved, 1 reference", got)
+	}
+	_, r, err := f.svc.Open(f.ctx, f.tenant, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, body) {
+		t.Fatalf("downloaded %d bytes differ from the %d uploaded", len(b), len(body))
+	}
+	want := []domain.EventType{domain.EventFileCreated, domain.EventFileUploaded, domain.EventFileAudited}
+	if ev := f.events(t, rec.ID); len(ev) != 3 || ev[0] != want[0] || ev[1] != want[1] || ev[2] != want[2] {
+		t.Fatalf("events %v, want %v", ev, want)
+	}
+}
+
+// Past the grace period the collector deletes an unreferenced file (its bytes too) and keeps a
+// referenced one; before it, it deletes nothing.
+func TestCollectUnreferencedAfterGrace(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	kept := f.upload(t, 42, "a.txt", "text/plain", []byte("referenced"))
+	gone := f.upload(t, 42, "b.txt", "text/plain", []byte("orphan"))
+	f.reference(t, "grp9", 1, 42, kept.ID)
+	if n, err := f.svc.Collect(f.ctx, f.tenant); err != nil || n != 0 {
+		t.Fatalf("collect within the grace period: %d, %v; want 0", n, err)
+	}
+	f.advance(2 * time.Hour)
+	if n, err := f.svc.Collect(f.ctx, f.tenant); err != nil || n != 1 {
+		t.Fatalf("collect after the grace period: %d, %v; want 1", n, err)
+	}
+	if _, _, err := f.svc.Open(f.ctx, f.tenant, gone.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("open a collected file: %v, want not found", err)
+	}
+	if _, r, err := f.svc.Open(f.ctx, f.tenant, kept.ID); err != nil {
+		t.Fatalf("open the referenced file: %v", err)
+	} else {
+		r.Close()
+	}
+	if ev := f.events(t, gone.ID); ev[len(ev)-1] != domain.EventFileDeleted {
+		t.Fatalf("events of the collected file %v, want file.deleted.v1 last", ev)
+	}
+}
+
+// A file whose bytes are not what it declares (HTML declared as an image) is rejected: it cannot
+// be opened, and its uploader is told once.
+func TestRejectedFileNotServedUploaderTold(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec := f.upload(t, 42, "x.png", "image/png", []byte("<html><script>alert(1)</script></html>"))
+	f.runChecks(t)
+	if _, _, err := f.svc.Open(f.ctx, f.tenant, rec.ID); !errors.Is(err, files.ErrRejected) {
+		t.Fatalf("open a rejected file: %v, want %v", err, files.ErrRejected)
+	}
+	if len(f.told.told) != 1 || f.told.told[0] != (notice{42, rec.ID, "type_mismatch"}) {
+		t.Fatalf("uploader told %+v, want one type_mismatch for 42", f.told.told)
+	}
+}
+
+// Bad metadata changes nothing; a body of another size than declared is refused and leaves the
+// file pending; only the uploader may upload.
+func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, c := range []files.CreateFile{
+		{Tenant: f.tenant, Uploader: 1, Name: "", ContentType: "image/png", Size: 3},
+		{Tenant: f.tenant, Uploader: 1, Name: "a/b", ContentType: "image/png", Size: 3},
+		{Tenant: f.tenant, Uploader: 1, Name: "a", ContentType: "png", Size: 3},
+		{Tenant: f.tenant, Uploader: 1, Name: "a", ContentType: "image/png", Size: 2 << 20},
+	} {
+		if _, err := f.svc.Create(f.ctx, c); err == nil {
+			t.Errorf("create %+v succeeded", c)
+		}
+	}
+	rec, err := f.svc.Create(f.ctx, files.CreateFile{Tenant: f.tenant, Uploader: 1, Name: "a.txt", ContentType: "text/plain", Size: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Upload(f.ctx, f.tenant, 2, rec.ID, strings.NewReader("abc")); !errors.Is(err, files.ErrNotUploader) {
+		t.Fatalf("upload by another user: %v", err)
+	}
+	if _, err := f.svc.Upload(f.ctx, f.tenant, 1, rec.ID, strings.NewReader("abcd")); err == nil {
+		t.Fatal("a body longer than declared was stored")
+	}
+	got, err := f.svc.Get(f.ctx, f.tenant, rec.ID)
+	if err != nil || got.Status != domain.FileStatusPending {
+		t.Fatalf("after refused uploads: %+v, %v; want pending", got, err)
+	}
+	if _, _, err := f.svc.Open(f.ctx, f.tenant, rec.ID); !errors.Is(err, files.ErrNotUploaded) {
+		t.Fatalf("open a pending file: %v", err)
+	}
+}

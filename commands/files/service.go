@@ -1,0 +1,402 @@
+package files
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/imledger/imledger/domain"
+)
+
+// Records is the tenant's file table; *filedb.Store implements it. The update methods move a
+// record from version from to from+1 and report false when it was not at from.
+type Records interface {
+	Create(ctx context.Context, tenant domain.TenantID, f domain.FileRecord) error
+	Get(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, error)
+	MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from, size int64, sha string, at time.Time) (bool, error)
+	SetAudit(ctx context.Context, tenant domain.TenantID, id string, from int64, status, reason string, at time.Time) (bool, error)
+	MarkDeleted(ctx context.Context, tenant domain.TenantID, id string, from int64, at time.Time) (bool, error)
+	Unreferenced(ctx context.Context, tenant domain.TenantID, cutoff time.Time, limit int) ([]domain.FileRecord, error)
+}
+
+// EventStore appends events; *eventstore.Store implements it.
+type EventStore interface {
+	Append(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, error)
+}
+
+// CheckQueue puts a security-check task on im.file.security.
+type CheckQueue interface {
+	EnqueueCheck(ctx context.Context, t CheckTask) error
+}
+
+// Notifier tells a user about their file (the uploader of a rejected file gets an info frame).
+type Notifier interface {
+	FileRejected(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, fileID, reason string)
+}
+
+// CheckTask is a record of im.file.security: which file to check, never its bytes.
+type CheckTask struct {
+	TenantID    domain.TenantID `json:"tenant_id"`
+	FileID      string          `json:"file_id"`
+	ObjectKey   string          `json:"object_key"`
+	ContentType string          `json:"content_type"`
+	Size        int64           `json:"size,string"`
+}
+
+// Deps are the collaborators of a Service.
+type Deps struct {
+	Bucket   *blob.Bucket // required
+	Records  Records      // required
+	Events   EventStore   // required
+	Queue    CheckQueue   // required
+	Checker  Checker      // default Rules from the config
+	Notifier Notifier     // optional
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Service runs the file life cycle. It is safe for concurrent use.
+type Service struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+}
+
+// Errors of the file service, each with a stable reason.
+var (
+	// ErrNotUploaded: the file has no bytes yet.
+	ErrNotUploaded = &domain.ValidationError{Field: "file", Reason: "not_uploaded", Detail: "the file's bytes are not uploaded yet"}
+	// ErrRejected: the security check rejected the file; it is never served.
+	ErrRejected = &domain.DeniedError{Reason: "file_rejected"}
+	// ErrNotUploader: only the uploader may upload or complete a file.
+	ErrNotUploader = &domain.DeniedError{Reason: "not_uploader"}
+)
+
+// New validates its arguments.
+func New(deps Deps, cfg Config) (*Service, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Bucket == nil || deps.Records == nil || deps.Events == nil || deps.Queue == nil {
+		return nil, errors.New("files: a bucket, records, an event store and a check queue are required")
+	}
+	if deps.Checker == nil {
+		deps.Checker = Rules{MaxBytes: cfg.MaxBytes, AllowedTypes: cfg.AllowedTypes}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return &Service{cfg: cfg, deps: deps, log: deps.Logger}, nil
+}
+
+// Config returns the configuration with defaults applied.
+func (s *Service) Config() Config { return s.cfg }
+
+// CreateFile is the metadata of a file about to be uploaded.
+type CreateFile struct {
+	Tenant      domain.TenantID
+	Uploader    domain.UserID
+	Name        string
+	ContentType string
+	Size        int64
+}
+
+func (c CreateFile) validate(max int64) error {
+	var errs []error
+	if c.Uploader <= 0 {
+		errs = append(errs, &domain.ValidationError{Field: "uploader", Reason: "required"})
+	}
+	if c.Name == "" || len(c.Name) > 255 || !utf8.ValidString(c.Name) || strings.ContainsAny(c.Name, "/\\\x00") {
+		errs = append(errs, &domain.ValidationError{Field: "name", Reason: "bad_format", Detail: "1-255 bytes of UTF-8, no slashes"})
+	}
+	if mediaType(c.ContentType) == "" || !strings.Contains(c.ContentType, "/") || len(c.ContentType) > 128 {
+		errs = append(errs, &domain.ValidationError{Field: "content_type", Reason: "bad_format", Detail: "a media type such as image/png"})
+	}
+	if c.Size <= 0 {
+		errs = append(errs, &domain.ValidationError{Field: "size", Reason: "bad_value", Detail: "a positive number of bytes"})
+	} else if c.Size > max {
+		errs = append(errs, &domain.ValidationError{Field: "size", Reason: "too_large", Detail: "at most " + humanSize(max)})
+	}
+	return errors.Join(errs...)
+}
+
+// Create registers a file's metadata (file.created.v1) and returns its record, status pending.
+func (s *Service) Create(ctx context.Context, c CreateFile) (domain.FileRecord, error) {
+	if err := c.validate(s.cfg.MaxBytes); err != nil {
+		return domain.FileRecord{}, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return domain.FileRecord{}, err
+	}
+	now := s.deps.Now().UTC().Truncate(time.Millisecond)
+	f := domain.FileRecord{ID: id.String(), Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size,
+		ObjectKey: c.Tenant.String() + "/" + id.String(), Status: domain.FileStatusPending, Audit: domain.FileAuditPending,
+		Version: 1, CreatedAt: now}
+	if err := s.append(ctx, c.Tenant, f.ID, 0, c.Uploader, domain.EventFileCreated, domain.FileCreated{FileID: f.ID,
+		Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size, ObjectKey: f.ObjectKey, CreatedAt: now}); err != nil {
+		return domain.FileRecord{}, err
+	}
+	if err := s.deps.Records.Create(ctx, c.Tenant, f); err != nil {
+		return domain.FileRecord{}, err
+	}
+	return f, nil
+}
+
+// append writes one event of a file's stream at version from+1.
+func (s *Service) append(ctx context.Context, tenant domain.TenantID, id string, from int64, actor domain.UserID, typ domain.EventType, payload any) error {
+	fid, err := uuid.Parse(id)
+	if err != nil {
+		return err
+	}
+	a := domain.Actor{Type: domain.ActorSystem, ID: "files"}
+	if actor > 0 {
+		a = domain.Actor{Type: domain.ActorUser, ID: actor.String()}
+	}
+	e, err := domain.NewEnvelope(tenant, domain.FileStreamID(fid), from+1, typ, a, payload)
+	if err != nil {
+		return err
+	}
+	_, err = s.deps.Events.Append(ctx, tenant, domain.FileStreamID(fid), from, []domain.Envelope{e})
+	return err
+}
+
+// Get returns a file's record.
+func (s *Service) Get(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return domain.FileRecord{}, &domain.ValidationError{Field: "file_id", Reason: "bad_format", Detail: "a UUID"}
+	}
+	return s.deps.Records.Get(ctx, tenant, id)
+}
+
+// Upload stores the bytes of a pending file (at most its declared size) and completes it.
+func (s *Service) Upload(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string, r io.Reader) (domain.FileRecord, error) {
+	f, err := s.Get(ctx, tenant, id)
+	if err != nil {
+		return f, err
+	}
+	if f.Uploader != uploader {
+		return f, ErrNotUploader
+	}
+	if f.Status != domain.FileStatusPending {
+		return f, &domain.ValidationError{Field: "file", Reason: "already_uploaded", Detail: "the file's bytes are stored already"}
+	}
+	w, err := s.deps.Bucket.NewWriter(ctx, f.ObjectKey, &blob.WriterOptions{ContentType: f.ContentType})
+	if err != nil {
+		return f, domain.Retryable("open object", err)
+	}
+	n, err := io.Copy(w, io.LimitReader(r, f.Size+1))
+	if err != nil {
+		_ = w.Close()
+		return f, domain.Retryable("write object", err)
+	}
+	if n != f.Size {
+		_ = w.Close()
+		_ = s.deps.Bucket.Delete(ctx, f.ObjectKey)
+		return f, &domain.ValidationError{Field: "body", Reason: "size_mismatch", Detail: fmt.Sprintf("declared %d bytes, got %d or more", f.Size, n)}
+	}
+	if err := w.Close(); err != nil {
+		return f, domain.Retryable("store object", err)
+	}
+	return s.Complete(ctx, tenant, uploader, id)
+}
+
+// Complete is the completion callback: the object must be in the bucket with the declared size.
+// It records the upload (file.uploaded.v1) and queues the security check. Completing a file
+// completed already answers its record.
+func (s *Service) Complete(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string) (domain.FileRecord, error) {
+	f, err := s.Get(ctx, tenant, id)
+	if err != nil {
+		return f, err
+	}
+	if f.Uploader != uploader {
+		return f, ErrNotUploader
+	}
+	if f.Status != domain.FileStatusPending {
+		return f, nil
+	}
+	attrs, err := s.deps.Bucket.Attributes(ctx, f.ObjectKey)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return f, ErrNotUploaded
+	}
+	if err != nil {
+		return f, domain.Retryable("read object", err)
+	}
+	if attrs.Size != f.Size {
+		return f, &domain.ValidationError{Field: "file", Reason: "size_mismatch", Detail: "the stored object differs from the declared size"}
+	}
+	sum, err := s.digest(ctx, f.ObjectKey)
+	if err != nil {
+		return f, err
+	}
+	now := s.deps.Now().UTC().Truncate(time.Millisecond)
+	if err := s.append(ctx, tenant, id, f.Version, uploader, domain.EventFileUploaded,
+		domain.FileUploaded{FileID: id, Size: attrs.Size, SHA256: sum, UploadedAt: now}); err != nil {
+		return f, err
+	}
+	if _, err := s.deps.Records.MarkUploaded(ctx, tenant, id, f.Version, attrs.Size, sum, now); err != nil {
+		return f, err
+	}
+	f.Status, f.SHA256, f.UploadedAt, f.Version = domain.FileStatusUploaded, sum, now, f.Version+1
+	if err := s.deps.Queue.EnqueueCheck(ctx, CheckTask{TenantID: tenant, FileID: id, ObjectKey: f.ObjectKey,
+		ContentType: f.ContentType, Size: f.Size}); err != nil {
+		// The file stays pending audit; the collector's sweep queues it again.
+		s.log.WarnContext(ctx, "files: queue security check", "tenant_id", tenant.String(), "file_id", id, "err", err)
+	}
+	return f, nil
+}
+
+func (s *Service) digest(ctx context.Context, key string) (string, error) {
+	r, err := s.deps.Bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return "", domain.Retryable("read object", err)
+	}
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", domain.Retryable("read object", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Check runs the security check of a task (file.audited.v1) and, for a rejection, tells the
+// uploader. A file checked already, deleted, or unknown is skipped. An error means the check
+// could not run and should be retried.
+func (s *Service) Check(ctx context.Context, t CheckTask) error {
+	f, err := s.deps.Records.Get(ctx, t.TenantID, t.FileID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if f.Status != domain.FileStatusUploaded || f.Audit != domain.FileAuditPending {
+		return nil
+	}
+	head, err := s.head(ctx, f.ObjectKey)
+	if err != nil {
+		return err
+	}
+	v, err := s.deps.Checker.Check(ctx, CheckInput{Name: f.Name, ContentType: f.ContentType, Size: f.Size, Head: head})
+	if err != nil {
+		return err
+	}
+	status := domain.FileAuditApproved
+	if !v.Approved {
+		status = domain.FileAuditRejected
+	}
+	now := s.deps.Now().UTC().Truncate(time.Millisecond)
+	if err := s.append(ctx, t.TenantID, f.ID, f.Version, 0, domain.EventFileAudited,
+		domain.FileAudited{FileID: f.ID, Status: status, Reason: v.Reason, AuditedAt: now}); err != nil {
+		if errors.Is(err, domain.ErrConcurrency) {
+			return nil // another checker decided first
+		}
+		return err
+	}
+	if _, err := s.deps.Records.SetAudit(ctx, t.TenantID, f.ID, f.Version, status, v.Reason, now); err != nil {
+		return err
+	}
+	if !v.Approved && s.deps.Notifier != nil {
+		s.deps.Notifier.FileRejected(ctx, t.TenantID, f.Uploader, f.ID, v.Reason)
+	}
+	return nil
+}
+
+func (s *Service) head(ctx context.Context, key string) ([]byte, error) {
+	r, err := s.deps.Bucket.NewRangeReader(ctx, key, 0, 512, nil)
+	if err != nil {
+		return nil, domain.Retryable("read object", err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, domain.Retryable("read object", err)
+	}
+	return b, nil
+}
+
+// Open returns a servable file's record and a reader of its bytes. A rejected file fails with
+// ErrRejected, one without bytes with ErrNotUploaded, a collected one with domain.ErrNotFound.
+func (s *Service) Open(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, io.ReadCloser, error) {
+	f, err := s.Get(ctx, tenant, id)
+	if err != nil {
+		return f, nil, err
+	}
+	switch {
+	case f.Audit == domain.FileAuditRejected:
+		return f, nil, ErrRejected
+	case f.Status == domain.FileStatusPending:
+		return f, nil, ErrNotUploaded
+	case f.Status == domain.FileStatusDeleted:
+		return f, nil, fmt.Errorf("file %s: %w", id, domain.ErrNotFound)
+	}
+	r, err := s.deps.Bucket.NewReader(ctx, f.ObjectKey, nil)
+	if err != nil {
+		return f, nil, domain.Retryable("read object", err)
+	}
+	return f, r, nil
+}
+
+// Collect deletes the files of tenant that no message references and that are older than the
+// grace period (file.deleted.v1, then the object), and returns how many it deleted. A file that
+// gains a reference while it runs is kept.
+func (s *Service) Collect(ctx context.Context, tenant domain.TenantID) (int, error) {
+	now := s.deps.Now().UTC()
+	files, err := s.deps.Records.Unreferenced(ctx, tenant, now.Add(-s.cfg.GCGrace), 500)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range files {
+		if err := s.append(ctx, tenant, f.ID, f.Version, 0, domain.EventFileDeleted,
+			domain.FileDeleted{FileID: f.ID, Reason: "unreferenced", DeletedAt: now}); err != nil {
+			if errors.Is(err, domain.ErrConcurrency) {
+				continue
+			}
+			return n, err
+		}
+		ok, err := s.deps.Records.MarkDeleted(ctx, tenant, f.ID, f.Version, now)
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			continue // referenced meanwhile: the event stands, the record and bytes stay
+		}
+		if err := s.deps.Bucket.Delete(ctx, f.ObjectKey); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			s.log.WarnContext(ctx, "files: delete object", "tenant_id", tenant.String(), "file_id", f.ID, "err", err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// MarshalTask encodes a check task as its record value.
+func MarshalTask(t CheckTask) ([]byte, error) { return json.Marshal(t) }
+
+// ParseTask decodes a record value of im.file.security.
+func ParseTask(b []byte) (CheckTask, error) {
+	var t CheckTask
+	if err := json.Unmarshal(b, &t); err != nil {
+		return t, err
+	}
+	if t.TenantID.IsZero() || t.FileID == "" {
+		return t, errors.New("files: check task without tenant or file")
+	}
+	return t, nil
+}

@@ -1,0 +1,125 @@
+package domain
+
+import (
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// File event types: the life of an uploaded file (seed 004 §6.4). They are published on the
+// audit category (im.audit.event): file disposal is what the audit trail records.
+const (
+	EventFileCreated  EventType = "file.created.v1"
+	EventFileUploaded EventType = "file.uploaded.v1"
+	EventFileAudited  EventType = "file.audited.v1"
+	EventFileDeleted  EventType = "file.deleted.v1"
+)
+
+// MaxFilesPerMessage bounds the files one message may reference (head.files).
+const MaxFilesPerMessage = 20
+
+// Audit states of a file.
+const (
+	FileAuditPending  = "pending"
+	FileAuditApproved = "approved"
+	FileAuditRejected = "rejected"
+)
+
+// Statuses of a file record.
+const (
+	FileStatusPending  = "pending"  // metadata only
+	FileStatusUploaded = "uploaded" // bytes in object storage
+	FileStatusDeleted  = "deleted"  // collected
+)
+
+// FileRecord is what the tenant's read model holds of a file.
+type FileRecord struct {
+	ID          string
+	Uploader    UserID
+	Name        string
+	ContentType string
+	Size        int64
+	ObjectKey   string
+	SHA256      string
+	Status      string // FileStatus*
+	Audit       string // FileAudit*
+	AuditReason string
+	RefCount    int
+	Version     int64 // of the stream file:<id>
+	CreatedAt   time.Time
+	UploadedAt  time.Time
+}
+
+// FileStreamID is the stream of one file: created is version 1, uploaded 2, audited 3, and
+// deleted the last.
+func FileStreamID(fileID uuid.UUID) string { return "file:" + fileID.String() }
+
+// FileCreated is the payload of file.created.v1: metadata registered before any byte.
+type FileCreated struct {
+	FileID      string    `json:"file_id"`
+	Uploader    UserID    `json:"uploader"`
+	Name        string    `json:"name"`
+	ContentType string    `json:"content_type"`
+	Size        int64     `json:"size,string"`
+	ObjectKey   string    `json:"object_key"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// FileUploaded is the payload of file.uploaded.v1: the bytes are in object storage.
+type FileUploaded struct {
+	FileID     string    `json:"file_id"`
+	Size       int64     `json:"size,string"`
+	SHA256     string    `json:"sha256"`
+	UploadedAt time.Time `json:"uploaded_at"`
+}
+
+// FileAudited is the payload of file.audited.v1: the security check's verdict.
+type FileAudited struct {
+	FileID    string    `json:"file_id"`
+	Status    string    `json:"status"` // approved or rejected
+	Reason    string    `json:"reason,omitempty"`
+	AuditedAt time.Time `json:"audited_at"`
+}
+
+// FileDeleted is the payload of file.deleted.v1: the bytes are gone from object storage.
+type FileDeleted struct {
+	FileID    string    `json:"file_id"`
+	Reason    string    `json:"reason"` // unreferenced
+	DeletedAt time.Time `json:"deleted_at"`
+}
+
+// ValidateFileRefs checks a message's head.files: at most MaxFilesPerMessage UUIDs in canonical
+// form; it removes duplicates in place.
+func ValidateFileRefs(files []string) ([]string, error) {
+	if len(files) > MaxFilesPerMessage {
+		return nil, invalid("head.files", "too_many", "at most 20 files")
+	}
+	seen := map[string]bool{}
+	out := files[:0]
+	for _, f := range files {
+		id, err := uuid.Parse(f)
+		if err != nil || id.String() != strings.ToLower(f) {
+			return nil, invalid("head.files", "bad_format", "file ids (UUIDs)")
+		}
+		if !seen[id.String()] {
+			seen[id.String()] = true
+			out = append(out, id.String())
+		}
+	}
+	return out, nil
+}
+
+func init() {
+	for _, e := range []struct {
+		t EventType
+		p func() any
+	}{
+		{EventFileCreated, func() any { return &FileCreated{} }},
+		{EventFileUploaded, func() any { return &FileUploaded{} }},
+		{EventFileAudited, func() any { return &FileAudited{} }},
+		{EventFileDeleted, func() any { return &FileDeleted{} }},
+	} {
+		RegisterEventType(EventInfo{Type: e.t, SchemaVersion: 1, Category: CategoryAudit, BizType: "file", Payload: e.p})
+	}
+}

@@ -1,0 +1,262 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/presence"
+)
+
+// Members lists a group's current members; *business.Store implements it.
+type Members interface {
+	MemberIDs(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error)
+}
+
+// Presences reads many users' presence at once, failing rather than answering "unknown";
+// *presence.Store implements it.
+type Presences interface {
+	GetMany(ctx context.Context, tenant domain.TenantID, users []domain.UserID) ([]presence.Presence, error)
+}
+
+// Mutes lists the users who muted a conversation's reminders; *pushdb.Store implements it.
+type Mutes interface {
+	MutedUsers(ctx context.Context, tenant domain.TenantID, topic domain.Topic) (map[domain.UserID]bool, error)
+}
+
+// TaskPublisher puts tasks on im.message.push; SaramaPublisher is the real one.
+type TaskPublisher interface {
+	PublishTasks(ctx context.Context, tasks []Task) error
+}
+
+// ProducerDeps are the collaborators of a Producer.
+type ProducerDeps struct {
+	Members   Members       // required
+	Presence  Presences     // required
+	Mutes     Mutes         // required
+	Publisher TaskPublisher // required
+	Redis     redis.UniversalClient
+	Metrics   *Metrics // required
+	Logger    *slog.Logger
+}
+
+// Producer turns committed messages into push tasks (a commands.CommitListener). It queues the
+// messages and works them off on its own goroutines, so the sequencer never waits for it; a
+// message that finds the queue full produces no reminders (counted as dropped, queue_full). A
+// node that stops between a commit and its tasks loses those reminders, never a message:
+// reminders are a courtesy, the client catches up by seq.
+//
+// Who gets a task for a message: every member of the group (the peer of a 1:1 topic) except the
+// sender who is offline (presence), has not muted the topic, and has not had a reminder for the
+// topic since they were last online (the quiet policy, Config.QuietFor). A user @mentioned (or
+// reached by mention_all) gets a task of type "mention" whatever their mute or quiet state, as
+// long as they are offline.
+type Producer struct {
+	cfg  Config
+	deps ProducerDeps
+	keys keys
+	log  *slog.Logger
+	q    chan []commands.CommittedMessage
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+var _ commands.CommitListener = (*Producer)(nil)
+
+// NewProducer validates its arguments; Run starts it.
+func NewProducer(deps ProducerDeps, cfg Config) (*Producer, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Members == nil || deps.Presence == nil || deps.Mutes == nil || deps.Publisher == nil || deps.Metrics == nil {
+		return nil, errors.New("push: producer needs members, presence, mutes, a publisher and metrics")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Producer{cfg: cfg, deps: deps, keys: keys{cfg.KeyPrefix}, log: deps.Logger,
+		q: make(chan []commands.CommittedMessage, cfg.QueueSize)}, nil
+}
+
+// MessagesCommitted implements commands.CommitListener: it queues msgs and returns at once.
+func (p *Producer) MessagesCommitted(_ context.Context, msgs []commands.CommittedMessage) {
+	select {
+	case p.q <- msgs:
+	default:
+		p.deps.Metrics.Dropped.WithLabelValues("queue_full").Add(float64(len(msgs)))
+	}
+}
+
+// Run works the queue off until ctx ends, then returns once the messages already queued are
+// done (bounded by the lookups' own timeouts).
+func (p *Producer) Run(ctx context.Context) error {
+	for {
+		select {
+		case msgs := <-p.q:
+			for _, m := range msgs {
+				p.Produce(context.WithoutCancel(ctx), m)
+			}
+		case <-ctx.Done():
+			for {
+				select {
+				case msgs := <-p.q:
+					for _, m := range msgs {
+						p.Produce(context.WithoutCancel(ctx), m)
+					}
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// Produce puts the tasks of one committed message on im.message.push and returns how many. A
+// lookup or publish failure is logged and counted; the message's reminders are then lost.
+func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tasks, err := p.Tasks(ctx, m)
+	if err != nil {
+		p.deps.Metrics.Dropped.WithLabelValues("lookup_failed").Inc()
+		p.log.WarnContext(ctx, "push: no reminders for a message", "tenant_id", m.Tenant.String(),
+			"topic", m.Topic.String(), "seq", m.Seq, "err", err)
+		return 0
+	}
+	if len(tasks) == 0 {
+		return 0
+	}
+	if err := p.deps.Publisher.PublishTasks(ctx, tasks); err != nil {
+		p.deps.Metrics.Dropped.WithLabelValues("publish_failed").Add(float64(len(tasks)))
+		p.log.WarnContext(ctx, "push: publish tasks", "tenant_id", m.Tenant.String(),
+			"topic", m.Topic.String(), "seq", m.Seq, "tasks", len(tasks), "err", err)
+		return 0
+	}
+	p.deps.Metrics.Triggered.Add(float64(len(tasks)))
+	return len(tasks)
+}
+
+// Tasks decides the tasks of one committed message without publishing them.
+func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Task, error) {
+	recipients, typ, err := p.recipients(ctx, m)
+	if err != nil || len(recipients) == 0 {
+		return nil, err
+	}
+	mentioned := map[domain.UserID]bool{}
+	for _, u := range m.Head.Mentions {
+		mentioned[u] = true
+	}
+	isMentioned := func(u domain.UserID) bool { return m.Head.MentionAll || mentioned[u] }
+	muted, err := p.deps.Mutes.MutedUsers(ctx, m.Tenant, m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	cands := recipients[:0:0]
+	for _, u := range recipients {
+		if !muted[u] || isMentioned(u) {
+			cands = append(cands, u)
+		}
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	pres, err := p.deps.Presence.GetMany(ctx, m.Tenant, cands)
+	if err != nil {
+		return nil, err
+	}
+	reminded, err := p.remindedAt(ctx, m, cands)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]Task, 0, len(cands))
+	for i, u := range cands {
+		if pres[i].Online {
+			continue
+		}
+		t := Task{Type: typ, Topic: m.Topic.String(), Seq: m.Seq, TenantID: m.Tenant, UserID: u}
+		if isMentioned(u) {
+			t.Type = TypeMention
+		} else if r := reminded[i]; !r.IsZero() && r.After(pres[i].LastSeen) {
+			continue // reminded already and not back online since: stay quiet
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// recipients are the members of the message's conversation other than the sender.
+func (p *Producer) recipients(ctx context.Context, m commands.CommittedMessage) ([]domain.UserID, string, error) {
+	if m.Topic.Kind() != domain.TopicGroup {
+		peer := m.Topic.Peer(m.From)
+		if peer <= 0 || peer == m.From {
+			return nil, "", nil
+		}
+		return []domain.UserID{peer}, TypeDirectMessage, nil
+	}
+	members, err := p.deps.Members.MemberIDs(ctx, m.Tenant, domain.GroupID(m.Topic.GroupID()))
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]domain.UserID, 0, len(members))
+	for _, u := range members {
+		if u != m.From {
+			out = append(out, u)
+		}
+	}
+	return out, TypeGroupMessage, nil
+}
+
+// remindedAt reads when each user last got a reminder for the topic (zero: never, or no Redis
+// configured).
+func (p *Producer) remindedAt(ctx context.Context, m commands.CommittedMessage, users []domain.UserID) ([]time.Time, error) {
+	out := make([]time.Time, len(users))
+	if p.deps.Redis == nil {
+		return out, nil
+	}
+	fields := make([]string, len(users))
+	for i, u := range users {
+		fields[i] = u.String()
+	}
+	vals, err := p.deps.Redis.HMGet(ctx, p.keys.reminded(m.Tenant, m.Topic.String()), fields...).Result()
+	if err != nil {
+		return nil, domain.Retryable("push: read reminder marks", err)
+	}
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+				out[i] = time.UnixMilli(ms).UTC()
+			}
+		}
+	}
+	return out, nil
+}
+
+// SaramaPublisher produces tasks with a synchronous producer in one batch per message.
+type SaramaPublisher struct {
+	Producer sarama.SyncProducer
+	Topic    string // the full name of im.message.push
+}
+
+var _ TaskPublisher = SaramaPublisher{}
+
+// PublishTasks implements TaskPublisher.
+func (s SaramaPublisher) PublishTasks(_ context.Context, tasks []Task) error {
+	msgs := make([]*sarama.ProducerMessage, len(tasks))
+	for i, t := range tasks {
+		b, err := t.Marshal()
+		if err != nil {
+			return err
+		}
+		msgs[i] = &sarama.ProducerMessage{Topic: s.Topic, Key: sarama.StringEncoder(t.Key()), Value: sarama.ByteEncoder(b)}
+	}
+	return s.Producer.SendMessages(msgs)
+}

@@ -1,0 +1,247 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/imledger/imledger/commands/files"
+	"github.com/imledger/imledger/domain"
+)
+
+// FileService runs the file life cycle; *files.Service implements it.
+type FileService interface {
+	Create(ctx context.Context, c files.CreateFile) (domain.FileRecord, error)
+	Upload(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string, r io.Reader) (domain.FileRecord, error)
+	Complete(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string) (domain.FileRecord, error)
+	Get(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, error)
+	Open(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, io.ReadCloser, error)
+}
+
+var _ FileService = (*files.Service)(nil)
+
+// FileReferences lists the conversations whose messages reference a file; *filedb.Store
+// implements it.
+type FileReferences interface {
+	Topics(ctx context.Context, tenant domain.TenantID, id string) ([]string, error)
+}
+
+// FileURLSigner signs and checks the short-lived download URLs
+// /v1/im/files/{id}/content?tenant=&expires=&sig= (HMAC-SHA256 of tenant, file and expiry).
+type FileURLSigner struct {
+	Key []byte
+	TTL time.Duration
+}
+
+func (s FileURLSigner) mac(tenant, id string, exp int64) string {
+	m := hmac.New(sha256.New, s.Key)
+	m.Write([]byte(tenant + "\n" + id + "\n" + strconv.FormatInt(exp, 10)))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Sign returns the download path of a file and when it expires.
+func (s FileURLSigner) Sign(tenant domain.TenantID, id string, now time.Time) (string, time.Time) {
+	exp := now.Add(s.TTL).Truncate(time.Second)
+	q := url.Values{"tenant": {tenant.String()}, "expires": {strconv.FormatInt(exp.Unix(), 10)},
+		"sig": {s.mac(tenant.String(), id, exp.Unix())}}
+	return "/v1/im/files/" + id + "/content?" + q.Encode(), exp
+}
+
+// Verify checks a download URL's query at now.
+func (s FileURLSigner) Verify(tenant, id, expires, sig string, now time.Time) bool {
+	exp, err := strconv.ParseInt(expires, 10, 64)
+	if err != nil || now.Unix() > exp || len(s.Key) == 0 {
+		return false
+	}
+	return hmac.Equal([]byte(sig), []byte(s.mac(tenant, id, exp)))
+}
+
+// File is the data of a file answer.
+type File struct {
+	FileID      string `json:"file_id" format:"uuid"`
+	Name        string `json:"name"`
+	ContentType string `json:"content_type"`
+	Size        string `json:"size" doc:"Bytes (64-bit, as a string)"`
+	Status      string `json:"status" enum:"pending,uploaded,deleted"`
+	Audit       string `json:"audit" enum:"pending,approved,rejected"`
+	AuditReason string `json:"audit_reason,omitempty"`
+	UploadURL   string `json:"upload_url,omitempty" doc:"PUT the bytes here (with the bearer token) while the file is pending"`
+	CreatedAt   string `json:"created_at"`
+}
+
+func fileData(f domain.FileRecord) File {
+	out := File{FileID: f.ID, Name: f.Name, ContentType: f.ContentType, Size: strconv.FormatInt(f.Size, 10), Status: f.Status,
+		Audit: f.Audit, AuditReason: f.AuditReason, CreatedAt: rfc3339(f.CreatedAt)}
+	if f.Status == domain.FileStatusPending {
+		out.UploadURL = "/v1/im/files/" + f.ID + "/content"
+	}
+	return out
+}
+
+// FileURL is the data of a download URL answer.
+type FileURL struct {
+	URL       string `json:"url" doc:"Path of the download, valid until expires_at without a token"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+type fileCreateInput struct {
+	IdempotencyHeader
+	Body struct {
+		Name        string `json:"name" maxLength:"255"`
+		ContentType string `json:"content_type" maxLength:"128" example:"image/png"`
+		Size        string `json:"size" doc:"Bytes (64-bit, as a string)" example:"5120"`
+	}
+}
+
+type fileInput struct {
+	ID string `path:"id" doc:"File id (UUID)"`
+}
+
+type fileWrite struct {
+	IdempotencyHeader
+	ID string `path:"id" doc:"File id (UUID)"`
+}
+
+type fileUploadInput struct {
+	IdempotencyHeader
+	ID      string `path:"id" doc:"File id (UUID)"`
+	RawBody []byte `contentType:"application/octet-stream"`
+}
+
+func (a *API) registerFiles() {
+	fs := a.h.Files
+	huma.Register(a.huma, a.build(op{id: "create-file", method: http.MethodPost, path: "/v1/im/files", status: http.StatusCreated,
+		summary: "Register a file's metadata before its bytes", tag: "files",
+		desc: "Then PUT the bytes to upload_url. A message references files with head.files; a file no message references is collected after files.gc_grace."}),
+		func(ctx context.Context, in *fileCreateInput) (*reply[File], error) {
+			p := principal(ctx)
+			size, err := strconv.ParseInt(in.Body.Size, 10, 64)
+			if err != nil {
+				return nil, a.fail(ctx, &domain.ValidationError{Field: "size", Reason: "bad_format", Detail: "a decimal number of bytes"})
+			}
+			f, err := fs.Create(ctx, files.CreateFile{Tenant: p.Tenant, Uploader: p.User, Name: in.Body.Name, ContentType: in.Body.ContentType, Size: size})
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+			}
+			return respond(ctx, http.StatusCreated, fileData(f)), nil
+		})
+	up := a.build(op{id: "upload-file", method: http.MethodPut, path: "/v1/im/files/{id}/content",
+		summary: "Upload a file's bytes", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
+		desc: "Exactly the declared size; the uploader only. Completes the file and queues its security check."})
+	up.MaxBodyBytes = a.cfg.MaxFileBytes
+	huma.Register(a.huma, up, func(ctx context.Context, in *fileUploadInput) (*reply[File], error) {
+		p := principal(ctx)
+		f, err := fs.Upload(ctx, p.Tenant, p.User, in.ID, bytes.NewReader(in.RawBody))
+		if err != nil {
+			return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+		}
+		return respond(ctx, http.StatusOK, fileData(f)), nil
+	})
+	huma.Register(a.huma, a.build(op{id: "complete-file", method: http.MethodPost, path: "/v1/im/files/{id}/complete",
+		summary: "Completion callback after a direct upload to object storage", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound}}),
+		func(ctx context.Context, in *fileWrite) (*reply[File], error) {
+			p := principal(ctx)
+			f, err := fs.Complete(ctx, p.Tenant, p.User, in.ID)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+			}
+			return respond(ctx, http.StatusOK, fileData(f)), nil
+		})
+	huma.Register(a.huma, a.build(op{id: "get-file", method: http.MethodGet, path: "/v1/im/files/{id}",
+		summary: "Read a file's record", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound}}),
+		func(ctx context.Context, in *fileInput) (*reply[File], error) {
+			p := principal(ctx)
+			f, err := a.readableFile(ctx, p, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return respond(ctx, http.StatusOK, fileData(f)), nil
+		})
+	huma.Register(a.huma, a.build(op{id: "file-url", method: http.MethodGet, path: "/v1/im/files/{id}/url",
+		summary: "A short-lived download URL", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
+		desc: "The uploader and the members of a conversation whose messages reference the file. 403 file_rejected once the security check rejected it."}),
+		func(ctx context.Context, in *fileInput) (*reply[FileURL], error) {
+			p := principal(ctx)
+			f, err := a.readableFile(ctx, p, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			if f.Audit == domain.FileAuditRejected {
+				return nil, a.fail(ctx, files.ErrRejected)
+			}
+			if f.Status != domain.FileStatusUploaded {
+				return nil, a.fail(ctx, files.ErrNotUploaded)
+			}
+			u, exp := a.h.FileURLs.Sign(p.Tenant, f.ID, time.Now())
+			return respond(ctx, http.StatusOK, FileURL{URL: u, ExpiresAt: rfc3339(exp)}), nil
+		})
+}
+
+// readableFile reads a file the caller may see: theirs, or referenced in a conversation they
+// may read.
+func (a *API) readableFile(ctx context.Context, p Principal, id string) (domain.FileRecord, error) {
+	f, err := a.h.Files.Get(ctx, p.Tenant, id)
+	if err != nil {
+		return f, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	if f.Uploader == p.User {
+		return f, nil
+	}
+	topics, err := a.h.FileRefs.Topics(ctx, p.Tenant, id)
+	if err != nil {
+		return f, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	for _, t := range topics {
+		topic, err := domain.ParseTopic(t)
+		if err == nil && a.h.ReadPolicy.CanRead(ctx, p.Tenant, p.User, topic) == nil {
+			return f, nil
+		}
+	}
+	return f, a.fail(ctx, &domain.DeniedError{Reason: "not_shared"})
+}
+
+// FileDownload serves GET /v1/im/files/{id}/content with a signed query and no token: the bytes
+// of an uploaded file that was not rejected, with its content type. A bad or expired signature
+// is 403, a rejected file 403 file_rejected, an unknown or collected one 404.
+func FileDownload(fs FileService, signer FileURLSigner) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, q := r.PathValue("id"), r.URL.Query()
+		if !signer.Verify(q.Get("tenant"), id, q.Get("expires"), q.Get("sig"), time.Now()) {
+			http.Error(w, "bad or expired signature", http.StatusForbidden)
+			return
+		}
+		tenant, err := domain.NewTenantID(q.Get("tenant"))
+		if err != nil {
+			http.Error(w, "bad tenant", http.StatusBadRequest)
+			return
+		}
+		f, rc, err := fs.Open(r.Context(), tenant, id)
+		switch {
+		case errors.Is(err, files.ErrRejected):
+			http.Error(w, "file_rejected", http.StatusForbidden)
+			return
+		case errors.Is(err, domain.ErrNotFound):
+			http.Error(w, "not_found", http.StatusNotFound)
+			return
+		case err != nil:
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		defer rc.Close()
+		w.Header().Set("Content-Type", f.ContentType)
+		w.Header().Set("Content-Length", strconv.FormatInt(f.Size, 10))
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(f.Name))
+		_, _ = io.Copy(w, rc)
+	})
+}

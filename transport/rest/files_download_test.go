@@ -1,0 +1,105 @@
+package rest_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob/fileblob"
+
+	"github.com/imledger/imledger/commands/files"
+	"github.com/imledger/imledger/commands/storetest"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/transport/rest"
+)
+
+type checkQueue struct{ tasks []files.CheckTask }
+
+func (q *checkQueue) EnqueueCheck(_ context.Context, t files.CheckTask) error {
+	q.tasks = append(q.tasks, t)
+	return nil
+}
+
+// TestSignedDownloadIsByteEqual: a file uploaded through the service is served byte for byte at
+// its signed URL without a token; a changed signature, an expired URL and a rejected file are 403.
+func TestSignedDownloadIsByteEqual(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	_, store := storetest.EventStore(t, 4)
+	testenv.MySQLServer(t)
+	r, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	tenant := domain.MustTenantID(testenv.UniqueName("dl"))
+	testenv.DropMySQLDatabasesAtCleanup(t, r.DatabaseName(tenant))
+	if err := r.Provision(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := fileblob.OpenBucket(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bucket.Close() })
+	q := &checkQueue{}
+	svc, err := files.New(files.Deps{Bucket: bucket, Records: filedb.New(r), Events: store, Queue: q}, files.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func(name, ctype string, body []byte) domain.FileRecord {
+		f, err := svc.Create(ctx, files.CreateFile{Tenant: tenant, Uploader: 7, Name: name, ContentType: ctype, Size: int64(len(body))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, err = svc.Upload(ctx, tenant, 7, f.ID, bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	body := bytes.Repeat([]byte("imledger file bytes\n"), 3000)
+	good := upload("notes.txt", "text/plain", body)
+	bad := upload("evil.png", "image/png", []byte("<html><body>not an image</body></html>"))
+	for _, task := range q.tasks {
+		if err := svc.Check(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signer := rest.FileURLSigner{Key: []byte("k"), TTL: time.Minute}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(svc, signer))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	get := func(path string) (int, []byte) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	path, _ := signer.Sign(tenant, good.ID, time.Now())
+	if code, got := get(path); code != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("signed download: %d, %d bytes; want 200 and the %d bytes uploaded", code, len(got), len(body))
+	}
+	if code, _ := get(strings.Replace(path, "sig=", "sig=0", 1)); code != http.StatusForbidden {
+		t.Fatalf("changed signature: %d, want 403", code)
+	}
+	old, _ := signer.Sign(tenant, good.ID, time.Now().Add(-2*time.Minute))
+	if code, _ := get(old); code != http.StatusForbidden {
+		t.Fatalf("expired URL: %d, want 403", code)
+	}
+	rejected, _ := signer.Sign(tenant, bad.ID, time.Now())
+	if code, got := get(rejected); code != http.StatusForbidden || bytes.Contains(got, []byte("html")) {
+		t.Fatalf("rejected file: %d %q, want 403 without its bytes", code, got)
+	}
+}
