@@ -3,13 +3,12 @@ package export
 import (
 	"context"
 	"fmt"
-	"io"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/progress"
 )
 
 // Reader is what an export needs of the event store (*eventstore.Store).
@@ -71,7 +70,7 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("export: %w", err)
 		}
-		bar = newBar(cfg.Progress, total, "export")
+		bar = progress.Bar(cfg.Progress, total, "export")
 	}
 	events, err := pump(ctx, r, rng, filter, cfg, t, bar)
 	if bar != nil {
@@ -148,19 +147,4 @@ func pump(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filt
 		return events, fmt.Errorf("export: %w", rerr)
 	}
 	return events, werr
-}
-
-// newBar returns a progress bar of total events writing to w.
-func newBar(w io.Writer, total int64, label string) *progressbar.ProgressBar {
-	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(label),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("events"),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionOnCompletion(func() { _, _ = fmt.Fprintln(w) }),
-	)
 }

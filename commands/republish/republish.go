@@ -15,6 +15,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/internal/progress"
 )
 
 // Reader is what a republish needs of the event store (*eventstore.Store).
@@ -87,7 +88,7 @@ func run(ctx context.Context, r Reader, cfg Config, newSender func(*sender) batc
 		if err != nil {
 			return Result{}, fmt.Errorf("republish: %w", err)
 		}
-		bar = newBar(cfg.Progress, total)
+		bar = progress.Bar(cfg.Progress, total, "republish")
 	}
 	s := &sender{cfg: cfg, start: start, bar: bar}
 	s.out = newSender(s)
@@ -371,18 +372,4 @@ func writeCheckpoint(path string, c eventstore.Cursor) error {
 		return fmt.Errorf("republish: checkpoint: %w", err)
 	}
 	return nil
-}
-
-func newBar(w interface{ Write([]byte) (int, error) }, total int64) *progressbar.ProgressBar {
-	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("republish"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("events"),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionOnCompletion(func() { _, _ = fmt.Fprintln(w) }),
-	)
 }

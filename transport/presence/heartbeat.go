@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // heartbeatBatch is the most sessions refreshed in one Redis round trip.
@@ -51,10 +50,9 @@ func (st *Store) heartbeat(ctx context.Context) {
 	for len(due) > 0 {
 		chunk := due[:min(len(due), heartbeatBatch)]
 		due = due[len(chunk):]
-		// fn may run twice (see pipelined), so it only writes.
-		err := st.pipelined(ctx, func(p redis.Pipeliner) {
+		err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
 			for _, w := range chunk {
-				w.s.writeRefresh(ctx, p, w.topics)
+				w.s.writeRefresh(ctx, b, w.topics)
 			}
 		})
 		if err != nil && ctx.Err() == nil {

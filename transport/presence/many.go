@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // GetMany returns the presence of many users of one tenant in one Redis round trip: out[i] is
@@ -14,9 +15,9 @@ import (
 // "offline"; the failure is counted and logged as Get's.
 func (s *Store) GetMany(ctx context.Context, tenant domain.TenantID, users []domain.UserID) ([]Presence, error) {
 	cmds := make([]*redis.Cmd, len(users))
-	err := s.pipelined(ctx, func(p redis.Pipeliner) {
+	err := redisscript.Pipelined(ctx, s.rdb, func(b *redisscript.Batch) {
 		for i, u := range users {
-			cmds[i] = getScript.EvalShaRO(ctx, p, []string{s.keys.user(tenant, u), s.keys.userSessions(tenant, u)})
+			cmds[i] = b.EvalRO(getScript, []string{s.keys.user(tenant, u), s.keys.userSessions(tenant, u)})
 		}
 	})
 	if err != nil {

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // Session is one connection's presence. Its methods are safe for concurrent use; after Logout
@@ -47,8 +46,8 @@ func (st *Store) Login(ctx context.Context, in LoginInfo) (*Session, error) {
 		topics: map[string]domain.Topic{}, lastTouch: time.Now()}
 	st.addLocalUser(userKey{in.Tenant, in.User})
 	st.addSession(s)
-	err := st.pipelined(ctx, func(p redis.Pipeliner) {
-		s.writeOnline(ctx, p, st.cfg.NodeID, in.UA)
+	err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
+		s.writeOnline(ctx, b, st.cfg.NodeID, in.UA)
 	})
 	return s, s.fail(ctx, "login", err)
 }
@@ -57,13 +56,13 @@ func (st *Store) Login(ctx context.Context, in LoginInfo) (*Session, error) {
 func (s *Session) ID() string { return s.id }
 
 // writeOnline queues the user's online script and this node's user set.
-func (s *Session) writeOnline(ctx context.Context, p redis.Pipeliner, node, ua string) {
+func (s *Session) writeOnline(ctx context.Context, b *redisscript.Batch, node, ua string) {
 	st := s.st
-	onlineScript.EvalSha(ctx, p, []string{st.keys.user(s.tenant, s.user), st.keys.userSessions(s.tenant, s.user)},
+	b.Eval(onlineScript, []string{st.keys.user(s.tenant, s.user), st.keys.userSessions(s.tenant, s.user)},
 		s.id, st.cfg.TTL.Milliseconds(), st.cfg.LastSeenTTL.Milliseconds(), node, ua)
 	nodeUsers := st.keys.nodeUsers(s.tenant, st.cfg.NodeID)
-	p.SAdd(ctx, nodeUsers, s.user.String())
-	p.PExpire(ctx, nodeUsers, 3*st.cfg.TTL)
+	b.P.SAdd(ctx, nodeUsers, s.user.String())
+	b.P.PExpire(ctx, nodeUsers, 3*st.cfg.TTL)
 }
 
 // Touch refreshes the session's TTLs and those of its topic memberships. It is cheap to call on
@@ -74,7 +73,7 @@ func (s *Session) Touch(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	err := s.st.pipelined(ctx, func(p redis.Pipeliner) { s.writeRefresh(ctx, p, topics) })
+	err := redisscript.Pipelined(ctx, s.st.rdb, func(b *redisscript.Batch) { s.writeRefresh(ctx, b, topics) })
 	return s.fail(ctx, "touch", err)
 }
 
@@ -95,10 +94,10 @@ func (s *Session) due(now time.Time) ([]domain.Topic, bool) {
 }
 
 // writeRefresh queues the session's online script, node set and topic memberships.
-func (s *Session) writeRefresh(ctx context.Context, p redis.Pipeliner, topics []domain.Topic) {
-	s.writeOnline(ctx, p, s.st.cfg.NodeID, s.ua)
+func (s *Session) writeRefresh(ctx context.Context, b *redisscript.Batch, topics []domain.Topic) {
+	s.writeOnline(ctx, b, s.st.cfg.NodeID, s.ua)
 	for _, t := range topics {
-		s.writeJoin(ctx, p, t)
+		s.writeJoin(ctx, b, t)
 	}
 }
 
@@ -115,13 +114,13 @@ func (s *Session) Join(ctx context.Context, topic domain.Topic) error {
 		s.st.addLocalTopic(topicUserKey{s.tenant, topic.String(), s.user})
 	}
 	s.mu.Unlock()
-	err := s.st.pipelined(ctx, func(p redis.Pipeliner) { s.writeJoin(ctx, p, topic) })
+	err := redisscript.Pipelined(ctx, s.st.rdb, func(b *redisscript.Batch) { s.writeJoin(ctx, b, topic) })
 	return s.fail(ctx, "join", err)
 }
 
-func (s *Session) writeJoin(ctx context.Context, p redis.Pipeliner, topic domain.Topic) {
+func (s *Session) writeJoin(ctx context.Context, b *redisscript.Batch, topic domain.Topic) {
 	st := s.st
-	joinScript.EvalSha(ctx, p, st.keys.topicKeys(s.tenant, topic, st.cfg.NodeID),
+	b.Eval(joinScript, st.keys.topicKeys(s.tenant, topic, st.cfg.NodeID),
 		s.user.String(), st.cfg.NodeID, st.cfg.TTL.Milliseconds())
 }
 
@@ -140,13 +139,13 @@ func (s *Session) Leave(ctx context.Context, topic domain.Topic) error {
 	if !ok || !s.st.dropLocalTopic(topicUserKey{s.tenant, topic.String(), s.user}) {
 		return nil
 	}
-	err := s.st.pipelined(ctx, func(p redis.Pipeliner) { s.writeLeave(ctx, p, topic) })
+	err := redisscript.Pipelined(ctx, s.st.rdb, func(b *redisscript.Batch) { s.writeLeave(ctx, b, topic) })
 	return s.fail(ctx, "leave", err)
 }
 
-func (s *Session) writeLeave(ctx context.Context, p redis.Pipeliner, topic domain.Topic) {
+func (s *Session) writeLeave(ctx context.Context, b *redisscript.Batch, topic domain.Topic) {
 	st := s.st
-	leaveScript.EvalSha(ctx, p, st.keys.topicKeys(s.tenant, topic, st.cfg.NodeID),
+	b.Eval(leaveScript, st.keys.topicKeys(s.tenant, topic, st.cfg.NodeID),
 		s.user.String(), st.cfg.NodeID, st.keys.topicNodePrefix(s.tenant, topic), topicNodeSuffix)
 }
 
@@ -170,14 +169,14 @@ func (s *Session) Logout(ctx context.Context) error {
 	st := s.st
 	st.dropSession(s)
 	lastHere := st.dropLocalUser(userKey{s.tenant, s.user})
-	err := st.pipelined(ctx, func(p redis.Pipeliner) {
+	err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
 		for _, t := range leave {
-			s.writeLeave(ctx, p, t)
+			s.writeLeave(ctx, b, t)
 		}
-		offlineScript.EvalSha(ctx, p, []string{st.keys.user(s.tenant, s.user), st.keys.userSessions(s.tenant, s.user)},
+		b.Eval(offlineScript, []string{st.keys.user(s.tenant, s.user), st.keys.userSessions(s.tenant, s.user)},
 			s.id, st.cfg.LastSeenTTL.Milliseconds())
 		if lastHere {
-			p.SRem(ctx, st.keys.nodeUsers(s.tenant, st.cfg.NodeID), s.user.String())
+			b.P.SRem(ctx, st.keys.nodeUsers(s.tenant, st.cfg.NodeID), s.user.String())
 		}
 	})
 	return s.fail(ctx, "logout", err)

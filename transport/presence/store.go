@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // Status is a user's presence status.
@@ -175,9 +176,9 @@ func (s *Store) NodesForTopic(ctx context.Context, tenant domain.TenantID, topic
 // of refs[i].
 func (s *Store) NodesForTopics(ctx context.Context, refs []TopicRef) (nodes [][]string, err error) {
 	cmds := make([]*redis.Cmd, len(refs))
-	err = s.pipelined(ctx, func(p redis.Pipeliner) {
+	err = redisscript.Pipelined(ctx, s.rdb, func(b *redisscript.Batch) {
 		for i, r := range refs {
-			cmds[i] = nodesScript.EvalShaRO(ctx, p, []string{s.keys.topicNodes(r.Tenant, r.Topic)})
+			cmds[i] = b.EvalRO(nodesScript, []string{s.keys.topicNodes(r.Tenant, r.Topic)})
 		}
 	})
 	if err != nil {
@@ -209,24 +210,6 @@ func millis(v any) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(n).UTC()
-}
-
-// pipelined runs fn's commands in one round trip. Scripts in fn must use EvalSha: when Redis
-// answers NOSCRIPT (a restart or SCRIPT FLUSH), every script is loaded and the pipeline run once
-// more; all commands here are idempotent.
-func (s *Store) pipelined(ctx context.Context, fn func(redis.Pipeliner)) error {
-	run := func(p redis.Pipeliner) error { fn(p); return nil }
-	_, err := s.rdb.Pipelined(ctx, run)
-	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return err
-	}
-	for _, sc := range []*redis.Script{onlineScript, offlineScript, getScript, joinScript, leaveScript, nodesScript} {
-		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
-			return err
-		}
-	}
-	_, err = s.rdb.Pipelined(ctx, run)
-	return err
 }
 
 func (s *Store) addSession(sess *Session) {
