@@ -12,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/bench/projectionbench"
+	"github.com/imledger/imledger/bench/wsbench"
 	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
-	"github.com/imledger/imledger/transport/ws/wsbench"
 )
 
 // benchHistory is what the export and republish benchmarks read: a tenant with events

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/bench/wsbench"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/tenant"
@@ -24,7 +25,6 @@ import (
 	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/ws"
-	"github.com/imledger/imledger/transport/ws/wsbench"
 )
 
 func newBenchWSCmd() *cobra.Command {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/imledger/imledger/bench/wsbench"
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/seq"
@@ -25,7 +26,6 @@ import (
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/ws"
-	"github.com/imledger/imledger/transport/ws/wsbench"
 )
 
 // gateway starts n gateway nodes over a fresh database and key prefix and returns their URLs
