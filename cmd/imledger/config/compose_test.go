@@ -160,17 +160,28 @@ func TestComposeImledger(t *testing.T) {
 	// Compose interpolates ${VAR} and ${VAR:?message} from the operator's shell; these are the
 	// variables the file expects the operator to set.
 	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48)}
-	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(:\?[^}]*)?\}`)
+	// ${VAR:-default} and ${VAR:+alternative} follow Compose: the default when VAR is unset or
+	// empty, the alternative only when VAR is set and not empty.
+	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(?:(:[?+-])([^}]*))?\}`)
 	var environ []string
 	for k, v := range im.Environment {
 		if !known[k] {
 			t.Errorf("imledger: %s names no configuration key", k)
 		}
 		v = interpolate.ReplaceAllStringFunc(v, func(m string) string {
-			name := interpolate.FindStringSubmatch(m)[1]
+			sub := interpolate.FindStringSubmatch(m)
+			name, op, word := sub[1], sub[2], sub[3]
 			val, ok := operator[name]
 			if !ok {
 				t.Errorf("imledger: %s uses ${%s}, which the operator is not told to set", k, name)
+			}
+			switch {
+			case op == ":-" && val == "":
+				return word
+			case op == ":+" && val != "":
+				return word
+			case op == ":+":
+				return ""
 			}
 			return val
 		})
