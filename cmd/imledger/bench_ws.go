@@ -104,6 +104,10 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	o.Logger = n.log
 	if len(o.URLs) == 0 {
 		n.cfg.HTTP.Addr = "127.0.0.1:0"
+		// Every load connection comes from one address and each scenario is above a user's
+		// everyday rate: the in-process node measures the platform without its rate limits,
+		// as bench write does unless --rate-limits.
+		n.cfg.RateLimit.Enabled = false
 		n, err = startNode(ctx, n.cfg, n.log)
 		if err != nil {
 			return err
