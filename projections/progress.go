@@ -7,7 +7,8 @@ package projections
 type Progress func(label string, total int64) ProgressTracker
 
 // ProgressTracker follows one pass: Add after each page with the events read, Finish once at
-// the end. Their errors are ignored: a report that fails never fails the pass.
+// the end. Their errors are ignored: a report that fails never fails the pass. Calls come one at
+// a time, so a tracker need not be safe for concurrent use.
 type ProgressTracker interface {
 	Add(n int) error
 	Finish() error

@@ -44,12 +44,14 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 					cancel(err)
 					continue
 				}
+				// The tracker is told under the lock: workers run at once, trackers need not
+				// be safe for concurrent use.
 				mu.Lock()
 				applied += int64(n)
-				mu.Unlock()
 				if bar != nil {
 					_ = bar.Add(len(events))
 				}
+				mu.Unlock()
 			}
 		}(shards[i])
 	}
