@@ -141,3 +141,17 @@ func TestDummyHash(t *testing.T) {
 		t.Error("Dummy accepted a key length Hash rejects")
 	}
 }
+
+// BenchmarkHashAndVerify is one registration's hash and one login's verification at the default
+// cost: the CPU a login or a registration spends outside the stores.
+func BenchmarkHashAndVerify(b *testing.B) {
+	for b.Loop() {
+		h, err := passhash.Hash("correct horse battery staple", passhash.DefaultParams)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := passhash.Verify("correct horse battery staple", h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
