@@ -145,11 +145,28 @@ func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int
 	return len(tasks)
 }
 
-// Tasks decides the tasks of one committed message without publishing them.
+// Tasks decides the tasks of one committed message without publishing them. Presence is read
+// first: a conversation whose members are all online (the common case while it is busy) costs
+// one Redis round trip, and the mutes and reminder marks are read only for offline members.
 func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Task, error) {
 	recipients, typ, err := p.recipients(ctx, m)
 	if err != nil || len(recipients) == 0 {
 		return nil, err
+	}
+	pres, err := p.deps.Presence.GetMany(ctx, m.Tenant, recipients)
+	if err != nil {
+		return nil, err
+	}
+	var offline []domain.UserID
+	var lastSeen []time.Time
+	for i, u := range recipients {
+		if !pres[i].Online {
+			offline = append(offline, u)
+			lastSeen = append(lastSeen, pres[i].LastSeen)
+		}
+	}
+	if len(offline) == 0 {
+		return nil, nil
 	}
 	mentioned := map[domain.UserID]bool{}
 	for _, u := range m.Head.Mentions {
@@ -160,18 +177,14 @@ func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Ta
 	if err != nil {
 		return nil, err
 	}
-	cands := recipients[:0:0]
-	for _, u := range recipients {
+	cands, seen := offline[:0], lastSeen[:0]
+	for i, u := range offline {
 		if !muted[u] || isMentioned(u) {
-			cands = append(cands, u)
+			cands, seen = append(cands, u), append(seen, lastSeen[i])
 		}
 	}
 	if len(cands) == 0 {
 		return nil, nil
-	}
-	pres, err := p.deps.Presence.GetMany(ctx, m.Tenant, cands)
-	if err != nil {
-		return nil, err
 	}
 	reminded, err := p.remindedAt(ctx, m, cands)
 	if err != nil {
@@ -179,13 +192,10 @@ func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Ta
 	}
 	tasks := make([]Task, 0, len(cands))
 	for i, u := range cands {
-		if pres[i].Online {
-			continue
-		}
 		t := Task{Type: typ, Topic: m.Topic.String(), Seq: m.Seq, TenantID: m.Tenant, UserID: u}
 		if isMentioned(u) {
 			t.Type = TypeMention
-		} else if r := reminded[i]; !r.IsZero() && r.After(pres[i].LastSeen) {
+		} else if r := reminded[i]; !r.IsZero() && r.After(seen[i]) {
 			continue // reminded already and not back online since: stay quiet
 		}
 		tasks = append(tasks, t)
