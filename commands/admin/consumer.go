@@ -129,10 +129,6 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		disp:   newDispatcher(deps.Handlers, log)}, nil
 }
 
-// errBusy is a command claimed by another live consumer: it is tried again until the claim is
-// released or stale, never dead-lettered.
-var errBusy = domain.Retryable("admin command", errors.New("claimed by another consumer"))
-
 // Run consumes until ctx ends or the consumer group fails for good, then waits for the commands
 // in flight (up to Config.CloseTimeout) and closes the group. It returns nil after ctx ended. A
 // Consumer runs once.
@@ -432,14 +428,9 @@ func (c *Consumer) runItem(sess, work context.Context, it *item) bool {
 				err    error
 			)
 			st, stored, attempts, err = c.ledger.claim(work, it.cmd)
-			switch {
-			case err != nil:
-				lastErr = err
-			case st == claimFinished:
+			if err == nil && st == claimFinished {
 				it.res, it.stored, it.done = stored, true, true
 				return true
-			case st == claimBusy:
-				lastErr = errBusy
 			}
 			if err != nil || st == claimBusy {
 				if sess.Err() != nil || !c.sleep(sess, c.backoff(retry)) {
