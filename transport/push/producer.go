@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -65,8 +64,6 @@ type Producer struct {
 	keys keys
 	log  *slog.Logger
 	q    chan []commands.CommittedMessage
-	wg   sync.WaitGroup
-	once sync.Once
 }
 
 var _ commands.CommitListener = (*Producer)(nil)
