@@ -104,6 +104,25 @@ func meetInAGroup(t *testing.T, owner, joiner *page) {
 		` && document.getElementById('conn').textContent === 'Connected'`)
 }
 
+// TestReloadRightAfterJoining: a user who reloads the page right after joining a group, while the
+// conversation list does not list the group yet, is shown the group as a member (no join banner,
+// the composer open) because the member list names them, and can send to it.
+func TestReloadRightAfterJoining(t *testing.T) {
+	srv := newChatServer(t)
+	browser := newBrowser(t)
+	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
+	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
+	alice.register(srv.url, "alice", "alice-password-1")
+	bob.register(srv.url, "bob", "bob-password-1")
+
+	srv.gate.lagLists("bob")
+	meetInAGroup(t, alice, bob)
+	bob.waitFor("the composer open", `!document.getElementById('message').disabled`)
+	bob.do("type", chromedp.SendKeys(chromedp.ID("message"), "joined and reloaded"))
+	bob.pressEnter("message")
+	alice.waitFor("bob's message reaches alice", `Array.from(document.querySelectorAll('#messages li .text')).some(e => e.textContent === 'joined and reloaded')`)
+}
+
 // userID is the id of the user logged in on p.
 func (p *page) userID() string {
 	p.t.Helper()

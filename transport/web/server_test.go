@@ -308,7 +308,7 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 	if err != nil {
 		fail(err)
 	}
-	srv := httptest.NewUnstartedServer(mux)
+	srv := httptest.NewUnstartedServer(s.gate.lists(mux))
 	_ = srv.Listener.Close()
 	srv.Listener = ln
 	srv.Config.ConnState = s.gate.connState

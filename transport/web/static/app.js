@@ -650,6 +650,8 @@
         if (i < PRESENCE_LOOKUPS) { learnPresence(m.user_id); } // the rest wait for pres frames
       });
       var c = state.convs.get(topic);
+      var mine = state.room.members.some(function (m) { return String(m.user_id) === state.userId; });
+      if (mine && !state.room.member) { c = becomeMember(topic); }
       if (c) {
         c.memberCount = state.room.members.length;
         state.room.members.forEach(function (m) { if (String(m.user_id) === state.userId) { c.role = m.role; } });
@@ -659,6 +661,19 @@
     }).catch(function () {
       if (state.topic === topic) { el.members.replaceChildren(node('li', 'hint', 'Members are shown to members only.')); }
     });
+  }
+
+  // becomeMember opens topic as the user's own group when the member list names the user but
+  // the conversation list does not list the group yet (it trails a join, e.g. across a reload).
+  function becomeMember(topic) {
+    var c = localConv(topic);
+    state.room.member = true;
+    el.joinBanner.hidden = true;
+    if (!c.name) { learnGroupName(c); }
+    renderRoomHead();
+    if (connected() && !state.subscribed.has(topic) && !subscribing.has(topic)) { enterTopic(topic, 0); }
+    el.message.focus();
+    return c;
   }
 
   // refreshMembers reloads the member list now and twice more: the read model the list comes
