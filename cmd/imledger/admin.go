@@ -87,10 +87,7 @@ func newAdminClient(cmd *cobra.Command, source, actor string) (*adminclient.Clie
 	if err != nil {
 		return nil, err
 	}
-	kcfg := cfg.Kafka.Config
-	if cfg.Kafka.UseEmbedded() {
-		kcfg.Brokers = []string{cfg.Kafka.Embedded.Addr}
-	}
+	kcfg := cfg.Kafka.ClientOfServe()
 	c, err := adminclient.New(adminclient.Config{Kafka: kcfg, Source: source, Actor: domain.Actor{Type: domain.ActorAdmin, ID: actor}})
 	if err != nil && cfg.Kafka.UseEmbedded() {
 		return nil, fmt.Errorf("%w (no kafka.brokers configured: tried the embedded broker of a local serve at %s)", err, kcfg.Brokers[0])

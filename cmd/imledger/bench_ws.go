@@ -186,7 +186,9 @@ func (n *node) benchCatchUp(mon *benchMonitor) *windowCatchUp {
 			cu.lag = n.projector.Lag
 		}
 	case n.cfg.MySQLEnabled() && n.cfg.Projections.Run:
+		// The loaded node's projectors: on its brokers, or on the embedded broker it runs.
 		cfg, projs := n.cfg.ProjectorConfig(), n.readProjections()
+		cfg.Kafka = n.cfg.Kafka.ClientOfServe()
 		cu.lag = func(ctx context.Context) ([]projections.GroupLag, error) {
 			return projections.LagOf(ctx, cfg, projs...)
 		}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -57,6 +58,27 @@ func TestBenchWSInProcess(t *testing.T) {
 	window, all := mustFloat(t, cpu[1]), mustFloat(t, cpu[2])
 	if window <= 0 || all < window {
 		t.Errorf("node CPU per 1,000 messages %v in the window, %v with the catch-up:\n%s", window, all, out)
+	}
+}
+
+// TestBenchWSAgainstServe loads a running serve with its default embedded broker, as the README's
+// recipe does: the report reads the node's projector lag from the broker serve runs.
+func TestBenchWSAgainstServe(t *testing.T) {
+	t.Parallel()
+	env := newServeEnv(t, nil, true)
+	env.embeddedAddr = freeAddr(t)
+	srv := env.start(t, "bench-ws-url")
+	url := "ws" + strings.TrimPrefix(srv.base, "http") + "/v1/im/ws"
+	out, errOut, err := runCLI(t, "bench", "ws", "--config", srv.file, "--url", url, "--clients", "4", "--groups", "1",
+		"--rate", "20", "--duration", "1s", "--drain", "3s", "--lag-wait", "30s", "--first-user", "700", "--first-group", "950")
+	if err != nil {
+		t.Fatalf("bench ws: %v\n%s\n%s", err, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^projector lag at the end of the window \(events, from committed offsets\): .*imledger\.proj\.messages\.mysql\.v1 \d+`).MatchString(out) {
+		t.Errorf("no projector lag at the end of the window:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^read models drained \(every projector at lag 0\) [\d.]+ s after the end of the window$`).MatchString(out) {
+		t.Errorf("the read models did not drain:\n%s", out)
 	}
 }
 

@@ -68,10 +68,7 @@ func resolveAdminFailure(cmd *cobra.Command, id int64, replay bool, timeout time
 		return err
 	}
 	defer client.Close()
-	kcfg := n.cfg.Kafka.Config
-	if n.cfg.Kafka.UseEmbedded() {
-		kcfg.Brokers = []string{n.cfg.Kafka.Embedded.Addr}
-	}
+	kcfg := n.cfg.Kafka.ClientOfServe()
 	producer, err := kafka.NewSyncProducer(kcfg)
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ type serveEnv struct {
 	relay                   string // the relay section, YAML flow style
 	extra                   string // more top-level YAML for every node
 	defaultDataDir          bool   // leave kafka.embedded.data_dir to its default
+	embeddedAddr            string // kafka.embedded.addr; default a free port per node
 	mysqlDSN                string // default testenv.MySQLDSN
 }
 
@@ -66,9 +67,13 @@ func (e *serveEnv) mysql() string {
 // config writes the configuration file of node nodeID listening on addr.
 func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 	t.Helper()
-	kafkaYAML := fmt.Sprintf(`{embedded: {addr: "127.0.0.1:0", data_dir: %q}}`, filepath.Join(t.TempDir(), "kafka"))
+	embedded := e.embeddedAddr
+	if embedded == "" {
+		embedded = "127.0.0.1:0"
+	}
+	kafkaYAML := fmt.Sprintf(`{embedded: {addr: %q, data_dir: %q}}`, embedded, filepath.Join(t.TempDir(), "kafka"))
 	if e.defaultDataDir {
-		kafkaYAML = `{embedded: {addr: "127.0.0.1:0"}}`
+		kafkaYAML = fmt.Sprintf(`{embedded: {addr: %q}}`, embedded)
 	}
 	if len(e.brokers) > 0 {
 		b, _ := json.Marshal(e.brokers)

@@ -395,3 +395,13 @@ func (c KafkaConfig) Validate() error {
 
 // UseEmbedded reports whether the process must start its own Kafka-protocol broker.
 func (c KafkaConfig) UseEmbedded() bool { return len(c.Brokers) == 0 }
+
+// ClientOfServe is the client configuration of a tool that talks to a running deployment: with
+// no kafka.brokers, to the embedded broker a local serve runs on kafka.embedded.addr.
+func (c KafkaConfig) ClientOfServe() kafka.Config {
+	k := c.Config
+	if c.UseEmbedded() {
+		k.Brokers = []string{c.Embedded.Addr}
+	}
+	return k
+}
