@@ -2,6 +2,7 @@ package ws
 
 import (
 	"hash/fnv"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,37 +19,44 @@ type Hub struct {
 	users  map[userKey]map[*session]time.Time    // logged-in sessions with their token's issue time
 	drops  [dropShards]atomic.Uint64             // control messages that ended subscriptions, by topic shard; changed under mu
 
-	dmu      sync.Mutex
-	dqueue   []delivery    // deliveries waiting for the delivery goroutine, in order
-	dbusy    bool          // the delivery goroutine is delivering
-	dwake    chan struct{} // wakes the delivery goroutine; nil until its first delivery
-	dstarted sync.Once
+	delivery []*deliveryShard // deliveries by topic: each shard keeps its topics' order
 }
 
-// delivery is one message for the sessions of a topic, framed once.
+// delivery is one message for the sessions of a topic, framed once, or a control message to
+// apply in the topic's order (done is closed once it is).
 type delivery struct {
-	key  hubKey
-	skip string
-	wire []byte
+	key     hubKey
+	skip    string
+	wire    []byte
+	control *fanout.Message
+	done    chan struct{}
 }
 
-// asyncSubscribers is the number of local subscribers from which a topic's messages are
-// written by the hub's delivery goroutine rather than by the caller of Deliver, which is the
-// sequencer's commit path: writing a message to hundreds of sockets there would hold back the
-// acks of its batch and the next batch.
-const asyncSubscribers = 32
+// deliveryShard is a queue of deliveries and the goroutine that writes them, in order. The
+// caller of Deliver is usually the sequencer's commit path: writing there, even to the ten
+// sockets of a small group, holds back the acks of its batch and the next batch, so every
+// message is written here instead, by as many goroutines as there are CPUs, one per shard.
+type deliveryShard struct {
+	mu      sync.Mutex
+	queue   []delivery    // deliveries waiting for the shard's goroutine, in order
+	wake    chan struct{} // wakes the shard's goroutine
+	started sync.Once
+}
 
 // dropShards is how many counters the topics' drops are spread over: a sub only retries for a
 // drop in its own shard, so changes to other topics rarely make it ask the Policy again.
 const dropShards = 64
 
 // dropShard returns k's drop counter.
-func (h *Hub) dropShard(k hubKey) *atomic.Uint64 {
+func (h *Hub) dropShard(k hubKey) *atomic.Uint64 { return &h.drops[k.hash()%dropShards] }
+
+// hash spreads topics over shards.
+func (k hubKey) hash() uint32 {
 	f := fnv.New32a()
 	_, _ = f.Write([]byte(k.tenant.String()))
 	_, _ = f.Write([]byte{0})
 	_, _ = f.Write([]byte(k.topic))
-	return &h.drops[f.Sum32()%dropShards]
+	return f.Sum32()
 }
 
 // hubKey names a topic of a tenant; tenants never share topics (seed 004 §5.2).
@@ -61,7 +69,12 @@ var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
 func NewHub() *Hub {
-	return &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]map[*session]time.Time{}}
+	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]map[*session]time.Time{}}
+	h.delivery = make([]*deliveryShard, max(2, runtime.GOMAXPROCS(0)))
+	for i := range h.delivery {
+		h.delivery[i] = &deliveryShard{wake: make(chan struct{}, 1)}
+	}
+	return h
 }
 
 func (h *Hub) leave(k hubKey, s *session) {
@@ -81,13 +94,34 @@ func (h *Hub) Subscribers(tenant domain.TenantID, topic domain.Topic) int {
 	return len(h.topics[hubKey{tenant, topic.String()}])
 }
 
+// SubscribedUsers returns the users with a session subscribed to the topic on this node (nil
+// for none).
+func (h *Hub) SubscribedUsers(tenant domain.TenantID, topic domain.Topic) map[domain.UserID]bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	set := h.topics[hubKey{tenant, topic.String()}]
+	if len(set) == 0 {
+		return nil
+	}
+	out := make(map[domain.UserID]bool, len(set))
+	for _, u := range set {
+		out[u] = true
+	}
+	return out
+}
+
 // Deliver queues m, as one encoded frame, to every local session subscribed to its topic except
-// m.SkipSession. It never blocks: a session whose queue is full is disconnected instead. A
-// fanout.KindControl message also ends the subscriptions it names (see control).
+// m.SkipSession, in the order Deliver was called for the topic. It never blocks on a session: a
+// session whose queue is full is disconnected instead. A fanout.KindControl message also ends
+// the subscriptions it names (see control), after the topic's messages delivered before it and
+// before Deliver returns.
 func (h *Hub) Deliver(m *fanout.Message) {
+	k := hubKey{m.Tenant, m.Topic.String()}
 	switch m.Kind {
 	case fanout.KindControl:
-		h.control(m)
+		done := make(chan struct{})
+		h.enqueue(delivery{key: k, control: m, done: done})
+		<-done
 		return
 	case fanout.KindAccount:
 		h.account(m)
@@ -97,31 +131,30 @@ func (h *Hub) Deliver(m *fanout.Message) {
 	if frame == nil {
 		return
 	}
-	d := delivery{key: hubKey{m.Tenant, m.Topic.String()}, skip: m.SkipSession, wire: wireFrame(frame)}
-	h.mu.RLock()
-	many := len(h.topics[d.key]) >= asyncSubscribers
-	h.mu.RUnlock()
-	h.dmu.Lock()
-	if many || h.dbusy || len(h.dqueue) > 0 { // behind earlier deliveries, so none is overtaken
-		h.dqueue = append(h.dqueue, d)
-		h.dstarted.Do(func() {
-			h.dwake = make(chan struct{}, 1)
-			go h.deliverLoop()
-		})
-		h.dmu.Unlock()
-		select {
-		case h.dwake <- struct{}{}:
-		default:
-		}
-		return
+	h.enqueue(delivery{key: k, skip: m.SkipSession, wire: wireFrame(frame)})
+}
+
+// enqueue hands d to its topic's delivery shard.
+func (h *Hub) enqueue(d delivery) {
+	sh := h.delivery[d.key.hash()%uint32(len(h.delivery))]
+	sh.mu.Lock()
+	sh.queue = append(sh.queue, d)
+	sh.mu.Unlock()
+	sh.started.Do(func() { go h.deliverLoop(sh) })
+	select {
+	case sh.wake <- struct{}{}:
+	default:
 	}
-	h.dmu.Unlock()
-	h.deliver(d)
 }
 
 // deliver writes d to the topic's sessions. It never blocks (see session.sendWire), so holding
 // the read lock is cheap.
 func (h *Hub) deliver(d delivery) {
+	if d.control != nil {
+		h.control(d.control)
+		close(d.done)
+		return
+	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for s := range h.topics[d.key] {
@@ -131,20 +164,18 @@ func (h *Hub) deliver(d delivery) {
 	}
 }
 
-// deliverLoop is the hub's delivery goroutine: it delivers queued messages in order.
-func (h *Hub) deliverLoop() {
+// deliverLoop is a delivery shard's goroutine: it delivers the shard's queue in order.
+func (h *Hub) deliverLoop(sh *deliveryShard) {
 	var batch []delivery
-	for range h.dwake {
+	for range sh.wake {
 		for {
-			h.dmu.Lock()
-			if len(h.dqueue) == 0 {
-				h.dbusy = false
-				h.dmu.Unlock()
+			sh.mu.Lock()
+			if len(sh.queue) == 0 {
+				sh.mu.Unlock()
 				break
 			}
-			batch, h.dqueue = h.dqueue, batch[:0]
-			h.dbusy = true
-			h.dmu.Unlock()
+			batch, sh.queue = sh.queue, batch[:0]
+			sh.mu.Unlock()
 			for i, d := range batch {
 				h.deliver(d)
 				batch[i] = delivery{}
