@@ -92,6 +92,7 @@ type node struct {
 	// Realtime.
 	presence *presence.Store
 	fanout   *fanout.Fanout
+	hub      *ws.Hub // this node's WebSocket sessions by topic
 	gateway  *ws.Gateway
 
 	// Short-lived state: rate limits, verification codes, action tokens.

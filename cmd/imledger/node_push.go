@@ -68,8 +68,12 @@ func (n *node) startPush(ctx context.Context) error {
 	n.pf.pushdb = pushdb.New(n.router)
 	topic := n.cfg.Kafka.Topic(kafka.TopicMessagePush)
 	log := n.log.With("component", "push")
-	if n.pf.producer, err = push.NewProducer(push.ProducerDeps{Members: n.biz, Presence: n.presence, Mutes: n.pf.pushdb,
-		Publisher: push.SaramaPublisher{Producer: n.producer, Topic: topic}, Redis: n.rdb, Metrics: metrics, Logger: log}, cfg); err != nil {
+	deps := push.ProducerDeps{Members: n.biz, Presence: n.presence, Mutes: n.pf.pushdb,
+		Publisher: push.SaramaPublisher{Producer: n.producer, Topic: topic}, Redis: n.rdb, Metrics: metrics, Logger: log}
+	if n.hub != nil {
+		deps.Local = n.hub
+	}
+	if n.pf.producer, err = push.NewProducer(deps, cfg); err != nil {
 		return err
 	}
 	n.aux = append(n.aux, n.spawn(ctx, "push producer", n.pf.producer.Run))

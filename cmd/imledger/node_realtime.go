@@ -22,6 +22,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	}
 	n.aux = append(n.aux, n.spawn(ctx, "presence", n.presence.Run))
 	hub := ws.NewHub()
+	n.hub = hub
 	// Account and tenant changes update this node's guard and tenant cache before the hub ends
 	// the sessions they concern.
 	local := access.NewDeliverer(hub, n.tenants, n.guard)

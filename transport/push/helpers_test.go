@@ -39,6 +39,8 @@ type fixture struct {
 	biz      *business.Store
 	metrics  *push.Metrics
 	producer *push.Producer
+	deps     push.ProducerDeps // the producer's, for a variant
+	cfg      push.Config
 }
 
 func setup(t *testing.T, cfg push.Config) *fixture {
@@ -78,9 +80,11 @@ func setup(t *testing.T, cfg push.Config) *fixture {
 	}
 	t.Cleanup(func() { _ = prod.Close() })
 	cfg.KeyPrefix = f.prefix
-	if f.producer, err = push.NewProducer(push.ProducerDeps{Members: f.biz, Presence: f.pres, Mutes: f.store,
+	f.deps = push.ProducerDeps{Members: f.biz, Presence: f.pres, Mutes: f.store,
 		Publisher: push.SaramaPublisher{Producer: prod, Topic: f.topic}, Redis: f.rdb, Metrics: f.metrics,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}, cfg); err != nil {
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	f.cfg = cfg
+	if f.producer, err = push.NewProducer(f.deps, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -26,6 +26,12 @@ type Presences interface {
 	GetMany(ctx context.Context, tenant domain.TenantID, users []domain.UserID) ([]presence.Presence, error)
 }
 
+// LocalSubscribers tells which users have a session subscribed to a topic on this node; *ws.Hub
+// implements it. Such a user gets the message in realtime at its commit and needs no reminder.
+type LocalSubscribers interface {
+	SubscribedUsers(tenant domain.TenantID, topic domain.Topic) map[domain.UserID]bool
+}
+
 // Mutes lists the users who muted a conversation's reminders; *pushdb.Store implements it.
 type Mutes interface {
 	MutedUsers(ctx context.Context, tenant domain.TenantID, topic domain.Topic) (map[domain.UserID]bool, error)
@@ -43,7 +49,8 @@ type ProducerDeps struct {
 	Mutes     Mutes         // required
 	Publisher TaskPublisher // required
 	Redis     redis.UniversalClient
-	Metrics   *Metrics // required
+	Local     LocalSubscribers // nil: every recipient's presence is read
+	Metrics   *Metrics         // required
 	Logger    *slog.Logger
 }
 
@@ -142,13 +149,28 @@ func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int
 	return len(tasks)
 }
 
-// Tasks decides the tasks of one committed message without publishing them. Presence is read
-// first: a conversation whose members are all online (the common case while it is busy) costs
-// one Redis round trip, and the mutes and reminder marks are read only for offline members.
+// Tasks decides the tasks of one committed message without publishing them. Members subscribed
+// to the conversation on this node got it in realtime and are passed over; presence is read for
+// the others: a conversation whose members are all online (the common case while it is busy)
+// costs at most one Redis round trip, and the mutes and reminder marks are read only for offline
+// members.
 func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Task, error) {
 	recipients, typ, err := p.recipients(ctx, m)
 	if err != nil || len(recipients) == 0 {
 		return nil, err
+	}
+	if p.deps.Local != nil {
+		if here := p.deps.Local.SubscribedUsers(m.Tenant, m.Topic); len(here) > 0 {
+			away := recipients[:0]
+			for _, u := range recipients {
+				if !here[u] {
+					away = append(away, u)
+				}
+			}
+			if recipients = away; len(recipients) == 0 {
+				return nil, nil
+			}
+		}
 	}
 	pres, err := p.deps.Presence.GetMany(ctx, m.Tenant, recipients)
 	if err != nil {

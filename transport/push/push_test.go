@@ -56,6 +56,45 @@ func TestOneMessageTasksOfflineUnmutedMembers(t *testing.T) {
 	}
 }
 
+// subscribedHere is a node's sessions by topic, as the WebSocket hub reports them.
+type subscribedHere map[domain.Topic]map[domain.UserID]bool
+
+func (s subscribedHere) SubscribedUsers(_ domain.TenantID, t domain.Topic) map[domain.UserID]bool {
+	return s[t]
+}
+
+// Members subscribed to the conversation on this node got the message in realtime: offline by
+// presence or not, they get no task, and a conversation whose recipients are all here gives none.
+func TestMembersSubscribedHereGetNoTask(t *testing.T) {
+	t.Parallel()
+	f := setup(t, push.Config{})
+	topic := f.group(t, 9, 5)
+	deps := f.deps
+	deps.Local = subscribedHere{topic: {1: true, 2: true, 3: true}}
+	p, err := push.NewProducer(deps, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := p.Tasks(f.ctx, f.message(topic, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []domain.UserID
+	for _, task := range tasks {
+		got = append(got, task.UserID)
+	}
+	if len(got) != 2 || got[0] != 4 || got[1] != 5 {
+		t.Fatalf("tasks for %v, want users 4 and 5 (1 sent, 2 and 3 are subscribed here)", got)
+	}
+	deps.Local = subscribedHere{topic: {1: true, 2: true, 3: true, 4: true, 5: true}}
+	if p, err = push.NewProducer(deps, f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if tasks, err := p.Tasks(f.ctx, f.message(topic, 1, 2)); err != nil || len(tasks) != 0 {
+		t.Fatalf("every member here: tasks %+v, error %v; want none", tasks, err)
+	}
+}
+
 // A muted member who is @mentioned still gets a task, of type mention.
 func TestMentionReachesMutedMember(t *testing.T) {
 	t.Parallel()

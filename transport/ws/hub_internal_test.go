@@ -46,3 +46,25 @@ func TestDropsCountPerTopicShard(t *testing.T) {
 		t.Error("a sub that asked the Policy after the drop was refused")
 	}
 }
+
+// SubscribedUsers names each user with a session in the topic once, and no one for a topic
+// without sessions here.
+func TestSubscribedUsers(t *testing.T) {
+	h := NewHub()
+	tenant := domain.MustTenantID("acme")
+	topic, _ := domain.ParseTopic("grp1")
+	other, _ := domain.ParseTopic("grp2")
+	k := hubKey{tenant, topic.String()}
+	for _, u := range []domain.UserID{7, 7, 8} {
+		if !h.joinUnless(k, &session{user: u}, h.dropShard(k).Load()) {
+			t.Fatal("join refused")
+		}
+	}
+	got := h.SubscribedUsers(tenant, topic)
+	if len(got) != 2 || !got[7] || !got[8] {
+		t.Fatalf("subscribed users %v, want 7 and 8", got)
+	}
+	if got := h.SubscribedUsers(tenant, other); len(got) != 0 {
+		t.Fatalf("a topic without sessions here has subscribed users %v", got)
+	}
+}
