@@ -63,6 +63,9 @@ func TestRemovedMemberIsDroppedOnEveryNode(t *testing.T) {
 			t.Errorf("%s: removal info = %+v, want src %s", cl.name, got, x)
 		}
 	}
+	// y's messages reach node b over Redis, z's are committed on node b: a node delivers each
+	// message as it commits or arrives, so z sends once y's have arrived to keep one order to check.
+	zB.waitFor("y's messages on node b", func([]serverFrame) bool { return len(zB.contents(grp)) >= 4 })
 	for i := range 3 {
 		if r := zB.pub(fmt.Sprintf("z%d", i), grp, fmt.Sprintf("z%d", i)); r.Code != 202 {
 			t.Fatalf("pub after the removal = %+v", r)
