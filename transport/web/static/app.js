@@ -1172,8 +1172,9 @@
         return;
       case 'friend_requested': case 'friend_accepted': case 'friend_declined': case 'friend_removed':
       case 'blocked': case 'unblocked':
-        // The lists come from a read model that trails the change: ask now and twice more.
-        [0, 1000, 3000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
+        // The lists come from a read model that trails the change (by seconds on a busy node):
+        // ask now and four more times over 15 s, before the periodic refresh would.
+        [0, 1000, 3000, 7000, 15000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
         return;
     }
     if (i.topic && isGroup(i.topic)) {
