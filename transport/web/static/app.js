@@ -47,6 +47,10 @@
   var state = {
     token: '', userId: '', login: '', expiresAt: '',
     convs: new Map(),      // topic -> conversation entry (see conversationFrom)
+    // What this session saw happen to messages, by topic: the history read models trail it, so a
+    // page of history read meanwhile must not bring back a recalled text or a deleted message.
+    recalled: new Map(),   // topic -> Set of recalled seqs
+    deleted: new Map(),    // topic -> Set of seqs deleted for this user
     convCursor: '',
     subscribed: new Set(), // topics the current connection is subscribed to
     names: new Map(),      // user id -> nickname
@@ -269,7 +273,7 @@
     clearInterval(refreshTimer);
     conn.stop();
     closeRoom();
-    state.convs.clear(); state.subscribed.clear(); state.names.clear(); state.online.clear();
+    state.convs.clear(); state.subscribed.clear(); state.recalled.clear(); state.deleted.clear(); state.names.clear(); state.online.clear();
     nameLookups.clear(); presenceLookups.clear();
     state.friends = []; state.requests = []; friendsShown = '';
     el.convs.replaceChildren(); el.friends.replaceChildren(); el.requests.replaceChildren();
@@ -796,11 +800,12 @@
       renderConvs();
     }
     var r = state.room;
-    if (!r || d.topic !== r.topic) { return; }
+    if (!r || d.topic !== r.topic || seen(state.deleted, d.topic, seq)) { return; }
+    if (seen(state.recalled, d.topic, seq)) { d.status = 'recalled'; }
     var text = messageText(d);
     var li = r.bySeq.get(seq);
     if (li) {
-      if (d.status === 'recalled') { markRecalled(li); } else { setText(li.querySelector('.text'), text); }
+      if (d.status === 'recalled' || li.classList.contains('recalled')) { markRecalled(li); } else { setText(li.querySelector('.text'), text); }
       setTime(li, d.ts);
       return;
     }
@@ -927,6 +932,7 @@
   function deleteForMe(seq) {
     var topic = state.topic;
     request('DELETE', api.message(topic, seq)).then(function () {
+      remember(state.deleted, topic, seq);
       var r = state.room;
       var li = r && r.topic === topic && r.bySeq.get(seq);
       if (li) {
@@ -1193,7 +1199,15 @@
     }
   }
 
+  function remember(m, topic, seq) {
+    if (!m.has(topic)) { m.set(topic, new Set()); }
+    m.get(topic).add(seq);
+  }
+
+  function seen(m, topic, seq) { return m.has(topic) && m.get(topic).has(seq); }
+
   function changeMessage(i, here, seq) {
+    if (i.what === 'recall') { remember(state.recalled, i.topic, seq); }
     var c = state.convs.get(i.topic);
     if (c && c.last && c.last.seq === seq) {
       c.last.text = i.what === 'recall' ? '(message recalled)' : contentText(i.content);
