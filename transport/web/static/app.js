@@ -574,10 +574,14 @@
       el.membersBox.hidden = true; el.chatView.classList.add('no-members');
       learnName(peerOf(topic)); learnPresence(peerOf(topic));
     }
-    if (state.room.member) {
-      if (connected() && state.subscribed.has(topic)) { loadLatest(topic); } else if (connected()) { enterTopic(topic, 0); }
-      el.message.focus();
-    }
+    if (state.room.member) { startRoom(topic); }
+  }
+
+  // startRoom shows the open conversation's messages: the latest page when the connection is
+  // subscribed to it already, else after subscribing.
+  function startRoom(topic) {
+    if (connected() && state.subscribed.has(topic)) { loadLatest(topic); } else if (connected() && !subscribing.has(topic)) { enterTopic(topic, 0); }
+    el.message.focus();
   }
 
   function renderRoomHead() {
@@ -654,11 +658,11 @@
         if (i < PRESENCE_LOOKUPS) { learnPresence(m.user_id); } // the rest wait for pres frames
       });
       var c = state.convs.get(topic);
-      var mine = state.room.members.some(function (m) { return String(m.user_id) === state.userId; });
-      if (mine && !state.room.member) { c = becomeMember(topic); }
+      var me = state.room.members.find(function (m) { return String(m.user_id) === state.userId; });
+      if (me && !state.room.member) { c = becomeMember(topic); }
       if (c) {
         c.memberCount = state.room.members.length;
-        state.room.members.forEach(function (m) { if (String(m.user_id) === state.userId) { c.role = m.role; } });
+        if (me) { c.role = me.role; }
         renderRoomHead();
       }
       renderMembers();
@@ -675,8 +679,7 @@
     el.joinBanner.hidden = true;
     if (!c.name) { learnGroupName(c); }
     renderRoomHead();
-    if (connected() && !state.subscribed.has(topic) && !subscribing.has(topic)) { enterTopic(topic, 0); }
-    el.message.focus();
+    startRoom(topic);
     return c;
   }
 
@@ -800,8 +803,8 @@
       renderConvs();
     }
     var r = state.room;
-    if (!r || d.topic !== r.topic || seen(state.deleted, d.topic, seq)) { return; }
-    if (seen(state.recalled, d.topic, seq)) { d.status = 'recalled'; }
+    if (!r || d.topic !== r.topic || marked(state.deleted, d.topic, seq)) { return; }
+    if (marked(state.recalled, d.topic, seq)) { d.status = 'recalled'; }
     var text = messageText(d);
     var li = r.bySeq.get(seq);
     if (li) {
@@ -1204,7 +1207,7 @@
     m.get(topic).add(seq);
   }
 
-  function seen(m, topic, seq) { return m.has(topic) && m.get(topic).has(seq); }
+  function marked(m, topic, seq) { return m.has(topic) && m.get(topic).has(seq); }
 
   function changeMessage(i, here, seq) {
     if (i.what === 'recall') { remember(state.recalled, i.topic, seq); }
