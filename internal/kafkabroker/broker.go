@@ -141,6 +141,7 @@ type Broker struct {
 	cluster *kfake.Cluster
 	addrs   []string
 	unlock  func()
+	dataDir string // "" in memory
 	once    sync.Once
 
 	ret     *retention
@@ -176,6 +177,7 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(cfg.SegmentBytes)}),
 	}
 	unlock := func() {}
+	dataDir, crashed := "", false
 	if cfg.DataDir != "" && cfg.DataDir != InMemory {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("kafkabroker: data dir: %w", err)
@@ -183,6 +185,12 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 		if unlock, err = lockDir(cfg.DataDir); err != nil {
 			return nil, err
 		}
+		clean, err := takeCleanMark(cfg.DataDir)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		dataDir, crashed = cfg.DataDir, hasLog(cfg.DataDir) && !clean
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 		if cfg.SyncWrites {
 			opts = append(opts, kfake.SyncWrites())
@@ -196,12 +204,20 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 		unlock()
 		return nil, fmt.Errorf("kafkabroker: start on %s: %w", cfg.Addr, err)
 	}
-	b := &Broker{cluster: c, addrs: c.ListenAddrs(), unlock: unlock, retDone: make(chan struct{})}
+	b := &Broker{cluster: c, addrs: c.ListenAddrs(), unlock: unlock, dataDir: dataDir, retDone: make(chan struct{})}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.WithLogger(nil))
 	if err != nil {
 		c.Close()
 		unlock()
 		return nil, fmt.Errorf("kafkabroker: retention client: %w", err)
+	}
+	if crashed {
+		if err := closeDangling(b.addrs, cl, logger); err != nil {
+			cl.Close()
+			c.Close()
+			unlock()
+			return nil, err
+		}
 	}
 	b.ret = &retention{cluster: c, client: cl, cfg: cfg, samples: map[partitionKey][]hwmSample{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -236,6 +252,10 @@ func (b *Broker) Close() {
 		<-b.retDone
 		b.ret.client.Close()
 		b.cluster.Close()
+		if b.dataDir != "" {
+			// Best effort: without the mark the next start reads the whole log once more.
+			_ = os.WriteFile(filepath.Join(b.dataDir, cleanMark), nil, 0o600)
+		}
 		b.unlock()
 	})
 }
