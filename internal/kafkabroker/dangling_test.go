@@ -165,4 +165,3 @@ func readCommitted(ctx context.Context, t *testing.T, addrs []string, want int) 
 	}
 	return got
 }
-
