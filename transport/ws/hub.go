@@ -41,6 +41,11 @@ type deliveryShard struct {
 	queue   []delivery    // deliveries waiting for the shard's goroutine, in order
 	wake    chan struct{} // wakes the shard's goroutine
 	started sync.Once
+
+	// Owned by the shard's goroutine: the frames of a run of deliveries by session (see
+	// deliverRun), kept between runs to spare the allocations.
+	pending map[*session][][]byte
+	order   []*session
 }
 
 // dropShards is how many counters the topics' drops are spread over: a sub only retries for a
@@ -164,7 +169,10 @@ func (h *Hub) deliver(d delivery) {
 	}
 }
 
-// deliverLoop is a delivery shard's goroutine: it delivers the shard's queue in order.
+// deliverLoop is a delivery shard's goroutine: it delivers the shard's queue in order. What
+// queued up while it wrote is delivered together: each session gets the frames of all those
+// messages in one write (see deliverRun), so the more the node has to deliver, the fewer system
+// calls each message costs. A control message is a barrier: what came before it is written first.
 func (h *Hub) deliverLoop(sh *deliveryShard) {
 	var batch []delivery
 	for range sh.wake {
@@ -176,12 +184,76 @@ func (h *Hub) deliverLoop(sh *deliveryShard) {
 			}
 			batch, sh.queue = sh.queue, batch[:0]
 			sh.mu.Unlock()
-			for i, d := range batch {
-				h.deliver(d)
-				batch[i] = delivery{}
+			for i := 0; i < len(batch); {
+				j := i
+				for j < len(batch) && batch[j].control == nil {
+					j++
+				}
+				h.deliverRun(sh, batch[i:j])
+				if j < len(batch) {
+					h.deliver(batch[j])
+					j++
+				}
+				i = j
 			}
+			clear(batch)
 		}
 	}
+}
+
+// deliverRun writes a run of message deliveries (no control message among them): one message
+// alone as deliver does; several with the frames each session gets joined into one write, in
+// the run's order.
+func (h *Hub) deliverRun(sh *deliveryShard, run []delivery) {
+	switch len(run) {
+	case 0:
+		return
+	case 1:
+		h.deliver(run[0])
+		return
+	}
+	if sh.pending == nil {
+		sh.pending = map[*session][][]byte{}
+	}
+	h.mu.RLock()
+	for _, d := range run {
+		for s := range h.topics[d.key] {
+			if s.id == d.skip {
+				continue
+			}
+			frames, ok := sh.pending[s]
+			if !ok {
+				sh.order = append(sh.order, s)
+			}
+			sh.pending[s] = append(frames, d.wire)
+		}
+	}
+	h.mu.RUnlock()
+	for i, s := range sh.order {
+		frames := sh.pending[s]
+		if len(frames) == 1 {
+			s.sendWire(frames[0])
+		} else {
+			s.sendWire(joinFrames(frames))
+		}
+		sh.order[i] = nil
+	}
+	sh.order = sh.order[:0]
+	clear(sh.pending)
+}
+
+// joinFrames returns the frames one after the other in a new slice: a session may keep it
+// queued, so it cannot share memory with another session's.
+func joinFrames(frames [][]byte) []byte {
+	n := 0
+	for _, f := range frames {
+		n += len(f)
+	}
+	out := make([]byte, 0, n)
+	for _, f := range frames {
+		out = append(out, f...)
+	}
+	return out
 }
 
 // Publish delivers m on this node only; it makes a Hub a Publisher for a single node.
