@@ -71,7 +71,22 @@ type Producer struct {
 	keys keys
 	log  *slog.Logger
 	q    chan []commands.CommittedMessage
+	// retry holds messages whose group the read model did not hold yet, due for another look.
+	retry chan retryItem
 }
+
+// retryItem is a message to look at again, with how many looks it had.
+type retryItem struct {
+	m     commands.CommittedMessage
+	looks int
+}
+
+// notFoundWaits are the waits before a message is looked at again when the business read model
+// does not hold its group yet: a group's first messages are committed while its creation is
+// still being projected, and its offline members would get no reminder for them. After the last
+// wait the message's reminders are dropped (counted as lookup_failed).
+var notFoundWaits = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	2 * time.Second, 4 * time.Second, 8 * time.Second}
 
 var _ commands.CommitListener = (*Producer)(nil)
 
@@ -88,7 +103,7 @@ func NewProducer(deps ProducerDeps, cfg Config) (*Producer, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Producer{cfg: cfg, deps: deps, keys: keys{cfg.KeyPrefix}, log: deps.Logger,
-		q: make(chan []commands.CommittedMessage, cfg.QueueSize)}, nil
+		q: make(chan []commands.CommittedMessage, cfg.QueueSize), retry: make(chan retryItem, cfg.QueueSize)}, nil
 }
 
 // MessagesCommitted implements commands.CommitListener: it queues msgs and returns at once.
@@ -109,6 +124,8 @@ func (p *Producer) Run(ctx context.Context) error {
 			for _, m := range msgs {
 				p.Produce(context.WithoutCancel(ctx), m)
 			}
+		case it := <-p.retry:
+			p.produce(context.WithoutCancel(ctx), it.m, it.looks)
 		case <-ctx.Done():
 			for {
 				select {
@@ -125,11 +142,21 @@ func (p *Producer) Run(ctx context.Context) error {
 }
 
 // Produce puts the tasks of one committed message on im.message.push and returns how many. A
-// lookup or publish failure is logged and counted; the message's reminders are then lost.
+// group the read model does not hold yet is looked up again later by Run (see notFoundWaits);
+// Produce then returns 0. Another lookup or publish failure is logged and counted; the message's
+// reminders are then lost.
 func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int {
+	return p.produce(ctx, m, 1)
+}
+
+func (p *Producer) produce(ctx context.Context, m commands.CommittedMessage, looks int) int {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tasks, err := p.Tasks(ctx, m)
+	if errors.Is(err, domain.ErrNotFound) && looks <= len(notFoundWaits) {
+		p.lookAgain(m, looks)
+		return 0
+	}
 	if err != nil {
 		p.deps.Metrics.Dropped.WithLabelValues("lookup_failed").Inc()
 		p.log.WarnContext(ctx, "push: no reminders for a message", "tenant_id", m.Tenant.String(),
@@ -147,6 +174,18 @@ func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int
 	}
 	p.deps.Metrics.Triggered.Add(float64(len(tasks)))
 	return len(tasks)
+}
+
+// lookAgain queues m for another look once the wait after its looks-th has passed; a full
+// queue drops its reminders.
+func (p *Producer) lookAgain(m commands.CommittedMessage, looks int) {
+	time.AfterFunc(notFoundWaits[looks-1], func() {
+		select {
+		case p.retry <- retryItem{m: m, looks: looks + 1}:
+		default:
+			p.deps.Metrics.Dropped.WithLabelValues("queue_full").Inc()
+		}
+	})
 }
 
 // Tasks decides the tasks of one committed message without publishing them. Members subscribed

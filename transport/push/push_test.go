@@ -1,6 +1,7 @@
 package push_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/transport/push"
@@ -251,5 +253,34 @@ func TestProviderRetriedAndRecorded(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.metrics.Failed); got != 1 {
 		t.Errorf("imledger_push_failed_total = %v, want 1", got)
+	}
+}
+
+// A group's first messages commit while its creation is still being projected: the producer
+// looks again once the read model holds the group, and its offline members get their reminders.
+func TestMessageOfAGroupNotProjectedYetIsLookedAtAgain(t *testing.T) {
+	t.Parallel()
+	f := setup(t, push.Config{})
+	topic, err := domain.GroupTopic(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	go func() { _ = f.producer.Run(ctx) }()
+	f.producer.MessagesCommitted(f.ctx, []commands.CommittedMessage{f.message(topic, 1, 1)})
+	time.Sleep(400 * time.Millisecond) // past the first look, and the second
+	f.group(t, 8, 3)
+	tasks := f.tasks(t, 2)
+	if len(tasks) != 2 {
+		t.Fatalf("im.message.push holds %d tasks, want 2 (members 2 and 3)", len(tasks))
+	}
+	for _, task := range tasks {
+		if task.UserID != 2 && task.UserID != 3 || task.Seq != 1 || task.Topic != "grp8" {
+			t.Errorf("task %+v", task)
+		}
+	}
+	if got := testutil.ToFloat64(f.metrics.Dropped.WithLabelValues("lookup_failed")); got != 0 {
+		t.Errorf("lookup_failed = %v, want 0", got)
 	}
 }
