@@ -42,10 +42,18 @@ type deliveryShard struct {
 	wake    chan struct{} // wakes the shard's goroutine
 	started sync.Once
 
-	// Owned by the shard's goroutine: the frames of a run of deliveries by session (see
+	// Owned by the shard's goroutine: what a run of deliveries writes to each session (see
 	// deliverRun), kept between runs to spare the allocations.
-	pending map[*session][][]byte
-	order   []*session
+	pending map[*session]int // index in order
+	order   []pendingWrite
+}
+
+// pendingWrite is what a run of deliveries writes to one session: a shared frame, or the
+// session's own buffer of joined frames.
+type pendingWrite struct {
+	s   *session
+	b   []byte
+	own bool // b is this session's buffer
 }
 
 // dropShards is how many counters the topics' drops are spread over: a sub only retries for a
@@ -203,7 +211,8 @@ func (h *Hub) deliverLoop(sh *deliveryShard) {
 
 // deliverRun writes a run of message deliveries (no control message among them): one message
 // alone as deliver does; several with the frames each session gets joined into one write, in
-// the run's order.
+// the run's order. A session with one frame of the run is handed the shared frame; only one with
+// more gets a buffer of its own (it may keep it queued, so it cannot share memory).
 func (h *Hub) deliverRun(sh *deliveryShard, run []delivery) {
 	switch len(run) {
 	case 0:
@@ -213,7 +222,7 @@ func (h *Hub) deliverRun(sh *deliveryShard, run []delivery) {
 		return
 	}
 	if sh.pending == nil {
-		sh.pending = map[*session][][]byte{}
+		sh.pending = map[*session]int{}
 	}
 	h.mu.RLock()
 	for _, d := range run {
@@ -221,39 +230,26 @@ func (h *Hub) deliverRun(sh *deliveryShard, run []delivery) {
 			if s.id == d.skip {
 				continue
 			}
-			frames, ok := sh.pending[s]
+			i, ok := sh.pending[s]
 			if !ok {
-				sh.order = append(sh.order, s)
+				sh.pending[s] = len(sh.order)
+				sh.order = append(sh.order, pendingWrite{s: s, b: d.wire})
+				continue
 			}
-			sh.pending[s] = append(frames, d.wire)
+			w := &sh.order[i]
+			if !w.own {
+				w.b, w.own = append(make([]byte, 0, 2*(len(w.b)+len(d.wire))), w.b...), true
+			}
+			w.b = append(w.b, d.wire...)
 		}
 	}
 	h.mu.RUnlock()
-	for i, s := range sh.order {
-		frames := sh.pending[s]
-		if len(frames) == 1 {
-			s.sendWire(frames[0])
-		} else {
-			s.sendWire(joinFrames(frames))
-		}
-		sh.order[i] = nil
+	for i, w := range sh.order {
+		w.s.sendWire(w.b)
+		sh.order[i] = pendingWrite{}
 	}
 	sh.order = sh.order[:0]
 	clear(sh.pending)
-}
-
-// joinFrames returns the frames one after the other in a new slice: a session may keep it
-// queued, so it cannot share memory with another session's.
-func joinFrames(frames [][]byte) []byte {
-	n := 0
-	for _, f := range frames {
-		n += len(f)
-	}
-	out := make([]byte, 0, n)
-	for _, f := range frames {
-		out = append(out, f...)
-	}
-	return out
 }
 
 // Publish delivers m on this node only; it makes a Hub a Publisher for a single node.
