@@ -212,7 +212,7 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("kafkabroker: retention client: %w", err)
 	}
 	if crashed {
-		if err := closeDangling(b.addrs, cl, logger); err != nil {
+		if err := closeDangling(c, b.addrs, cl, logger); err != nil {
 			cl.Close()
 			c.Close()
 			unlock()

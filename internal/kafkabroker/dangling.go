@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -40,8 +41,8 @@ type danglingTxn struct {
 
 // abortDangling finds every transaction the log holds open and writes an abort marker for it,
 // returning how many it closed.
-func abortDangling(ctx context.Context, addrs []string, cl *kgo.Client) (int, error) {
-	open, err := findDangling(ctx, addrs, cl)
+func abortDangling(ctx context.Context, c *kfake.Cluster, addrs []string, cl *kgo.Client) (int, error) {
+	open, err := findDangling(ctx, c, addrs, cl)
 	if err != nil || len(open) == 0 {
 		return 0, err
 	}
@@ -71,25 +72,33 @@ func abortDangling(ctx context.Context, addrs []string, cl *kgo.Client) (int, er
 	return len(open), errors.Join(errs...)
 }
 
-// findDangling reads every partition from its start to its end, control records included, and
-// returns the transactions whose records are not followed by a marker of their producer.
-func findDangling(ctx context.Context, addrs []string, cl *kgo.Client) ([]danglingTxn, error) {
-	ranges, err := partitionRanges(ctx, cl)
-	if err != nil || len(ranges) == 0 {
-		return nil, err
+// findDangling reads every partition from its start to its end (as the cluster reports them),
+// control records included, and returns the transactions whose records are not followed by a
+// marker of their producer.
+func findDangling(ctx context.Context, c *kfake.Cluster, addrs []string, cl *kgo.Client) ([]danglingTxn, error) {
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("kafkabroker: list topics: %w", err)
 	}
+	ends := map[partitionKey]int64{}
 	offsets := map[string]map[int32]kgo.Offset{}
-	left := 0
-	for k, r := range ranges {
-		if r[0] >= r[1] {
+	for _, t := range meta.Topics {
+		if t.Topic == nil {
 			continue
 		}
-		if offsets[k.topic] == nil {
-			offsets[k.topic] = map[int32]kgo.Offset{}
+		for _, p := range t.Partitions {
+			pi := c.PartitionInfo(*t.Topic, p.Partition)
+			if pi == nil || pi.LogStartOffset >= pi.HighWatermark {
+				continue
+			}
+			if offsets[*t.Topic] == nil {
+				offsets[*t.Topic] = map[int32]kgo.Offset{}
+			}
+			offsets[*t.Topic][p.Partition] = kgo.NewOffset().At(pi.LogStartOffset)
+			ends[partitionKey{*t.Topic, p.Partition}] = pi.HighWatermark
 		}
-		offsets[k.topic][k.partition] = kgo.NewOffset().At(r[0])
-		left++
 	}
+	left := len(ends)
 	if left == 0 {
 		return nil, nil
 	}
@@ -134,7 +143,7 @@ func findDangling(ctx context.Context, addrs []string, cl *kgo.Client) ([]dangli
 			case r.Attrs.IsTransactional():
 				s.open, s.epoch = true, r.ProducerEpoch
 			}
-			if !done[k] && r.Offset+1 >= ranges[k][1] {
+			if !done[k] && r.Offset+1 >= ends[k] {
 				done[k] = true
 				left--
 			}
@@ -145,51 +154,6 @@ func findDangling(ctx context.Context, addrs []string, cl *kgo.Client) ([]dangli
 		for pid, s := range producers {
 			if s.open {
 				out = append(out, danglingTxn{topic: k.topic, partition: k.partition, producer: pid, epoch: s.epoch})
-			}
-		}
-	}
-	return out, nil
-}
-
-// partitionRanges returns the start and end offsets of every partition of every topic.
-func partitionRanges(ctx context.Context, cl *kgo.Client) (map[partitionKey][2]int64, error) {
-	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("kafkabroker: list topics: %w", err)
-	}
-	out := map[partitionKey][2]int64{}
-	for i, at := range []int64{-2, -1} { // the start, the end
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		for _, t := range meta.Topics {
-			if t.Topic == nil {
-				continue
-			}
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = *t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition, rp.Timestamp = p.Partition, at
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
-		}
-		if len(req.Topics) == 0 {
-			return out, nil
-		}
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return nil, fmt.Errorf("kafkabroker: list offsets: %w", err)
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return nil, fmt.Errorf("kafkabroker: offsets of %s/%d: %w", t.Topic, p.Partition, err)
-				}
-				k := partitionKey{t.Topic, p.Partition}
-				r := out[k]
-				r[i] = p.Offset
-				out[k] = r
 			}
 		}
 	}
@@ -217,11 +181,11 @@ func hasLog(dir string) bool {
 }
 
 // closeDangling runs abortDangling after a start that followed a crash, and logs what it did.
-func closeDangling(addrs []string, cl *kgo.Client, logger *slog.Logger) error {
+func closeDangling(c *kfake.Cluster, addrs []string, cl *kgo.Client, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), danglingTimeout)
 	defer cancel()
 	start := time.Now()
-	n, err := abortDangling(ctx, addrs, cl)
+	n, err := abortDangling(ctx, c, addrs, cl)
 	if err != nil {
 		return fmt.Errorf("kafkabroker: the last broker on this data dir did not close; closing the transactions it left open: %w", err)
 	}
