@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -18,20 +19,66 @@ import (
 	"github.com/imledger/imledger/internal/kafkabroker"
 )
 
-// The child side of TestDataDirSurvivesKill: run a broker on the data dir, produce records and
-// commit an offset, report it, and wait to be killed.
+// children are the child sides of the tests that kill a broker (see killAfterAck): the child
+// named by KAFKABROKER_CHILD runs a broker on the data dir KAFKABROKER_CHILD_DIR, prints a line
+// starting "acked" once what it did is acknowledged, and waits to be killed.
+var children = map[string]func(dir string) error{"crash": crashChild, "txn": txnChild}
+
 func init() {
-	dir := os.Getenv("KAFKABROKER_CRASH_CHILD_DIR")
-	if dir == "" {
+	child := children[os.Getenv("KAFKABROKER_CHILD")]
+	if child == nil {
 		return
 	}
-	if err := crashChild(dir); err != nil {
+	if err := child(os.Getenv("KAFKABROKER_CHILD_DIR")); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
 	select {}
 }
 
+// killAfterAck runs the child named child on a new data dir, kills it (SIGKILL) once it reports,
+// and returns the data dir and the rest of its "acked" line.
+func killAfterAck(t *testing.T, child string) (dir, acked string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "kafka")
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "KAFKABROKER_CHILD="+child, "KAFKABROKER_CHILD_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "acked") {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child %s: %q, %v", child, line, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	return dir, strings.TrimSpace(strings.TrimPrefix(line, "acked"))
+}
+
+// newTopic creates topic with partitions partitions.
+func newTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", topic, err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return fmt.Errorf("create %s: %w", topic, err)
+	}
+	return nil
+}
+
+// crashChild produces records and commits an offset, then reports the cluster id.
 func crashChild(dir string) error {
 	b, err := kafkabroker.Start(kafkabroker.Config{Addr: "127.0.0.1:0", DataDir: dir, Partitions: 2}, nil)
 	if err != nil {
@@ -45,12 +92,8 @@ func crashChild(dir string) error {
 	if err != nil {
 		return err
 	}
-	create := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "im.crash", 2, 1
-	create.Topics = append(create.Topics, rt)
-	if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		return fmt.Errorf("create topic: %v %+v", err, resp)
+	if err := newTopic(ctx, cl, "im.crash", 2); err != nil {
+		return err
 	}
 	for i := range 50 {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte{byte(i)}, Value: []byte("v")}).FirstErr(); err != nil {
@@ -95,26 +138,7 @@ func clusterIDOf(ctx context.Context, cl *kgo.Client) (string, error) {
 // commit it acknowledged, and its cluster id: produces reach the file before the ack.
 func TestDataDirSurvivesKill(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "kafka")
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "KAFKABROKER_CRASH_CHILD_DIR="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "acked ") {
-		_ = cmd.Process.Kill()
-		t.Fatalf("child: %q, %v", line, err)
-	}
-	id := strings.TrimSpace(strings.TrimPrefix(line, "acked "))
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	dir, id := killAfterAck(t, "crash")
 
 	b, err := kafkabroker.Start(kafkabroker.Config{Addr: "127.0.0.1:0", DataDir: dir}, nil)
 	if err != nil {

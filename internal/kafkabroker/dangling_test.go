@@ -1,38 +1,21 @@
 package kafkabroker_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/imledger/imledger/internal/kafkabroker"
 )
 
 const txnTopic = "im.txn"
 
-// The child side of TestTransactionOpenAtAKillIsAborted: commit one transaction, leave a second
-// one open with its records acknowledged, report it, and wait to be killed.
-func init() {
-	dir := os.Getenv("KAFKABROKER_TXN_CHILD_DIR")
-	if dir == "" {
-		return
-	}
-	if err := txnChild(dir); err != nil {
-		fmt.Println("error:", err)
-		os.Exit(1)
-	}
-	select {}
-}
-
+// txnChild commits one transaction and leaves a second one open with its records acknowledged
+// (the child side of TestTransactionOpenAtAKillIsAborted).
 func txnChild(dir string) error {
 	b, err := kafkabroker.Start(kafkabroker.Config{Addr: "127.0.0.1:0", DataDir: dir}, nil)
 	if err != nil {
@@ -44,12 +27,8 @@ func txnChild(dir string) error {
 	if err != nil {
 		return err
 	}
-	create := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = txnTopic, 1, 1
-	create.Topics = append(create.Topics, rt)
-	if resp, err := create.RequestWith(ctx, admin); err != nil || resp.Topics[0].ErrorCode != 0 {
-		return fmt.Errorf("create topic: %v %+v", err, resp)
+	if err := newTopic(ctx, admin, txnTopic, 1); err != nil {
+		return err
 	}
 	cl, err := txnClient(b.Addrs())
 	if err != nil {
@@ -93,25 +72,7 @@ func produceTxn(ctx context.Context, cl *kgo.Client, end kgo.TransactionEndTry, 
 // read_committed consumers (without the marker they skip them all), and the open one is not.
 func TestTransactionOpenAtAKillIsAborted(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "kafka")
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "KAFKABROKER_TXN_CHILD_DIR="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "acked\n" {
-		_ = cmd.Process.Kill()
-		t.Fatalf("child: %q, %v", line, err)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	dir, _ := killAfterAck(t, "txn")
 
 	b, err := kafkabroker.Start(kafkabroker.Config{Addr: "127.0.0.1:0", DataDir: dir}, nil)
 	if err != nil {

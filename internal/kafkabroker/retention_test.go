@@ -31,16 +31,8 @@ func retentionBroker(t *testing.T, cfg kafkabroker.Config) (*kafkabroker.Broker,
 
 func createTopic(t *testing.T, cl *kgo.Client, topic string) {
 	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(t.Context(), cl)
-	if err != nil {
+	if err := newTopic(t.Context(), cl, topic, 1); err != nil {
 		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		t.Fatalf("create %s: %v", topic, err)
 	}
 }
 
