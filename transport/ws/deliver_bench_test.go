@@ -1,8 +1,6 @@
 package ws
 
 import (
-	"context"
-	"log/slog"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -25,13 +23,7 @@ func BenchmarkDeliverToGroup(b *testing.B) {
 
 func benchDeliver(b *testing.B, rawWrites bool) {
 	const members = 500
-	cfg := Config{}
-	cfg.setDefaults()
-	m, err := newMetrics(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := &Gateway{cfg: cfg, metrics: m, log: slog.New(slog.DiscardHandler), sessions: map[*session]struct{}{}}
+	g := testGateway(b)
 	h := NewHub()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,14 +38,7 @@ func benchDeliver(b *testing.B, rawWrites bool) {
 	done := make(chan struct{}, 1)
 	var sessions []*session
 	for i := range members {
-		cc, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		sc, err := ln.Accept()
-		if err != nil {
-			b.Fatal(err)
-		}
+		s, cc := loopbackSession(b, g, ln, rawWrites)
 		go func() {
 			buf := make([]byte, 4096)
 			for {
@@ -67,10 +52,6 @@ func benchDeliver(b *testing.B, rawWrites bool) {
 				}
 			}
 		}()
-		s := newSession(context.Background(), g, sc, nil, "bench")
-		if rawWrites {
-			s.raw, _ = sc.(syscall.Conn).SyscallConn()
-		}
 		s.user = domain.UserID(i + 1)
 		sessions = append(sessions, s)
 		h.topics[k][s] = s.user

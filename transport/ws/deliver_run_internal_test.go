@@ -17,35 +17,18 @@ import (
 // skipped session's own message left out, whether the session's socket takes them at once or
 // a writer goroutine finishes them.
 func TestDeliverRunJoinsEachSessionsFrames(t *testing.T) {
-	cfg := Config{}
-	cfg.setDefaults()
-	m, err := newMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &Gateway{cfg: cfg, metrics: m, log: slog.New(slog.DiscardHandler), sessions: map[*session]struct{}{}}
-	h := NewHub()
+	g := testGateway(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	connect := func(raw bool) (*session, net.Conn) {
-		cc, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := newSession(context.Background(), g, sc, nil, "test")
-		if raw {
-			s.raw, _ = sc.(syscall.Conn).SyscallConn()
-		}
+		s, cc := loopbackSession(t, g, ln, raw)
 		t.Cleanup(func() { s.kill(closeGone); _ = cc.Close() })
 		return s, cc
 	}
+	h := NewHub()
 	tenant := domain.MustTenantID("acme")
 	ka, kb := hubKey{tenant, "grp1"}, hubKey{tenant, "grp2"}
 	both, bothClient := connect(true)
@@ -66,6 +49,38 @@ func TestDeliverRunJoinsEachSessionsFrames(t *testing.T) {
 	}
 	expectFrames(t, bothClient, "a1", "b1", "a2", "a3")
 	expectFrames(t, onlyAClient, "a1", "a3")
+}
+
+// testGateway is a gateway with the default configuration and no metrics registry, enough for
+// sessions made by hand.
+func testGateway(tb testing.TB) *Gateway {
+	tb.Helper()
+	cfg := Config{}
+	cfg.setDefaults()
+	m, err := newMetrics(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &Gateway{cfg: cfg, metrics: m, log: slog.New(slog.DiscardHandler), sessions: map[*session]struct{}{}}
+}
+
+// loopbackSession connects a client to ln and makes a session of g on the server's end, writing
+// straight to the socket when raw is set. It returns the session and the client's end.
+func loopbackSession(tb testing.TB, g *Gateway, ln net.Listener, raw bool) (*session, net.Conn) {
+	tb.Helper()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := newSession(context.Background(), g, sc, nil, "test")
+	if raw {
+		s.raw, _ = sc.(syscall.Conn).SyscallConn()
+	}
+	return s, cc
 }
 
 func expectFrames(t *testing.T, c net.Conn, want ...string) {
