@@ -53,7 +53,11 @@ func newBenchAdminCmd() *cobra.Command {
 			if inProcess || n.cfg.Kafka.UseEmbedded() {
 				n.cfg.HTTP.Addr = "127.0.0.1:0"
 				if n.cfg.Kafka.UseEmbedded() {
-					n.cfg.Kafka.Embedded.Addr = "127.0.0.1:0"
+					remove, err := scratchBroker(&n.cfg)
+					if err != nil {
+						return err
+					}
+					defer remove() // after the node's shutdown closed the broker
 				}
 				if n, err = startNode(ctx, n.cfg, n.log); err != nil {
 					return err

@@ -169,20 +169,26 @@ func newBenchRepublishCmd() *cobra.Command {
 		Short: "Measure republish of a seeded history into Kafka: events/s",
 		Long: "bench republish seeds --tenant as bench export does, then republishes its history to a topic\n" +
 			"\"bench.im.replay.<tenant>.<time>\" of its own and prints events/s. Without kafka.brokers it\n" +
-			"starts an embedded broker in this process (which then holds every record in memory).",
+			"starts an embedded broker in this process, its log in a temporary directory removed afterwards\n" +
+			"(or in kafka.embedded.data_dir when that is set).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, t, err := h.open(cmd)
 			if err != nil {
 				return err
 			}
-			defer n.closeResources()
-			ctx := cmd.Context()
 			if n.cfg.Kafka.UseEmbedded() {
-				n.cfg.Kafka.Embedded.Addr = "127.0.0.1:0"
-				if err := n.startKafkaBroker(); err != nil {
+				remove, err := scratchBroker(&n.cfg)
+				if err != nil {
+					n.closeResources()
 					return err
 				}
+				defer remove() // after closeResources closed the broker
+			}
+			defer n.closeResources()
+			ctx := cmd.Context()
+			if err := n.startKafkaBroker(); err != nil {
+				return err
 			}
 			kcfg := n.cfg.Kafka.Config
 			topic := kcfg.Topic("bench." + republish.DefaultTopic(t) + "." + time.Now().UTC().Format("20060102150405"))
