@@ -123,45 +123,37 @@ func (l *ledger) claimNew(ctx context.Context, items []*item) (map[uuid.UUID]boo
 	return claimed, nil
 }
 
-// finishBatch records the results of items, commands this consumer holds, with one statement.
-// It returns the ids whose claim was taken over meanwhile (the other consumer answers them).
+// finishBatch records the results of items, commands this consumer holds, with one round trip
+// (one implicit transaction). It returns the ids whose claim was taken over meanwhile (the other
+// consumer answers them). Each row is updated by its whole primary key: a join with the ids as
+// an array let PostgreSQL keep a plan made while the table was small, which found the rows by
+// consumer_group alone and read every command of the group each time (1.7 ms a command after
+// 4,000, growing with the table).
 func (l *ledger) finishBatch(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
-	ids := make([]uuid.UUID, len(items))
-	statuses := make([]string, len(items))
-	reasons := make([]string, len(items))
-	bodies := make([]string, len(items))
-	for i, it := range items {
+	b := &pgx.Batch{}
+	for _, it := range items {
 		body, err := json.Marshal(it.res)
 		if err != nil {
 			return nil, err
 		}
-		ids[i], statuses[i], reasons[i], bodies[i] = it.cmd.EventID, it.res.Status, it.res.Reason, string(body)
+		b.Queue(`UPDATE admin_commands SET status = $3, reason = $4, result = $5::json, finished_at = now()
+			WHERE consumer_group = $1 AND event_id = $2 AND owner = $6 AND status = 'running'`,
+			l.group, it.cmd.EventID, it.res.Status, it.res.Reason, string(body), l.owner)
 	}
-	rows, err := l.pool.Query(ctx, `UPDATE admin_commands a SET status = u.status, reason = u.reason, result = u.result::json,
-			finished_at = now()
-		FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[]) AS u(id, status, reason, result)
-		WHERE a.consumer_group = $1 AND a.event_id = u.id AND a.owner = $2 AND a.status = 'running'
-		RETURNING a.event_id`, l.group, l.owner, ids, statuses, reasons, bodies)
-	if err != nil {
-		return nil, dbErr("finish admin commands", err)
-	}
-	finished := make(map[uuid.UUID]bool, len(items))
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
+	res := l.pool.SendBatch(ctx, b)
+	lost := map[uuid.UUID]bool{}
+	for _, it := range items {
+		tag, err := res.Exec()
+		if err != nil {
+			_ = res.Close()
 			return nil, dbErr("finish admin commands", err)
 		}
-		finished[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("finish admin commands", err)
-	}
-	lost := map[uuid.UUID]bool{}
-	for _, id := range ids {
-		if !finished[id] {
-			lost[id] = true
+		if tag.RowsAffected() == 0 {
+			lost[it.cmd.EventID] = true
 		}
+	}
+	if err := res.Close(); err != nil {
+		return nil, dbErr("finish admin commands", err)
 	}
 	return lost, nil
 }
