@@ -48,7 +48,7 @@ func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID str
 	}
 	args := append(arrays.args(), tenant.String(), streamID, expectedVersion)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		positions, err := insertReturning(ctx, tx, appendSQL, args)
+		positions, err := s.insertAndNotify(ctx, tx, appendSQL, args)
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID str
 		for i := range out {
 			out[i].Position = positions[out[i].EventID]
 		}
-		return s.notify(ctx, tx)
+		return nil
 	})
 	if err != nil {
 		return nil, appendErr(op, tenant, streamID, expectedVersion, len(events), err)
@@ -100,6 +100,36 @@ func insertReturning(ctx context.Context, tx pgx.Tx, sql string, args []any) (ma
 	if err != nil {
 		return nil, err
 	}
+	return scanPositions(rows)
+}
+
+// insertAndNotify is insertReturning followed by notify, both sent in one round trip: the
+// notification goes out only if tx commits, so it may be queued before the insert's outcome is
+// known.
+func (s *Store) insertAndNotify(ctx context.Context, tx pgx.Tx, sql string, args []any) (map[[16]byte]int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(`SELECT pg_notify($1, '')`, s.cfg.NotifyChannel)
+	res := tx.SendBatch(ctx, b)
+	rows, err := res.Query()
+	if err != nil {
+		_ = res.Close()
+		return nil, err
+	}
+	positions, err := scanPositions(rows)
+	if err != nil {
+		_ = res.Close()
+		return nil, err
+	}
+	if _, err := res.Exec(); err != nil {
+		_ = res.Close()
+		return nil, err
+	}
+	return positions, res.Close()
+}
+
+// scanPositions maps the event ids of rows (event_id, position) to their positions and closes rows.
+func scanPositions(rows pgx.Rows) (map[[16]byte]int64, error) {
 	defer rows.Close()
 	positions := make(map[[16]byte]int64)
 	for rows.Next() {

@@ -34,7 +34,7 @@ func (s *Store) AppendWith(ctx context.Context, tenant domain.TenantID, streamID
 	}
 	args := append(arrays.args(), tenant.String(), streamID, expectedVersion)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		positions, err := insertReturning(ctx, tx, appendSQL, args)
+		positions, err := s.insertAndNotify(ctx, tx, appendSQL, args)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (s *Store) AppendWith(ctx context.Context, tenant domain.TenantID, streamID
 				return err
 			}
 		}
-		return s.notify(ctx, tx)
+		return nil
 	})
 	if err != nil {
 		return nil, appendErr(op, tenant, streamID, expectedVersion, len(events), err)
