@@ -81,6 +81,20 @@ func NewAccountState(tenant TenantID, user UserID) (AccountState, error) {
 	return AccountState{tenant: tenant, user: user}, nil
 }
 
+// RestoreAccountState returns the state of an account as a snapshot recorded it after folding
+// the stream up to version: whether the user is banned and before when their tokens are refused.
+func RestoreAccountState(tenant TenantID, user UserID, version int64, banned bool, notBefore time.Time) (AccountState, error) {
+	s, err := NewAccountState(tenant, user)
+	if err != nil {
+		return AccountState{}, err
+	}
+	if version < 0 {
+		return AccountState{}, invalid("version", "bad_format", "not negative")
+	}
+	s.version, s.banned, s.notBefore = version, banned, notBefore
+	return s, nil
+}
+
 // Apply folds the next event of the account stream; ErrStreamMismatch when it does not fit.
 func (s *AccountState) Apply(env Envelope) error {
 	p, err := decodePayload(env, s.tenant, AccountStreamID(s.user), s.version)

@@ -155,14 +155,27 @@ func (g *Governance) execute(ctx context.Context, tenant domain.TenantID, user d
 	if actor == (domain.Actor{}) {
 		actor = domain.Actor{Type: domain.ActorSystem, ID: domain.SourceService}
 	}
+	// The account_status row, written in the transaction of every event of the stream, is the
+	// state to decide on. The stream itself is folded when the row may not be current: after a
+	// lost race, and before answering that nothing changed (an append from a stale row would
+	// fail on its expected version; doing nothing would not).
+	fold := false
 	for attempt := 1; ; attempt++ {
-		st, err := g.load(ctx, tenant, user)
+		load := g.snapshot
+		if fold {
+			load = g.load
+		}
+		st, err := load(ctx, tenant, user)
 		if err != nil {
 			return GovernanceResult{}, err
 		}
 		events, err := decide(st, g.now())
 		if err != nil {
 			return GovernanceResult{}, err
+		}
+		if len(events) == 0 && !fold {
+			fold = true
+			continue
 		}
 		if len(events) == 0 {
 			return GovernanceResult{Status: statusOf(tenant, st), Unchanged: true}, nil
@@ -185,6 +198,7 @@ func (g *Governance) execute(ctx context.Context, tenant domain.TenantID, user d
 				return upsertStatus(ctx, tx, statusOf(tenant, next), g.now())
 			})
 		if errors.Is(err, domain.ErrConcurrency) && attempt < 5 {
+			fold = true
 			continue
 		}
 		if err != nil {
@@ -199,6 +213,29 @@ func (g *Governance) execute(ctx context.Context, tenant domain.TenantID, user d
 		}
 		return GovernanceResult{Status: status}, nil
 	}
+}
+
+// snapshot reads the user's account_status row; an account without one has no governance
+// events (or the row is missing, which the append's expected version then finds out).
+func (g *Governance) snapshot(ctx context.Context, tenant domain.TenantID, user domain.UserID) (domain.AccountState, error) {
+	var (
+		banned    bool
+		notBefore *time.Time
+		version   int64
+	)
+	err := g.deps.Pool.QueryRow(ctx, `SELECT banned, not_before, version FROM account_status WHERE tenant_id = $1 AND user_id = $2`,
+		tenant.String(), user.Int64()).Scan(&banned, &notBefore, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.NewAccountState(tenant, user)
+	}
+	if err != nil {
+		return domain.AccountState{}, dbErr("read account status", err)
+	}
+	var nb time.Time
+	if notBefore != nil {
+		nb = *notBefore
+	}
+	return domain.RestoreAccountState(tenant, user, version, banned, nb)
 }
 
 // load folds the user's account stream.

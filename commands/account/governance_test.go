@@ -146,3 +146,56 @@ func TestAPIKeyListAndRevokeByID(t *testing.T) {
 		t.Fatalf("want one revoked key: %+v", list)
 	}
 }
+
+// TestGovernanceDecidesOnTheStreamWhenTheStatusRowIsBehind: governance decides on the
+// account_status row, but the stream is the truth. With the row gone or behind (events restored
+// without it), a ban of a banned user is still unchanged and an unban still lands once, at the
+// stream's next version; a ban of an unbanned user whose row still says banned lands.
+func TestGovernanceDecidesOnTheStreamWhenTheStatusRowIsBehind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, account.Deps{}, account.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("govrow")
+	gov, err := account.NewGovernance(account.GovernanceDeps{Pool: e.pool, Store: e.store, Accounts: e.svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := account.Meta{Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops"}}
+	for _, uid := range []domain.UserID{41, 42} {
+		if _, err := gov.Ban(ctx, tenant, uid, "spam", meta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.pool.Exec(ctx, `DELETE FROM account_status WHERE tenant_id = $1 AND user_id = 41`, tenant.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE account_status SET banned = false, version = 0 WHERE tenant_id = $1 AND user_id = 42`, tenant.String()); err != nil {
+		t.Fatal(err)
+	}
+	// User 43 was banned and unbanned; its row, behind, still says banned.
+	if _, err := gov.Ban(ctx, tenant, 43, "spam", meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gov.Unban(ctx, tenant, 43, "", meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE account_status SET banned = true, version = 1 WHERE tenant_id = $1 AND user_id = 43`, tenant.String()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := gov.Ban(ctx, tenant, 43, "again", meta); err != nil || res.Unchanged || !res.Status.Banned || res.Status.Version != 3 {
+		t.Fatalf("user 43: ban of an unbanned user whose row says banned: %+v %v", res, err)
+	}
+	for _, uid := range []domain.UserID{41, 42} {
+		if res, err := gov.Ban(ctx, tenant, uid, "spam", meta); err != nil || !res.Unchanged || !res.Status.Banned {
+			t.Fatalf("user %d: ban of a banned user with its row behind: %+v %v", uid, res, err)
+		}
+		res, err := gov.Unban(ctx, tenant, uid, "", meta)
+		if err != nil || res.Unchanged || res.Status.Banned || res.Status.Version != 2 {
+			t.Fatalf("user %d: unban with its row behind: %+v %v", uid, res, err)
+		}
+		evs, err := e.store.ReadStream(ctx, tenant, domain.AccountStreamID(uid), 0, 0)
+		if err != nil || len(evs) != 2 || evs[1].EventType != domain.EventUserUnbanned {
+			t.Fatalf("user %d: account stream after the unban: %+v %v", uid, evs, err)
+		}
+	}
+}
