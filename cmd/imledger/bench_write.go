@@ -19,12 +19,13 @@ const benchRelayName = "bench"
 
 func newBenchWriteCmd() *cobra.Command {
 	var (
-		tenant  string
-		opts    writebench.BenchWriteOptions
-		noRelay bool
-		drain   time.Duration
-		policy  bool
-		limits  bool
+		tenant     string
+		opts       writebench.BenchWriteOptions
+		noRelay    bool
+		drain      time.Duration
+		policy     bool
+		limits     bool
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "write",
@@ -90,11 +91,17 @@ func newBenchWriteCmd() *cobra.Command {
 				defer l.Close()
 				sender = ratelimit.LimitSends(n.send, l)
 			}
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, sender, opts, drain)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&tenant, "tenant", "bench", "tenant that receives the messages")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the sends (and the relay's drain) to this file")
 	f.IntVar(&opts.Senders, "senders", 50, "concurrent senders (users 1..N, one send in flight each)")
 	f.IntVar(&opts.Topics, "topics", 100, "group topics written to, grp<first-group>...")
 	f.Int64Var(&opts.FirstGroupID, "first-group", 1, "group id of the first topic")
