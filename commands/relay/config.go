@@ -32,6 +32,14 @@ type Config struct {
 	// MaxPoll: see MinPoll.
 	MaxPoll time.Duration
 
+	// Linger is how long the relay waits, after a pause that followed a read with nothing new,
+	// before it reads again: the commits of that window go out in one Kafka transaction instead
+	// of one each, which at a low, steady rate is much of the relay's, the broker's and the
+	// consumers' work per event.
+	// Realtime delivery does not wait for the relay; the read models lag by up to Linger more.
+	// Negative: no wait. Default 20ms.
+	Linger time.Duration
+
 	// LockID is the key of the session-level PostgreSQL advisory lock that elects the one active
 	// relay. Default: a 64-bit FNV-1a hash of "imledger.relay:" + Name.
 	LockID int64
@@ -124,6 +132,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPoll == 0 {
 		c.MaxPoll = 500 * time.Millisecond
+	}
+	if c.Linger == 0 {
+		c.Linger = 20 * time.Millisecond
 	}
 	if c.LockID == 0 {
 		c.LockID = DefaultLockID(c.Name)

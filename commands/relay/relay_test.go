@@ -177,3 +177,28 @@ func TestRelayRestartMidRunLosesNothing(t *testing.T) {
 	dups := c.checkStreams(e)
 	t.Logf("%d events appended, relayed %d + %d, %d duplicates on Kafka", len(want), st.Events, r2.Stats().Events, dups)
 }
+
+// TestRelayLingerJoinsTheCommitsOfAWindow: commits that arrive while the relay lingers after an
+// idle pause go out in one batch, not one Kafka transaction each.
+func TestRelayLingerJoinsTheCommitsOfAWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, true)
+	acme := domain.MustTenantID("acme")
+	cfg := e.fastConfig()
+	cfg.Linger = 400 * time.Millisecond
+	r := e.newRelay(cfg, nil)
+	start(t, e.ctx, r)
+	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Active })
+	var want []domain.Envelope
+	for i := range 5 {
+		want = append(want, e.appendEvents(acme, "grp"+strconv.Itoa(i), domain.EventGroupMessageSent, 1, "")...)
+		time.Sleep(15 * time.Millisecond)
+	}
+	c := e.collector()
+	c.waitFor(e.ctx, want, 20*time.Second)
+	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Events == 5 }) // checkpointed
+	// The five commits took about 75 ms; a read falls inside that window at most once.
+	if st := r.Stats(); st.Events != 5 || st.Batches > 2 {
+		t.Fatalf("5 commits 15 ms apart went out in %d batches (%d events), want at most 2", st.Batches, st.Events)
+	}
+}

@@ -81,6 +81,12 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 			if stop, err := t.pause(poll.next(), true); stop {
 				return err
 			}
+			if r.cfg.Linger > 0 {
+				// Whatever ended the pause, the commits of the next Linger join one batch.
+				if stop, err := t.pause(r.cfg.Linger, false); stop {
+					return err
+				}
+			}
 			continue
 		}
 		if b.encErr == nil {
