@@ -87,6 +87,13 @@ func sentParts(run []op) (group, direct []op, marks []markRow) {
 			m.read, m.recv, m.at = seq, seq, at
 		}
 	}
+	groups := 0
+	for _, o := range run {
+		if o.topic.Kind() == domain.TopicGroup {
+			groups++
+		}
+	}
+	group, direct = make([]op, 0, groups), make([]op, 0, len(run)-groups) // ops are large: no regrowing
 	for _, o := range run {
 		at := o.at(o.sent.SentAt)
 		mark(o.sent.From, o.topic.String(), o.sent.Seq, at)
