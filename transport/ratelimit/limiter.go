@@ -103,6 +103,7 @@ type Limiter struct {
 	settings Settings
 	limited  *prometheus.CounterVec
 	failed   prometheus.Counter
+	trips    *prometheus.CounterVec // send-path checks that went to Redis: "send" waited, "ahead" did not
 	batch    *batcher
 	leases   leases
 }
@@ -122,9 +123,12 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 			Help: "Requests refused by a rate limit, by limit."}, []string{"limit"}),
 		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "imledger_rate_limit_errors_total",
 			Help: "Rate-limit checks that failed because Redis did not answer; the requests were refused (fail closed)."}),
+		trips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imledger_rate_limit_send_checks_total",
+			Help: "Send-limit checks that went to Redis: path=send made a send wait, path=ahead counted a busy sender's or topic's next lease in the background."},
+			[]string{"path"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{l.limited, l.failed} {
+		for _, c := range []prometheus.Collector{l.limited, l.failed, l.trips} {
 			if err := reg.Register(c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {
@@ -142,7 +146,8 @@ func (l *Limiter) Close() { l.batch.close() }
 // AllowSend counts one send of user to topic against tenant's send_user and send_topic limits.
 // A busy sender or topic is counted ahead: one round trip counts up to a second's share of the
 // limit (at most 16), which this node then uses for a second without asking Redis, so the limit
-// only ever gets stricter (unused requests are dropped). Round trips are pipelined with the
+// only ever gets stricter (unused requests are dropped); once half of it is used, the next share
+// is counted in the background, so a busy sender does not wait for Redis at all. Round trips are pipelined with the
 // sends checked at the same time. It returns nil, a *domain.RateLimitedError (send_user first
 // when both refuse), or a retryable error when Redis does not answer (fail closed).
 func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, topic string) error {
@@ -160,8 +165,11 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 			continue
 		}
 		key := l.cfg.KeyPrefix + tenant.String() + ":rl:" + string(c.kind) + ":{" + c.subject + "}"
-		if l.leases.take(key, now) {
+		if ok, refill := l.leases.take(key, now); ok {
 			taken = append(taken, key)
+			if refill {
+				go l.refill(key, c.kind, limit)
+			}
 			continue
 		}
 		checks = append(checks, &check{ctx: ctx, key: key, kind: c.kind, limit: limit, n: leaseSize(limit)})
@@ -169,6 +177,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 	if len(checks) == 0 {
 		return nil
 	}
+	l.trips.WithLabelValues("send").Inc()
 	errs := l.batch.do(checks...)
 	var refused error
 	for i, err := range errs {
@@ -176,7 +185,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		var limited *domain.RateLimitedError
 		switch {
 		case err == nil:
-			l.leases.put(c.key, c.got-1, now)
+			l.leases.put(c.key, c.got-1, c.n, now)
 		case errors.As(err, &limited):
 			l.limited.WithLabelValues(string(c.kind)).Inc()
 		default:
@@ -198,6 +207,21 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		}
 	}
 	return refused
+}
+
+// refill counts key's next lease ahead, off the send path: a busy sender or topic keeps sending
+// on its lease while the round trip is under way. A refused or failed refill only ends it; the
+// send that finds the lease empty asks Redis itself and gets the answer.
+func (l *Limiter) refill(key string, kind domain.RateLimitKind, limit int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := &check{ctx: ctx, key: key, kind: kind, limit: limit, n: leaseSize(limit)}
+	l.trips.WithLabelValues("ahead").Inc()
+	if errs := l.batch.do(c); errs[0] != nil {
+		l.leases.refillFailed(key)
+		return
+	}
+	l.leases.refilled(key, c.got, c.n, time.Now())
 }
 
 // Limit returns tenant's per-minute limit of kind: the tenant's setting when it has one, else the
