@@ -134,6 +134,8 @@ func TestGapSweeperFindsHolesLeftBeforeARestart(t *testing.T) {
 	start(t, e.ctx, r2)
 	e.appendAt(acme, "grp7", 6)
 	waitUntil(t, 15*time.Second, func() bool { return e.typeAt(acme, "grp7", 3) == domain.EventGroupSeqSkipped })
+	// The relay counts its markers once their append returned, a moment after they are visible.
+	waitUntil(t, 5*time.Second, func() bool { return r2.Stats().Skips > 0 })
 	if r2.Stats().Skips != 1 {
 		t.Errorf("the second relay appended %d markers, want 1", r2.Stats().Skips)
 	}
