@@ -29,8 +29,8 @@ func TestBusySenderWaitsForRedisOnlyOnce(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // 200 a second, within the minute's burst of 600
 	}
-	waited := testutil.ToFloat64(l.trips.WithLabelValues("send"))
-	ahead := testutil.ToFloat64(l.trips.WithLabelValues("ahead"))
+	waited := testutil.ToFloat64(l.waited)
+	ahead := testutil.ToFloat64(l.ahead)
 	if waited > 3 || ahead < 8 {
 		t.Fatalf("100 sends: %v waited for Redis, %v leases counted ahead; want at most 3 and at least 8", waited, ahead)
 	}

@@ -103,7 +103,9 @@ type Limiter struct {
 	settings Settings
 	limited  *prometheus.CounterVec
 	failed   prometheus.Counter
-	trips    *prometheus.CounterVec // send-path checks that went to Redis: "send" waited, "ahead" did not
+	trips    *prometheus.CounterVec // send-path checks that went to Redis, by path
+	waited   prometheus.Counter     // trips{path="send"}: a send waited for the round trip
+	ahead    prometheus.Counter     // trips{path="ahead"}: a lease counted in the background
 	batch    *batcher
 	leases   leases
 }
@@ -127,6 +129,8 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 			Help: "Send-limit checks that went to Redis: path=send made a send wait, path=ahead counted a busy sender's or topic's next lease in the background."},
 			[]string{"path"}),
 	}
+	// The send path counts on these without a label lookup per send.
+	l.waited, l.ahead = l.trips.WithLabelValues("send"), l.trips.WithLabelValues("ahead")
 	if reg != nil {
 		for _, c := range []prometheus.Collector{l.limited, l.failed, l.trips} {
 			if err := reg.Register(c); err != nil {
@@ -147,8 +151,8 @@ func (l *Limiter) Close() { l.batch.close() }
 // A busy sender or topic is counted ahead: one round trip counts up to a second's share of the
 // limit (at most 16), which this node then uses for a second without asking Redis, so the limit
 // only ever gets stricter (unused requests are dropped); once half of it is used, the next share
-// is counted in the background, so a busy sender does not wait for Redis at all. Round trips are pipelined with the
-// sends checked at the same time. It returns nil, a *domain.RateLimitedError (send_user first
+// is counted in the background, so a busy sender does not wait for Redis at all. Round trips are
+// pipelined with the sends checked at the same time. It returns nil, a *domain.RateLimitedError (send_user first
 // when both refuse), or a retryable error when Redis does not answer (fail closed).
 func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, topic string) error {
 	now := time.Now()
@@ -177,7 +181,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 	if len(checks) == 0 {
 		return nil
 	}
-	l.trips.WithLabelValues("send").Inc()
+	l.waited.Inc()
 	errs := l.batch.do(checks...)
 	var refused error
 	for i, err := range errs {
@@ -216,7 +220,7 @@ func (l *Limiter) refill(key string, kind domain.RateLimitKind, limit int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := &check{ctx: ctx, key: key, kind: kind, limit: limit, n: leaseSize(limit)}
-	l.trips.WithLabelValues("ahead").Inc()
+	l.ahead.Inc()
 	if errs := l.batch.do(c); errs[0] != nil {
 		l.leases.refillFailed(key)
 		return
