@@ -109,7 +109,7 @@ func insertReturning(ctx context.Context, tx pgx.Tx, sql string, args []any) (ma
 func (s *Store) insertAndNotify(ctx context.Context, tx pgx.Tx, sql string, args []any) (map[[16]byte]int64, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	b.Queue(`SELECT pg_notify($1, '')`, s.cfg.NotifyChannel)
+	b.Queue(notifySQL, s.cfg.NotifyChannel)
 	res := tx.SendBatch(ctx, b)
 	rows, err := res.Query()
 	if err != nil {

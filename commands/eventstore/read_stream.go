@@ -80,6 +80,9 @@ func (s *Store) FindByIdempotencyKey(ctx context.Context, tenant domain.TenantID
 // notify signals NotifyChannel when tx commits. PostgreSQL folds identical notifications of one
 // transaction into one.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, s.cfg.NotifyChannel)
+	_, err := tx.Exec(ctx, notifySQL, s.cfg.NotifyChannel)
 	return err
 }
+
+// notifySQL signals the channel given as $1.
+const notifySQL = `SELECT pg_notify($1, '')`
