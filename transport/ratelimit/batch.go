@@ -28,7 +28,8 @@ type check struct {
 	limit int
 	n     int // requests to count at once
 	done  chan error
-	got   int // requests counted, when allowed
+	then  func(*check, error) // instead of done: called with the answer (later)
+	got   int                 // requests counted, when allowed
 }
 
 // batcher counts the checks of concurrent sends in pipelined round trips, as the seq allocator
@@ -81,6 +82,22 @@ func (b *batcher) do(checks ...*check) []error {
 		}
 	}
 	return out
+}
+
+// later queues c without waiting for its answer, which goes to c.then on a worker; a full queue
+// or a closed batcher answers at once.
+func (b *batcher) later(c *check) {
+	select {
+	case <-b.stop:
+		c.then(c, domain.Retryable("rate limit", errClosed))
+		return
+	default:
+	}
+	select {
+	case b.reqs <- c:
+	default:
+		c.then(c, domain.Retryable("rate limit", errQueueFull))
+	}
 }
 
 func (b *batcher) run() {
@@ -138,21 +155,26 @@ func (b *batcher) send(batch []*check) {
 		res, err := cmds[i].Int64Slice()
 		switch {
 		case err != nil:
-			c.done <- domain.Retryable("rate limit "+string(c.kind), err)
+			err = domain.Retryable("rate limit "+string(c.kind), err)
 		case len(res) != 2:
-			c.done <- domain.Retryable("rate limit "+string(c.kind), errBadReply)
+			err = domain.Retryable("rate limit "+string(c.kind), errBadReply)
 		case res[0] == 0:
-			c.done <- &domain.RateLimitedError{Limit: c.kind, RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}
+			err = &domain.RateLimitedError{Limit: c.kind, RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}
 		default:
 			c.got = int(res[0])
-			c.done <- nil
+		}
+		if c.then != nil {
+			c.then(c, err)
+		} else {
+			c.done <- err
 		}
 	}
 }
 
 const (
-	errClosed   = limiterError("rate limiter closed")
-	errBadReply = limiterError("unexpected reply of the rate-limit script")
+	errClosed    = limiterError("rate limiter closed")
+	errQueueFull = limiterError("rate-limit queue full")
+	errBadReply  = limiterError("unexpected reply of the rate-limit script")
 )
 
 type limiterError string

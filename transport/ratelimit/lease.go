@@ -1,32 +1,53 @@
 package ratelimit
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 )
 
-// leaseTTL is how long a node may use the requests it counted ahead. Over a lease's life a node
-// counts at most one second's share of the limit, so a sender below the limit is never refused
-// because of leases; leftovers are dropped, which makes the limit stricter, never looser.
-const leaseTTL = time.Second
+// leaseWindow is the share of a limit a node counts ahead at once: two seconds' worth.
+const leaseWindow = 2 * time.Second
 
 // maxLease bounds the requests counted ahead in one round trip.
-const maxLease = 16
+const maxLease = 64
 
 // minPrefetch is the smallest lease that is refilled ahead of need: a smaller one (a limit under
 // 240 a minute) would count a request ahead for a sender who may never make it.
 const minPrefetch = 4
 
-// leaseSize is how many requests a node counts at once against limit (per minute): one second's
-// share, 1..maxLease. A limit under 60 a minute is counted one request at a time, exactly.
+// leaseSize is how many requests a node counts at once against limit (per minute): leaseWindow's
+// share, 1..maxLease. A limit under 30 a minute is counted one request at a time, exactly.
 func leaseSize(limit int) int {
-	return min(max(limit/60, 1), maxLease)
+	return min(max(int(int64(limit)*int64(leaseWindow)/int64(time.Minute)), 1), maxLease)
 }
+
+// leaseTTL is how long a node may use a lease of size counted against limit (per minute): the
+// time the limit takes to grant size requests. A node counts at most one lease per lease life, so
+// it never counts faster than the limit and a sender below the limit is never refused because of
+// leases; leftovers are dropped, which makes the limit stricter, never looser.
+func leaseTTL(size, limit int) time.Duration {
+	return time.Duration(int64(size) * int64(time.Minute) / int64(max(limit, 1)))
+}
+
+// leaseShards spreads the leases over locks of their own: every send takes two.
+const leaseShards = 32
 
 // leases are the requests this node counted ahead, by key.
 type leases struct {
+	seed   maphash.Seed
+	once   sync.Once
+	shards [leaseShards]leaseShard
+}
+
+type leaseShard struct {
 	mu sync.Mutex
 	m  map[string]lease
+}
+
+func (l *leases) shard(key string) *leaseShard {
+	l.once.Do(func() { l.seed = maphash.MakeSeed() })
+	return &l.shards[maphash.String(l.seed, key)%leaseShards]
 }
 
 type lease struct {
@@ -42,9 +63,10 @@ type lease struct {
 // A sender that stops leaves less than three leases unused: stricter by under three seconds'
 // share, never looser.
 func (l *leases) take(key string, now time.Time) (ok, refill bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ls, found := l.m[key]
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ls, found := sh.m[key]
 	if !found || ls.left == 0 || now.After(ls.exp) {
 		return false, false
 	}
@@ -52,62 +74,66 @@ func (l *leases) take(key string, now time.Time) (ok, refill bool) {
 	if ls.size >= minPrefetch && !ls.refilling && ls.left <= ls.size/2 {
 		ls.refilling, refill = true, true
 	}
-	l.m[key] = ls
+	sh.m[key] = ls
 	return true, refill
 }
 
 // give returns one request to key's lease (the other limit of a send refused it).
 func (l *leases) give(key string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ls, ok := l.m[key]; ok && now.Before(ls.exp) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ls, ok := sh.m[key]; ok && now.Before(ls.exp) {
 		ls.left++
-		l.m[key] = ls
+		sh.m[key] = ls
 	}
 }
 
-// put records left requests counted ahead for key out of a lease of size.
-func (l *leases) put(key string, left, size int, now time.Time) {
+// put records left requests counted ahead for key out of a lease of size, which lives for ttl.
+func (l *leases) put(key string, left, size int, ttl time.Duration, now time.Time) {
 	if left <= 0 {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.set(key, lease{left: left, size: size, exp: now.Add(leaseTTL)}, now)
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.set(key, lease{left: left, size: size, exp: now.Add(ttl)}, now)
 }
 
-// refilled adds got requests counted ahead to key's lease, which lives on for leaseTTL.
-func (l *leases) refilled(key string, got, size int, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ls := l.m[key]
+// refilled adds got requests counted ahead to key's lease, which lives on for ttl.
+func (l *leases) refilled(key string, got, size int, ttl time.Duration, now time.Time) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ls := sh.m[key]
 	if now.After(ls.exp) {
 		ls.left = 0
 	}
-	l.set(key, lease{left: ls.left + got, size: size, exp: now.Add(leaseTTL)}, now)
+	sh.set(key, lease{left: ls.left + got, size: size, exp: now.Add(ttl)}, now)
 }
 
 // refillFailed ends key's refill: the lease runs out and the next send asks Redis itself.
 func (l *leases) refillFailed(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ls, ok := l.m[key]; ok {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ls, ok := sh.m[key]; ok {
 		ls.refilling = false
-		l.m[key] = ls
+		sh.m[key] = ls
 	}
 }
 
-// set stores ls under key, first dropping the expired leases when the map is large. l.mu is held.
-func (l *leases) set(key string, ls lease, now time.Time) {
-	if l.m == nil {
-		l.m = map[string]lease{}
+// set stores ls under key, first dropping the expired leases when the map is large. sh.mu is held.
+func (sh *leaseShard) set(key string, ls lease, now time.Time) {
+	if sh.m == nil {
+		sh.m = map[string]lease{}
 	}
-	if len(l.m) >= 1<<16 {
-		for k, old := range l.m {
+	if len(sh.m) >= 1<<12 {
+		for k, old := range sh.m {
 			if now.After(old.exp) && !old.refilling {
-				delete(l.m, k)
+				delete(sh.m, k)
 			}
 		}
 	}
-	l.m[key] = ls
+	sh.m[key] = ls
 }

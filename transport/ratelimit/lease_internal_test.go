@@ -17,7 +17,7 @@ func TestBusySenderWaitsForRedisOnlyOnce(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
 	rdb, prefix := testenv.Redis(t)
-	l, err := New(rdb, Config{KeyPrefix: prefix, SendPerUser: 600, SendPerTopic: -1}, nil, nil) // leases of 10
+	l, err := New(rdb, Config{KeyPrefix: prefix, SendPerUser: 600, SendPerTopic: -1}, nil, nil) // leases of 20
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,24 @@ func TestBusySenderWaitsForRedisOnlyOnce(t *testing.T) {
 	}
 	waited := testutil.ToFloat64(l.waited)
 	ahead := testutil.ToFloat64(l.ahead)
-	if waited > 3 || ahead < 8 {
-		t.Fatalf("100 sends: %v waited for Redis, %v leases counted ahead; want at most 3 and at least 8", waited, ahead)
+	if waited > 3 || ahead < 4 {
+		t.Fatalf("100 sends: %v waited for Redis, %v leases counted ahead; want at most 3 and at least 4", waited, ahead)
+	}
+}
+
+// TestLeasesNeverCountFasterThanTheLimit: a node counts at most one lease per lease life, so a
+// lease's size over its life must not exceed the limit's rate, or a sender below the limit could be
+// refused for requests counted ahead that it never made.
+func TestLeasesNeverCountFasterThanTheLimit(t *testing.T) {
+	t.Parallel()
+	for limit := 1; limit <= domain.MaxRateLimitPerMinute; limit += 1 + limit/50 {
+		size := leaseSize(limit)
+		ttl := leaseTTL(size, limit)
+		if size < 1 || size > maxLease || ttl <= 0 || ttl > leaseWindow && size > 1 {
+			t.Fatalf("limit %d/min: lease of %d for %v", limit, size, ttl)
+		}
+		if perMinute := float64(size) * float64(time.Minute) / float64(ttl); perMinute > float64(limit)*1.0001 {
+			t.Fatalf("limit %d/min: a lease of %d every %v counts %.1f a minute", limit, size, ttl, perMinute)
+		}
 	}
 }

@@ -148,12 +148,13 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 func (l *Limiter) Close() { l.batch.close() }
 
 // AllowSend counts one send of user to topic against tenant's send_user and send_topic limits.
-// A busy sender or topic is counted ahead: one round trip counts up to a second's share of the
-// limit (at most 16), which this node then uses for a second without asking Redis, so the limit
-// only ever gets stricter (unused requests are dropped); once half of it is used, the next share
-// is counted in the background, so a busy sender does not wait for Redis at all. Round trips are
-// pipelined with the sends checked at the same time. It returns nil, a *domain.RateLimitedError (send_user first
-// when both refuse), or a retryable error when Redis does not answer (fail closed).
+// A busy sender or topic is counted ahead: one round trip counts up to two seconds' share of the
+// limit (at most 64), which this node then uses, without asking Redis, for as long as the limit
+// takes to grant it, so the limit only ever gets stricter (unused requests are dropped); once half
+// of it is used, the next share is counted in the background, so a busy sender does not wait for
+// Redis at all. Round trips are pipelined with the sends checked at the same time. It returns nil,
+// a *domain.RateLimitedError (send_user first when both refuse), or a retryable error when Redis
+// does not answer (fail closed).
 func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, topic string) error {
 	now := time.Now()
 	var (
@@ -172,7 +173,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		if ok, refill := l.leases.take(key, now); ok {
 			taken = append(taken, key)
 			if refill {
-				go l.refill(key, c.kind, limit)
+				l.refill(key, c.kind, limit)
 			}
 			continue
 		}
@@ -189,7 +190,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		var limited *domain.RateLimitedError
 		switch {
 		case err == nil:
-			l.leases.put(c.key, c.got-1, c.n, now)
+			l.leases.put(c.key, c.got-1, c.n, leaseTTL(c.n, c.limit), now)
 		case errors.As(err, &limited):
 			l.limited.WithLabelValues(string(c.kind)).Inc()
 		default:
@@ -217,15 +218,15 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 // on its lease while the round trip is under way. A refused or failed refill only ends it; the
 // send that finds the lease empty asks Redis itself and gets the answer.
 func (l *Limiter) refill(key string, kind domain.RateLimitKind, limit int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c := &check{ctx: ctx, key: key, kind: kind, limit: limit, n: leaseSize(limit)}
+	n := leaseSize(limit)
 	l.ahead.Inc()
-	if errs := l.batch.do(c); errs[0] != nil {
-		l.leases.refillFailed(key)
-		return
-	}
-	l.leases.refilled(key, c.got, c.n, time.Now())
+	l.batch.later(&check{ctx: context.Background(), key: key, kind: kind, limit: limit, n: n, then: func(c *check, err error) {
+		if err != nil {
+			l.leases.refillFailed(key)
+			return
+		}
+		l.leases.refilled(key, c.got, n, leaseTTL(n, limit), time.Now())
+	}})
 }
 
 // Limit returns tenant's per-minute limit of kind: the tenant's setting when it has one, else the
