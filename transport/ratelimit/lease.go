@@ -89,27 +89,35 @@ func (l *leases) give(key string, now time.Time) {
 	}
 }
 
-// put records left requests counted ahead for key out of a lease of size, which lives for ttl.
-func (l *leases) put(key string, left, size int, ttl time.Duration, now time.Time) {
-	if left <= 0 {
-		return
-	}
-	sh := l.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.set(key, lease{left: left, size: size, exp: now.Add(ttl)}, now)
+// put records a lease of got requests counted for key against limit, used of them by the send
+// that counted it. The lease's life is extended by the time the limit takes to grant got, from
+// its end or from now, whichever is later: over any stretch of time a node counts no faster than
+// the limit, so a sender below the limit is never refused because of leases, even when a refill
+// was counted before the lease it refills ran out.
+func (l *leases) put(key string, got, used, size, limit int, now time.Time) {
+	l.add(key, got, used, size, limit, now, false)
 }
 
-// refilled adds got requests counted ahead to key's lease, which lives on for ttl.
-func (l *leases) refilled(key string, got, size int, ttl time.Duration, now time.Time) {
+// refilled adds got requests counted ahead for key to its lease (see put) and ends the refill.
+func (l *leases) refilled(key string, got, size, limit int, now time.Time) {
+	l.add(key, got, 0, size, limit, now, true)
+}
+
+func (l *leases) add(key string, got, used, size, limit int, now time.Time, refilled bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ls := sh.m[key]
 	if now.After(ls.exp) {
-		ls.left = 0
+		ls.left, ls.exp = 0, now
 	}
-	sh.set(key, lease{left: ls.left + got, size: size, exp: now.Add(ttl)}, now)
+	ls.left += got - used
+	ls.size = size
+	ls.exp = ls.exp.Add(leaseTTL(got, limit))
+	if refilled {
+		ls.refilling = false
+	}
+	sh.set(key, ls, now)
 }
 
 // refillFailed ends key's refill: the lease runs out and the next send asks Redis itself.

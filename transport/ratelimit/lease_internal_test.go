@@ -52,3 +52,38 @@ func TestLeasesNeverCountFasterThanTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestLeasesOfASteadySenderCountNoFasterThanTheLimit plays a sender at a steady share of the
+// limit through the leases, counting what a node would count in Redis (a lease when a send finds
+// none, a refill when take asks for one). A refill counted before its lease ran out used to
+// restart the lease's life: at 60% of the limit the node counted 9% more than the limit, so such
+// a sender was refused once the minute's burst was used up.
+func TestLeasesOfASteadySenderCountNoFasterThanTheLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 600 // a minute: 10 a second, leases of 20
+	for _, share := range []float64{0.3, 0.55, 0.6, 0.75, 0.9, 0.99} {
+		var (
+			ls      leases
+			counted int
+			size    = leaseSize(limit)
+			start   = time.Unix(1_000_000, 0)
+			run     = 10 * time.Minute
+			every   = time.Duration(float64(time.Minute) / (limit * share))
+		)
+		for now := start; now.Before(start.Add(run)); now = now.Add(every) {
+			ok, refill := ls.take("k", now)
+			if !ok {
+				counted += size
+				ls.put("k", size, 1, size, limit, now)
+			}
+			if refill {
+				counted += size
+				ls.refilled("k", size, size, limit, now)
+			}
+		}
+		if most := int(run.Minutes()*limit) + 2*size; counted > most {
+			t.Errorf("a sender at %.0f%% of %d a minute: the node counted %d in %v, more than the limit's %d",
+				share*100, limit, counted, run, most)
+		}
+	}
+}

@@ -190,7 +190,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		var limited *domain.RateLimitedError
 		switch {
 		case err == nil:
-			l.leases.put(c.key, c.got-1, c.n, leaseTTL(c.n, c.limit), now)
+			l.leases.put(c.key, c.got, 1, c.n, c.limit, now)
 		case errors.As(err, &limited):
 			l.limited.WithLabelValues(string(c.kind)).Inc()
 		default:
@@ -225,7 +225,7 @@ func (l *Limiter) refill(key string, kind domain.RateLimitKind, limit int) {
 			l.leases.refillFailed(key)
 			return
 		}
-		l.leases.refilled(key, c.got, n, leaseTTL(n, limit), time.Now())
+		l.leases.refilled(key, c.got, n, limit, time.Now())
 	}})
 }
 
