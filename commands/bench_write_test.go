@@ -1,7 +1,9 @@
 package commands_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,5 +49,53 @@ func TestBenchWriteCountsAndMeasures(t *testing.T) {
 
 	if _, err := writebench.BenchWrite(testCtx(t), e.h, writebench.BenchWriteOptions{}); err == nil {
 		t.Error("BenchWrite without a tenant did not fail")
+	}
+}
+
+// counting passes sends on and counts the successful ones.
+type counting struct {
+	next writebench.MessageSender
+	n    atomic.Int64
+}
+
+func (c *counting) Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error) {
+	r, err := c.next.Handle(ctx, cmd)
+	if err == nil {
+		c.n.Add(1)
+	}
+	return r, err
+}
+
+// TestBenchWriteAlternates: an alternating run sends through both senders, each in its own
+// slices, and reports each one's sends.
+func TestBenchWriteAlternates(t *testing.T) {
+	t.Parallel()
+	e := newSendEnv(t, commands.SendMessageConfig{})
+	a, b := &counting{next: e.h}, &counting{next: e.h}
+	opts := writebench.BenchWriteOptions{Tenant: e.tenant, Senders: 8, Topics: 3, FirstGroupID: 300,
+		Duration: 400 * time.Millisecond, Alternate: b, Slice: 100 * time.Millisecond}
+	res, err := writebench.BenchWrite(testCtx(t), a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SlicesPerRun != 4 || res.Errors != 0 {
+		t.Fatalf("result %s, %d slices", res, res.SlicesPerRun)
+	}
+	if res.SliceSends[0] != a.n.Load() || res.SliceSends[1] != b.n.Load() || a.n.Load() == 0 || b.n.Load() == 0 ||
+		res.SliceSends[0]+res.SliceSends[1] != res.Sends {
+		t.Fatalf("slice sends %v, sent through the first %d and the alternate %d, %d in all",
+			res.SliceSends, a.n.Load(), b.n.Load(), res.Sends)
+	}
+	if res.SliceRates[1] != float64(res.SliceSends[1])/0.2 {
+		t.Errorf("the alternate's rate %v is not its sends over half the duration", res.SliceRates[1])
+	}
+	for _, bad := range []writebench.BenchWriteOptions{
+		{Tenant: e.tenant, Duration: time.Second, Alternate: b},                                // no slice
+		{Tenant: e.tenant, Count: 10, Alternate: b, Slice: time.Second},                        // a count
+		{Tenant: e.tenant, Duration: 300 * time.Millisecond, Alternate: b, Slice: time.Second}, // not whole pairs
+	} {
+		if _, err := writebench.BenchWrite(testCtx(t), a, bad); err == nil {
+			t.Errorf("options %+v were accepted", bad)
+		}
 	}
 }

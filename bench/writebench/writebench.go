@@ -47,6 +47,14 @@ type BenchWriteOptions struct {
 	// RunID prefixes every client_msg_id so runs never collide: up to 47 of [A-Za-z0-9._:-].
 	// Default: random.
 	RunID string
+	// Alternate, with Slice, compares two senders in one run: sends started in the odd slices of
+	// the run's time (Slice, 2*Slice, ...) go through Alternate, the others through the sender
+	// passed to BenchWrite, so both see the same machine, the same stores and the same state of
+	// them, and a drift of the machine's speed over the run falls on both alike. It needs
+	// Duration (not Count), a whole number of slice pairs.
+	Alternate MessageSender
+	// Slice is the length of one slice of an alternating run.
+	Slice time.Duration
 }
 
 // BenchWriteResult is what a write benchmark measured. Latencies are per send, from Handle's
@@ -60,6 +68,11 @@ type BenchWriteResult struct {
 	P50         time.Duration
 	P99         time.Duration
 	Max         time.Duration
+	// Of an alternating run: the successful sends started in the slices of each sender ([0] the
+	// one passed to BenchWrite, [1] Alternate) and their rates over half of Elapsed each.
+	SliceSends   [2]int64
+	SliceRates   [2]float64
+	SlicesPerRun int // how many slices the run had
 }
 
 // String formats the result on one line.
@@ -107,6 +120,11 @@ func (o BenchWriteOptions) Validate() error {
 	if o.Count < 0 || o.Duration < 0 {
 		errs = append(errs, errors.New("Count and Duration must not be negative"))
 	}
+	if (o.Alternate == nil) != (o.Slice <= 0) {
+		errs = append(errs, errors.New("Alternate and Slice go together"))
+	} else if o.Alternate != nil && (o.Count != 0 || o.Duration%(2*o.Slice) != 0) {
+		errs = append(errs, errors.New("an alternating run needs a Duration of whole slice pairs and no Count"))
+	}
 	if _, err := domain.NewClientMsgID(o.RunID + "-99999-9999999999"); err != nil {
 		errs = append(errs, fmt.Errorf("RunID: %w", err))
 	}
@@ -135,7 +153,7 @@ func BenchWrite(ctx context.Context, h MessageSender, opts BenchWriteOptions) (B
 		return BenchWriteResult{}, fmt.Errorf("bench write: %w", err)
 	}
 	start := time.Now()
-	run.deadline = start.Add(opts.Duration)
+	run.start, run.deadline = start, start.Add(opts.Duration)
 	var wg sync.WaitGroup
 	for s := range opts.Senders {
 		wg.Add(1)
@@ -157,6 +175,13 @@ func BenchWrite(ctx context.Context, h MessageSender, opts BenchWriteOptions) (B
 		res.FirstError = *p
 	}
 	res.SendsPerSec = float64(res.Sends) / res.Elapsed.Seconds()
+	if opts.Alternate != nil {
+		res.SlicesPerRun = int(opts.Duration / opts.Slice)
+		for i := range res.SliceSends {
+			res.SliceSends[i] = run.slices[i].Load()
+			res.SliceRates[i] = float64(res.SliceSends[i]) / (opts.Duration / 2).Seconds()
+		}
+	}
 	return res, nil
 }
 
@@ -166,13 +191,15 @@ type benchRun struct {
 	opts     BenchWriteOptions
 	topics   []domain.Topic
 	content  domain.Content
+	start    time.Time
 	deadline time.Time
 
 	claimed  atomic.Int64 // sends started, against opts.Count
 	sends    atomic.Int64
 	failures atomic.Int64
 	firstErr atomic.Pointer[error]
-	mu       sync.Mutex // guards all
+	slices   [2]atomic.Int64 // successful sends by the sender of their slice (alternating runs)
+	mu       sync.Mutex      // guards all
 	all      *hdrhistogram.Histogram
 }
 
@@ -200,13 +227,21 @@ func (r *benchRun) sender(ctx context.Context, s int) {
 		cmd.Topic = r.topics[(s+n)%len(r.topics)]
 		cmd.ClientMsgID, _ = domain.NewClientMsgID(r.opts.RunID + "-" + strconv.Itoa(s) + "-" + strconv.Itoa(n))
 		t0 := time.Now()
-		if _, err := r.h.Handle(ctx, cmd); err != nil {
+		h, slice := r.h, 0
+		if r.opts.Alternate != nil {
+			slice = int(t0.Sub(r.start)/r.opts.Slice) % 2
+			if slice == 1 {
+				h = r.opts.Alternate
+			}
+		}
+		if _, err := h.Handle(ctx, cmd); err != nil {
 			r.failures.Add(1)
 			r.firstErr.CompareAndSwap(nil, &err)
 			continue
 		}
 		_ = hist.RecordValue(time.Since(t0).Microseconds())
 		r.sends.Add(1)
+		r.slices[slice].Add(1)
 	}
 	r.mu.Lock()
 	r.all.Merge(hist)

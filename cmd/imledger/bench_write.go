@@ -25,6 +25,7 @@ func newBenchWriteCmd() *cobra.Command {
 		drain      time.Duration
 		policy     bool
 		limits     bool
+		abSlice    time.Duration
 		cpuProfile string
 	)
 	cmd := &cobra.Command{
@@ -40,7 +41,9 @@ func newBenchWriteCmd() *cobra.Command {
 			"joins/s), and every send is checked against membership and mutes like a real one. With\n" +
 			"--rate-limits every send is also counted against the per-user and per-topic send limits in\n" +
 			"Redis (rate_limit.send_per_user, rate_limit.send_per_topic) as serve does; compare runs with\n" +
-			"and without it for the limiter's cost.",
+			"and without it for the limiter's cost, or add --ab-slice to compare both in one run: slices of\n" +
+			"that length alternate between sends with and without the limits, and the report gives each\n" +
+			"one's sends/s and their ratio (the machine's drift falls on both alike).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(tenant)
@@ -90,6 +93,11 @@ func newBenchWriteCmd() *cobra.Command {
 				}
 				defer l.Close()
 				sender = ratelimit.LimitSends(n.send, l)
+				if abSlice > 0 {
+					opts.Alternate, opts.Slice = n.send, abSlice
+				}
+			} else if abSlice > 0 {
+				return fmt.Errorf("--ab-slice compares sends with and without --rate-limits: give both")
 			}
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {
@@ -111,6 +119,7 @@ func newBenchWriteCmd() *cobra.Command {
 	f.BoolVar(&noRelay, "no-relay", false, "do not run and measure the relay")
 	f.BoolVar(&policy, "policy", false, "create the groups, join the senders and check every send against the send policy")
 	f.BoolVar(&limits, "rate-limits", false, "check every send against the send rate limits (rate_limit.*), as serve does")
+	f.DurationVar(&abSlice, "ab-slice", 0, "with --rate-limits and --duration: alternate slices this long with and without the limits and report both")
 	f.DurationVar(&drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
 	return cmd
 }
@@ -127,6 +136,10 @@ func runBenchWrite(ctx context.Context, out io.Writer, n *node, sender writebenc
 		res.Sends, res.Errors, res.Elapsed.Round(time.Millisecond), res.SendsPerSec, res.P50, res.P99, res.Max)
 	if res.FirstError != nil {
 		fmt.Fprintf(out, "write: first error: %v\n", res.FirstError)
+	}
+	if opts.Alternate != nil {
+		fmt.Fprintf(out, "write: %d slices of %s, alternating: with the limits sends/s=%.0f, without sends/s=%.0f, with/without=%.3f\n",
+			res.SlicesPerRun, opts.Slice, res.SliceRates[0], res.SliceRates[1], res.SliceRates[0]/res.SliceRates[1])
 	}
 	if n.relay == nil {
 		return nil
