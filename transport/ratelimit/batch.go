@@ -23,7 +23,8 @@ const maxBatch = 256
 // check is one counter to count against its limit.
 type check struct {
 	ctx   context.Context
-	key   string
+	key   string   // in Redis
+	lease leaseKey // of the send path's leases
 	kind  domain.RateLimitKind
 	limit int
 	n     int // requests to count at once

@@ -4,13 +4,15 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/imledger/imledger/domain"
 )
 
 // leaseWindow is the share of a limit a node counts ahead at once: two seconds' worth.
 const leaseWindow = 2 * time.Second
 
 // maxLease bounds the requests counted ahead in one round trip.
-const maxLease = 64
+const maxLease = 128
 
 // minPrefetch is the smallest lease that is refilled ahead of need: a smaller one (a limit under
 // 240 a minute) would count a request ahead for a sender who may never make it.
@@ -42,12 +44,24 @@ type leases struct {
 
 type leaseShard struct {
 	mu sync.Mutex
-	m  map[string]lease
+	m  map[leaseKey]lease
 }
 
-func (l *leases) shard(key string) *leaseShard {
+// leaseKey names one counter; its Redis key is built only when a send goes to Redis.
+type leaseKey struct {
+	tenant  domain.TenantID
+	kind    domain.RateLimitKind
+	subject string
+}
+
+// redisKey is k's key in Redis: <prefix><tenant>:rl:<kind>:{<subject>}.
+func (k leaseKey) redisKey(prefix string) string {
+	return prefix + k.tenant.String() + ":rl:" + string(k.kind) + ":{" + k.subject + "}"
+}
+
+func (l *leases) shard(key leaseKey) *leaseShard {
 	l.once.Do(func() { l.seed = maphash.MakeSeed() })
-	return &l.shards[maphash.String(l.seed, key)%leaseShards]
+	return &l.shards[maphash.String(l.seed, key.subject)%leaseShards]
 }
 
 type lease struct {
@@ -62,7 +76,7 @@ type lease struct {
 // (refilled or refillFailed), so a busy sender does not wait for Redis when this one runs out.
 // A sender that stops leaves less than three leases unused: stricter by under three seconds'
 // share, never looser.
-func (l *leases) take(key string, now time.Time) (ok, refill bool) {
+func (l *leases) take(key leaseKey, now time.Time) (ok, refill bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -79,7 +93,7 @@ func (l *leases) take(key string, now time.Time) (ok, refill bool) {
 }
 
 // give returns one request to key's lease (the other limit of a send refused it).
-func (l *leases) give(key string, now time.Time) {
+func (l *leases) give(key leaseKey, now time.Time) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -94,16 +108,16 @@ func (l *leases) give(key string, now time.Time) {
 // its end or from now, whichever is later: over any stretch of time a node counts no faster than
 // the limit, so a sender below the limit is never refused because of leases, even when a refill
 // was counted before the lease it refills ran out.
-func (l *leases) put(key string, got, used, size, limit int, now time.Time) {
+func (l *leases) put(key leaseKey, got, used, size, limit int, now time.Time) {
 	l.add(key, got, used, size, limit, now, false)
 }
 
 // refilled adds got requests counted ahead for key to its lease (see put) and ends the refill.
-func (l *leases) refilled(key string, got, size, limit int, now time.Time) {
+func (l *leases) refilled(key leaseKey, got, size, limit int, now time.Time) {
 	l.add(key, got, 0, size, limit, now, true)
 }
 
-func (l *leases) add(key string, got, used, size, limit int, now time.Time, refilled bool) {
+func (l *leases) add(key leaseKey, got, used, size, limit int, now time.Time, refilled bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -121,7 +135,7 @@ func (l *leases) add(key string, got, used, size, limit int, now time.Time, refi
 }
 
 // refillFailed ends key's refill: the lease runs out and the next send asks Redis itself.
-func (l *leases) refillFailed(key string) {
+func (l *leases) refillFailed(key leaseKey) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -132,9 +146,9 @@ func (l *leases) refillFailed(key string) {
 }
 
 // set stores ls under key, first dropping the expired leases when the map is large. sh.mu is held.
-func (sh *leaseShard) set(key string, ls lease, now time.Time) {
+func (sh *leaseShard) set(key leaseKey, ls lease, now time.Time) {
 	if sh.m == nil {
-		sh.m = map[string]lease{}
+		sh.m = map[leaseKey]lease{}
 	}
 	if len(sh.m) >= 1<<12 {
 		for k, old := range sh.m {

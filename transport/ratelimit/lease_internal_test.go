@@ -64,6 +64,7 @@ func TestLeasesOfASteadySenderCountNoFasterThanTheLimit(t *testing.T) {
 	for _, share := range []float64{0.3, 0.55, 0.6, 0.75, 0.9, 0.99} {
 		var (
 			ls      leases
+			k       = leaseKey{domain.MustTenantID("acme"), domain.RateSendUser, "7"}
 			counted int
 			size    = leaseSize(limit)
 			start   = time.Unix(1_000_000, 0)
@@ -71,14 +72,14 @@ func TestLeasesOfASteadySenderCountNoFasterThanTheLimit(t *testing.T) {
 			every   = time.Duration(float64(time.Minute) / (limit * share))
 		)
 		for now := start; now.Before(start.Add(run)); now = now.Add(every) {
-			ok, refill := ls.take("k", now)
+			ok, refill := ls.take(k, now)
 			if !ok {
 				counted += size
-				ls.put("k", size, 1, size, limit, now)
+				ls.put(k, size, 1, size, limit, now)
 			}
 			if refill {
 				counted += size
-				ls.refilled("k", size, size, limit, now)
+				ls.refilled(k, size, size, limit, now)
 			}
 		}
 		if most := int(run.Minutes()*limit) + 2*size; counted > most {

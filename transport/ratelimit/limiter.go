@@ -149,7 +149,7 @@ func (l *Limiter) Close() { l.batch.close() }
 
 // AllowSend counts one send of user to topic against tenant's send_user and send_topic limits.
 // A busy sender or topic is counted ahead: one round trip counts up to two seconds' share of the
-// limit (at most 64), which this node then uses, without asking Redis, for as long as the limit
+// limit (at most 128), which this node then uses, without asking Redis, for as long as the limit
 // takes to grant it, so the limit only ever gets stricter (unused requests are dropped); once half
 // of it is used, the next share is counted in the background, so a busy sender does not wait for
 // Redis at all. Round trips are pipelined with the sends checked at the same time. It returns nil,
@@ -159,7 +159,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 	now := time.Now()
 	var (
 		checks []*check
-		taken  []string
+		taken  []leaseKey
 	)
 	for _, c := range []struct {
 		kind    domain.RateLimitKind
@@ -169,7 +169,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		if limit <= 0 {
 			continue
 		}
-		key := l.cfg.KeyPrefix + tenant.String() + ":rl:" + string(c.kind) + ":{" + c.subject + "}"
+		key := leaseKey{tenant, c.kind, c.subject}
 		if ok, refill := l.leases.take(key, now); ok {
 			taken = append(taken, key)
 			if refill {
@@ -177,7 +177,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 			}
 			continue
 		}
-		checks = append(checks, &check{ctx: ctx, key: key, kind: c.kind, limit: limit, n: leaseSize(limit)})
+		checks = append(checks, &check{ctx: ctx, lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: c.kind, limit: limit, n: leaseSize(limit)})
 	}
 	if len(checks) == 0 {
 		return nil
@@ -190,7 +190,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		var limited *domain.RateLimitedError
 		switch {
 		case err == nil:
-			l.leases.put(c.key, c.got, 1, c.n, c.limit, now)
+			l.leases.put(c.lease, c.got, 1, c.n, c.limit, now)
 		case errors.As(err, &limited):
 			l.limited.WithLabelValues(string(c.kind)).Inc()
 		default:
@@ -207,7 +207,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		}
 		for i, c := range checks {
 			if errs[i] == nil {
-				l.leases.give(c.key, now)
+				l.leases.give(c.lease, now)
 			}
 		}
 	}
@@ -217,10 +217,10 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 // refill counts key's next lease ahead, off the send path: a busy sender or topic keeps sending
 // on its lease while the round trip is under way. A refused or failed refill only ends it; the
 // send that finds the lease empty asks Redis itself and gets the answer.
-func (l *Limiter) refill(key string, kind domain.RateLimitKind, limit int) {
+func (l *Limiter) refill(key leaseKey, kind domain.RateLimitKind, limit int) {
 	n := leaseSize(limit)
 	l.ahead.Inc()
-	l.batch.later(&check{ctx: context.Background(), key: key, kind: kind, limit: limit, n: n, then: func(c *check, err error) {
+	l.batch.later(&check{ctx: context.Background(), lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: kind, limit: limit, n: n, then: func(c *check, err error) {
 		if err != nil {
 			l.leases.refillFailed(key)
 			return
