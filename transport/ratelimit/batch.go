@@ -27,7 +27,8 @@ type check struct {
 	lease leaseKey // of the send path's leases
 	kind  domain.RateLimitKind
 	limit int
-	n     int // requests to count at once
+	n     int  // requests to count at once
+	whole bool // n is the send path's lease, which the send counts for its key
 	done  chan error
 	then  func(*check, error) // instead of done: called with the answer (later)
 	got   int                 // requests counted, when allowed

@@ -68,28 +68,36 @@ type lease struct {
 	left      int
 	size      int
 	exp       time.Time
-	refilling bool // a round trip counts the next lease ahead
+	refilling bool // a round trip counts the next lease
 }
 
-// take uses one request of key's lease; false when there is none left. refill reports that the
-// lease is half used and no refill is under way: the caller then counts the next lease ahead
-// (refilled or refillFailed), so a busy sender does not wait for Redis when this one runs out.
-// A sender that stops leaves less than three leases unused: stricter by under three seconds'
-// share, never looser.
-func (l *leases) take(key leaseKey, now time.Time) (ok, refill bool) {
+// take uses one request of key's lease. When there is one, count reports that it is half used
+// and no count is under way: the caller then counts the next lease ahead (refilled or
+// refillFailed), so a busy sender does not wait for Redis when this one runs out. When there is
+// none (ok false), count reports that the caller is to count a whole lease (put or refillFailed);
+// while that count or a refill is under way, the sends that find no lease count only themselves,
+// so a crowd arriving at an empty lease does not count a lease each.
+// A sender that stops leaves less than three leases unused: stricter by under three leases,
+// never looser.
+func (l *leases) take(key leaseKey, now time.Time) (ok, count bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ls, found := sh.m[key]
 	if !found || ls.left == 0 || now.After(ls.exp) {
-		return false, false
+		if ls.refilling {
+			return false, false
+		}
+		ls.refilling = true
+		sh.set(key, ls, now)
+		return false, true
 	}
 	ls.left--
 	if ls.size >= minPrefetch && !ls.refilling && ls.left <= ls.size/2 {
-		ls.refilling, refill = true, true
+		ls.refilling, count = true, true
 	}
 	sh.m[key] = ls
-	return true, refill
+	return true, count
 }
 
 // give returns one request to key's lease (the other limit of a send refused it).
@@ -104,20 +112,20 @@ func (l *leases) give(key leaseKey, now time.Time) {
 }
 
 // put records a lease of got requests counted for key against limit, used of them by the send
-// that counted it. The lease's life is extended by the time the limit takes to grant got, from
+// that counted it, and ends the count. The lease's life is extended by the time the limit takes to grant got, from
 // its end or from now, whichever is later: over any stretch of time a node counts no faster than
 // the limit, so a sender below the limit is never refused because of leases, even when a refill
 // was counted before the lease it refills ran out.
 func (l *leases) put(key leaseKey, got, used, size, limit int, now time.Time) {
-	l.add(key, got, used, size, limit, now, false)
+	l.add(key, got, used, size, limit, now)
 }
 
 // refilled adds got requests counted ahead for key to its lease (see put) and ends the refill.
 func (l *leases) refilled(key leaseKey, got, size, limit int, now time.Time) {
-	l.add(key, got, 0, size, limit, now, true)
+	l.add(key, got, 0, size, limit, now)
 }
 
-func (l *leases) add(key leaseKey, got, used, size, limit int, now time.Time, refilled bool) {
+func (l *leases) add(key leaseKey, got, used, size, limit int, now time.Time) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -128,13 +136,11 @@ func (l *leases) add(key leaseKey, got, used, size, limit int, now time.Time, re
 	ls.left += got - used
 	ls.size = size
 	ls.exp = ls.exp.Add(leaseTTL(got, limit))
-	if refilled {
-		ls.refilling = false
-	}
+	ls.refilling = false
 	sh.set(key, ls, now)
 }
 
-// refillFailed ends key's refill: the lease runs out and the next send asks Redis itself.
+// refillFailed ends key's count or refill: the lease runs out and the next send asks Redis itself.
 func (l *leases) refillFailed(key leaseKey) {
 	sh := l.shard(key)
 	sh.mu.Lock()

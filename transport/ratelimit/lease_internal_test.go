@@ -1,6 +1,9 @@
 package ratelimit
 
 import (
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,12 +75,13 @@ func TestLeasesOfASteadySenderCountNoFasterThanTheLimit(t *testing.T) {
 			every   = time.Duration(float64(time.Minute) / (limit * share))
 		)
 		for now := start; now.Before(start.Add(run)); now = now.Add(every) {
-			ok, refill := ls.take(k, now)
-			if !ok {
+			switch ok, count := ls.take(k, now); {
+			case !ok && count:
 				counted += size
 				ls.put(k, size, 1, size, limit, now)
-			}
-			if refill {
+			case !ok:
+				counted++
+			case count:
 				counted += size
 				ls.refilled(k, size, size, limit, now)
 			}
@@ -86,5 +90,40 @@ func TestLeasesOfASteadySenderCountNoFasterThanTheLimit(t *testing.T) {
 			t.Errorf("a sender at %.0f%% of %d a minute: the node counted %d in %v, more than the limit's %d",
 				share*100, limit, counted, run, most)
 		}
+	}
+}
+
+// TestACrowdAtAnEmptyLeaseCountsOneLease: sends that arrive together at a key with no lease
+// count one lease between them; every other send counts itself. When each counted a lease of
+// its own, 50 first sends into a topic limited to 600 a minute (leases of 20) counted 1,000 and
+// 20 of them were refused.
+func TestACrowdAtAnEmptyLeaseCountsOneLease(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	l, err := New(rdb, Config{KeyPrefix: prefix, SendPerUser: -1, SendPerTopic: 600}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tenant := domain.MustTenantID("acme")
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		refused atomic.Int32
+	)
+	for u := range 50 {
+		wg.Go(func() {
+			<-start
+			if err := l.AllowSend(ctx, tenant, strconv.Itoa(u+1), "grp1"); err != nil {
+				refused.Add(1)
+				t.Logf("user %d: %v", u+1, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := refused.Load(); n > 0 {
+		t.Fatalf("%d of 50 sends refused by a topic limit of 600 a minute", n)
 	}
 }

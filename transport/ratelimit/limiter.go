@@ -170,14 +170,19 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 			continue
 		}
 		key := leaseKey{tenant, c.kind, c.subject}
-		if ok, refill := l.leases.take(key, now); ok {
+		ok, count := l.leases.take(key, now)
+		if ok {
 			taken = append(taken, key)
-			if refill {
+			if count {
 				l.refill(key, c.kind, limit)
 			}
 			continue
 		}
-		checks = append(checks, &check{ctx: ctx, lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: c.kind, limit: limit, n: leaseSize(limit)})
+		n := 1 // a lease is being counted: this send counts itself
+		if count {
+			n = leaseSize(limit)
+		}
+		checks = append(checks, &check{ctx: ctx, lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: c.kind, limit: limit, n: n, whole: count})
 	}
 	if len(checks) == 0 {
 		return nil
@@ -187,10 +192,15 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 	var refused error
 	for i, err := range errs {
 		c := checks[i]
+		switch {
+		case c.whole && err == nil:
+			l.leases.put(c.lease, c.got, 1, c.n, c.limit, now)
+		case c.whole:
+			l.leases.refillFailed(c.lease)
+		}
 		var limited *domain.RateLimitedError
 		switch {
 		case err == nil:
-			l.leases.put(c.lease, c.got, 1, c.n, c.limit, now)
 		case errors.As(err, &limited):
 			l.limited.WithLabelValues(string(c.kind)).Inc()
 		default:
