@@ -47,11 +47,12 @@ type BenchWriteOptions struct {
 	// RunID prefixes every client_msg_id so runs never collide: up to 47 of [A-Za-z0-9._:-].
 	// Default: random.
 	RunID string
-	// Alternate, with Slice, compares two senders in one run: sends started in the odd slices of
-	// the run's time (Slice, 2*Slice, ...) go through Alternate, the others through the sender
-	// passed to BenchWrite, so both see the same machine, the same stores and the same state of
-	// them, and a drift of the machine's speed over the run falls on both alike. It needs
-	// Duration (not Count), a whole number of slice pairs.
+	// Alternate, with Slice, compares two senders in one run: after a first slice of warm-up
+	// (through the sender passed to BenchWrite, not counted), Duration is cut into slices that go
+	// in turn to the sender passed to BenchWrite (A) and to Alternate (B) in the order ABBA ABBA
+	// ..., so both see the same machine, the same stores and the same state of them, and a steady
+	// drift of the machine's speed falls on both alike. Duration must be whole ABBA rounds; Count
+	// must be 0.
 	Alternate MessageSender
 	// Slice is the length of one slice of an alternating run.
 	Slice time.Duration
@@ -69,7 +70,8 @@ type BenchWriteResult struct {
 	P99         time.Duration
 	Max         time.Duration
 	// Of an alternating run: the successful sends started in the slices of each sender ([0] the
-	// one passed to BenchWrite, [1] Alternate) and their rates over half of Elapsed each.
+	// one passed to BenchWrite, [1] Alternate; the warm-up's are in Sends only) and their rates
+	// over half of Duration each.
 	SliceSends   [2]int64
 	SliceRates   [2]float64
 	SlicesPerRun int // how many slices the run had
@@ -122,8 +124,8 @@ func (o BenchWriteOptions) Validate() error {
 	}
 	if (o.Alternate == nil) != (o.Slice <= 0) {
 		errs = append(errs, errors.New("Alternate and Slice go together"))
-	} else if o.Alternate != nil && (o.Count != 0 || o.Duration%(2*o.Slice) != 0) {
-		errs = append(errs, errors.New("an alternating run needs a Duration of whole slice pairs and no Count"))
+	} else if o.Alternate != nil && (o.Count != 0 || o.Duration <= 0 || o.Duration%(4*o.Slice) != 0) {
+		errs = append(errs, errors.New("an alternating run needs a Duration of whole rounds of four slices and no Count"))
 	}
 	if _, err := domain.NewClientMsgID(o.RunID + "-99999-9999999999"); err != nil {
 		errs = append(errs, fmt.Errorf("RunID: %w", err))
@@ -154,6 +156,10 @@ func BenchWrite(ctx context.Context, h MessageSender, opts BenchWriteOptions) (B
 	}
 	start := time.Now()
 	run.start, run.deadline = start, start.Add(opts.Duration)
+	if opts.Alternate != nil {
+		run.start = start.Add(opts.Slice) // after the warm-up
+		run.deadline = run.start.Add(opts.Duration)
+	}
 	var wg sync.WaitGroup
 	for s := range opts.Senders {
 		wg.Add(1)
@@ -229,7 +235,10 @@ func (r *benchRun) sender(ctx context.Context, s int) {
 		t0 := time.Now()
 		h, slice := r.h, 0
 		if r.opts.Alternate != nil {
-			slice = int(t0.Sub(r.start)/r.opts.Slice) % 2
+			slice = -1 // warm-up
+			if t := t0.Sub(r.start); t >= 0 {
+				slice = int((t/r.opts.Slice+1)/2) % 2 // ABBA
+			}
 			if slice == 1 {
 				h = r.opts.Alternate
 			}
@@ -241,7 +250,9 @@ func (r *benchRun) sender(ctx context.Context, s int) {
 		}
 		_ = hist.RecordValue(time.Since(t0).Microseconds())
 		r.sends.Add(1)
-		r.slices[slice].Add(1)
+		if slice >= 0 {
+			r.slices[slice].Add(1)
+		}
 	}
 	r.mu.Lock()
 	r.all.Merge(hist)

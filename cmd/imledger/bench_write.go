@@ -41,9 +41,10 @@ func newBenchWriteCmd() *cobra.Command {
 			"joins/s), and every send is checked against membership and mutes like a real one. With\n" +
 			"--rate-limits every send is also counted against the per-user and per-topic send limits in\n" +
 			"Redis (rate_limit.send_per_user, rate_limit.send_per_topic) as serve does; compare runs with\n" +
-			"and without it for the limiter's cost, or add --ab-slice to compare both in one run: slices of\n" +
-			"that length alternate between sends with and without the limits, and the report gives each\n" +
-			"one's sends/s and their ratio (the machine's drift falls on both alike).",
+			"and without it for the limiter's cost, or add --ab-slice to compare both in one run: after a\n" +
+			"slice of warm-up, slices of that length go to sends with (A) and without (B) the limits in the\n" +
+			"order ABBA ABBA... (--duration whole rounds of four), and the report gives each one's sends/s\n" +
+			"and their ratio (the machine's drift falls on both alike).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(tenant)
@@ -119,7 +120,7 @@ func newBenchWriteCmd() *cobra.Command {
 	f.BoolVar(&noRelay, "no-relay", false, "do not run and measure the relay")
 	f.BoolVar(&policy, "policy", false, "create the groups, join the senders and check every send against the send policy")
 	f.BoolVar(&limits, "rate-limits", false, "check every send against the send rate limits (rate_limit.*), as serve does")
-	f.DurationVar(&abSlice, "ab-slice", 0, "with --rate-limits and --duration: alternate slices this long with and without the limits and report both")
+	f.DurationVar(&abSlice, "ab-slice", 0, "with --rate-limits and --duration: after a slice of warm-up, alternate slices this long with and without the limits (ABBA) and report both")
 	f.DurationVar(&drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
 	return cmd
 }
@@ -138,7 +139,7 @@ func runBenchWrite(ctx context.Context, out io.Writer, n *node, sender writebenc
 		fmt.Fprintf(out, "write: first error: %v\n", res.FirstError)
 	}
 	if opts.Alternate != nil {
-		fmt.Fprintf(out, "write: %d slices of %s, alternating: with the limits sends/s=%.0f, without sends/s=%.0f, with/without=%.3f\n",
+		fmt.Fprintf(out, "write: %d slices of %s after one of warm-up, ABBA: with the limits sends/s=%.0f, without sends/s=%.0f, with/without=%.3f\n",
 			res.SlicesPerRun, opts.Slice, res.SliceRates[0], res.SliceRates[1], res.SliceRates[0]/res.SliceRates[1])
 	}
 	if n.relay == nil {
