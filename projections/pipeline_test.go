@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/domain"
@@ -332,4 +333,49 @@ func TestLagIgnoresTransactionMarkers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAProjectionIsOneMemberForAllItsTopics: a projection over two topics joins its consumer
+// group once, as one member assigned both topics (one Kafka client and fetch loop), and applies
+// the events of both. It used to join once per topic.
+func TestAProjectionIsOneMemberForAllItsTopics(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tenant := domain.MustTenantID(testenv.UniqueName("t"))
+	direct, err := domain.DirectTopic(3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(sentEvent(tenant, groupTopic(1), 1, 7, "group"), sentEvent(tenant, direct, 1, 3, "direct"))
+	v := newVersioned(t)
+	const group = "test.pipeline.members.v1"
+	startProjector(t, h, recorderProjection(group, v))
+	eventually(t, 30*time.Second, func() error {
+		if n := v.count(); n != 2 {
+			return fmt.Errorf("applied %d of 2", n)
+		}
+		return nil
+	})
+	admin, err := sarama.NewClusterAdmin(h.kcfg.Brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	groups, err := admin.DescribeConsumerGroups([]string{group})
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("describe %s: %v %v", group, groups, err)
+	}
+	members := groups[0].Members
+	if len(members) != 1 {
+		t.Fatalf("%d members in the projection's consumer group, want 1", len(members))
+	}
+	for _, m := range members {
+		a, err := m.GetMemberAssignment()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Topics) != 2 {
+			t.Fatalf("the member is assigned %v, want both topics", a.Topics)
+		}
+	}
 }

@@ -29,7 +29,8 @@ type Deps struct {
 }
 
 // Projector runs projections: one watermill router per process, one handler per projection
-// and topic, each projection in its own Kafka consumer group. Every handler has the middleware
+// and topic, each projection in its own Kafka consumer group as one member consuming all its
+// topics (one Kafka client and fetch loop per projection). Every handler has the middleware
 // PoisonQueue (outermost), Retry with exponential backoff, then Recoverer.
 //
 // Delivery is at least once: an event is acked (its offset may be committed) only after its
@@ -177,24 +178,29 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 		},
 		ResetContextOnRetry: true,
 	}
-	for _, base := range pr.Topics {
-		topic := p.cfg.Kafka.Topic(base)
-		sc, err := p.saramaConfig()
-		if err != nil {
-			return err
-		}
-		sub, err := NewPipelinedSubscriber(PipelinedSubscriberConfig{
-			Brokers:         p.cfg.Kafka.Brokers,
-			ConsumerGroup:   pr.ConsumerGroup,
-			Sarama:          sc,
-			Unmarshaler:     envelopeUnmarshaler{},
-			InFlight:        p.cfg.InFlight,
-			NackResendSleep: p.cfg.NackResendSleep,
-			Prepare:         prepareRecord,
-		}, wlog)
-		if err != nil {
-			return fmt.Errorf("projections: subscriber %s: %w", pr.ConsumerGroup, err)
-		}
+	// One subscriber, one member of the projection's consumer group, for all its topics.
+	topics := make([]string, len(pr.Topics))
+	for i, base := range pr.Topics {
+		topics[i] = p.cfg.Kafka.Topic(base)
+	}
+	sc, err := p.saramaConfig()
+	if err != nil {
+		return err
+	}
+	sub, err := NewPipelinedSubscriber(PipelinedSubscriberConfig{
+		Brokers:         p.cfg.Kafka.Brokers,
+		ConsumerGroup:   pr.ConsumerGroup,
+		Sarama:          sc,
+		Unmarshaler:     envelopeUnmarshaler{},
+		InFlight:        p.cfg.InFlight,
+		NackResendSleep: p.cfg.NackResendSleep,
+		Topics:          topics,
+		Prepare:         prepareRecord,
+	}, wlog)
+	if err != nil {
+		return fmt.Errorf("projections: subscriber %s: %w", pr.ConsumerGroup, err)
+	}
+	for _, topic := range topics {
 		h := router.AddConsumerHandler(pr.Name+"@"+topic, topic, sub, r.handle)
 		h.AddMiddleware(poison, retry.Middleware, middleware.Recoverer)
 	}

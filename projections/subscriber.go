@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +32,11 @@ type PipelinedSubscriberConfig struct {
 	// NackResendSleep is how long a nacked record waits before it is delivered again.
 	// Default 500ms.
 	NackResendSleep time.Duration
+	// Topics, when set, are every topic this subscriber will be asked for: it then joins the
+	// consumer group once, as one member consuming all of them, when the last of them is
+	// subscribed, instead of once per topic (one Kafka client, one fetch loop and one member
+	// per topic). Subscribe refuses a topic not in the list.
+	Topics []string
 	// Prepare, when set, is called for every record in its partition's long-lived goroutine
 	// before the record is delivered; the handler finds the result with Prepared. Decoding
 	// there, ahead of the handler, spares each handler goroutine growing its stack for it.
@@ -78,6 +85,10 @@ type PipelinedSubscriber struct {
 	closed chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
+
+	mu      sync.Mutex                       // guards waiting (Topics only)
+	waiting map[string]chan *message.Message // subscribed topics whose group has not started
+	ctxs    []context.Context                // their subscriptions' contexts
 }
 
 var _ message.Subscriber = (*PipelinedSubscriber)(nil)
@@ -96,20 +107,57 @@ func NewPipelinedSubscriber(cfg PipelinedSubscriberConfig, log watermill.LoggerA
 
 // Subscribe joins the consumer group for topic and returns the channel of its records. The
 // channel is closed once ctx ends or the subscriber is closed and every partition has stopped.
+// With Config.Topics the group is joined once the last of them is subscribed, for all of them,
+// and every channel closes when any of their contexts ends.
 func (s *PipelinedSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	select {
 	case <-s.closed:
 		return nil, errors.New("pipelined subscriber: closed")
 	default:
 	}
+	out := make(chan *message.Message)
+	if len(s.cfg.Topics) == 0 {
+		return out, s.start(ctx, map[string]chan *message.Message{topic: out}, func() {})
+	}
+	if !slices.Contains(s.cfg.Topics, topic) {
+		return nil, fmt.Errorf("pipelined subscriber: topic %s is not one of %v", topic, s.cfg.Topics)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting == nil {
+		s.waiting = map[string]chan *message.Message{}
+	}
+	if _, ok := s.waiting[topic]; ok {
+		return nil, fmt.Errorf("pipelined subscriber: topic %s subscribed twice", topic)
+	}
+	s.waiting[topic] = out
+	s.ctxs = append(s.ctxs, ctx)
+	if len(s.waiting) < len(s.cfg.Topics) {
+		return out, nil
+	}
+	joined, cancel := context.WithCancel(context.Background())
+	for _, c := range s.ctxs {
+		context.AfterFunc(c, cancel)
+	}
+	if err := s.start(joined, s.waiting, cancel); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// start joins the consumer group for the topics of outs and delivers each topic's records on its
+// channel until ctx ends or the subscriber is closed; then it closes the channels and calls done
+// (at once when it fails).
+func (s *PipelinedSubscriber) start(ctx context.Context, outs map[string]chan *message.Message, done func()) error {
 	group, err := sarama.NewConsumerGroup(s.cfg.Brokers, s.cfg.ConsumerGroup, s.cfg.Sarama)
 	if err != nil {
-		return nil, fmt.Errorf("pipelined subscriber: consumer group %s: %w", s.cfg.ConsumerGroup, err)
+		done()
+		return fmt.Errorf("pipelined subscriber: consumer group %s: %w", s.cfg.ConsumerGroup, err)
 	}
+	topics := slices.Sorted(maps.Keys(outs))
 	ctx, cancel := context.WithCancel(ctx)
-	out := make(chan *message.Message)
-	h := &claimHandler{s: s, ctx: ctx, out: out}
-	fields := watermill.LogFields{"consumer_group": s.cfg.ConsumerGroup, "topic": topic}
+	h := &claimHandler{s: s, ctx: ctx, outs: outs}
+	fields := watermill.LogFields{"consumer_group": s.cfg.ConsumerGroup, "topics": topics}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -121,7 +169,12 @@ func (s *PipelinedSubscriber) Subscribe(ctx context.Context, topic string) (<-ch
 	}()
 	go func() {
 		defer s.wg.Done()
-		defer close(out)
+		defer done()
+		defer func() {
+			for _, out := range outs {
+				close(out)
+			}
+		}()
 		defer func() {
 			if err := group.Close(); err != nil {
 				s.log.Error("close consumer group", err, fields)
@@ -134,7 +187,7 @@ func (s *PipelinedSubscriber) Subscribe(ctx context.Context, topic string) (<-ch
 			}
 		}()
 		for ctx.Err() == nil {
-			if err := group.Consume(ctx, []string{topic}, h); err != nil {
+			if err := group.Consume(ctx, topics, h); err != nil {
 				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 					return
 				}
@@ -146,7 +199,7 @@ func (s *PipelinedSubscriber) Subscribe(ctx context.Context, topic string) (<-ch
 			}
 		}
 	}()
-	return out, nil
+	return nil
 }
 
 // Close stops every subscription and waits until their channels are closed.
@@ -187,11 +240,11 @@ func HandedOver(ctx context.Context) {
 	}
 }
 
-// claimHandler is the sarama.ConsumerGroupHandler of one subscription.
+// claimHandler is the sarama.ConsumerGroupHandler of one consumer group member.
 type claimHandler struct {
-	s   *PipelinedSubscriber
-	ctx context.Context // the subscription's; message contexts derive from it
-	out chan<- *message.Message
+	s    *PipelinedSubscriber
+	ctx  context.Context // the subscription's; message contexts derive from it
+	outs map[string]chan *message.Message
 }
 
 func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
@@ -251,7 +304,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			case <-h.ctx.Done():
 				return nil
 			}
-			if !h.send(msg) {
+			if !h.send(rec.Topic, msg) {
 				return nil
 			}
 			select {
@@ -271,10 +324,10 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 }
 
-// send puts msg on the output channel unless the subscription ends first.
-func (h *claimHandler) send(msg *message.Message) bool {
+// send puts msg on its topic's channel unless the subscription ends first.
+func (h *claimHandler) send(topic string, msg *message.Message) bool {
 	select {
-	case h.out <- msg:
+	case h.outs[topic] <- msg:
 		return true
 	case <-h.ctx.Done():
 		return false
@@ -303,7 +356,7 @@ func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, inflight <-chan pen
 				}
 				again := msg.Copy()
 				again.SetContext(context.WithValue(h.ctx, deliveryKey{}, &delivery{handed: make(chan struct{}), prepared: Prepared(msg.Context())}))
-				if !h.send(again) {
+				if !h.send(p.rec.Topic, again) {
 					return
 				}
 				msg = again
