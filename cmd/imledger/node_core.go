@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -125,6 +126,13 @@ func (n *node) startKafkaBroker() error {
 	}
 	n.broker = b
 	n.cfg.Kafka.Brokers = b.Addrs()
+	if n.cfg.Kafka.Partitions == 0 {
+		// One process's broker: the topics the node creates get the broker's partition count,
+		// not a cluster's. Every partition costs each consumer group a partition consumer, its
+		// goroutines and buffers, and a place in every fetch: at 64, an idle node held 768
+		// partition consumers and 5,200 goroutines.
+		n.cfg.Kafka.Partitions = int32(cmp.Or(bcfg.Partitions, kafkabroker.DefaultPartitions))
+	}
 	dir := bcfg.DataDir
 	if dir == "" {
 		dir = kafkabroker.InMemory

@@ -42,7 +42,7 @@ type Config struct {
 
 	// Partitions is the partition count of topics the broker creates on its own: topics created
 	// with -1 partitions and, when AutoCreateTopics is set, topics created by a metadata request.
-	// Default 12.
+	// Default DefaultPartitions.
 	Partitions int
 
 	// AutoCreateTopics lets clients create a topic by asking for its metadata, as a Kafka broker
@@ -69,12 +69,15 @@ type Config struct {
 	SegmentBytes int
 }
 
+// DefaultPartitions is the default of Config.Partitions.
+const DefaultPartitions = 12
+
 func (c *Config) setDefaults() {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:9092"
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 12
+		c.Partitions = DefaultPartitions
 	}
 	if c.RetentionBytes == 0 {
 		c.RetentionBytes = 32 << 20
