@@ -261,11 +261,12 @@ type pending struct {
 // for the records in flight to settle (or the subscription to end) before returning, so no
 // other member applies them at the same time.
 func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	out := h.outs[claim.Topic()] // every record of the claim goes there
 	inflight := make(chan pending, h.s.cfg.InFlight)
 	ackerDone := make(chan struct{})
 	go func() {
 		defer close(ackerDone)
-		h.ack(sess, inflight)
+		h.ack(sess, out, inflight)
 	}()
 	defer func() {
 		close(inflight)
@@ -304,7 +305,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			case <-h.ctx.Done():
 				return nil
 			}
-			if !h.send(rec.Topic, msg) {
+			if !h.send(out, msg) {
 				return nil
 			}
 			select {
@@ -324,10 +325,10 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 }
 
-// send puts msg on its topic's channel unless the subscription ends first.
-func (h *claimHandler) send(topic string, msg *message.Message) bool {
+// send puts msg on out, its topic's channel, unless the subscription ends first.
+func (h *claimHandler) send(out chan<- *message.Message, msg *message.Message) bool {
 	select {
-	case h.outs[topic] <- msg:
+	case out <- msg:
 		return true
 	case <-h.ctx.Done():
 		return false
@@ -335,9 +336,9 @@ func (h *claimHandler) send(topic string, msg *message.Message) bool {
 }
 
 // ack waits for the records of inflight in order and marks each offset once its record is acked;
-// a nacked record is sent again after NackResendSleep. It returns when inflight is closed and
+// a nacked record is sent on out again after NackResendSleep. It returns when inflight is closed and
 // drained, or when the subscription ends.
-func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, inflight <-chan pending) {
+func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, out chan<- *message.Message, inflight <-chan pending) {
 	for p := range inflight {
 		msg := p.msg
 		for msg != nil {
@@ -356,7 +357,7 @@ func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, inflight <-chan pen
 				}
 				again := msg.Copy()
 				again.SetContext(context.WithValue(h.ctx, deliveryKey{}, &delivery{handed: make(chan struct{}), prepared: Prepared(msg.Context())}))
-				if !h.send(p.rec.Topic, again) {
+				if !h.send(out, again) {
 					return
 				}
 				msg = again
