@@ -72,10 +72,10 @@ type lease struct {
 }
 
 // take uses one request of key's lease. When there is one, count reports that it is half used
-// and no count is under way: the caller then counts the next lease ahead (refilled or
-// refillFailed), so a busy sender does not wait for Redis when this one runs out. When there is
-// none (ok false), count reports that the caller is to count a whole lease (put or refillFailed);
-// while that count or a refill is under way, the sends that find no lease count only themselves,
+// and no count is under way: the caller then counts the next lease ahead (counted or
+// countFailed), so a busy sender does not wait for Redis when this one runs out. When there is
+// none (ok false), count reports that the caller is to count a whole lease (the same); while
+// that count or a refill is under way, the sends that find no lease count only themselves,
 // so a crowd arriving at an empty lease does not count a lease each.
 // A sender that stops leaves less than three leases unused: stricter by under three leases,
 // never looser.
@@ -111,21 +111,13 @@ func (l *leases) give(key leaseKey, now time.Time) {
 	}
 }
 
-// put records a lease of got requests counted for key against limit, used of them by the send
-// that counted it, and ends the count. The lease's life is extended by the time the limit takes to grant got, from
-// its end or from now, whichever is later: over any stretch of time a node counts no faster than
-// the limit, so a sender below the limit is never refused because of leases, even when a refill
-// was counted before the lease it refills ran out.
-func (l *leases) put(key leaseKey, got, used, size, limit int, now time.Time) {
-	l.add(key, got, used, size, limit, now)
-}
-
-// refilled adds got requests counted ahead for key to its lease (see put) and ends the refill.
-func (l *leases) refilled(key leaseKey, got, size, limit int, now time.Time) {
-	l.add(key, got, 0, size, limit, now)
-}
-
-func (l *leases) add(key leaseKey, got, used, size, limit int, now time.Time) {
+// counted ends key's count (a whole lease counted by a send, or a refill) with got requests
+// counted against limit, used of them by the send that counted them. The lease's life is
+// extended by the time the limit takes to grant got, from its end or from now, whichever is
+// later: over any stretch of time a node counts no faster than the limit, so a sender below the
+// limit is never refused because of leases, even when a refill was counted before the lease it
+// refills ran out.
+func (l *leases) counted(key leaseKey, got, used, limit int, now time.Time) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -134,14 +126,14 @@ func (l *leases) add(key leaseKey, got, used, size, limit int, now time.Time) {
 		ls.left, ls.exp = 0, now
 	}
 	ls.left += got - used
-	ls.size = size
+	ls.size = leaseSize(limit)
 	ls.exp = ls.exp.Add(leaseTTL(got, limit))
 	ls.refilling = false
 	sh.set(key, ls, now)
 }
 
-// refillFailed ends key's count or refill: the lease runs out and the next send asks Redis itself.
-func (l *leases) refillFailed(key leaseKey) {
+// countFailed ends key's count without a lease: it runs out and the next send asks Redis itself.
+func (l *leases) countFailed(key leaseKey) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

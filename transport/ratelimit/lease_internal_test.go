@@ -78,12 +78,12 @@ func TestLeasesOfASteadySenderCountNoFasterThanTheLimit(t *testing.T) {
 			switch ok, count := ls.take(k, now); {
 			case !ok && count:
 				counted += size
-				ls.put(k, size, 1, size, limit, now)
+				ls.counted(k, size, 1, limit, now)
 			case !ok:
 				counted++
 			case count:
 				counted += size
-				ls.refilled(k, size, size, limit, now)
+				ls.counted(k, size, 0, limit, now)
 			}
 		}
 		if most := int(run.Minutes()*limit) + 2*size; counted > most {

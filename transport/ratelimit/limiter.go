@@ -194,9 +194,9 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		c := checks[i]
 		switch {
 		case c.whole && err == nil:
-			l.leases.put(c.lease, c.got, 1, c.n, c.limit, now)
+			l.leases.counted(c.lease, c.got, 1, c.limit, now)
 		case c.whole:
-			l.leases.refillFailed(c.lease)
+			l.leases.countFailed(c.lease)
 		}
 		var limited *domain.RateLimitedError
 		switch {
@@ -228,14 +228,13 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 // on its lease while the round trip is under way. A refused or failed refill only ends it; the
 // send that finds the lease empty asks Redis itself and gets the answer.
 func (l *Limiter) refill(key leaseKey, kind domain.RateLimitKind, limit int) {
-	n := leaseSize(limit)
 	l.ahead.Inc()
-	l.batch.later(&check{ctx: context.Background(), lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: kind, limit: limit, n: n, then: func(c *check, err error) {
+	l.batch.later(&check{ctx: context.Background(), lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: kind, limit: limit, n: leaseSize(limit), then: func(c *check, err error) {
 		if err != nil {
-			l.leases.refillFailed(key)
+			l.leases.countFailed(key)
 			return
 		}
-		l.leases.refilled(key, c.got, n, limit, time.Now())
+		l.leases.counted(key, c.got, 0, limit, time.Now())
 	}})
 }
 
