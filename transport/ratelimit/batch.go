@@ -20,6 +20,13 @@ var (
 // maxBatch bounds the checks of one pipelined round trip.
 const maxBatch = 256
 
+// aheadLinger is how long the worker of the background counts (later) waits for more of them
+// before its round trip. A lease is counted ahead when half of it is left, which lasts at least
+// half the lease's life (a second at the limit's rate), so waiting costs the sender nothing, and
+// a round trip carrying many counts costs the node and Redis a fraction of one per count: at
+// 1,000 refills a second it carries about five instead of one or two.
+const aheadLinger = 5 * time.Millisecond
+
 // check is one counter to count against its limit.
 type check struct {
 	ctx   context.Context
@@ -41,19 +48,22 @@ type check struct {
 // per minute with a burst of one minute's limit, batched; its keys are
 // <KeyPrefix><tenant>:rl:<kind>:{<subject>} (without redis_rate's "rate:").
 type batcher struct {
-	rdb  redis.UniversalClient
-	reqs chan *check
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	rdb   redis.UniversalClient
+	reqs  chan *check // of sends waiting for their answer
+	ahead chan *check // counted in the background (later), lingering for company
+	stop  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
 }
 
 func newBatcher(rdb redis.UniversalClient, workers int) *batcher {
-	b := &batcher{rdb: rdb, reqs: make(chan *check, 4*maxBatch), stop: make(chan struct{})}
+	b := &batcher{rdb: rdb, reqs: make(chan *check, 4*maxBatch), ahead: make(chan *check, 4*maxBatch), stop: make(chan struct{})}
 	for range workers {
 		b.wg.Add(1)
 		go b.run()
 	}
+	b.wg.Add(1)
+	go b.runAhead()
 	return b
 }
 
@@ -96,7 +106,7 @@ func (b *batcher) later(c *check) {
 	default:
 	}
 	select {
-	case b.reqs <- c:
+	case b.ahead <- c:
 	default:
 		c.then(c, domain.Retryable("rate limit", errQueueFull))
 	}
@@ -121,6 +131,37 @@ func (b *batcher) run() {
 				break more
 			}
 		}
+		b.send(batch)
+	}
+}
+
+// runAhead counts the background checks: from the first one queued it waits aheadLinger (or
+// for a full batch) before the round trip.
+func (b *batcher) runAhead() {
+	defer b.wg.Done()
+	batch := make([]*check, 0, maxBatch)
+	linger := time.NewTimer(aheadLinger)
+	linger.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case c := <-b.ahead:
+			batch = append(batch[:0], c)
+		}
+		linger.Reset(aheadLinger)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-b.ahead:
+				batch = append(batch, c)
+			case <-linger.C:
+				break fill
+			case <-b.stop:
+				break fill
+			}
+		}
+		linger.Stop()
 		b.send(batch)
 	}
 }

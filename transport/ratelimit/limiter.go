@@ -159,7 +159,8 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 	now := time.Now()
 	var (
 		checks []*check
-		taken  []leaseKey
+		taken  [2]leaseKey // of the leases, for a send refused by the other limit
+		nTaken int
 	)
 	for _, c := range []struct {
 		kind    domain.RateLimitKind
@@ -172,7 +173,8 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 		key := leaseKey{tenant, c.kind, c.subject}
 		ok, count := l.leases.take(key, now)
 		if ok {
-			taken = append(taken, key)
+			taken[nTaken] = key
+			nTaken++
 			if count {
 				l.refill(key, c.kind, limit)
 			}
@@ -212,7 +214,7 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 	}
 	if refused != nil {
 		// The send does not happen: what it took of this node's leases goes back.
-		for _, key := range taken {
+		for _, key := range taken[:nTaken] {
 			l.leases.give(key, now)
 		}
 		for i, c := range checks {
