@@ -8,28 +8,30 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// leaseWindow is the share of a limit a node counts ahead at once: two seconds' worth.
+// leaseWindow is the stretch of a sender's demand a node counts ahead at once: two seconds of
+// the requests its sends made since the last count, at most two seconds' share of the limit.
 const leaseWindow = 2 * time.Second
 
 // maxLease bounds the requests counted ahead in one round trip.
 const maxLease = 128
 
-// minPrefetch is the smallest lease that is refilled ahead of need: a smaller one (a limit under
-// 240 a minute) would count a request ahead for a sender who may never make it.
+// minPrefetch is the smallest lease that is refilled ahead of need: a smaller one is for a sender
+// of under two requests a second (or a limit under 120 a minute), which may never make the
+// requests counted ahead.
 const minPrefetch = 4
 
-// leaseSize is how many requests a node counts at once against limit (per minute): leaseWindow's
+// leaseSize is the largest lease a node counts at once against limit (per minute): leaseWindow's
 // share, 1..maxLease. A limit under 30 a minute is counted one request at a time, exactly.
 func leaseSize(limit int) int {
 	return min(max(int(int64(limit)*int64(leaseWindow)/int64(time.Minute)), 1), maxLease)
 }
 
 // leaseTTL is how long a node may use a lease of size counted against limit (per minute): the
-// time the limit takes to grant size requests. A node counts at most one lease per lease life, so
-// it never counts faster than the limit and a sender below the limit is never refused because of
-// leases; leftovers are dropped, which makes the limit stricter, never looser.
+// lease window, or the time the limit takes to grant size requests when that is longer (a lease of
+// one under a limit of less than 30 a minute). A lease is never more than its life's share of
+// the limit, and leftovers are dropped, which makes the limit stricter, never looser.
 func leaseTTL(size, limit int) time.Duration {
-	return time.Duration(int64(size) * int64(time.Minute) / int64(max(limit, 1)))
+	return max(leaseWindow, time.Duration(int64(size)*int64(time.Minute)/int64(max(limit, 1))))
 }
 
 // leaseShards spreads the leases over locks of their own: every send takes two.
@@ -66,38 +68,58 @@ func (l *leases) shard(key leaseKey) *leaseShard {
 
 type lease struct {
 	left      int
-	size      int
+	size      int // the last count: the next is counted ahead when a quarter of it is left
 	exp       time.Time
-	refilling bool // a round trip counts the next lease
+	refilling bool      // a round trip counts the next lease
+	used      int       // requests taken since the last count began, its own included
+	since     time.Time // when the last count began
 }
 
-// take uses one request of key's lease. When there is one, count reports that it is half used
-// and no count is under way: the caller then counts the next lease ahead (counted or
-// countFailed), so a busy sender does not wait for Redis when this one runs out. When there is
-// none (ok false), count reports that the caller is to count a whole lease (the same); while
-// that count or a refill is under way, the sends that find no lease count only themselves,
-// so a crowd arriving at an empty lease does not count a lease each.
-// A sender that stops leaves less than three leases unused: stricter by under three leases,
-// never looser.
-func (l *leases) take(key leaseKey, now time.Time) (ok, count bool) {
+// take uses one request of key's lease, whose limit is limit. n > 0 asks the caller to count n
+// requests in Redis and to end the count with counted or countFailed: with ok, the lease is down
+// to a quarter and n is its refill, counted ahead so that a busy sender does not wait for Redis;
+// without ok, there is no lease and the send waits for a lease of n, of which it uses one. While
+// a count is under way the sends that find no lease count only themselves (ok false, n 0), so a
+// crowd arriving at an empty lease does not count a lease each.
+//
+// n is the sender's demand: what its sends took since the last count, at their rate over a lease
+// window (demand). A node counts about what it uses, so a sender or a topic below its limit on
+// several nodes at once is not refused for requests counted and never made; a sender that stops
+// leaves less than a lease and a quarter of its own demand unused (stricter, never looser).
+func (l *leases) take(key leaseKey, limit int, now time.Time) (ok bool, n int) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ls, found := sh.m[key]
+	ls.used++
 	if !found || ls.left == 0 || now.After(ls.exp) {
-		if ls.refilling {
-			return false, false
+		if !ls.refilling {
+			ls.refilling, n = true, ls.demand(limit, now)
 		}
-		ls.refilling = true
 		sh.set(key, ls, now)
-		return false, true
+		return false, n
 	}
 	ls.left--
-	if ls.size >= minPrefetch && !ls.refilling && ls.left <= ls.size/2 {
-		ls.refilling, count = true, true
+	if ls.size >= minPrefetch && !ls.refilling && ls.left <= ls.size/4 {
+		ls.refilling, n = true, ls.demand(limit, now)
 	}
 	sh.m[key] = ls
-	return true, count
+	return true, n
+}
+
+// demand is the lease to count now: the requests taken since the last count, at their rate over
+// a lease window, 1..leaseSize(limit) (1 for a key counted for the first time). It starts the next
+// measurement.
+func (ls *lease) demand(limit int, now time.Time) int {
+	most, n := leaseSize(limit), 1
+	if !ls.since.IsZero() {
+		n = most
+		if el := now.Sub(ls.since); el > 0 {
+			n = int(int64(ls.used) * int64(leaseWindow) / int64(el))
+		}
+	}
+	ls.used, ls.since = 0, now
+	return min(max(n, 1), most)
 }
 
 // give returns one request to key's lease (the other limit of a send refused it).
@@ -113,10 +135,7 @@ func (l *leases) give(key leaseKey, now time.Time) {
 
 // counted ends key's count (a whole lease counted by a send, or a refill) with got requests
 // counted against limit, used of them by the send that counted them. The lease's life is
-// extended by the time the limit takes to grant got, from its end or from now, whichever is
-// later: over any stretch of time a node counts no faster than the limit, so a sender below the
-// limit is never refused because of leases, even when a refill was counted before the lease it
-// refills ran out.
+// extended by its TTL from its end or from now, whichever is later.
 func (l *leases) counted(key leaseKey, got, used, limit int, now time.Time) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -126,7 +145,7 @@ func (l *leases) counted(key leaseKey, got, used, limit int, now time.Time) {
 		ls.left, ls.exp = 0, now
 	}
 	ls.left += got - used
-	ls.size = leaseSize(limit)
+	ls.size = got
 	ls.exp = ls.exp.Add(leaseTTL(got, limit))
 	ls.refilling = false
 	sh.set(key, ls, now)

@@ -148,13 +148,14 @@ func New(rdb redis.UniversalClient, cfg Config, settings Settings, reg prometheu
 func (l *Limiter) Close() { l.batch.close() }
 
 // AllowSend counts one send of user to topic against tenant's send_user and send_topic limits.
-// A busy sender or topic is counted ahead: one round trip counts up to two seconds' share of the
-// limit (at most 128), which this node then uses, without asking Redis, for as long as the limit
-// takes to grant it, so the limit only ever gets stricter (unused requests are dropped); once half
-// of it is used, the next share is counted in the background, so a busy sender does not wait for
-// Redis at all. Round trips are pipelined with the sends checked at the same time. It returns nil,
-// a *domain.RateLimitedError (send_user first when both refuse), or a retryable error when Redis
-// does not answer (fail closed).
+// A busy sender or topic is counted ahead: one round trip counts its demand of the next two
+// seconds (what its sends took since the last count, at their rate; at most two seconds' share of
+// the limit, at most 128), which this node then uses without asking Redis for two seconds, so the
+// limit only ever gets stricter (unused requests are dropped); once three quarters of it are used,
+// the next lease is counted in the background, so a busy sender does not wait for Redis at all.
+// Round trips are pipelined with the sends checked at the same time (background counts linger a
+// few milliseconds for company). It returns nil, a *domain.RateLimitedError (send_user first when
+// both refuse), or a retryable error when Redis does not answer (fail closed).
 func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, topic string) error {
 	now := time.Now()
 	var (
@@ -171,20 +172,17 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 			continue
 		}
 		key := leaseKey{tenant, c.kind, c.subject}
-		ok, count := l.leases.take(key, now)
+		ok, n := l.leases.take(key, limit, now)
 		if ok {
 			taken[nTaken] = key
 			nTaken++
-			if count {
-				l.refill(key, c.kind, limit)
+			if n > 0 {
+				l.refill(key, c.kind, limit, n)
 			}
 			continue
 		}
-		n := 1 // a lease is being counted: this send counts itself
-		if count {
-			n = leaseSize(limit)
-		}
-		checks = append(checks, &check{ctx: ctx, lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: c.kind, limit: limit, n: n, whole: count})
+		// n 0: a lease is being counted, this send counts itself
+		checks = append(checks, &check{ctx: ctx, lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: c.kind, limit: limit, n: max(n, 1), whole: n > 0})
 	}
 	if len(checks) == 0 {
 		return nil
@@ -229,9 +227,9 @@ func (l *Limiter) AllowSend(ctx context.Context, tenant domain.TenantID, user, t
 // refill counts key's next lease ahead, off the send path: a busy sender or topic keeps sending
 // on its lease while the round trip is under way. A refused or failed refill only ends it; the
 // send that finds the lease empty asks Redis itself and gets the answer.
-func (l *Limiter) refill(key leaseKey, kind domain.RateLimitKind, limit int) {
+func (l *Limiter) refill(key leaseKey, kind domain.RateLimitKind, limit, n int) {
 	l.ahead.Inc()
-	l.batch.later(&check{ctx: context.Background(), lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: kind, limit: limit, n: leaseSize(limit), then: func(c *check, err error) {
+	l.batch.later(&check{ctx: context.Background(), lease: key, key: key.redisKey(l.cfg.KeyPrefix), kind: kind, limit: limit, n: n, then: func(c *check, err error) {
 		if err != nil {
 			l.leases.countFailed(key)
 			return
