@@ -46,7 +46,7 @@ type leases struct {
 
 type leaseShard struct {
 	mu sync.Mutex
-	m  map[leaseKey]lease
+	m  map[leaseKey]*lease // one lookup per use: the lease is changed in place
 }
 
 // leaseKey names one counter; its Redis key is built only when a send goes to Redis.
@@ -90,20 +90,21 @@ func (l *leases) take(key leaseKey, limit int, now time.Time) (ok bool, n int) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	ls, found := sh.m[key]
+	ls := sh.m[key]
+	if ls == nil {
+		ls = sh.add(key, now)
+	}
 	ls.used++
-	if !found || ls.left == 0 || now.After(ls.exp) {
+	if ls.left == 0 || now.After(ls.exp) {
 		if !ls.refilling {
 			ls.refilling, n = true, ls.demand(limit, now)
 		}
-		sh.set(key, ls, now)
 		return false, n
 	}
 	ls.left--
 	if ls.size >= minPrefetch && !ls.refilling && ls.left <= ls.size/4 {
 		ls.refilling, n = true, ls.demand(limit, now)
 	}
-	sh.m[key] = ls
 	return true, n
 }
 
@@ -127,9 +128,8 @@ func (l *leases) give(key leaseKey, now time.Time) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if ls, ok := sh.m[key]; ok && now.Before(ls.exp) {
+	if ls := sh.m[key]; ls != nil && now.Before(ls.exp) {
 		ls.left++
-		sh.m[key] = ls
 	}
 }
 
@@ -141,6 +141,9 @@ func (l *leases) counted(key leaseKey, got, used, limit int, now time.Time) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ls := sh.m[key]
+	if ls == nil { // dropped while counted (a map that grew large)
+		ls = sh.add(key, now)
+	}
 	if now.After(ls.exp) {
 		ls.left, ls.exp = 0, now
 	}
@@ -148,7 +151,6 @@ func (l *leases) counted(key leaseKey, got, used, limit int, now time.Time) {
 	ls.size = got
 	ls.exp = ls.exp.Add(leaseTTL(got, limit))
 	ls.refilling = false
-	sh.set(key, ls, now)
 }
 
 // countFailed ends key's count without a lease: it runs out and the next send asks Redis itself.
@@ -156,16 +158,16 @@ func (l *leases) countFailed(key leaseKey) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if ls, ok := sh.m[key]; ok {
+	if ls := sh.m[key]; ls != nil {
 		ls.refilling = false
-		sh.m[key] = ls
 	}
 }
 
-// set stores ls under key, first dropping the expired leases when the map is large. sh.mu is held.
-func (sh *leaseShard) set(key leaseKey, ls lease, now time.Time) {
+// add stores an empty lease under key, first dropping the expired leases when the map is large.
+// sh.mu is held.
+func (sh *leaseShard) add(key leaseKey, now time.Time) *lease {
 	if sh.m == nil {
-		sh.m = map[leaseKey]lease{}
+		sh.m = map[leaseKey]*lease{}
 	}
 	if len(sh.m) >= 1<<12 {
 		for k, old := range sh.m {
@@ -174,5 +176,7 @@ func (sh *leaseShard) set(key leaseKey, ls lease, now time.Time) {
 			}
 		}
 	}
+	ls := &lease{}
 	sh.m[key] = ls
+	return ls
 }
