@@ -21,7 +21,7 @@ var ErrTokenRevoked = errors.New("token revoked")
 // GovernanceStore is what Governance needs of the event store. *eventstore.Store satisfies it.
 type GovernanceStore interface {
 	ReadStream(ctx context.Context, tenant domain.TenantID, streamID string, afterVersion int64, limit int) ([]domain.Envelope, error)
-	AppendWith(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook eventstore.TxHook) ([]domain.Envelope, error)
+	AppendWithStatement(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook eventstore.StatementHook) ([]domain.Envelope, error)
 }
 
 var _ GovernanceStore = (*eventstore.Store)(nil)
@@ -187,15 +187,17 @@ func (g *Governance) execute(ctx context.Context, tenant domain.TenantID, user d
 		for i := range envs {
 			envs[i].TraceID, envs[i].CausationID, envs[i].BizID = meta.TraceID, meta.CausationID, user.String()
 		}
+		// The row goes with the events in one statement, one round trip.
 		next := st
-		_, err = g.deps.Store.AppendWith(ctx, tenant, domain.AccountStreamID(user), st.Version(), envs,
-			func(ctx context.Context, tx pgx.Tx, stored []domain.Envelope) error {
-				for _, e := range stored {
+		_, err = g.deps.Store.AppendWithStatement(ctx, tenant, domain.AccountStreamID(user), st.Version(), envs,
+			func(prepared []domain.Envelope) (string, []any, error) {
+				for _, e := range prepared {
 					if err := next.Apply(e); err != nil {
-						return err
+						return "", nil, err
 					}
 				}
-				return upsertStatus(ctx, tx, statusOf(tenant, next), g.now())
+				sql, args := upsertStatusSQL(statusOf(tenant, next), g.now())
+				return sql, args, nil
 			})
 		if errors.Is(err, domain.ErrConcurrency) && attempt < 5 {
 			fold = true
@@ -260,20 +262,19 @@ func (g *Governance) load(ctx context.Context, tenant domain.TenantID, user doma
 	}
 }
 
-func upsertStatus(ctx context.Context, tx pgx.Tx, st Status, now time.Time) error {
+// upsertStatusSQL is the statement that writes st as the account_status row, with the events that
+// made it (eventstore.StatementHook: nothing when none was appended).
+func upsertStatusSQL(st Status, now time.Time) (string, []any) {
 	var nb *time.Time
 	if !st.NotBefore.IsZero() {
 		nb = &st.NotBefore
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO account_status (tenant_id, user_id, banned, not_before, version, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	return `INSERT INTO account_status (tenant_id, user_id, banned, not_before, version, updated_at)
+		SELECT $1::text, $2::bigint, $3::boolean, $4::timestamptz, $5::bigint, $6::timestamptz
+		WHERE EXISTS (SELECT 1 FROM appended)
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET banned = EXCLUDED.banned, not_before = EXCLUDED.not_before,
 			version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`,
-		st.Tenant.String(), st.User.Int64(), st.Banned, nb, st.Version, now.UTC())
-	if err != nil {
-		return fmt.Errorf("write account_status row: %w", err)
-	}
-	return nil
+		[]any{st.Tenant.String(), st.User.Int64(), st.Banned, nb, st.Version, now.UTC()}
 }
 
 // SetPassword replaces user's password hash. Errors: *domain.ValidationError for a password

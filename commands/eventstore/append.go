@@ -151,7 +151,7 @@ type errVersionMismatch struct{ actual int64 }
 func (e *errVersionMismatch) Error() string { return fmt.Sprintf("stream is at version %d", e.actual) }
 
 // versionMismatch reads the stream's current version to explain why nothing was inserted.
-func versionMismatch(ctx context.Context, tx pgx.Tx, tenant domain.TenantID, streamID string) error {
+func versionMismatch(ctx context.Context, tx querier, tenant domain.TenantID, streamID string) error {
 	actual, err := lastVersion(ctx, tx, tenant, streamID)
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,6 +57,81 @@ func (s *Store) AppendWith(ctx context.Context, tenant domain.TenantID, streamID
 		return nil, appendErr(op, tenant, streamID, expectedVersion, len(events), err)
 	}
 	return out, nil
+}
+
+// StatementHook builds the statement AppendWithStatement runs with an append's insert, from the
+// envelopes as they are about to be stored (without Position). The statement sees the inserted
+// rows as "appended" (columns event_id, position), which is empty when the stream was not at the
+// expected version: it must then change nothing (e.g. INSERT … SELECT … WHERE EXISTS (SELECT 1
+// FROM appended)). Its parameters are numbered from $1.
+type StatementHook func(prepared []domain.Envelope) (sql string, args []any, err error)
+
+// AppendWithStatement is AppendWith for a hook that is one SQL statement: the insert and the
+// statement are one statement, sent with the notification in one round trip as one implicit
+// transaction, where AppendWith takes four (begin, insert, hook, commit). Errors and guarantees
+// are Append's; an error of the statement is returned as the append's.
+func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook StatementHook) ([]domain.Envelope, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if err := s.checkBatchSize(len(events)); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if expectedVersion < 0 {
+		return nil, fmt.Errorf("%s: %w", op, invalid("expected_version", "bad_format", "not negative"))
+	}
+	out, arrays, err := prepareStream(tenant, streamID, expectedVersion, events)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	hookSQL, hookArgs, err := hook(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	args := append(arrays.args(), tenant.String(), streamID, expectedVersion)
+	sql := "WITH appended AS (" + appendSQL + "), hooked AS (" + renumberParams(hookSQL, len(args)) +
+		") SELECT event_id, position FROM appended"
+	args = append(args, hookArgs...)
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(notifySQL, s.cfg.NotifyChannel)
+	positions, err := func() (map[[16]byte]int64, error) {
+		res := s.pool.SendBatch(ctx, b)
+		defer res.Close()
+		rows, err := res.Query()
+		if err != nil {
+			return nil, err
+		}
+		positions, err := scanPositions(rows)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := res.Exec(); err != nil {
+			return nil, err
+		}
+		return positions, res.Close()
+	}()
+	if err == nil && len(positions) == 0 {
+		err = versionMismatch(ctx, s.pool, tenant, streamID)
+	}
+	if err != nil {
+		return nil, appendErr(op, tenant, streamID, expectedVersion, len(events), err)
+	}
+	for i := range out {
+		out[i].Position = positions[out[i].EventID]
+	}
+	return out, nil
+}
+
+var paramRe = regexp.MustCompile(`\$([0-9]+)`)
+
+// renumberParams shifts the $n parameters of sql by by.
+func renumberParams(sql string, by int) string {
+	return paramRe.ReplaceAllStringFunc(sql, func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		return "$" + strconv.Itoa(n+by)
+	})
 }
 
 // FindCaused reports whether tenant has an event whose causation_id is causationID: the events of
