@@ -36,13 +36,7 @@ func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID str
 	if len(events) == 0 {
 		return nil, nil
 	}
-	if err := s.checkBatchSize(len(events)); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if expectedVersion < 0 {
-		return nil, fmt.Errorf("%s: %w", op, invalid("expected_version", "bad_format", "not negative"))
-	}
-	out, arrays, err := prepareStream(tenant, streamID, expectedVersion, events)
+	out, arrays, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -64,6 +58,17 @@ func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID str
 		return nil, appendErr(op, tenant, streamID, expectedVersion, len(events), err)
 	}
 	return out, nil
+}
+
+// prepareAppend checks an append of events at expectedVersion and prepares it (prepareStream).
+func (s *Store) prepareAppend(tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, *eventArrays, error) {
+	if err := s.checkBatchSize(len(events)); err != nil {
+		return nil, nil, err
+	}
+	if expectedVersion < 0 {
+		return nil, nil, invalid("expected_version", "bad_format", "not negative")
+	}
+	return prepareStream(tenant, streamID, expectedVersion, events)
 }
 
 // prepareStream validates events for Append and numbers them from expectedVersion+1.

@@ -24,13 +24,7 @@ func (s *Store) AppendWith(ctx context.Context, tenant domain.TenantID, streamID
 	if len(events) == 0 {
 		return nil, nil
 	}
-	if err := s.checkBatchSize(len(events)); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if expectedVersion < 0 {
-		return nil, fmt.Errorf("%s: %w", op, invalid("expected_version", "bad_format", "not negative"))
-	}
-	out, arrays, err := prepareStream(tenant, streamID, expectedVersion, events)
+	out, arrays, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -75,13 +69,7 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 	if len(events) == 0 {
 		return nil, nil
 	}
-	if err := s.checkBatchSize(len(events)); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if expectedVersion < 0 {
-		return nil, fmt.Errorf("%s: %w", op, invalid("expected_version", "bad_format", "not negative"))
-	}
-	out, arrays, err := prepareStream(tenant, streamID, expectedVersion, events)
+	out, arrays, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
