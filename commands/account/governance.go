@@ -155,13 +155,14 @@ func (g *Governance) execute(ctx context.Context, tenant domain.TenantID, user d
 	if actor == (domain.Actor{}) {
 		actor = domain.Actor{Type: domain.ActorSystem, ID: domain.SourceService}
 	}
-	// The account_status row, written in the transaction of every event of the stream, is the
-	// state to decide on. The stream itself is folded when the row may not be current: after a
-	// lost race, and before answering that nothing changed (an append from a stale row would
-	// fail on its expected version; doing nothing would not).
+	// The account_status row, written in the statement of every event of the stream, is the
+	// state to decide on: the Guard's copy of it when the node has one (current but for changes
+	// of other nodes not yet heard of), else the row. The stream itself is folded when the copy
+	// may not be current: after a lost race, and before answering that nothing changed (an
+	// append from a stale copy fails on its expected version; doing nothing would not).
 	fold := false
 	for attempt := 1; ; attempt++ {
-		load := g.snapshot
+		load := g.current
 		if fold {
 			load = g.load
 		}
@@ -215,6 +216,17 @@ func (g *Governance) execute(ctx context.Context, tenant domain.TenantID, user d
 		}
 		return GovernanceResult{Status: status}, nil
 	}
+}
+
+// current is the account as this node's Guard holds it (its account_status row, kept by every
+// node's notifications and a periodic reload; an account it does not hold has no row), without a
+// round trip; without a Guard, the row itself.
+func (g *Governance) current(ctx context.Context, tenant domain.TenantID, user domain.UserID) (domain.AccountState, error) {
+	if g.deps.Guard == nil {
+		return g.snapshot(ctx, tenant, user)
+	}
+	st := g.deps.Guard.Status(tenant, user)
+	return domain.RestoreAccountState(tenant, user, st.Version, st.Banned, st.NotBefore)
 }
 
 // snapshot reads the user's account_status row; an account without one has no governance

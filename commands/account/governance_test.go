@@ -199,3 +199,50 @@ func TestGovernanceDecidesOnTheStreamWhenTheStatusRowIsBehind(t *testing.T) {
 		}
 	}
 }
+
+// TestGovernanceOnAStaleGuardDecidesOnTheStream: a node decides on its Guard's copy of the
+// account, which misses the changes of other nodes until their notification arrives. Node B,
+// whose Guard never heard of node A's ban, unbans (its copy says not banned: nothing to do, so
+// it folds the stream and unbans) and kicks at the stream's next version (its copy's version is
+// behind: the append is refused and decided again).
+func TestGovernanceOnAStaleGuardDecidesOnTheStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, account.Deps{}, account.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("govstale")
+	node := func() (*account.Governance, *account.Guard) {
+		guard, err := account.NewGuard(e.pool, account.GuardConfig{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gov, err := account.NewGovernance(account.GovernanceDeps{Pool: e.pool, Store: e.store, Accounts: e.svc, Guard: guard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gov, guard
+	}
+	a, _ := node()
+	b, guardB := node()
+	meta := account.Meta{Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops"}}
+	const uid = domain.UserID(7)
+	if _, err := a.Ban(ctx, tenant, uid, "spam", meta); err != nil {
+		t.Fatal(err)
+	}
+	if guardB.Status(tenant, uid).Banned {
+		t.Fatal("node B's guard heard of the ban: the test needs it stale")
+	}
+	res, err := b.Unban(ctx, tenant, uid, "", meta)
+	if err != nil || res.Unchanged || res.Status.Banned || res.Status.Version != 2 {
+		t.Fatalf("unban on a guard that missed the ban: %+v %v", res, err)
+	}
+	if _, err := a.Kick(ctx, tenant, uid, "", meta); err != nil { // version 3; node B's copy says 2
+		t.Fatal(err)
+	}
+	if res, err := b.Kick(ctx, tenant, uid, "", meta); err != nil || res.Status.Version != 4 {
+		t.Fatalf("kick on a guard a version behind: %+v %v", res, err)
+	}
+	evs, err := e.store.ReadStream(ctx, tenant, domain.AccountStreamID(uid), 0, 0)
+	if err != nil || len(evs) != 4 || evs[1].EventType != domain.EventUserUnbanned {
+		t.Fatalf("account stream: %d events, %v", len(evs), err)
+	}
+}
