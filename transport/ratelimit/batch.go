@@ -21,10 +21,10 @@ var (
 const maxBatch = 256
 
 // aheadLinger is how long the worker of the background counts (later) waits for more of them
-// before its round trip. A lease is counted ahead when half of it is left, which lasts at least
-// half the lease's life (a second at the limit's rate), so waiting costs the sender nothing, and
-// a round trip carrying many counts costs the node and Redis a fraction of one per count: at
-// 1,000 refills a second it carries about five instead of one or two.
+// before its round trip. A lease is counted ahead when a quarter of it is left, which lasts about
+// half a second at the sender's rate (a lease is two seconds of its demand), so waiting costs the
+// sender nothing, and a round trip carrying many counts costs the node and Redis a fraction of
+// one per count.
 const aheadLinger = 5 * time.Millisecond
 
 // check is one counter to count against its limit.
