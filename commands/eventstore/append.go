@@ -36,11 +36,10 @@ func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID str
 	if len(events) == 0 {
 		return nil, nil
 	}
-	out, arrays, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
+	out, args, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	args := append(arrays.args(), tenant.String(), streamID, expectedVersion)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		positions, err := s.insertAndNotify(ctx, tx, appendSQL, args)
 		if err != nil {
@@ -60,15 +59,20 @@ func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID str
 	return out, nil
 }
 
-// prepareAppend checks an append of events at expectedVersion and prepares it (prepareStream).
-func (s *Store) prepareAppend(tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, *eventArrays, error) {
+// prepareAppend checks an append of events at expectedVersion and prepares it (prepareStream):
+// the envelopes as they will be stored and appendSQL's arguments.
+func (s *Store) prepareAppend(tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, []any, error) {
 	if err := s.checkBatchSize(len(events)); err != nil {
 		return nil, nil, err
 	}
 	if expectedVersion < 0 {
 		return nil, nil, invalid("expected_version", "bad_format", "not negative")
 	}
-	return prepareStream(tenant, streamID, expectedVersion, events)
+	out, arrays, err := prepareStream(tenant, streamID, expectedVersion, events)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, append(arrays.args(), tenant.String(), streamID, expectedVersion), nil
 }
 
 // prepareStream validates events for Append and numbers them from expectedVersion+1.
@@ -111,7 +115,7 @@ func insertReturning(ctx context.Context, tx pgx.Tx, sql string, args []any) (ma
 // insertAndNotify is insertReturning followed by notify, both sent in one round trip: the
 // notification goes out only if tx commits, so it may be queued before the insert's outcome is
 // known.
-func (s *Store) insertAndNotify(ctx context.Context, tx pgx.Tx, sql string, args []any) (map[[16]byte]int64, error) {
+func (s *Store) insertAndNotify(ctx context.Context, tx batchSender, sql string, args []any) (map[[16]byte]int64, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue(notifySQL, s.cfg.NotifyChannel)

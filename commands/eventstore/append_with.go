@@ -24,11 +24,10 @@ func (s *Store) AppendWith(ctx context.Context, tenant domain.TenantID, streamID
 	if len(events) == 0 {
 		return nil, nil
 	}
-	out, arrays, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
+	out, args, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	args := append(arrays.args(), tenant.String(), streamID, expectedVersion)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		positions, err := s.insertAndNotify(ctx, tx, appendSQL, args)
 		if err != nil {
@@ -69,7 +68,7 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 	if len(events) == 0 {
 		return nil, nil
 	}
-	out, arrays, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
+	out, args, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -77,29 +76,8 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	args := append(arrays.args(), tenant.String(), streamID, expectedVersion)
-	sql := "WITH appended AS (" + appendSQL + "), hooked AS (" + renumberParams(hookSQL, len(args)) +
-		") SELECT event_id, position FROM appended"
-	args = append(args, hookArgs...)
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	b.Queue(notifySQL, s.cfg.NotifyChannel)
-	positions, err := func() (map[[16]byte]int64, error) {
-		res := s.pool.SendBatch(ctx, b)
-		defer res.Close()
-		rows, err := res.Query()
-		if err != nil {
-			return nil, err
-		}
-		positions, err := scanPositions(rows)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := res.Exec(); err != nil {
-			return nil, err
-		}
-		return positions, res.Close()
-	}()
+	// Outside a transaction the batch is one implicit transaction.
+	positions, err := s.insertAndNotify(ctx, s.pool, s.withStatement(hookSQL, len(args)), append(args, hookArgs...))
 	if err == nil && len(positions) == 0 {
 		err = versionMismatch(ctx, s.pool, tenant, streamID)
 	}
@@ -114,12 +92,20 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 
 var paramRe = regexp.MustCompile(`\$([0-9]+)`)
 
-// renumberParams shifts the $n parameters of sql by by.
-func renumberParams(sql string, by int) string {
-	return paramRe.ReplaceAllStringFunc(sql, func(p string) string {
+// withStatement is appendSQL joined by hookSQL, whose parameters are shifted past appendSQL's
+// (by of them); the result is kept per hookSQL (a program has a few), so no append parses it
+// again.
+func (s *Store) withStatement(hookSQL string, by int) string {
+	if sql, ok := s.statements.Load(hookSQL); ok {
+		return sql.(string)
+	}
+	shifted := paramRe.ReplaceAllStringFunc(hookSQL, func(p string) string {
 		n, _ := strconv.Atoi(p[1:])
 		return "$" + strconv.Itoa(n+by)
 	})
+	sql := "WITH appended AS (" + appendSQL + "), hooked AS (" + shifted + ") SELECT event_id, position FROM appended"
+	s.statements.Store(hookSQL, sql)
+	return sql
 }
 
 // FindCaused reports whether tenant has an event whose causation_id is causationID: the events of

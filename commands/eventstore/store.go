@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,8 +17,9 @@ import (
 // Store is the PostgreSQL event store. It expects the schema of migrations.UpPostgres. A Store is
 // safe for concurrent use; it holds no state besides the pool and its configuration.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  Config
+	pool       *pgxpool.Pool
+	cfg        Config
+	statements sync.Map // AppendWithStatement's SQL by its hook's statement
 }
 
 // New returns a Store over pool. It fails when pool is nil or cfg is invalid after defaults are
