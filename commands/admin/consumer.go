@@ -125,7 +125,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	log := deps.Logger.With("consumer_group", cfg.ConsumerGroup)
 	owner := deps.Owner + "/" + uuid.NewString()[:8] // a restarted process does not resume its old claims as its own
 	return &Consumer{cfg: cfg, deps: deps, log: log, metrics: m, slots: make(chan struct{}, cfg.Concurrency),
-		ledger: &ledger{pool: deps.Pool, group: cfg.ConsumerGroup, owner: owner, timeout: cfg.ClaimTimeout},
+		ledger: newLedger(deps.Pool, cfg.ConsumerGroup, owner, cfg.ClaimTimeout),
 		disp:   newDispatcher(deps.Handlers, log)}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/coalesce"
 )
 
 // ledger is the admin_commands table: one row per command and consumer group, claimed before the
@@ -23,6 +24,14 @@ type ledger struct {
 	group   string
 	owner   string
 	timeout time.Duration
+
+	claims, finishes *coalesce.Group[*ledgerCall] // the batched claims and finishes of every partition
+}
+
+func newLedger(pool *pgxpool.Pool, group, owner string, timeout time.Duration) *ledger {
+	l := &ledger{pool: pool, group: group, owner: owner, timeout: timeout}
+	l.claims, l.finishes = newLedgerGroup(l.claimRows), newLedgerGroup(l.finishRows)
+	return l
 }
 
 // claimState is the outcome of a claim.
@@ -91,8 +100,13 @@ func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand) (st claimSt
 }
 
 // claimNew claims, with one statement, the commands of items seen for the first time; it returns
-// the ids it claimed. The others (repeats, retries, claims of other consumers) take claim.
+// the ids it claimed. The others (repeats, retries, claims of other consumers) take claim. The
+// claims of other partitions' batches made meanwhile go in the same statement.
 func (l *ledger) claimNew(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
+	return doLedger(ctx, l.claims, items)
+}
+
+func (l *ledger) claimRows(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
 	ids := make([]uuid.UUID, len(items))
 	parents := make([]*uuid.UUID, len(items))
 	tenants := make([]string, len(items))
@@ -128,8 +142,13 @@ func (l *ledger) claimNew(ctx context.Context, items []*item) (map[uuid.UUID]boo
 // consumer answers them). Each row is updated by its whole primary key: a join with the ids as
 // an array let PostgreSQL keep a plan made while the table was small, which found the rows by
 // consumer_group alone and read every command of the group each time (1.7 ms a command after
-// 4,000, growing with the table).
+// 4,000, growing with the table). The finishes of other partitions' batches made meanwhile go in
+// the same round trip.
 func (l *ledger) finishBatch(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
+	return doLedger(ctx, l.finishes, items)
+}
+
+func (l *ledger) finishRows(ctx context.Context, items []*item) (map[uuid.UUID]bool, error) {
 	b := &pgx.Batch{}
 	for _, it := range items {
 		body, err := json.Marshal(it.res)

@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 func TestFinishReadsOnlyTheCommandsItAnswers(t *testing.T) {
 	ctx := testenv.Context(t)
 	pool, _ := storetest.EventStore(t, 1) // one connection: one plan cache
-	l := &ledger{pool: pool, group: "g", owner: "o", timeout: time.Minute}
+	l := newLedger(pool, "g", "o", time.Minute)
 	finish := func() {
 		t.Helper()
 		it := &item{cmd: domain.AdminCommand{EventID: uuid.Must(uuid.NewV7()), TenantID: "t1", EventType: "user.ban"}}
@@ -78,4 +80,63 @@ func indexTuplesRead(t *testing.T, url string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestCoalescedClaimsNeverHoldACommandTwice: claims made while one runs go in one statement,
+// except that two holding the same command go in different ones (one statement would report the
+// id once, and both batches would take it as theirs and run it).
+func TestCoalescedClaimsNeverHoldACommandTwice(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		rounds  [][]uuid.UUID
+		release = make(chan struct{})
+		started = make(chan struct{}, 8)
+	)
+	g := newLedgerGroup(func(_ context.Context, items []*item) (map[uuid.UUID]bool, error) {
+		mu.Lock()
+		ids := map[uuid.UUID]bool{}
+		var round []uuid.UUID
+		for _, it := range items {
+			ids[it.cmd.EventID] = true
+			round = append(round, it.cmd.EventID)
+		}
+		rounds = append(rounds, round)
+		first := len(rounds) == 1
+		mu.Unlock()
+		started <- struct{}{}
+		if first {
+			<-release
+		}
+		return ids, nil
+	})
+	newItem := func(id uuid.UUID) *item { return &item{cmd: domain.AdminCommand{EventID: id}} }
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	go func() { _, _ = doLedger(context.Background(), g, []*item{newItem(uuid.New())}) }()
+	<-started
+	var wg sync.WaitGroup
+	answers := make([]map[uuid.UUID]bool, 3)
+	for i, items := range [][]*item{{newItem(a), newItem(b)}, {newItem(b)}, {newItem(c)}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if answers[i], err = doLedger(context.Background(), g, items); err != nil {
+				t.Error(err)
+			}
+		}()
+		for g.Queued() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if len(rounds) != 3 {
+		t.Fatalf("rounds %v: want the first alone, then [a b c], then [b]", rounds)
+	}
+	if len(rounds[1]) != 3 || len(rounds[2]) != 1 || rounds[2][0] != b {
+		t.Fatalf("rounds %v: want [a b c] then [b]", rounds)
+	}
+	if !answers[0][a] || !answers[0][b] || !answers[1][b] || !answers[2][c] || len(answers[0]) != 2 {
+		t.Fatalf("answers %v: each call must get the ids of its own items", answers)
+	}
 }
