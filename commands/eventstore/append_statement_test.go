@@ -1,8 +1,11 @@
 package eventstore_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
@@ -63,4 +66,93 @@ func TestAppendWithStatementWritesBothOrNeither(t *testing.T) {
 	if last != 2 {
 		t.Fatalf("stream at %d after an append whose statement failed, want 2", last)
 	}
+}
+
+// TestStatementAppendsMadeMeanwhileShareATransaction: the AppendWithStatement calls made while
+// one is in flight go together, as one transaction (their events share a tx_id); two of them at
+// the same expected version of one stream still let exactly one through; a round in which one
+// statement fails still writes the others.
+func TestStatementAppendsMadeMeanwhileShareATransaction(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	store, pool := newStore(t, eventstore.Config{})
+	tenant := domain.MustTenantID("acme")
+	if _, err := pool.Exec(ctx, `CREATE TABLE mirror (stream text PRIMARY KEY, version bigint NOT NULL CHECK (version < 3))`); err != nil {
+		t.Fatal(err)
+	}
+	// The hook of stream "slow" holds its round for half a second, so the calls made meanwhile
+	// queue behind it.
+	mirror := func(prepared []domain.Envelope) (string, []any, error) {
+		last := prepared[len(prepared)-1]
+		from := ""
+		if last.StreamID == "slow" {
+			from = "FROM pg_sleep(0.5)"
+		}
+		return `INSERT INTO mirror (stream, version) SELECT $1::text, $2::bigint ` + from + ` WHERE EXISTS (SELECT 1 FROM appended)
+			ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version`, []any{last.StreamID, last.StreamVersion}, nil
+	}
+	appendAll := func(streams []string, expected []int64) []error {
+		errs := make([]error, len(streams))
+		slow := make(chan struct{})
+		go func() {
+			defer close(slow)
+			if _, err := store.AppendWithStatement(ctx, tenant, "slow", lastVersion(t, store, tenant, "slow"), []domain.Envelope{event(tenant, "slow", 0, "")}, mirror); err != nil {
+				t.Error(err)
+			}
+		}()
+		time.Sleep(150 * time.Millisecond)
+		var wg sync.WaitGroup
+		for i, s := range streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = store.AppendWithStatement(ctx, tenant, s, expected[i], []domain.Envelope{event(tenant, s, 0, "")}, mirror)
+			}()
+		}
+		wg.Wait()
+		<-slow
+		return errs
+	}
+
+	errs := appendAll([]string{"a", "b", "c", "a"}, []int64{0, 0, 0, 0})
+	if errs[1] != nil || errs[2] != nil {
+		t.Fatalf("appends to b and c: %v, %v", errs[1], errs[2])
+	}
+	if (errs[0] == nil) == (errs[3] == nil) || !errors.Is(errors.Join(errs[0], errs[3]), domain.ErrConcurrency) {
+		t.Fatalf("two appends to a at version 0: %v and %v, want one through and one ErrConcurrency", errs[0], errs[3])
+	}
+	var txs int
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT tx_id) FROM events WHERE stream_id IN ('a', 'b', 'c')`).Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 {
+		t.Fatalf("the appends made while one ran committed in %d transactions, want 1", txs)
+	}
+
+	// "d" at version 2 makes its statement fail (the mirror's check): "e" in its round is written.
+	if _, err := store.AppendWithStatement(ctx, tenant, "d", 0, []domain.Envelope{event(tenant, "d", 0, ""), event(tenant, "d", 0, "")}, mirror); err != nil {
+		t.Fatal(err)
+	}
+	errs = appendAll([]string{"d", "e"}, []int64{2, 0})
+	if errs[0] == nil || errs[1] != nil {
+		t.Fatalf("a failing statement and a good one in a round: %v, %v; want an error and nil", errs[0], errs[1])
+	}
+	for stream, want := range map[string]int64{"d": 2, "e": 1} {
+		if v := lastVersion(t, store, tenant, stream); v != want {
+			t.Errorf("stream %s at version %d, want %d", stream, v, want)
+		}
+	}
+	var mirrored int64
+	if err := pool.QueryRow(ctx, `SELECT version FROM mirror WHERE stream = 'e'`).Scan(&mirrored); err != nil || mirrored != 1 {
+		t.Fatalf("mirror of e: %d, %v; want 1", mirrored, err)
+	}
+}
+
+func lastVersion(t *testing.T, store *eventstore.Store, tenant domain.TenantID, stream string) int64 {
+	t.Helper()
+	v, err := store.LastVersion(context.Background(), tenant, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

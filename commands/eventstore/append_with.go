@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/coalesce"
 )
 
 // TxHook runs inside an append's transaction after its events were inserted, with the envelopes
@@ -61,8 +62,11 @@ type StatementHook func(prepared []domain.Envelope) (sql string, args []any, err
 
 // AppendWithStatement is AppendWith for a hook that is one SQL statement: the insert and the
 // statement are one statement, sent with the notification in one round trip as one implicit
-// transaction, where AppendWith takes four (begin, insert, hook, commit). Errors and guarantees
-// are Append's; an error of the statement is returned as the append's.
+// transaction, where AppendWith takes four (begin, insert, hook, commit). The calls made while
+// one is in flight go together in the next round trip, one transaction: one commit for many
+// appends (a conflict of one of them, or any error, and each is tried again alone). A caller
+// waits for its round whatever its ctx: the round keeps the deadline of the call that started it.
+// Errors and guarantees are Append's; an error of the statement is returned as the append's.
 func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook StatementHook) ([]domain.Envelope, error) {
 	const op = "append events"
 	if len(events) == 0 {
@@ -76,8 +80,9 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	// Outside a transaction the batch is one implicit transaction.
-	positions, err := s.insertAndNotify(ctx, s.pool, s.withStatement(hookSQL, len(args)), append(args, hookArgs...))
+	call := &statementAppend{sql: s.withStatement(hookSQL, len(args)), args: append(args, hookArgs...)}
+	s.statementAppends.Do(ctx, call)
+	positions, err := call.positions, call.err
 	if err == nil && len(positions) == 0 {
 		err = versionMismatch(ctx, s.pool, tenant, streamID)
 	}
@@ -121,4 +126,57 @@ func (s *Store) FindCaused(ctx context.Context, tenant domain.TenantID, causatio
 		return false, wrapErr("find caused events", err)
 	}
 	return found, nil
+}
+
+// statementAppend is one AppendWithStatement call in a round of Store.statementAppends.
+type statementAppend struct {
+	sql       string
+	args      []any
+	positions map[[16]byte]int64
+	err       error
+}
+
+// newStatementAppends coalesces the AppendWithStatement calls of s: the statements of a round
+// are sent together with one notification, outside a transaction, so they are one implicit
+// transaction; each sees the rows of those before it (two appends to one stream at the same
+// expected version: the second inserts nothing and reports the mismatch). When the round fails
+// (a unique violation of one statement aborts them all), each call runs alone.
+func newStatementAppends(s *Store) *coalesce.Group[*statementAppend] {
+	alone := func(ctx context.Context, c *statementAppend) {
+		c.positions, c.err = s.insertAndNotify(ctx, s.pool, c.sql, c.args)
+	}
+	return &coalesce.Group[*statementAppend]{Run: func(ctx context.Context, round []*statementAppend) {
+		if len(round) == 1 {
+			alone(ctx, round[0])
+			return
+		}
+		b := &pgx.Batch{}
+		for _, c := range round {
+			b.Queue(c.sql, c.args...)
+		}
+		b.Queue(notifySQL, s.cfg.NotifyChannel)
+		res := s.pool.SendBatch(ctx, b)
+		err := func() error {
+			for _, c := range round {
+				rows, err := res.Query()
+				if err != nil {
+					return err
+				}
+				if c.positions, err = scanPositions(rows); err != nil {
+					return err
+				}
+			}
+			_, err := res.Exec()
+			return err
+		}()
+		if cerr := res.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			return
+		}
+		for _, c := range round {
+			alone(ctx, c)
+		}
+	}}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/coalesce"
 )
 
 // Store is the PostgreSQL event store. It expects the schema of migrations.UpPostgres. A Store is
@@ -20,6 +21,8 @@ type Store struct {
 	pool       *pgxpool.Pool
 	cfg        Config
 	statements sync.Map // AppendWithStatement's SQL by its hook's statement
+
+	statementAppends *coalesce.Group[*statementAppend]
 }
 
 // New returns a Store over pool. It fails when pool is nil or cfg is invalid after defaults are
@@ -32,7 +35,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("eventstore: invalid config: %w", err)
 	}
-	return &Store{pool: pool, cfg: cfg}, nil
+	s := &Store{pool: pool, cfg: cfg}
+	s.statementAppends = newStatementAppends(s)
+	return s, nil
 }
 
 // envelopeColumns are the stored envelope fields in the order scanEnvelope reads them.
