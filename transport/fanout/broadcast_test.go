@@ -1,9 +1,15 @@
 package fanout_test
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/fanout"
 )
@@ -52,4 +58,73 @@ func TestBroadcastReachesEveryNodeOnce(t *testing.T) {
 	if err := fanout.PublishBroadcast(testCtx(t), rdb, prefix, &fanout.Message{Kind: fanout.KindData, Tenant: acme}); err == nil {
 		t.Fatal("a data message was broadcast")
 	}
+}
+
+// publishCounter counts the PUBLISH commands a client sends alone and the pipelines of them.
+type publishCounter struct {
+	alone, pipelines, pipelined atomic.Int64
+}
+
+func (c *publishCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *publishCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "publish" {
+			c.alone.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *publishCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		publishes := 0
+		for _, cmd := range cmds {
+			if cmd.Name() == "publish" {
+				publishes++
+			}
+		}
+		if publishes > 0 {
+			c.pipelines.Add(1)
+			c.pipelined.Add(int64(publishes))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestConcurrentBroadcastsShareRoundTrips: broadcasts made while one is on its way to Redis go
+// in one pipeline, and every one of them reaches the other node.
+func TestConcurrentBroadcastsShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	shared, prefix := testenv.Redis(t)
+	rdb := redis.NewClient(shared.Options())
+	t.Cleanup(func() { _ = rdb.Close() })
+	counter := &publishCounter{}
+	rdb.AddHook(counter)
+	a, b := newNode(t, rdb, prefix, "a"), newNode(t, shared, prefix, "b")
+	const n = 300
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := &fanout.Message{Kind: fanout.KindAccount, Tenant: acme, TS: time.Now().UTC(),
+				Account: &fanout.AccountControl{What: "kicked", User: domain.UserID(i + 1), EndSessions: true}}
+			if err := a.fan.Broadcast(testCtx(t), m); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, "every broadcast on node b", func() bool { return len(b.got.snapshot()) >= n })
+	users := map[domain.UserID]bool{}
+	for _, m := range b.got.snapshot() {
+		users[m.Account.User] = true
+	}
+	if len(users) != n {
+		t.Fatalf("node b got %d distinct broadcasts, want %d", len(users), n)
+	}
+	alone, pipelines, pipelined := counter.alone.Load(), counter.pipelines.Load(), counter.pipelined.Load()
+	if alone+pipelined != n || pipelines == 0 || alone+pipelines >= n/2 {
+		t.Fatalf("%d broadcasts took %d round trips (%d alone, %d pipelines of %d), want them to share", n, alone+pipelines, alone, pipelines, pipelined)
+	}
+	t.Logf("%d broadcasts: %d alone, %d pipelines of %d", n, alone, pipelines, pipelined)
 }

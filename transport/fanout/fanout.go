@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/imledger/imledger/internal/coalesce"
 	"github.com/imledger/imledger/transport/presence"
 )
 
@@ -56,6 +57,8 @@ type Fanout struct {
 	cancel context.CancelFunc
 	pubsub *redis.PubSub
 	wg     sync.WaitGroup
+
+	broadcasts coalesce.Group[*broadcastCall]
 }
 
 // New validates cfg and returns a Fanout; Start makes it run.
@@ -77,6 +80,7 @@ func New(deps Deps, cfg Config) (*Fanout, error) {
 		return nil, err
 	}
 	f := &Fanout{cfg: cfg, rdb: deps.Redis, nodes: deps.Nodes, local: deps.Local, log: deps.Logger, metrics: m}
+	f.broadcasts.Run = f.publishBroadcasts
 	for range cfg.Workers {
 		f.queues = append(f.queues, make(chan *Message, cfg.QueueSize))
 	}
@@ -161,24 +165,52 @@ func (f *Fanout) PublishControl(ctx context.Context, m *Message) error {
 func (f *Fanout) Broadcast(ctx context.Context, m *Message) error {
 	m.Origin = f.cfg.NodeID
 	f.local.Deliver(m)
+	payload, err := encodeBroadcast(m)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
-	if err := PublishBroadcast(ctx, f.rdb, f.cfg.KeyPrefix, m); err != nil {
+	call := &broadcastCall{payload: payload}
+	f.broadcasts.Do(ctx, call)
+	if call.err != nil {
 		f.metrics.errors.WithLabelValues("publish").Inc()
-		return err
+		return fmt.Errorf("fanout: broadcast: %w", call.err)
 	}
 	f.metrics.published.Inc()
 	return nil
+}
+
+// broadcastCall is one Broadcast's PUBLISH in a round of Fanout.broadcasts: the broadcasts made
+// while one is on its way to Redis (an admin system banning users one command each) go in one
+// pipeline, one round trip.
+type broadcastCall struct {
+	payload []byte
+	err     error
+}
+
+func (f *Fanout) publishBroadcasts(ctx context.Context, round []*broadcastCall) {
+	channel := BroadcastChannel(f.cfg.KeyPrefix)
+	if len(round) == 1 {
+		round[0].err = f.rdb.Publish(ctx, channel, round[0].payload).Err()
+		return
+	}
+	pipe := f.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(round))
+	for i, c := range round {
+		cmds[i] = pipe.Publish(ctx, channel, c.payload)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	for i, c := range round {
+		c.err = cmds[i].Err()
+	}
 }
 
 // PublishBroadcast publishes a KindAccount message on the broadcast channel of the deployment
 // whose key prefix is keyPrefix, for a process that runs no Fanout (an operator command): every
 // node delivers it, m.Origin's node excepted.
 func PublishBroadcast(ctx context.Context, rdb redis.UniversalClient, keyPrefix string, m *Message) error {
-	if m.Kind != KindAccount || m.Account == nil {
-		return errors.New("fanout: only account messages are broadcast")
-	}
-	payload, err := encode(m)
+	payload, err := encodeBroadcast(m)
 	if err != nil {
 		return err
 	}
@@ -186,6 +218,14 @@ func PublishBroadcast(ctx context.Context, rdb redis.UniversalClient, keyPrefix 
 		return fmt.Errorf("fanout: broadcast: %w", err)
 	}
 	return nil
+}
+
+// encodeBroadcast encodes a message for the broadcast channel: only account messages go there.
+func encodeBroadcast(m *Message) ([]byte, error) {
+	if m.Kind != KindAccount || m.Account == nil {
+		return nil, errors.New("fanout: only account messages are broadcast")
+	}
+	return encode(m)
 }
 
 func (f *Fanout) shard(m *Message) int {
