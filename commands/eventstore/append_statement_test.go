@@ -3,9 +3,12 @@ package eventstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
@@ -155,4 +158,83 @@ func lastVersion(t *testing.T, store *eventstore.Store, tenant domain.TenantID, 
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestRoundsOfTwoNodesNeverDeadlock: two stores (two nodes) whose rounds hold the same two
+// streams, queued in opposite orders, both finish without waiting for PostgreSQL's deadlock
+// detection (set to 5 s here): a round writes its streams in their order, so the second waits
+// for the first instead of each waiting for the other.
+func TestRoundsOfTwoNodesNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	_, pool := newStore(t, eventstore.Config{})
+	tenant := domain.MustTenantID("acme")
+	if _, err := pool.Exec(ctx, `CREATE TABLE mirror (stream text PRIMARY KEY, version bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), '5s'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	node := func() *eventstore.Store {
+		p, err := pgxpool.New(ctx, pool.Config().ConnString()) // new sessions: the 5 s deadlock_timeout
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		s, err := eventstore.New(p, eventstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := node(), node()
+	// Every statement holds its round a while after writing its stream's rows, so the two
+	// rounds overlap; "slow" statements hold the first round of each node while the others queue.
+	mirror := func(prepared []domain.Envelope) (string, []any, error) {
+		last := prepared[len(prepared)-1]
+		pause := "0.2"
+		if strings.HasPrefix(last.StreamID, "slow") {
+			pause = "0.3"
+		}
+		return `INSERT INTO mirror (stream, version) SELECT $1::text, $2::bigint FROM pg_sleep(` + pause + `) WHERE EXISTS (SELECT 1 FROM appended)
+			ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version`, []any{last.StreamID, last.StreamVersion}, nil
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs = map[string][]error{}
+	)
+	run := func(s *eventstore.Store, stream string) {
+		defer wg.Done()
+		_, err := s.AppendWithStatement(ctx, tenant, stream, 0, []domain.Envelope{event(tenant, stream, 0, "")}, mirror)
+		mu.Lock()
+		errs[stream] = append(errs[stream], err)
+		mu.Unlock()
+	}
+	start := time.Now()
+	wg.Add(2)
+	go run(a, "slow-a")
+	go run(b, "slow-b")
+	time.Sleep(100 * time.Millisecond)
+	for _, q := range []struct {
+		s       *eventstore.Store
+		streams []string
+	}{{a, []string{"u1", "u2"}}, {b, []string{"u2", "u1"}}} {
+		for _, stream := range q.streams {
+			wg.Add(1)
+			go run(q.s, stream)
+			time.Sleep(10 * time.Millisecond) // queued in this order
+		}
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for _, stream := range []string{"u1", "u2"} {
+		if e := errs[stream]; len(e) != 2 || (e[0] == nil) == (e[1] == nil) || !errors.Is(errors.Join(e...), domain.ErrConcurrency) {
+			t.Errorf("two appends to %s at version 0 on two nodes: %v, want one through and one ErrConcurrency", stream, e)
+		}
+	}
+	if took > 3*time.Second {
+		t.Fatalf("the two nodes' rounds took %s: they waited for the deadlock detection", took.Round(time.Millisecond))
+	}
+	t.Logf("both rounds done after %s", took.Round(time.Millisecond))
 }

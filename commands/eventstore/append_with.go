@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -80,7 +82,7 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	call := &statementAppend{sql: s.withStatement(hookSQL, len(args)), args: append(args, hookArgs...)}
+	call := &statementAppend{stream: tenant.String() + "/" + streamID, sql: s.withStatement(hookSQL, len(args)), args: append(args, hookArgs...)}
 	s.statementAppends.Do(ctx, call)
 	positions, err := call.positions, call.err
 	if err == nil && len(positions) == 0 {
@@ -130,6 +132,7 @@ func (s *Store) FindCaused(ctx context.Context, tenant domain.TenantID, causatio
 
 // statementAppend is one AppendWithStatement call in a round of Store.statementAppends.
 type statementAppend struct {
+	stream    string // tenant/stream: a round writes its streams in this order
 	sql       string
 	args      []any
 	positions map[[16]byte]int64
@@ -139,8 +142,10 @@ type statementAppend struct {
 // newStatementAppends coalesces the AppendWithStatement calls of s: the statements of a round
 // are sent together with one notification, outside a transaction, so they are one implicit
 // transaction; each sees the rows of those before it (two appends to one stream at the same
-// expected version: the second inserts nothing and reports the mismatch). When the round fails
-// (a unique violation of one statement aborts them all), each call runs alone.
+// expected version: the second inserts nothing and reports the mismatch). A round writes its
+// streams in their order (calls of one stream in the order they came), so rounds of two nodes
+// never wait for each other's rows in opposite orders. When the round fails (a unique violation
+// of one statement aborts them all), each call runs alone.
 func newStatementAppends(s *Store) *coalesce.Group[*statementAppend] {
 	alone := func(ctx context.Context, c *statementAppend) {
 		c.positions, c.err = s.insertAndNotify(ctx, s.pool, c.sql, c.args)
@@ -150,6 +155,7 @@ func newStatementAppends(s *Store) *coalesce.Group[*statementAppend] {
 			alone(ctx, round[0])
 			return
 		}
+		slices.SortStableFunc(round, func(a, b *statementAppend) int { return strings.Compare(a.stream, b.stream) })
 		b := &pgx.Batch{}
 		for _, c := range round {
 			b.Queue(c.sql, c.args...)
