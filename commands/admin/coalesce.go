@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -28,6 +30,9 @@ func newLedgerGroup(run func(ctx context.Context, items []*item) (map[uuid.UUID]
 			for _, c := range round {
 				all = append(all, c.items...)
 			}
+			// Rows in the order of their keys: two consumers that claim or finish some of the
+			// same commands (a rebalance) never wait for each other's rows in opposite orders.
+			slices.SortFunc(all, func(a, b *item) int { return bytes.Compare(a.cmd.EventID[:], b.cmd.EventID[:]) })
 			ids, err := run(ctx, all)
 			for _, c := range round {
 				c.err = err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -138,5 +139,64 @@ func TestCoalescedClaimsNeverHoldACommandTwice(t *testing.T) {
 	}
 	if !answers[0][a] || !answers[0][b] || !answers[1][b] || !answers[2][c] || len(answers[0]) != 2 {
 		t.Fatalf("answers %v: each call must get the ids of its own items", answers)
+	}
+}
+
+// TestTwoConsumersClaimingTheSameCommandsNeverDeadlock: two consumers whose claims hold the same
+// two commands in opposite orders (as after a rebalance) both finish without waiting for
+// PostgreSQL's deadlock detection (5 s here), and each command is claimed by exactly one. A
+// trigger slows every insert so the two statements overlap.
+func TestTwoConsumersClaimingTheSameCommandsNeverDeadlock(t *testing.T) {
+	ctx := testenv.Context(t)
+	pool, _ := storetest.EventStore(t, 0)
+	for _, sql := range []string{
+		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), '5s'); END $$`,
+		`CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.2); RETURN NEW; END $$`,
+		`CREATE TRIGGER slow_claim BEFORE INSERT ON admin_commands FOR EACH ROW EXECUTE FUNCTION slow_claim()`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumer := func(owner string) *ledger {
+		p, err := pgxpool.New(ctx, pool.Config().ConnString()) // new sessions: the 5 s deadlock_timeout
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return newLedger(p, "g", owner, time.Minute)
+	}
+	a, b := consumer("a"), consumer("b")
+	first, second := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	newItem := func(id uuid.UUID) *item {
+		return &item{cmd: domain.AdminCommand{EventID: id, TenantID: "t1", EventType: "user.ban"}}
+	}
+	var (
+		wg      sync.WaitGroup
+		claimed [2]map[uuid.UUID]bool
+	)
+	start := time.Now()
+	for i, c := range []struct {
+		l   *ledger
+		ids []uuid.UUID
+	}{{a, []uuid.UUID{first, second}}, {b, []uuid.UUID{second, first}}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if claimed[i], err = c.l.claimNew(ctx, []*item{newItem(c.ids[0]), newItem(c.ids[1])}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for _, id := range []uuid.UUID{first, second} {
+		if claimed[0][id] == claimed[1][id] {
+			t.Errorf("command %s claimed by a: %v, by b: %v; want exactly one", id, claimed[0][id], claimed[1][id])
+		}
+	}
+	if took > 3*time.Second {
+		t.Fatalf("the two claims took %s: they waited for the deadlock detection", took.Round(time.Millisecond))
 	}
 }
