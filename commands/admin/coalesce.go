@@ -69,6 +69,8 @@ func newLedgerGroup(run func(ctx context.Context, items []*item) (map[uuid.UUID]
 // doLedger runs items through g and returns the statement's answer for them.
 func doLedger(ctx context.Context, g *coalesce.Group[*ledgerCall], items []*item) (map[uuid.UUID]bool, error) {
 	c := &ledgerCall{items: items}
-	g.Do(ctx, c)
+	if err := g.Do(ctx, c); err != nil {
+		return nil, err
+	}
 	return c.ids, c.err
 }

@@ -67,7 +67,7 @@ type StatementHook func(prepared []domain.Envelope) (sql string, args []any, err
 // transaction, where AppendWith takes four (begin, insert, hook, commit). The calls made while
 // one is in flight go together in the next round trip, one transaction: one commit for many
 // appends (a conflict of one of them, or any error, and each is tried again alone). A caller
-// waits for its round whatever its ctx: the round keeps the deadline of the call that started it.
+// waits for its round whatever its ctx: a round has the latest deadline of its calls.
 // Errors and guarantees are Append's; an error of the statement is returned as the append's.
 func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook StatementHook) ([]domain.Envelope, error) {
 	const op = "append events"
@@ -83,7 +83,9 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	call := &statementAppend{stream: tenant.String() + "/" + streamID, sql: s.withStatement(hookSQL, len(args)), args: append(args, hookArgs...)}
-	s.statementAppends.Do(ctx, call)
+	if err := s.statementAppends.Do(ctx, call); err != nil {
+		call.err = err // its round panicked
+	}
 	positions, err := call.positions, call.err
 	if err == nil && len(positions) == 0 {
 		err = versionMismatch(ctx, s.pool, tenant, streamID)

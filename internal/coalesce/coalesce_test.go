@@ -2,6 +2,7 @@ package coalesce_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,14 +49,14 @@ func TestCallsArrivingDuringARoundGoTogetherInTheNext(t *testing.T) {
 	r := newRecorder()
 	first := &call{n: 0}
 	firstDone := make(chan struct{})
-	go func() { r.g.Do(context.Background(), first); close(firstDone) }()
+	go func() { _ = r.g.Do(context.Background(), first); close(firstDone) }()
 	<-r.started
 	var wg sync.WaitGroup
 	calls := make([]*call, 5)
 	for i := range calls {
 		calls[i] = &call{n: i + 1}
 		wg.Add(1)
-		go func() { defer wg.Done(); r.g.Do(context.Background(), calls[i]) }()
+		go func() { defer wg.Done(); _ = r.g.Do(context.Background(), calls[i]) }()
 	}
 	// Let them queue behind the blocked round.
 	deadline := time.Now().Add(5 * time.Second)
@@ -75,7 +76,7 @@ func TestCallsArrivingDuringARoundGoTogetherInTheNext(t *testing.T) {
 	}
 	// Idle again: the next call runs at once, alone.
 	last := &call{n: 9}
-	r.g.Do(context.Background(), last)
+	_ = r.g.Do(context.Background(), last)
 	if len(r.rounds) != 3 || len(r.rounds[2]) != 1 {
 		t.Fatalf("rounds %v: a call to an idle group did not run alone", r.rounds)
 	}
@@ -94,12 +95,12 @@ func TestAdmitHoldsCallsForALaterRound(t *testing.T) {
 			return true
 		}
 	}
-	go r.g.Do(context.Background(), &call{n: 0})
+	go func() { _ = r.g.Do(context.Background(), &call{n: 0}) }()
 	<-r.started
 	var wg sync.WaitGroup
 	for _, n := range []int{1, 2, 3, 4, 5} {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.g.Do(context.Background(), &call{n: n}) }()
+		go func() { defer wg.Done(); _ = r.g.Do(context.Background(), &call{n: n}) }()
 		for r.g.Queued() < n { // queue them in order
 			time.Sleep(time.Millisecond)
 		}
@@ -122,26 +123,74 @@ func TestAdmitHoldsCallsForALaterRound(t *testing.T) {
 	}
 }
 
-// TestTheRoundKeepsTheDeadlineButNotTheCancellationOfItsCaller: a caller cancelled while its
-// round runs does not cancel the round (the other calls in it would fail).
-func TestTheRoundKeepsTheDeadlineButNotTheCancellationOfItsCaller(t *testing.T) {
-	var g coalesce.Group[*call]
-	var (
-		errInRound error
-		deadline   time.Time
-		hasOne     bool
-	)
-	g.Run = func(ctx context.Context, _ []*call) {
-		errInRound = ctx.Err()
-		deadline, hasOne = ctx.Deadline()
+// TestARoundHasItsCallsLatestDeadlineAndNoneOfTheirCancellations: a caller cancelled while its
+// round runs does not cancel the round (the other calls in it would fail); the round may run as
+// long as the latest deadline of its calls, and without one when a call has none.
+func TestARoundHasItsCallsLatestDeadlineAndNoneOfTheirCancellations(t *testing.T) {
+	r := newRecorder()
+	type seen struct {
+		err      error
+		deadline time.Time
+		has      bool
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	var rounds []seen
+	run := r.g.Run
+	r.g.Run = func(ctx context.Context, round []*call) {
+		d, ok := ctx.Deadline()
+		rounds = append(rounds, seen{ctx.Err(), d, ok})
+		run(ctx, round)
+	}
+	cancelled, cancel := context.WithTimeout(context.Background(), time.Hour)
 	cancel()
-	g.Do(ctx, &call{})
-	if errInRound != nil {
-		t.Fatalf("the round's context is cancelled with its caller's: %v", errInRound)
+	go func() { _ = r.g.Do(cancelled, &call{n: 0}) }()
+	<-r.started
+	soon, cancelSoon := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelSoon()
+	later, cancelLater := context.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancelLater()
+	var wg sync.WaitGroup
+	for i, ctx := range []context.Context{soon, later} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.g.Do(ctx, &call{n: i + 1}) }()
 	}
-	if !hasOne || time.Until(deadline) > time.Hour {
-		t.Fatalf("the round's context lost its caller's deadline: %v %v", deadline, hasOne)
+	for r.g.Queued() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(r.release)
+	wg.Wait()
+	_ = r.g.Do(context.Background(), &call{n: 3}) // no deadline
+	if len(rounds) != 3 {
+		t.Fatalf("%d rounds, want 3", len(rounds))
+	}
+	if rounds[0].err != nil || !rounds[0].has {
+		t.Errorf("round of a cancelled caller: err %v, deadline %v; want running with the caller's deadline", rounds[0].err, rounds[0].has)
+	}
+	if d := time.Until(rounds[1].deadline); !rounds[1].has || d < 110*time.Minute {
+		t.Errorf("round of calls due in 1 min and 2 h: deadline in %s, want the latest (2 h)", d.Round(time.Minute))
+	}
+	if rounds[2].has {
+		t.Errorf("round of a call without a deadline has one: %v", rounds[2].deadline)
+	}
+}
+
+// TestAPanickingRoundFailsItsCallsAndTheGroupGoesOn: a panic in Run is every call's error in
+// that round, and the next call runs.
+func TestAPanickingRoundFailsItsCallsAndTheGroupGoesOn(t *testing.T) {
+	var g coalesce.Group[*call]
+	g.Run = func(_ context.Context, round []*call) {
+		if round[0].n == 0 {
+			panic("boom")
+		}
+		for _, c := range round {
+			c.round = 7
+		}
+	}
+	err := g.Do(context.Background(), &call{n: 0})
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Do of a panicking round: %v, want the panic as an error", err)
+	}
+	c := &call{n: 1}
+	if err := g.Do(context.Background(), c); err != nil || c.round != 7 {
+		t.Fatalf("the call after a panic: %v, ran %v", err, c.round == 7)
 	}
 }

@@ -172,7 +172,9 @@ func (f *Fanout) Broadcast(ctx context.Context, m *Message) error {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
 	call := &broadcastCall{payload: payload}
-	f.broadcasts.Do(ctx, call)
+	if err := f.broadcasts.Do(ctx, call); err != nil {
+		call.err = err
+	}
 	if call.err != nil {
 		f.metrics.errors.WithLabelValues("publish").Inc()
 		return fmt.Errorf("fanout: broadcast: %w", call.err)
