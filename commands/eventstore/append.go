@@ -32,31 +32,7 @@ RETURNING event_id, position`
 // leaves the outcome unknown: appending the same envelopes again then fails with ErrConcurrency
 // if they were stored, and the stream can be read to find out. An empty events slice is a no-op.
 func (s *Store) Append(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, error) {
-	const op = "append events"
-	if len(events) == 0 {
-		return nil, nil
-	}
-	out, args, err := s.prepareAppend(tenant, streamID, expectedVersion, events)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		positions, err := s.insertAndNotify(ctx, tx, appendSQL, args)
-		if err != nil {
-			return err
-		}
-		if len(positions) == 0 {
-			return versionMismatch(ctx, tx, tenant, streamID)
-		}
-		for i := range out {
-			out[i].Position = positions[out[i].EventID]
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, appendErr(op, tenant, streamID, expectedVersion, len(events), err)
-	}
-	return out, nil
+	return s.AppendWith(ctx, tenant, streamID, expectedVersion, events, nil)
 }
 
 // prepareAppend checks an append of events at expectedVersion and prepares it (prepareStream):

@@ -19,7 +19,7 @@ import (
 // governance) exactly in step with the events: both commit or neither does.
 type TxHook func(ctx context.Context, tx pgx.Tx, stored []domain.Envelope) error
 
-// AppendWith is Append with hook run in the same transaction after the insert; an error of hook
+// AppendWith is Append with hook (nil: none) run in the same transaction after the insert; an error of hook
 // rolls everything back and is returned wrapped (a transient database failure as
 // domain.ErrRetryable). Errors and guarantees are otherwise Append's.
 func (s *Store) AppendWith(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook TxHook) ([]domain.Envelope, error) {

@@ -10,12 +10,12 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// querier is what reads need from a pool or a transaction.
 // batchSender sends a batch: a transaction, or the pool (one implicit transaction).
 type batchSender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
+// querier is what reads need from a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
