@@ -22,14 +22,8 @@ func TestAppendWithStatementWritesBothOrNeither(t *testing.T) {
 	ctx := testCtx(t)
 	store, pool := newStore(t, eventstore.Config{})
 	tenant := domain.MustTenantID("acme")
-	if _, err := pool.Exec(ctx, `CREATE TABLE mirror (stream text PRIMARY KEY, version bigint NOT NULL CHECK (version < 3))`); err != nil {
-		t.Fatal(err)
-	}
-	mirror := func(prepared []domain.Envelope) (string, []any, error) {
-		last := prepared[len(prepared)-1]
-		return `INSERT INTO mirror (stream, version) SELECT $1::text, $2::bigint WHERE EXISTS (SELECT 1 FROM appended)
-			ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version`, []any{last.StreamID, last.StreamVersion}, nil
-	}
+	createMirror(t, pool)
+	mirror := mirrorHook(func(string) string { return "" })
 	version := func() (v int64) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM mirror WHERE stream = 'grp1'`).Scan(&v); err != nil {
@@ -80,20 +74,15 @@ func TestStatementAppendsMadeMeanwhileShareATransaction(t *testing.T) {
 	ctx := testCtx(t)
 	store, pool := newStore(t, eventstore.Config{})
 	tenant := domain.MustTenantID("acme")
-	if _, err := pool.Exec(ctx, `CREATE TABLE mirror (stream text PRIMARY KEY, version bigint NOT NULL CHECK (version < 3))`); err != nil {
-		t.Fatal(err)
-	}
+	createMirror(t, pool)
 	// The hook of stream "slow" holds its round for half a second, so the calls made meanwhile
 	// queue behind it.
-	mirror := func(prepared []domain.Envelope) (string, []any, error) {
-		last := prepared[len(prepared)-1]
-		from := ""
-		if last.StreamID == "slow" {
-			from = "FROM pg_sleep(0.5)"
+	mirror := mirrorHook(func(stream string) string {
+		if stream == "slow" {
+			return "0.5"
 		}
-		return `INSERT INTO mirror (stream, version) SELECT $1::text, $2::bigint ` + from + ` WHERE EXISTS (SELECT 1 FROM appended)
-			ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version`, []any{last.StreamID, last.StreamVersion}, nil
-	}
+		return ""
+	})
 	appendAll := func(streams []string, expected []int64) []error {
 		errs := make([]error, len(streams))
 		slow := make(chan struct{})
@@ -169,9 +158,7 @@ func TestRoundsOfTwoNodesNeverDeadlock(t *testing.T) {
 	ctx := testCtx(t)
 	_, pool := newStore(t, eventstore.Config{})
 	tenant := domain.MustTenantID("acme")
-	if _, err := pool.Exec(ctx, `CREATE TABLE mirror (stream text PRIMARY KEY, version bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	createMirror(t, pool)
 	if _, err := pool.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), '5s'); END $$`); err != nil {
 		t.Fatal(err)
 	}
@@ -190,15 +177,12 @@ func TestRoundsOfTwoNodesNeverDeadlock(t *testing.T) {
 	a, b := node(), node()
 	// Every statement holds its round a while after writing its stream's rows, so the two
 	// rounds overlap; "slow" statements hold the first round of each node while the others queue.
-	mirror := func(prepared []domain.Envelope) (string, []any, error) {
-		last := prepared[len(prepared)-1]
-		pause := "0.2"
-		if strings.HasPrefix(last.StreamID, "slow") {
-			pause = "0.3"
+	mirror := mirrorHook(func(stream string) string {
+		if strings.HasPrefix(stream, "slow") {
+			return "0.3"
 		}
-		return `INSERT INTO mirror (stream, version) SELECT $1::text, $2::bigint FROM pg_sleep(` + pause + `) WHERE EXISTS (SELECT 1 FROM appended)
-			ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version`, []any{last.StreamID, last.StreamVersion}, nil
-	}
+		return "0.2"
+	})
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -237,4 +221,27 @@ func TestRoundsOfTwoNodesNeverDeadlock(t *testing.T) {
 		t.Fatalf("the two nodes' rounds took %s: they waited for the deadlock detection", took.Round(time.Millisecond))
 	}
 	t.Logf("both rounds done after %s", took.Round(time.Millisecond))
+}
+
+// createMirror creates the table the tests' hooks write: each stream's last version, which must
+// stay below 3.
+func createMirror(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(testCtx(t), `CREATE TABLE mirror (stream text PRIMARY KEY, version bigint NOT NULL CHECK (version < 3))`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mirrorHook writes the version of the last event appended to its stream's mirror row, after
+// pausing the seconds pause gives for the stream ("" for none).
+func mirrorHook(pause func(stream string) string) eventstore.StatementHook {
+	return func(prepared []domain.Envelope) (string, []any, error) {
+		last := prepared[len(prepared)-1]
+		from := ""
+		if p := pause(last.StreamID); p != "" {
+			from = "FROM pg_sleep(" + p + ")"
+		}
+		return `INSERT INTO mirror (stream, version) SELECT $1::text, $2::bigint ` + from + ` WHERE EXISTS (SELECT 1 FROM appended)
+			ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version`, []any{last.StreamID, last.StreamVersion}, nil
+	}
 }
