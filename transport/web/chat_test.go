@@ -84,6 +84,12 @@ func TestTwoUsersChatInTheBrowser(t *testing.T) {
 // offers to join it, and join; the link survives a reload of the joiner's page.
 func meetInAGroup(t *testing.T, owner, joiner *page) {
 	t.Helper()
+	joinByLink(t, joiner, createGroup(t, owner))
+}
+
+// createGroup has p create a group and returns the group's link.
+func createGroup(t *testing.T, owner *page) string {
+	t.Helper()
 	owner.do("create group",
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('groups-box').open = true`),
 		chromedp.SendKeys(chromedp.ID("group-name"), "Browser test room"),
@@ -94,6 +100,13 @@ func meetInAGroup(t *testing.T, owner, joiner *page) {
 	if hash := eval[string](owner, "hash", `location.hash`); !strings.HasSuffix(link, hash) || !strings.HasPrefix(hash, "#grp") {
 		t.Fatalf("the link %q does not end in the address's hash %q", link, hash)
 	}
+	return link
+}
+
+// joinByLink has p open a group's link, which offers to join it, and join; the link survives a
+// reload of the page.
+func joinByLink(t *testing.T, joiner *page, link string) {
+	t.Helper()
 	joiner.do("open the link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("join-banner")))
 	joiner.waitFor("the group's name on the banner", `document.getElementById('join-banner-text').textContent.includes('Browser test room')`)
 	joiner.do("join", chromedp.Click(chromedp.ID("join-banner-btn")), chromedp.WaitNotVisible(chromedp.ID("join-banner")))
@@ -121,6 +134,29 @@ func TestReloadRightAfterJoining(t *testing.T) {
 	bob.do("type", chromedp.SendKeys(chromedp.ID("message"), "joined and reloaded"))
 	bob.pressEnter("message")
 	alice.waitFor("bob's message reaches alice", `Array.from(document.querySelectorAll('#messages li .text')).some(e => e.textContent === 'joined and reloaded')`)
+}
+
+// TestMemberListCatchesUpWithASlowReadModel: when the member list's read model trails a join by
+// more than a few seconds (a busy node), the page goes on asking and shows the new member once
+// the list names them.
+func TestMemberListCatchesUpWithASlowReadModel(t *testing.T) {
+	srv := newChatServer(t)
+	browser := newBrowser(t)
+	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
+	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
+	alice.register(srv.url, "alice", "alice-password-1")
+	bob.register(srv.url, "bob", "bob-password-1")
+
+	link := createGroup(t, alice)
+	alice.waitFor("alice's member list", memberList("alice (you) owner"))
+	srv.gate.freezeMembers("alice")
+	joinByLink(t, bob, link)
+	time.Sleep(5 * time.Second)
+	if got := eval[bool](alice, "the frozen list", memberList("alice (you) owner")); !got {
+		t.Fatalf("alice's member list changed while its read model was frozen: %q", eval[string](alice, "members", `Array.from(document.querySelectorAll("#members li")).map(li => li.textContent).join("|")`))
+	}
+	srv.gate.thawMembers("alice")
+	alice.waitFor("bob on alice's list", memberList("alice (you) owner", "bob member"))
 }
 
 // userID is the id of the user logged in on p.

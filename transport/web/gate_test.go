@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 )
@@ -17,10 +19,13 @@ type gate struct {
 	agents  map[string]string   // remote address -> user agent of WebSocket requests
 	conns   map[string]net.Conn // remote address -> connection
 	stale   map[string]bool     // user agent words whose conversation list lags behind
+	frozen  map[string]bool     // user agent words whose member lists lag behind
+	seen    map[string][]byte   // user agent + path -> the last member list it was answered
 }
 
 func newGate(next http.Handler) *gate {
-	return &gate{next: next, blocked: map[string]bool{}, agents: map[string]string{}, conns: map[string]net.Conn{}, stale: map[string]bool{}}
+	return &gate{next: next, blocked: map[string]bool{}, agents: map[string]string{}, conns: map[string]net.Conn{}, stale: map[string]bool{},
+		frozen: map[string]bool{}, seen: map[string][]byte{}}
 }
 
 // ServeHTTP refuses a blocked agent with 503 and passes everything else on.
@@ -95,20 +100,59 @@ func (g *gate) lagLists(word string) {
 	g.stale[word] = true
 }
 
-// lists sits in front of the REST API; it answers lagging agents' conversation lists.
+// freezeMembers makes the member lists of agents containing word answer as a read model that
+// has stopped catching up: each list as it was last answered to the agent, until thawMembers.
+func (g *gate) freezeMembers(word string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.frozen[word] = true
+}
+
+// thawMembers lets word's member lists catch up again.
+func (g *gate) thawMembers(word string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.frozen, word)
+}
+
+// lists sits in front of the REST API; it answers lagging agents' conversation lists and
+// frozen agents' member lists.
 func (g *gate) lists(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ua := r.UserAgent()
+		members := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/im/groups/") &&
+			strings.HasSuffix(r.URL.Path, "/members")
+		key := ua + " " + r.URL.Path
 		g.mu.Lock()
-		lag := false
+		lag, frozen := false, false
 		for word := range g.stale {
-			lag = lag || strings.Contains(r.UserAgent(), word)
+			lag = lag || strings.Contains(ua, word)
 		}
+		for word := range g.frozen {
+			frozen = frozen || strings.Contains(ua, word)
+		}
+		last, answered := g.seen[key]
 		g.mu.Unlock()
-		if lag && r.Method == http.MethodGet && r.URL.Path == "/v1/im/conversations" {
+		switch {
+		case lag && r.Method == http.MethodGet && r.URL.Path == "/v1/im/conversations":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"conversations":[]}`))
-			return
+		case members && frozen && answered:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(last)
+		case members:
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			if rec.Code == http.StatusOK {
+				g.mu.Lock()
+				g.seen[key] = rec.Body.Bytes()
+				g.mu.Unlock()
+			}
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		default:
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
 }

@@ -649,9 +649,11 @@
     }).catch(function (err) { setText(el.joinBannerText, 'Could not join: ' + describe(err)); });
   });
 
+  // loadMembers reads and shows the member list of topic; it resolves to the list, or to null
+  // when the list could not be read or the room was left meanwhile.
   function loadMembers(topic) {
-    readLagging(api.members(groupOf(topic)), function () { return state.topic === topic; }).then(function (data) {
-      if (state.topic !== topic) { return; }
+    return readLagging(api.members(groupOf(topic)), function () { return state.topic === topic; }).then(function (data) {
+      if (state.topic !== topic) { return null; }
       state.room.members = data.members || [];
       state.room.members.forEach(function (m, i) {
         learnName(m.user_id);
@@ -666,8 +668,10 @@
         renderRoomHead();
       }
       renderMembers();
+      return state.room.members;
     }).catch(function () {
       if (state.topic === topic) { el.members.replaceChildren(node('li', 'hint', 'Members are shown to members only.')); }
+      return null;
     });
   }
 
@@ -683,12 +687,26 @@
     return c;
   }
 
-  // refreshMembers reloads the member list now and twice more: the read model the list comes
-  // from trails the change that prompted it.
-  function refreshMembers(topic) {
-    [0, 1000, 3000].forEach(function (ms) {
-      setTimeout(function () { if (state.topic === topic) { loadMembers(topic); } }, ms);
-    });
+  // refreshMembers reloads the member list of topic until settled(list) holds, or at each step
+  // when there is no settled: the read model the list comes from trails the change that prompted
+  // it, by seconds on a busy node, so the steps go on for 30 s.
+  var MEMBER_REFRESH = [0, 1000, 3000, 7000, 15000, 30000];
+  function refreshMembers(topic, settled) {
+    (function step(i) {
+      if (i >= MEMBER_REFRESH.length) { return; }
+      setTimeout(function () {
+        if (state.topic !== topic) { return; }
+        loadMembers(topic).then(function (list) {
+          if (!(list && settled && settled(list))) { step(i + 1); }
+        });
+      }, MEMBER_REFRESH[i] - (i ? MEMBER_REFRESH[i - 1] : 0));
+    })(0);
+  }
+
+  // listed returns a settled test for refreshMembers: whether uid is on the list (want true) or
+  // off it (want false).
+  function listed(uid, want) {
+    return function (list) { return list.some(function (m) { return String(m.user_id) === uid; }) === want; };
   }
 
   function renderMembers() {
@@ -1156,7 +1174,7 @@
     var r = state.room;
     if (p.what === 'on' && r && r.topic === p.topic && isGroup(r.topic) &&
       !r.members.some(function (m) { return String(m.user_id) === uid; })) {
-      refreshMembers(r.topic); // someone new is here
+      refreshMembers(r.topic, listed(uid, true)); // someone new is here
     }
   }
 
@@ -1197,7 +1215,13 @@
         renderConvs();
         return;
       }
-      if (here) { refreshMembers(i.topic); }
+      if (here) {
+        var who = String(i.src || '');
+        var settled = null;
+        if (who && i.what === 'joined') { settled = listed(who, true); }
+        if (who && (i.what === 'left' || i.what === 'removed')) { settled = listed(who, false); }
+        refreshMembers(i.topic, settled);
+      }
       if (i.what === 'profile' || i.what === 'joined' || i.what === 'left' || i.what === 'removed') { setTimeout(loadConversations, 500); }
     }
   }
