@@ -204,9 +204,13 @@ func messageChunks(table, columns string, ops []op, row func(op) []any) []messag
 	return out
 }
 
+// sentColumnCount is how many values sentColumns appends.
+const sentColumnCount = 13
+
 func groupRow(o op) []any {
 	m := o.sent
-	row := append([]any{o.topic.String(), o.topic.GroupID(), m.Seq, m.From.Int64()}, sentColumns(o)...)
+	row := make([]any, 0, 4+sentColumnCount+3)
+	row = sentColumns(append(row, o.topic.String(), o.topic.GroupID(), m.Seq, m.From.Int64()), o)
 	if o.refused {
 		return append(row, true, auditReject, 0)
 	}
@@ -215,14 +219,15 @@ func groupRow(o op) []any {
 
 func directRow(o op) []any {
 	m := o.sent
-	return append([]any{o.topic.String(), m.Seq, m.From.Int64(), receiver(o).Int64()}, sentColumns(o)...)
+	row := make([]any, 0, 4+sentColumnCount)
+	return sentColumns(append(row, o.topic.String(), m.Seq, m.From.Int64(), receiver(o).Int64()), o)
 }
 
-// sentColumns returns the values from client_msg_id to updated_at, shared by both tables. A
-// client message id or message type the columns cannot hold (the domain never writes one) is
-// left out rather than failing the row. The row of a refused op is a placeholder: status
-// blocked, no content, head or mentions.
-func sentColumns(o op) []any {
+// sentColumns appends to row the values from client_msg_id to updated_at, shared by both
+// tables (sentColumnCount of them). A client message id or message type the columns cannot hold
+// (the domain never writes one) is left out rather than failing the row. The row of a refused op
+// is a placeholder: status blocked, no content, head or mentions.
+func sentColumns(row []any, o op) []any {
 	m := o.sent
 	at := o.at(m.SentAt)
 	msgType := m.MsgType
@@ -234,21 +239,21 @@ func sentColumns(o op) []any {
 		clientID = ""
 	}
 	if o.refused {
-		return []any{
+		return append(row,
 			nullString(clientID), string(msgType), readmodels.StatusBlocked, nil, nil,
 			nil, false, nullInt(m.Head.ReplySeq), nullInt(m.Head.RootSeq),
 			0, 1, at, at,
-		}
+		)
 	}
 	var content any
 	if len(m.Content) > 0 {
 		content = string(m.Content)
 	}
-	return []any{
+	return append(row,
 		nullString(clientID), string(msgType), readmodels.StatusNormal, content, headJSON(m.Head),
 		mentionsJSON(m.Head.Mentions), m.Head.MentionAll, nullInt(m.Head.ReplySeq), nullInt(m.Head.RootSeq),
 		len(m.Content), 1, at, at,
-	}
+	)
 }
 
 // Widths of client_msg_id (VARCHAR(64)) and msg_type (VARCHAR(32)); the domain's ids and types
