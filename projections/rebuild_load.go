@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"sync"
 
@@ -76,6 +75,12 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 		if seen != nil {
 			seen.add(page)
 		}
+		if len(pending) == 0 && len(page) >= o.BatchSize {
+			return dispatch(page) // a whole batch as read: no copy
+		}
+		if pending == nil {
+			pending = make([]domain.Envelope, 0, max(o.BatchSize, len(page)))
+		}
 		pending = append(pending, page...)
 		if len(pending) < o.BatchSize {
 			return nil
@@ -136,20 +141,38 @@ func (r *recentEvents) after(from int64) map[uuid.UUID]bool {
 	return out
 }
 
-// splitByConversation splits events into n parts by a hash of their conversation key, keeping
-// the order within each part.
+// splitByConversation splits events into n parts by a hash (32-bit FNV-1a) of their
+// conversation key, keeping the order within each part. Each part is allocated once, at its size.
 func splitByConversation(events []domain.Envelope, n int) [][]domain.Envelope {
 	if n == 1 {
 		return [][]domain.Envelope{events}
 	}
+	idx := make([]int32, len(events))
+	sizes := make([]int, n)
+	for k := range events {
+		i := int(fnv32a(domain.ConversationKey(events[k].StreamID)) % uint32(n))
+		idx[k] = int32(i)
+		sizes[i]++
+	}
 	parts := make([][]domain.Envelope, n)
-	for _, e := range events {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(domain.ConversationKey(e.StreamID)))
-		i := int(h.Sum32() % uint32(n))
-		parts[i] = append(parts[i], e)
+	for i, size := range sizes {
+		parts[i] = make([]domain.Envelope, 0, size)
+	}
+	for k := range events {
+		parts[idx[k]] = append(parts[idx[k]], events[k])
 	}
 	return parts
+}
+
+// fnv32a is the 32-bit FNV-1a hash of s (hash/fnv's New32a, without allocating).
+func fnv32a(s string) uint32 {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= prime
+	}
+	return h
 }
 
 // readPages reads the events of filter after position in pages of up to limit events (the store
