@@ -1,12 +1,18 @@
 package web_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 )
 
 // xss is a message that would run script if the page rendered content as HTML.
@@ -157,6 +163,102 @@ func TestMemberListCatchesUpWithASlowReadModel(t *testing.T) {
 	}
 	srv.gate.thawMembers("alice")
 	alice.waitFor("bob on alice's list", memberList("alice (you) owner", "bob member"))
+}
+
+// TestABurstOfJoinsCostsAFewMemberLoads: when twelve users join a group within a moment, the
+// owner's page shows them all after a few reloads of the member list, not a few per join.
+func TestABurstOfJoinsCostsAFewMemberLoads(t *testing.T) {
+	srv := newChatServer(t)
+	browser := newBrowser(t)
+	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
+	alice.register(srv.url, "alice", "alice-password-1")
+	link := createGroup(t, alice)
+	alice.waitFor("alice's member list", memberList("alice (you) owner"))
+	gid := link[strings.Index(link, "#grp")+len("#grp"):]
+
+	const joiners = 12
+	tokens := make([]string, joiners)
+	for i := range tokens {
+		tokens[i] = restLogin(t, srv.url, fmt.Sprintf("joiner%02d", i), "joiner-password-1")
+	}
+	before := srv.gate.memberLoads("alice")
+	errs := make(chan error, joiners)
+	for _, token := range tokens {
+		go func() {
+			_, err := restCall(srv.url, token, http.MethodPost, "/v1/im/groups/"+gid+"/join", nil)
+			errs <- err
+		}()
+	}
+	for range joiners {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice.waitFor("every joiner on alice's list", `document.querySelectorAll('#members li').length === `+strconv.Itoa(joiners+1))
+	time.Sleep(4 * time.Second) // the reloads a refresh per join would still make
+	if n := srv.gate.memberLoads("alice") - before; n > 8 {
+		t.Fatalf("alice's page asked for the member list %d times for %d joins", n, joiners)
+	} else {
+		t.Logf("%d joins, %d member list loads", joiners, n)
+	}
+}
+
+// restLogin registers login in the demo tenant through the REST API and returns a token of it.
+func restLogin(t *testing.T, baseURL, login, password string) string {
+	t.Helper()
+	creds := map[string]string{"tenant": "demo", "login": login, "password": password}
+	if _, err := restCall(baseURL, "", http.MethodPost, "/v1/im/auth/register", creds); err != nil {
+		t.Fatal(err)
+	}
+	data, err := restCall(baseURL, "", http.MethodPost, "/v1/im/auth/login", creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ := data["token"].(string)
+	if token == "" {
+		t.Fatalf("login of %s: no token in %v", login, data)
+	}
+	return token
+}
+
+// restCall makes one REST request as the page does and returns the data of its answer.
+func restCall(baseURL, token, method, path string, body any) (map[string]any, error) {
+	var in io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		in = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, baseURL+path, in)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", uuid.NewString())
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Data map[string]any `json:"data"`
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, raw)
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return env.Data, nil
 }
 
 // userID is the id of the user logged in on p.

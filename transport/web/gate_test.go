@@ -21,11 +21,12 @@ type gate struct {
 	stale   map[string]bool     // user agent words whose conversation list lags behind
 	frozen  map[string]bool     // user agent words whose member lists lag behind
 	seen    map[string][]byte   // user agent + path -> the last member list it was answered
+	loads   map[string]int      // user agent -> member lists asked for
 }
 
 func newGate(next http.Handler) *gate {
 	return &gate{next: next, blocked: map[string]bool{}, agents: map[string]string{}, conns: map[string]net.Conn{}, stale: map[string]bool{},
-		frozen: map[string]bool{}, seen: map[string][]byte{}}
+		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}}
 }
 
 // ServeHTTP refuses a blocked agent with 503 and passes everything else on.
@@ -115,6 +116,19 @@ func (g *gate) thawMembers(word string) {
 	delete(g.frozen, word)
 }
 
+// memberLoads counts the member lists agents containing word have asked for.
+func (g *gate) memberLoads(word string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for ua, c := range g.loads {
+		if strings.Contains(ua, word) {
+			n += c
+		}
+	}
+	return n
+}
+
 // lists sits in front of the REST API; it answers lagging agents' conversation lists and
 // frozen agents' member lists.
 func (g *gate) lists(next http.Handler) http.Handler {
@@ -132,6 +146,9 @@ func (g *gate) lists(next http.Handler) http.Handler {
 			frozen = frozen || strings.Contains(ua, word)
 		}
 		last, answered := g.seen[key]
+		if members {
+			g.loads[ua]++
+		}
 		g.mu.Unlock()
 		switch {
 		case lag && r.Method == http.MethodGet && r.URL.Path == "/v1/im/conversations":

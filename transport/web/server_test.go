@@ -277,7 +277,9 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 	readPolicy := rest.MemberReadPolicy{Members: s.biz}
 
 	mux := http.NewServeMux()
-	if _, err := rest.New(mux, rest.Config{Logger: s.log, RateLimitPrefix: s.prefix + "rl:"}, rest.Handlers{
+	if _, err := rest.New(mux, rest.Config{Logger: s.log, RateLimitPrefix: s.prefix + "rl:",
+		// A test signs up more users from one address than a person would.
+		RegisterPerIP: 100, LoginPerIP: 200}, rest.Handlers{
 		Send: send, MessageOps: ops, History: reader, Unread: reader, ReadPolicy: readPolicy, Presence: pres, PresencePolicy: sendPolicy,
 		Groups: groups, Business: s.biz, Accounts: accounts, Tokens: signer, Idempotency: idem, Redis: s.rdb,
 		Conversations: query.NewConversationReader(reader, s.biz), FriendRequests: s.biz,

@@ -687,20 +687,51 @@
     return c;
   }
 
-  // refreshMembers reloads the member list of topic until settled(list) holds, or at each step
-  // when there is no settled: the read model the list comes from trails the change that prompted
-  // it, by seconds on a busy node, so the steps go on for 30 s.
+  // refreshMembers reloads the member list of topic after a change the list's read model trails,
+  // by seconds on a busy node: now, then on the steps of MEMBER_REFRESH (30 s in all), until the
+  // list shows every change waited for (settled(list) holds), or to the last step for a change
+  // it cannot check (no settled). The open room has one refresher: a change made meanwhile joins
+  // it and starts the steps again, and loads are at least MEMBER_LOAD_GAP apart and never two at
+  // once, so a burst of changes in a big group costs a few loads, not a few per change.
   var MEMBER_REFRESH = [0, 1000, 3000, 7000, 15000, 30000];
+  var MEMBER_LOAD_GAP = 500;
+  var memberRefresh = null;
   function refreshMembers(topic, settled) {
-    (function step(i) {
-      if (i >= MEMBER_REFRESH.length) { return; }
-      setTimeout(function () {
-        if (state.topic !== topic) { return; }
-        loadMembers(topic).then(function (list) {
-          if (!(list && settled && settled(list))) { step(i + 1); }
-        });
-      }, MEMBER_REFRESH[i] - (i ? MEMBER_REFRESH[i - 1] : 0));
-    })(0);
+    var m = memberRefresh;
+    if (!m || m.topic !== topic) {
+      if (m) { clearTimeout(m.timer); }
+      m = memberRefresh = { topic: topic, waits: [], blind: false, step: 1, timer: 0, busy: false, again: false, lastStart: 0 };
+    }
+    if (settled) { m.waits.push(settled); } else { m.blind = true; }
+    m.step = 1;
+    loadMembersAfter(m, m.lastStart + MEMBER_LOAD_GAP - Date.now());
+  }
+
+  // loadMembersAfter has m load the list in ms (now when ms <= 0), instead of when it would have.
+  function loadMembersAfter(m, ms) {
+    clearTimeout(m.timer);
+    m.timer = 0;
+    if (ms <= 0) { runMemberRefresh(m); return; }
+    m.timer = setTimeout(function () { m.timer = 0; runMemberRefresh(m); }, ms);
+  }
+
+  function runMemberRefresh(m) {
+    if (memberRefresh !== m || state.topic !== m.topic) { return; }
+    if (m.busy) { m.again = true; return; }
+    m.busy = true;
+    m.lastStart = Date.now();
+    loadMembers(m.topic).then(function (list) {
+      m.busy = false;
+      if (list) { m.waits = m.waits.filter(function (w) { return !w(list); }); }
+      if (m.again) { m.again = false; loadMembersAfter(m, m.lastStart + MEMBER_LOAD_GAP - Date.now()); return; }
+      if (m.timer) { return; } // a change came meanwhile: its load is due
+      if ((!m.waits.length && !m.blind) || m.step >= MEMBER_REFRESH.length) {
+        if (memberRefresh === m) { memberRefresh = null; }
+        return;
+      }
+      loadMembersAfter(m, MEMBER_REFRESH[m.step] - MEMBER_REFRESH[m.step - 1]);
+      m.step++;
+    });
   }
 
   // listed returns a settled test for refreshMembers: whether uid is on the list (want true) or
