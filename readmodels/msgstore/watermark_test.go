@@ -91,14 +91,20 @@ func TestWatermarksAndBulkLoad(t *testing.T) {
 		rmtest.Sent(t, f.tenant, "grp1", 1, 5, "a"), rmtest.Sent(t, f.tenant, "grp1", 3, 5, "c"),
 		rmtest.Sent(t, f.tenant, "grp2", 1, 5, "a"), rmtest.Skipped(t, f.tenant, "grp2", 2),
 		rmtest.Sent(t, f.tenant, "p2p1_2", 2, 1, "b"),
+		// Without a gap (a bulk load takes their highest seq at once), and with one after 3.
+		rmtest.Sent(t, f.tenant, "grp3", 1, 5, "a"), rmtest.Sent(t, f.tenant, "grp3", 2, 5, "b"),
+		rmtest.Sent(t, f.tenant, "grp3", 3, 5, "c"), rmtest.Sent(t, f.tenant, "grp3", 5, 5, "e"),
+		rmtest.Sent(t, f.tenant, "p2p1_3", 1, 1, "a"), rmtest.Sent(t, f.tenant, "p2p1_3", 2, 3, "b"),
+		rmtest.Sent(t, f.tenant, "grp4", 1, 5, "a"), rmtest.Sent(t, f.tenant, "grp4", 2, 5, "b"),
 	}
 	f.apply(ctx, t, evs...)
-	topics := []domain.Topic{rmtest.Topic(t, "grp1"), rmtest.Topic(t, "grp2"), rmtest.Topic(t, "p2p1_2"), rmtest.Topic(t, "grp9")}
+	topics := []domain.Topic{rmtest.Topic(t, "grp1"), rmtest.Topic(t, "grp2"), rmtest.Topic(t, "p2p1_2"), rmtest.Topic(t, "grp9"),
+		rmtest.Topic(t, "grp3"), rmtest.Topic(t, "p2p1_3"), rmtest.Topic(t, "grp4")}
 	got, err := f.store.Watermarks(ctx, f.tenant, f.tables, topics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"grp1": 1, "grp2": 2, "p2p1_2": 0, "grp9": 0}
+	want := map[string]int64{"grp1": 1, "grp2": 2, "p2p1_2": 0, "grp9": 0, "grp3": 3, "p2p1_3": 2, "grp4": 2}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("watermark of %s = %d, want %d", k, got[k], v)
