@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -149,8 +148,8 @@ func TestCoalescedClaimsNeverHoldACommandTwice(t *testing.T) {
 func TestTwoConsumersClaimingTheSameCommandsNeverDeadlock(t *testing.T) {
 	ctx := testenv.Context(t)
 	pool, _ := storetest.EventStore(t, 0)
+	newPool := storetest.DeadlockTimeout(t, pool, 5*time.Second)
 	for _, sql := range []string{
-		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), '5s'); END $$`,
 		`CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.2); RETURN NEW; END $$`,
 		`CREATE TRIGGER slow_claim BEFORE INSERT ON admin_commands FOR EACH ROW EXECUTE FUNCTION slow_claim()`,
 	} {
@@ -158,14 +157,7 @@ func TestTwoConsumersClaimingTheSameCommandsNeverDeadlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	consumer := func(owner string) *ledger {
-		p, err := pgxpool.New(ctx, pool.Config().ConnString()) // new sessions: the 5 s deadlock_timeout
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return newLedger(p, "g", owner, time.Minute)
-	}
+	consumer := func(owner string) *ledger { return newLedger(newPool(), "g", owner, time.Minute) }
 	a, b := consumer("a"), consumer("b")
 	first, second := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	newItem := func(id uuid.UUID) *item {

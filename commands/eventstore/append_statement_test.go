@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -159,16 +160,9 @@ func TestRoundsOfTwoNodesNeverDeadlock(t *testing.T) {
 	_, pool := newStore(t, eventstore.Config{})
 	tenant := domain.MustTenantID("acme")
 	createMirror(t, pool)
-	if _, err := pool.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), '5s'); END $$`); err != nil {
-		t.Fatal(err)
-	}
+	newPool := storetest.DeadlockTimeout(t, pool, 5*time.Second)
 	node := func() *eventstore.Store {
-		p, err := pgxpool.New(ctx, pool.Config().ConnString()) // new sessions: the 5 s deadlock_timeout
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		s, err := eventstore.New(p, eventstore.Config{})
+		s, err := eventstore.New(newPool(), eventstore.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

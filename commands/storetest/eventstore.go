@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,6 +48,28 @@ func EventStore(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store)
 		t.Fatal(err)
 	}
 	return pool, store
+}
+
+// DeadlockTimeout sets deadlock_timeout of pool's database to d for the sessions opened from now
+// on, and returns a function that opens a new pool of such sessions (closed at cleanup), one per
+// node or consumer. Tests that show two writers never deadlock use a long d: a deadlock would
+// then show as a wait of d, not PostgreSQL's default 1 s.
+func DeadlockTimeout(t testing.TB, pool *pgxpool.Pool, d time.Duration) func() *pgxpool.Pool {
+	t.Helper()
+	ctx := testenv.Context(t)
+	set := fmt.Sprintf(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %%I SET deadlock_timeout = %%L', current_database(), '%dms'); END $$`, d.Milliseconds())
+	if _, err := pool.Exec(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	return func() *pgxpool.Pool {
+		t.Helper()
+		p, err := pgxpool.New(ctx, pool.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
 }
 
 // RegisterUsers makes users exist in tenant, as a registration does: each gets user.registered.v1
