@@ -25,14 +25,7 @@ const xss = `<img src=x onerror=alert(1)> & <b>bold</b>`
 func TestTwoUsersChatInTheBrowser(t *testing.T) {
 	start := time.Now()
 	shots := artifactsDir(t)
-	srv := newChatServer(t)
-	baseURL := srv.url
-	browser := newBrowser(t)
-	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
-	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
-
-	alice.register(baseURL, "alice", "alice-password-1")
-	bob.register(baseURL, "bob", "bob-password-1")
+	srv, alice, bob := aliceAndBob(t)
 	meetInAGroup(t, alice, bob)
 
 	// Bob's subscription reaches Alice as a pres frame; Bob finds Alice among the members and
@@ -127,12 +120,7 @@ func joinByLink(t *testing.T, joiner *page, link string) {
 // conversation list does not list the group yet, is shown the group as a member (no join banner,
 // the composer open) because the member list names them, and can send to it.
 func TestReloadRightAfterJoining(t *testing.T) {
-	srv := newChatServer(t)
-	browser := newBrowser(t)
-	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
-	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
-	alice.register(srv.url, "alice", "alice-password-1")
-	bob.register(srv.url, "bob", "bob-password-1")
+	srv, alice, bob := aliceAndBob(t)
 
 	srv.gate.lagLists("bob")
 	meetInAGroup(t, alice, bob)
@@ -146,12 +134,7 @@ func TestReloadRightAfterJoining(t *testing.T) {
 // more than a few seconds (a busy node), the page goes on asking and shows the new member once
 // the list names them.
 func TestMemberListCatchesUpWithASlowReadModel(t *testing.T) {
-	srv := newChatServer(t)
-	browser := newBrowser(t)
-	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
-	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
-	alice.register(srv.url, "alice", "alice-password-1")
-	bob.register(srv.url, "bob", "bob-password-1")
+	srv, alice, bob := aliceAndBob(t)
 
 	link := createGroup(t, alice)
 	alice.waitFor("alice's member list", memberList("alice (you) owner"))
@@ -259,6 +242,19 @@ func restCall(baseURL, token, method, path string, body any) (map[string]any, er
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return env.Data, nil
+}
+
+// aliceAndBob starts a chat server and registers alice and bob, each in a browser context of
+// their own.
+func aliceAndBob(t *testing.T) (srv *chatServer, alice, bob *page) {
+	t.Helper()
+	srv = newChatServer(t)
+	browser := newBrowser(t)
+	alice = newPage(t, browser, "alice", "imledger-browser-test alice")
+	bob = newPage(t, browser, "bob", "imledger-browser-test bob")
+	alice.register(srv.url, "alice", "alice-password-1")
+	bob.register(srv.url, "bob", "bob-password-1")
+	return srv, alice, bob
 }
 
 // userID is the id of the user logged in on p.

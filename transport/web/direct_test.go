@@ -57,12 +57,7 @@ func (p *page) clickJS(sel string) {
 func TestOneToOneChatInTheBrowser(t *testing.T) {
 	start := time.Now()
 	shots := artifactsDir(t)
-	srv := newChatServer(t)
-	browser := newBrowser(t)
-	alice := newPage(t, browser, "alice", "imledger-browser-test alice")
-	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
-	alice.register(srv.url, "alice", "alice-password-1")
-	bob.register(srv.url, "bob", "bob-password-1")
+	srv, alice, bob := aliceAndBob(t)
 	aliceID, bobID := alice.userID(), bob.userID()
 	topic := directTopic(t, aliceID, bobID)
 

@@ -29,14 +29,21 @@ func newGate(next http.Handler) *gate {
 		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}}
 }
 
+// names reports whether the user agent ua contains one of words.
+func names(words map[string]bool, ua string) bool {
+	for word := range words {
+		if strings.Contains(ua, word) {
+			return true
+		}
+	}
+	return false
+}
+
 // ServeHTTP refuses a blocked agent with 503 and passes everything else on.
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ua := r.UserAgent()
 	g.mu.Lock()
-	refused := false
-	for word := range g.blocked {
-		refused = refused || strings.Contains(ua, word)
-	}
+	refused := names(g.blocked, ua)
 	if !refused {
 		g.agents[r.RemoteAddr] = ua
 	}
@@ -138,13 +145,7 @@ func (g *gate) lists(next http.Handler) http.Handler {
 			strings.HasSuffix(r.URL.Path, "/members")
 		key := ua + " " + r.URL.Path
 		g.mu.Lock()
-		lag, frozen := false, false
-		for word := range g.stale {
-			lag = lag || strings.Contains(ua, word)
-		}
-		for word := range g.frozen {
-			frozen = frozen || strings.Contains(ua, word)
-		}
+		lag, frozen := names(g.stale, ua), names(g.frozen, ua)
 		last, answered := g.seen[key]
 		if members {
 			g.loads[ua]++

@@ -700,10 +700,10 @@
     var m = memberRefresh;
     if (!m || m.topic !== topic) {
       if (m) { clearTimeout(m.timer); }
-      m = memberRefresh = { topic: topic, waits: [], blind: false, step: 1, timer: 0, busy: false, again: false, lastStart: 0 };
+      m = memberRefresh = { topic: topic, waits: [], blind: false, timer: 0, busy: false, again: false, lastStart: 0 };
     }
     if (settled) { m.waits.push(settled); } else { m.blind = true; }
-    m.step = 1;
+    m.step = 1; // the steps start again after every change
     loadMembersAfter(m, m.lastStart + MEMBER_LOAD_GAP - Date.now());
   }
 
@@ -1203,9 +1203,9 @@
     if (p.what === 'on') { state.online.set(uid, true); } else if (p.what === 'off') { state.online.set(uid, false); }
     renderPresence();
     var r = state.room;
-    if (p.what === 'on' && r && r.topic === p.topic && isGroup(r.topic) &&
-      !r.members.some(function (m) { return String(m.user_id) === uid; })) {
-      refreshMembers(r.topic, listed(uid, true)); // someone new is here
+    var here = listed(uid, true);
+    if (p.what === 'on' && r && r.topic === p.topic && isGroup(r.topic) && !here(r.members)) {
+      refreshMembers(r.topic, here); // someone new is here
     }
   }
 
