@@ -9,6 +9,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/redisscript"
+	"github.com/imledger/imledger/internal/smallmap"
 )
 
 // Session is one connection's presence. Its methods are safe for concurrent use; after Logout
@@ -25,7 +26,7 @@ type Session struct {
 	ua     string
 
 	mu        sync.Mutex
-	topics    map[string]domain.Topic
+	topics    smallmap.Map[string, domain.Topic] // by name
 	lastTouch time.Time
 	closed    bool
 }
@@ -43,7 +44,7 @@ type LoginInfo struct {
 // tries again).
 func (st *Store) Login(ctx context.Context, in LoginInfo) (*Session, error) {
 	s := &Session{st: st, tenant: in.Tenant, user: in.User, id: in.SessionID, ua: in.UA,
-		topics: map[string]domain.Topic{}, lastTouch: time.Now()}
+		lastTouch: time.Now()}
 	st.addLocalUser(userKey{in.Tenant, in.User})
 	st.addSession(s)
 	err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
@@ -86,8 +87,8 @@ func (s *Session) due(now time.Time) ([]domain.Topic, bool) {
 		return nil, false
 	}
 	s.lastTouch = now
-	topics := make([]domain.Topic, 0, len(s.topics))
-	for _, t := range s.topics {
+	topics := make([]domain.Topic, 0, s.topics.Len())
+	for _, t := range s.topics.All() {
 		topics = append(topics, t)
 	}
 	return topics, true
@@ -109,8 +110,8 @@ func (s *Session) Join(ctx context.Context, topic domain.Topic) error {
 		s.mu.Unlock()
 		return nil
 	}
-	if _, ok := s.topics[topic.String()]; !ok {
-		s.topics[topic.String()] = topic
+	if !s.topics.Has(topic.String()) {
+		s.topics.Set(topic.String(), topic)
 		s.st.addLocalTopic(topicUserKey{s.tenant, topic.String(), s.user})
 	}
 	s.mu.Unlock()
@@ -133,8 +134,7 @@ func (s *Session) Leave(ctx context.Context, topic domain.Topic) error {
 		s.mu.Unlock()
 		return nil
 	}
-	_, ok := s.topics[topic.String()]
-	delete(s.topics, topic.String())
+	ok := s.topics.Delete(topic.String())
 	s.mu.Unlock()
 	if !ok || !s.st.dropLocalTopic(topicUserKey{s.tenant, topic.String(), s.user}) {
 		return nil
@@ -159,12 +159,12 @@ func (s *Session) Logout(ctx context.Context) error {
 	}
 	s.closed = true
 	var leave []domain.Topic
-	for _, t := range s.topics {
+	for _, t := range s.topics.All() {
 		if s.st.dropLocalTopic(topicUserKey{s.tenant, t.String(), s.user}) {
 			leave = append(leave, t)
 		}
 	}
-	s.topics = nil
+	s.topics = smallmap.Map[string, domain.Topic]{}
 	s.mu.Unlock()
 	st := s.st
 	st.dropSession(s)

@@ -10,6 +10,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/smallmap"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 )
@@ -46,10 +47,10 @@ func (h *Hub) addUser(s *session, tenant domain.TenantID, user domain.UserID, is
 	k := userKey{tenant, user}
 	set := h.users[k]
 	if set == nil {
-		set = map[*session]time.Time{}
+		set = &smallmap.Map[*session, time.Time]{}
 		h.users[k] = set
 	}
-	set[s] = issued
+	set.Set(s, issued)
 }
 
 // removeUser forgets s.
@@ -57,8 +58,12 @@ func (h *Hub) removeUser(s *session, tenant domain.TenantID, user domain.UserID)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := userKey{tenant, user}
-	delete(h.users[k], s)
-	if len(h.users[k]) == 0 {
+	set := h.users[k]
+	if set == nil {
+		return
+	}
+	set.Delete(s)
+	if set.Len() == 0 {
 		delete(h.users, k)
 	}
 }
@@ -74,7 +79,7 @@ func (h *Hub) account(m *fanout.Message) {
 	if a.What == NoticeWhat && a.User != 0 {
 		frame := encodeNotice(m)
 		h.mu.RLock()
-		for s := range h.users[userKey{m.Tenant, a.User}] {
+		for s := range h.users[userKey{m.Tenant, a.User}].All() {
 			s.send(frame)
 		}
 		h.mu.RUnlock()
@@ -87,7 +92,7 @@ func (h *Hub) account(m *fanout.Message) {
 			if k.tenant != m.Tenant {
 				continue
 			}
-			for s := range set {
+			for s := range set.All() {
 				s.send(frame)
 			}
 		}
@@ -98,8 +103,8 @@ func (h *Hub) account(m *fanout.Message) {
 		return
 	}
 	var end []*session
-	collect := func(set map[*session]time.Time) {
-		for s, issued := range set {
+	collect := func(set *smallmap.Map[*session, time.Time]) {
+		for s, issued := range set.All() {
 			if a.EndBefore.IsZero() || issued.Before(a.EndBefore) {
 				end = append(end, s)
 			}

@@ -51,8 +51,8 @@ func (h *Hub) control(m *fanout.Message) {
 	}
 	h.mu.Unlock()
 	for _, s := range dropped {
-		if s.pres != nil && s.life != nil {
-			go s.safely(s.life, func() { s.leavePresence(m.Tenant, m.Topic) })
+		if s.pres != nil && s.g.life != nil {
+			go s.safely(s.g.life, func() { s.leavePresence(m.Tenant, m.Topic) })
 		}
 	}
 }
@@ -165,7 +165,7 @@ func (s *session) leavePresence(tenant domain.TenantID, t domain.Topic) {
 	if !need {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.life, s.g.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(s.g.life, s.g.cfg.RequestTimeout)
 	defer cancel()
 	if err := s.pres.Leave(ctx, t); err != nil {
 		// The reader tries again at the session's next frame.
@@ -185,7 +185,7 @@ func (s *session) applyDrops(ctx context.Context) {
 	s.drops.leaveMu.Lock()
 	defer s.drops.leaveMu.Unlock()
 	for name, d := range s.drops.take() {
-		delete(s.topics, name)
+		s.topics.Delete(name)
 		if d.left || s.pres == nil {
 			continue
 		}
@@ -202,6 +202,6 @@ func (s *session) applyDrops(ctx context.Context) {
 // does not announce "off" in topics it was taken out of. Presence is left by the logout.
 func (s *session) forgetDrops() {
 	for name := range s.drops.take() {
-		delete(s.topics, name)
+		s.topics.Delete(name)
 	}
 }

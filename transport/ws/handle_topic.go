@@ -21,11 +21,11 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 		return
 	}
 	okCtrl := ctrl{ID: f.ID, Code: http.StatusOK, Text: "ok", Params: map[string]any{"topic": t.String()}}
-	if _, dup := s.topics[t.String()]; dup {
+	if s.topics.Has(t.String()) {
 		s.sendCtrl(okCtrl)
 		return
 	}
-	if len(s.topics) >= s.g.cfg.MaxTopicsPerSession {
+	if s.topics.Len() >= s.g.cfg.MaxTopicsPerSession {
 		s.refuse(errCtrl(f.ID, http.StatusBadRequest, ReasonTooManyTopics, "too many topics on one connection"))
 		return
 	}
@@ -33,7 +33,7 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 		s.fail(ctx, f.ID, err)
 		return
 	}
-	s.topics[t.String()] = t
+	s.topics.Set(t.String(), t)
 	if s.pres != nil {
 		if err := s.pres.Join(ctx, t); err != nil {
 			// Local delivery works; other nodes learn about this member at the next refresh.
@@ -53,8 +53,7 @@ func (s *session) onLeave(ctx context.Context, f topicFrame) {
 	if !ok {
 		return
 	}
-	if _, in := s.topics[t.String()]; in {
-		delete(s.topics, t.String())
+	if s.topics.Delete(t.String()) {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
 		if s.pres != nil {
 			if err := s.pres.Leave(ctx, t); err != nil {

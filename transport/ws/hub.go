@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/smallmap"
 	"github.com/imledger/imledger/transport/fanout"
 )
 
@@ -15,9 +16,9 @@ import (
 // which tenant. It implements fanout.Deliverer. It is safe for concurrent use.
 type Hub struct {
 	mu     sync.RWMutex
-	topics map[hubKey]map[*session]domain.UserID // each session with its user
-	users  map[userKey]map[*session]time.Time    // logged-in sessions with their token's issue time
-	drops  [dropShards]atomic.Uint64             // control messages that ended subscriptions, by topic shard; changed under mu
+	topics map[hubKey]map[*session]domain.UserID          // each session with its user
+	users  map[userKey]*smallmap.Map[*session, time.Time] // logged-in sessions with their token's issue time
+	drops  [dropShards]atomic.Uint64                      // control messages that ended subscriptions, by topic shard; changed under mu
 
 	delivery []*deliveryShard // deliveries by topic: each shard keeps its topics' order
 }
@@ -82,7 +83,7 @@ var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
 func NewHub() *Hub {
-	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]map[*session]time.Time{}}
+	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]*smallmap.Map[*session, time.Time]{}}
 	h.delivery = make([]*deliveryShard, max(2, runtime.GOMAXPROCS(0)))
 	for i := range h.delivery {
 		h.delivery[i] = &deliveryShard{wake: make(chan struct{}, 1)}
