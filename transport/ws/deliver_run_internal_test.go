@@ -1,7 +1,6 @@
 package ws
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"syscall"
@@ -76,7 +75,7 @@ func loopbackSession(tb testing.TB, g *Gateway, ln net.Listener, raw bool) (*ses
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := newSession(context.Background(), g, sc, nil, "test")
+	s := newSession(g, sc, nil, "test")
 	if raw {
 		s.raw, _ = sc.(syscall.Conn).SyscallConn()
 	}

@@ -35,6 +35,11 @@ type Gateway struct {
 
 	panics *telemetry.Panics
 
+	// life is every session's context. A session outlives the request that opened it and ends by
+	// its client, its deadlines or Shutdown, never by a context; keeping the request's context
+	// instead would hold net/http's per-connection contexts (about 500 bytes) for as long.
+	life context.Context
+
 	poll      *poller   // nil: every session reads on a goroutine of its own
 	readers   sync.Pool // *bufio.Reader of ReadBufferSize, for polled sessions' reading rounds
 	sweepStop chan struct{}
@@ -93,6 +98,7 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 		cfg: cfg, deps: deps, log: deps.Logger, metrics: m, panics: deps.Panics,
 		upgrader: ws.HTTPUpgrader{Timeout: cfg.HandshakeTimeout},
 		sessions: map[*session]struct{}{},
+		life:     context.Background(),
 	}
 	if !cfg.BlockingReads {
 		if g.poll, err = newPoller(); err != nil {
@@ -160,18 +166,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tc, ok := conn.(*net.TCPConn); ok && g.cfg.SocketSendBuffer > 0 {
 		_ = tc.SetWriteBuffer(g.cfg.SocketSendBuffer)
 	}
-	// Keep net/http's reader only when the client already sent bytes after the handshake.
+	// Keep net/http's reader only when the client already sent bytes after the handshake. A
+	// polled session otherwise reads with a pooled reader, one reading round at a time.
 	br := rw.Reader
 	if br.Buffered() == 0 {
-		br = bufio.NewReaderSize(conn, g.cfg.ReadBufferSize)
+		br = nil
 	}
-	// The request context ends when ServeHTTP returns; the session keeps its values only.
-	ctx := context.WithoutCancel(r.Context())
-	s := newSession(ctx, g, conn, br, r.RemoteAddr)
+	s := newSession(g, conn, br, r.RemoteAddr)
 	if sc, ok := conn.(syscall.Conn); ok {
 		s.raw, _ = sc.SyscallConn() // nil: every frame goes through the writer goroutine
 	}
 	s.polled = g.poll != nil && g.poll.add(s, conn) == nil
+	if !s.polled && s.br == nil {
+		s.br = bufio.NewReaderSize(conn, g.cfg.ReadBufferSize)
+	}
 	if !g.track(s) {
 		g.release()
 		s.kill(closeGoingAway)
@@ -184,7 +192,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer g.wg.Done()
 		defer g.untrack(s)
-		s.run(ctx)
+		s.run(g.life)
 	}()
 }
 

@@ -27,12 +27,11 @@ const (
 // with the handshake, else when its socket becomes readable.
 func (s *session) startPolled() {
 	s.storeDeadline()
-	if s.br.Buffered() > 0 {
+	if s.br != nil { // the handshake's reader holds frames
 		s.pstate.Store(pollReading)
 		go s.round()
 		return
 	}
-	s.br = nil
 	s.pstate.Store(pollIdle)
 	if s.isKilled() || s.g.poll.arm(s) != nil {
 		s.endIfIdle(closeGone)
@@ -50,7 +49,7 @@ func (s *session) readable() {
 // frame that arrived in part is waited for, up to the idle deadline), then re-arms the socket.
 // A frame that ends the connection ends it on this goroutine.
 func (s *session) round() {
-	ctx := s.life
+	ctx := s.g.life
 	br, pooled := s.br, false
 	if br == nil {
 		br, pooled = s.g.readers.Get().(*bufio.Reader), true
@@ -117,7 +116,7 @@ func (s *session) endIfIdle(cause closeCause) {
 // end is a polled session's last act: what run does after its read loop, then what the
 // gateway does after run.
 func (s *session) end(cause closeCause) {
-	ctx := s.life
+	ctx := s.g.life
 	s.closeWith(cause)
 	s.safely(ctx, func() { s.finish(ctx) })
 	s.kill(closeGone)

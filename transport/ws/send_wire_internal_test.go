@@ -2,7 +2,6 @@ package ws
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,7 +38,7 @@ func TestSendWireKeepsOrderAcrossPartialWrites(t *testing.T) {
 	}
 	_ = sc.(*net.TCPConn).SetWriteBuffer(4096)
 	_ = cc.(*net.TCPConn).SetReadBuffer(4096)
-	s := newSession(context.Background(), g, sc, nil, "test")
+	s := newSession(g, sc, nil, "test")
 	s.raw, _ = sc.(syscall.Conn).SyscallConn()
 	defer s.kill(closeGone)
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/smallmap"
 	"github.com/imledger/imledger/transport/presence"
 )
 
@@ -78,9 +79,8 @@ type session struct {
 	killed   chan struct{}
 	killOnce sync.Once
 	cause    atomic.Pointer[closeCause]
-	closing  atomic.Bool     // a close frame is queued
-	life     context.Context // the connection's: the request's values, never cancelled
-	drops    dropSet         // subscriptions the hub ended, for the reader to forget
+	closing  atomic.Bool // a close frame is queued
+	drops    dropSet     // subscriptions the hub ended, for the reader to forget
 
 	qmu        sync.Mutex
 	queue      []outFrame    // frames no writer has taken yet, at most SendQueueSize
@@ -107,14 +107,13 @@ type session struct {
 	expires time.Time
 	issued  time.Time // the token's issue time
 	pres    *presence.Session
-	topics  map[string]domain.Topic
+	topics  smallmap.Map[string, domain.Topic] // by name
 }
 
-func newSession(life context.Context, g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
+func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
 	return &session{
-		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(), life: life,
+		g: g, id: newSessionID(), conn: conn, br: br, remote: remote, connectedAt: time.Now(),
 		killed: make(chan struct{}), writerDone: make(chan struct{}),
-		topics: map[string]domain.Topic{},
 	}
 }
 
@@ -466,7 +465,7 @@ func (s *session) readError(err error) closeCause {
 func (s *session) writeSafely() {
 	defer func() {
 		if v := recover(); v != nil {
-			s.g.panics.Recovered(s.life, s.g.log, "ws", v, "tenant_id", s.tenant.String(), "session", s.id, "remote", s.remote, "in", "writer")
+			s.g.panics.Recovered(s.g.life, s.g.log, "ws", v, "tenant_id", s.tenant.String(), "session", s.id, "remote", s.remote, "in", "writer")
 			s.kill(closeWriterPanic)
 			s.qmu.Lock()
 			s.writing = false
@@ -490,6 +489,7 @@ func (s *session) write() {
 		}
 		if len(s.queue) == 0 {
 			s.writing = false
+			s.queue, s.spare = nil, nil // an idle session holds no queue
 			s.qmu.Unlock()
 			return
 		}
@@ -601,11 +601,11 @@ func (s *session) cleanup(ctx context.Context) {
 	if s.user != 0 {
 		s.g.deps.Hub.removeUser(s, s.tenant, s.user)
 	}
-	for _, t := range s.topics {
+	for _, t := range s.topics.All() {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
 		s.publishPres(t, "off")
 	}
-	s.topics = nil
+	s.topics = smallmap.Map[string, domain.Topic]{}
 	if s.user != 0 && s.g.deps.Sessions != nil {
 		reason := "closed"
 		if c := s.cause.Load(); c != nil {
