@@ -16,6 +16,8 @@ const heartbeatBatch = 256
 // rarely its client sends frames, and goes offline within TTL when this node dies. Redis
 // failures are logged and counted; Run returns only ctx's error.
 func (st *Store) Run(ctx context.Context) error {
+	st.running.Add(1)
+	defer st.running.Add(-1)
 	tick := time.NewTicker(st.cfg.TouchInterval / 2)
 	defer tick.Stop()
 	for {

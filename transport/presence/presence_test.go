@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,5 +400,63 @@ func TestNodesForTopicsAnswersEachTopicInOrder(t *testing.T) {
 		if !slices.Equal(sorted(lists[i]), want[i]) {
 			t.Errorf("topic %d: nodes = %v, want %v", i, lists[i], want[i])
 		}
+	}
+}
+
+// markedCtx marks the calls whose Redis traffic countHook counts.
+type markedCtx struct{}
+
+// countHook counts the commands and pipelines sent under a context marked with markedCtx.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ctx.Value(markedCtx{}) != nil {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx.Value(markedCtx{}) != nil {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// While Run refreshes the node's sessions, Touch costs no Redis round trip of its own, and a
+// session whose client keeps sending frames still stays online: Run refreshes it with the
+// others, in batches.
+func TestTouchLeavesTheRefreshToRun(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	hook := &countHook{}
+	rdb.AddHook(hook)
+	cfg := presence.Config{KeyPrefix: prefix, TTL: time.Second, TouchInterval: 200 * time.Millisecond}
+	a, b := newStore(t, rdb, cfg, "node-a"), newStore(t, rdb, cfg, "node-b")
+	ctx := testCtx(t)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	s := login(t, a, 4, "s")
+	marked := context.WithValue(ctx, markedCtx{}, true)
+	end := time.Now().Add(2500 * time.Millisecond) // 2.5 TTLs
+	for time.Now().Before(end) {
+		if err := s.Touch(marked); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := hook.n.Load(); n != 0 {
+		t.Errorf("Touch sent %d Redis calls of its own while Run was refreshing the node's sessions, want 0", n)
+	}
+	if p := get(t, b, 4); !p.Online {
+		t.Fatalf("a session touched while Run ran lapsed: %+v", p)
 	}
 }

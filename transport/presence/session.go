@@ -68,8 +68,13 @@ func (s *Session) writeOnline(ctx context.Context, b *redisscript.Batch, node, u
 
 // Touch refreshes the session's TTLs and those of its topic memberships. It is cheap to call on
 // every inbound frame: it writes at most once per TouchInterval and otherwise returns at once.
-// Store.Run refreshes sessions that send nothing.
+// While Store.Run runs it writes nothing: Run refreshes every session of the node, those whose
+// clients send frames too, up to 256 in one Redis round trip, where Touch would spend one round
+// trip per session (10,000 clients pinging every 20 s made 500 Touch round trips a second).
 func (s *Session) Touch(ctx context.Context) error {
+	if s.st.running.Load() > 0 {
+		return nil
+	}
 	topics, due := s.due(time.Now())
 	if !due {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,8 @@ type Store struct {
 	log  *slog.Logger
 	keys keys
 	errs *prometheus.CounterVec
+
+	running atomic.Int32 // Runs refreshing the sessions: Touch then leaves it to them
 
 	mu          sync.Mutex
 	sessions    map[*Session]struct{}
