@@ -69,3 +69,57 @@ func TestSendWireKeepsOrderAcrossPartialWrites(t *testing.T) {
 		t.Fatalf("the stream differs from the frames sent at byte %d of %d", i, want.Len())
 	}
 }
+
+// A reply to a client that keeps up (a pong, an ack) is written by the goroutine that handles
+// the client's frame, in one system call: no writer goroutine starts for it, so none moves the
+// socket's write deadline.
+func TestRepliesAreWrittenAtOnce(t *testing.T) {
+	t.Parallel()
+	cfg := Config{}
+	cfg.setDefaults()
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{cfg: cfg, metrics: m, log: slog.New(slog.DiscardHandler), sessions: map[*session]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(g, sc, nil, "test")
+	s.raw, _ = sc.(syscall.Conn).SyscallConn()
+	defer s.kill(closeGone)
+
+	var want bytes.Buffer
+	for i := range 3 {
+		p := fmt.Appendf(nil, `{"ctrl":{"id":"%d","code":200,"text":"pong"}}`, i)
+		want.Write(wireFrame(p))
+		if !s.send(p) {
+			t.Fatalf("reply %d refused", i)
+		}
+	}
+	_ = cc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(cc, got); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("client read %q, want %q", got, want.Bytes())
+	}
+	s.qmu.Lock()
+	writer := s.writing || !s.wdeadline.IsZero()
+	s.qmu.Unlock()
+	if writer {
+		t.Fatal("a writer goroutine wrote the replies (it set the write deadline), want them written at once")
+	}
+}
