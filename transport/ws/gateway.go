@@ -43,6 +43,7 @@ type Gateway struct {
 	poll      *poller   // nil: every session reads on a goroutine of its own
 	readers   sync.Pool // *bufio.Reader of ReadBufferSize, for polled sessions' reading rounds
 	sweepStop chan struct{}
+	rounds    *rounds   // polled sessions' reading rounds; stops with the sweeper
 	stopPoll  sync.Once // Shutdown stops the sweeper and the poller once no session is left
 
 	mu       sync.Mutex
@@ -108,6 +109,7 @@ func New(deps Deps, cfg Config) (*Gateway, error) {
 			size := cfg.ReadBufferSize
 			g.readers.New = func() any { return bufio.NewReaderSize(nil, size) }
 			g.sweepStop = make(chan struct{})
+			g.rounds = newRounds(g.sweepStop)
 			go g.sweep(sweepInterval(cfg), g.sweepStop)
 		}
 	}

@@ -29,7 +29,7 @@ func (s *session) startPolled() {
 	s.storeDeadline()
 	if s.br != nil { // the handshake's reader holds frames
 		s.pstate.Store(pollReading)
-		go s.round()
+		s.g.rounds.run(s.round)
 		return
 	}
 	s.pstate.Store(pollIdle)
@@ -41,7 +41,7 @@ func (s *session) startPolled() {
 // readable is the poller's call: the socket has something to read, or the peer closed it.
 func (s *session) readable() {
 	if s.pstate.CompareAndSwap(pollIdle, pollReading) {
-		go s.round()
+		s.g.rounds.run(s.round)
 	}
 }
 
