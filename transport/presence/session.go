@@ -16,8 +16,8 @@ import (
 // they do nothing.
 //
 // Redis failures are returned wrapped as domain.ErrRetryable and counted, but never undo the
-// in-memory state: the next Touch writes the whole session again, so presence heals once Redis
-// is back.
+// in-memory state: the next refresh (Store.Run's, or Touch's without Run) writes the whole
+// session again, so presence heals once Redis is back.
 type Session struct {
 	st     *Store
 	tenant domain.TenantID
@@ -40,7 +40,7 @@ type LoginInfo struct {
 }
 
 // Login marks the session online: the user's hash and sessions, and this node's user set. It
-// always returns a usable Session; a non-nil error means Redis was not written (the next Touch
+// always returns a usable Session; a non-nil error means Redis was not written (the next refresh
 // tries again).
 func (st *Store) Login(ctx context.Context, in LoginInfo) (*Session, error) {
 	s := &Session{st: st, tenant: in.Tenant, user: in.User, id: in.SessionID, ua: in.UA,
