@@ -51,7 +51,7 @@ func (h *Hub) control(m *fanout.Message) {
 	}
 	h.mu.Unlock()
 	for _, s := range dropped {
-		if s.pres != nil && s.g.life != nil {
+		if s.pres != nil {
 			go s.safely(s.g.life, func() { s.leavePresence(m.Tenant, m.Topic) })
 		}
 	}

@@ -8,9 +8,18 @@ import (
 	"time"
 )
 
-func roundWorkers() int {
+// roundWorkers counts the process's round goroutines, and those of them waiting for a round.
+func roundWorkers() (all, waiting int) {
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "ws.(*rounds).worker")
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "ws.(*rounds).worker") {
+			all++
+			if strings.Contains(g, "[select") {
+				waiting++
+			}
+		}
+	}
+	return all, waiting
 }
 
 // Rounds that follow one another run on one goroutine; rounds at once each get one; every
@@ -27,7 +36,7 @@ func TestRoundsReuseTheirGoroutines(t *testing.T) {
 		<-done
 		// The worker waits for the next round only once this one has returned.
 		deadline := time.Now().Add(5 * time.Second)
-		for r.started.Load() == 1 && !waiting(r) && time.Now().Before(deadline) {
+		for r.started.Load() == 1 && !roundWaiting() && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -52,21 +61,12 @@ func TestRoundsReuseTheirGoroutines(t *testing.T) {
 	}
 	close(stop)
 	deadline := time.Now().Add(5 * time.Second)
-	for roundWorkers() > 0 && time.Now().Before(deadline) {
+	for n, _ := roundWorkers(); n > 0 && time.Now().Before(deadline); n, _ = roundWorkers() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := roundWorkers(); n != 0 {
+	if n, _ := roundWorkers(); n != 0 {
 		t.Fatalf("%d round goroutines left after the gateway stopped", n)
 	}
 }
 
-// waiting reports whether a round goroutine waits for work.
-func waiting(r *rounds) bool {
-	buf := make([]byte, 1<<20)
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "ws.(*rounds).worker") && strings.Contains(g, "[select") {
-			return true
-		}
-	}
-	return false
-}
+func roundWaiting() bool { _, w := roundWorkers(); return w > 0 }

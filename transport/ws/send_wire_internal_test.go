@@ -75,29 +75,13 @@ func TestSendWireKeepsOrderAcrossPartialWrites(t *testing.T) {
 // socket's write deadline.
 func TestRepliesAreWrittenAtOnce(t *testing.T) {
 	t.Parallel()
-	cfg := Config{}
-	cfg.setDefaults()
-	m, err := newMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &Gateway{cfg: cfg, metrics: m, log: slog.New(slog.DiscardHandler), sessions: map[*session]struct{}{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	cc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, cc := loopbackSession(t, testGateway(t), ln, true)
 	defer cc.Close()
-	sc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSession(g, sc, nil, "test")
-	s.raw, _ = sc.(syscall.Conn).SyscallConn()
 	defer s.kill(closeGone)
 
 	var want bytes.Buffer
