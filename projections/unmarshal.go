@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -73,11 +72,11 @@ func sourceOf(msg *message.Message) source {
 // its event type (the relay publishes events as stored), and checks the fields every projection
 // relies on. Its errors are permanent: the same bytes never decode later.
 func decodeEnvelope(payload []byte) (domain.Envelope, error) {
-	var env domain.Envelope
-	if err := json.Unmarshal(payload, &env); err != nil {
+	env, err := domain.DecodeEnvelope(payload)
+	if err != nil {
 		return env, permanent(ReasonBadEnvelope, fmt.Errorf("decode envelope: %w", err))
 	}
-	env, err := domain.Upcast(env)
+	env, err = domain.Upcast(env)
 	if err != nil {
 		return env, permanent(ReasonBadEvent, err)
 	}
