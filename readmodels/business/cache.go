@@ -85,30 +85,48 @@ func (s *Store) setHas(ctx context.Context, tenant domain.TenantID, key string, 
 
 // setMembers returns the ids in the set entry key (sorted), loading and filling it on a miss.
 func (s *Store) setMembers(ctx context.Context, tenant domain.TenantID, key string, loadAll func(context.Context) ([]int64, error)) ([]int64, error) {
+	sets, errs := s.setsMembers(ctx, tenant, []string{key}, func(ctx context.Context, _ int) ([]int64, error) { return loadAll(ctx) })
+	return sets[0], errs[0]
+}
+
+// setsMembers is setMembers for many entries, read in one round trip; load(ctx, i) reads entry
+// i from MySQL. Each answer comes with its own error.
+func (s *Store) setsMembers(ctx context.Context, tenant domain.TenantID, keys []string,
+	load func(ctx context.Context, i int) ([]int64, error)) ([][]int64, []error) {
+	sets, errs := make([][]int64, len(keys)), make([]error, len(keys))
 	rdb := s.redis()
-	if rdb == nil {
-		return loadAll(ctx)
+	if rdb == nil || len(keys) == 0 {
+		for i := range keys {
+			sets[i], errs[i] = load(ctx, i)
+		}
+		return sets, errs
 	}
-	var members *redis.StringSliceCmd
-	var fence *redis.StringCmd
+	members, fences := make([]*redis.StringSliceCmd, len(keys)), make([]*redis.StringCmd, len(keys))
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		members = p.SMembers(ctx, key)
-		fence = p.Get(ctx, key+fenceSuffix)
+		for i, key := range keys {
+			members[i], fences[i] = p.SMembers(ctx, key), p.Get(ctx, key+fenceSuffix)
+		}
 		return nil
 	})
-	if err := cmdErr(members, fence); err != nil {
-		s.redisFailed(ctx, tenant, "read "+key, err)
-		return loadAll(ctx)
+	failed := false
+	for i, key := range keys {
+		if err := cmdErr(members[i], fences[i]); err != nil {
+			if !failed { // a broken connection fails every entry: one report
+				s.redisFailed(ctx, tenant, "read "+key, err)
+				failed = true
+			}
+			sets[i], errs[i] = load(ctx, i)
+			continue
+		}
+		if ids, ok := parseSet(members[i].Val()); ok {
+			sets[i] = ids
+			continue
+		}
+		if sets[i], errs[i] = load(ctx, i); errs[i] == nil {
+			s.fill(ctx, tenant, rdb, key, fenceSeen(fences[i]), "set", setArgs(sets[i]))
+		}
 	}
-	if ids, ok := parseSet(members.Val()); ok {
-		return ids, nil
-	}
-	all, err := loadAll(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.fill(ctx, tenant, rdb, key, fenceSeen(fence), "set", setArgs(all))
-	return all, nil
+	return sets, errs
 }
 
 // parseSet turns a filled set entry into sorted ids; ok is false when the entry is not filled (no

@@ -345,3 +345,46 @@ func TestConcurrentReadersNeverKeepAStaleEntry(t *testing.T) {
 		t.Fatalf("cached member count %d, want 4", n)
 	}
 }
+
+// MemberIDsMany answers as MemberIDs does for each group, whether its entry is cached, missing
+// (then filled) or the group unknown or invalid; a group changed after its entry was filled is
+// answered anew.
+func TestMemberIDsManyAnswersAsMemberIDs(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	w := f.w
+	f.apply(ctx, t, concat(w.create(1, 10, "one"), w.join(1, 11, 12), w.create(2, 20, "two"), w.create(3, 30, "three"),
+		w.join(3, 31), w.dissolve(3, 30))...)
+	if _, err := f.store.MemberIDs(ctx, f.tenant, 1); err != nil { // group 1 cached, group 2 not
+		t.Fatal(err)
+	}
+	gids := []domain.GroupID{1, 2, 3, 99, 0, 1}
+	check := func(when string) {
+		t.Helper()
+		ids, errs := f.store.MemberIDsMany(ctx, f.tenant, gids)
+		if len(ids) != len(gids) || len(errs) != len(gids) {
+			t.Fatalf("%s: %d answers and %d errors for %d groups", when, len(ids), len(errs), len(gids))
+		}
+		for i, gid := range gids {
+			want, wantErr := f.mysqlOnly(t).MemberIDs(ctx, f.tenant, gid)
+			if fmt.Sprint(ids[i]) != fmt.Sprint(want) || !errors.Is(errs[i], errorsKind(wantErr)) || (errs[i] == nil) != (wantErr == nil) {
+				t.Errorf("%s: group %d: %v, %v; MySQL says %v, %v", when, gid, ids[i], errs[i], want, wantErr)
+			}
+		}
+	}
+	check("first read")
+	checkSet(t, f, ctx, "group:{2}:members", "0", "20") // filled by the batch
+	check("from the cache")
+	f.apply(ctx, t, w.join(2, 21)...)
+	check("after a join")
+}
+
+// errorsKind is the sentinel err matches (nil for none), to compare errors by kind.
+func errorsKind(err error) error {
+	for _, k := range []error{domain.ErrNotFound, domain.ErrInvalid} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return nil
+}

@@ -21,3 +21,28 @@ func (s *Store) MemberIDs(ctx context.Context, tenant domain.TenantID, gid domai
 	}
 	return toUserIDs(ids), nil
 }
+
+// MemberIDsMany answers MemberIDs for each of gids, the cache entries of all of them read in one
+// Redis round trip (the offline push producer looks up every group of a batch of committed
+// messages at once). ids[i] and errs[i] are what MemberIDs(ctx, tenant, gids[i]) would return.
+func (s *Store) MemberIDsMany(ctx context.Context, tenant domain.TenantID, gids []domain.GroupID) (ids [][]domain.UserID, errs []error) {
+	ids, errs = make([][]domain.UserID, len(gids)), make([]error, len(gids))
+	var valid []int // indexes into gids
+	var keys []string
+	for i, gid := range gids {
+		if errs[i] = checkGroupID(gid); errs[i] == nil {
+			valid = append(valid, i)
+			keys = append(keys, s.keyspace(tenant).groupMembers(int64(gid)))
+		}
+	}
+	sets, setErrs := s.setsMembers(ctx, tenant, keys, func(ctx context.Context, k int) ([]int64, error) {
+		return s.loadMemberIDs(ctx, tenant, int64(gids[valid[k]]), false)
+	})
+	for k, i := range valid {
+		if errs[i] = setErrs[k]; errs[i] == nil {
+			ids[i] = toUserIDs(sets[k])
+		}
+	}
+	return ids, errs
+}
+

@@ -20,6 +20,15 @@ type Members interface {
 	MemberIDs(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error)
 }
 
+// ManyMembers is Members that also answers for many groups at once (one Redis round trip);
+// *business.Store implements it. Run then looks up each group of the messages it has queued once,
+// together, instead of once per message: a busy group's messages commit in batches.
+type ManyMembers interface {
+	Members
+	// MemberIDsMany returns, for each of gids, what MemberIDs would.
+	MemberIDsMany(ctx context.Context, tenant domain.TenantID, gids []domain.GroupID) ([][]domain.UserID, []error)
+}
+
 // Presences reads many users' presence at once, failing rather than answering "unknown";
 // *presence.Store implements it.
 type Presences interface {
@@ -121,18 +130,14 @@ func (p *Producer) Run(ctx context.Context) error {
 	for {
 		select {
 		case msgs := <-p.q:
-			for _, m := range msgs {
-				p.Produce(context.WithoutCancel(ctx), m)
-			}
+			p.produceQueued(context.WithoutCancel(ctx), msgs)
 		case it := <-p.retry:
-			p.produce(context.WithoutCancel(ctx), it.m, it.looks)
+			p.produce(context.WithoutCancel(ctx), it.m, it.looks, p.deps.Members.MemberIDs)
 		case <-ctx.Done():
 			for {
 				select {
 				case msgs := <-p.q:
-					for _, m := range msgs {
-						p.Produce(context.WithoutCancel(ctx), m)
-					}
+					p.produceQueued(context.WithoutCancel(ctx), msgs)
 				default:
 					return nil
 				}
@@ -141,18 +146,82 @@ func (p *Producer) Run(ctx context.Context) error {
 	}
 }
 
+// maxLookup bounds the messages whose groups Run looks up together.
+const maxLookup = 1024
+
+// produceQueued produces the tasks of msgs and of the batches queued behind them (up to
+// maxLookup messages), with each group's members looked up once for all of them.
+func (p *Producer) produceQueued(ctx context.Context, msgs []commands.CommittedMessage) {
+	for more := true; more && len(msgs) < maxLookup; {
+		select {
+		case next := <-p.q:
+			msgs = append(msgs[:len(msgs):len(msgs)], next...)
+		default:
+			more = false
+		}
+	}
+	lookup := p.lookupMembers(ctx, msgs)
+	for _, m := range msgs {
+		p.produce(ctx, m, 1, lookup)
+	}
+}
+
+// membersOf finds a group's members: Members.MemberIDs, or an answer read ahead.
+type membersOf func(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error)
+
+// lookupMembers reads the members of every group msgs were sent to, per tenant in one call when
+// Members is a ManyMembers, and returns a membersOf that answers from what it read.
+func (p *Producer) lookupMembers(ctx context.Context, msgs []commands.CommittedMessage) membersOf {
+	many, ok := p.deps.Members.(ManyMembers)
+	if !ok || len(msgs) < 2 {
+		return p.deps.Members.MemberIDs
+	}
+	type groupKey struct {
+		tenant domain.TenantID
+		gid    domain.GroupID
+	}
+	type answer struct {
+		ids []domain.UserID
+		err error
+	}
+	byTenant := map[domain.TenantID][]domain.GroupID{}
+	known := map[groupKey]*answer{}
+	for _, m := range msgs {
+		if m.Topic.Kind() != domain.TopicGroup {
+			continue
+		}
+		k := groupKey{m.Tenant, domain.GroupID(m.Topic.GroupID())}
+		if known[k] == nil {
+			known[k] = &answer{}
+			byTenant[k.tenant] = append(byTenant[k.tenant], k.gid)
+		}
+	}
+	for tenant, gids := range byTenant {
+		ids, errs := many.MemberIDsMany(ctx, tenant, gids)
+		for i, gid := range gids {
+			*known[groupKey{tenant, gid}] = answer{ids[i], errs[i]}
+		}
+	}
+	return func(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error) {
+		if a := known[groupKey{tenant, gid}]; a != nil {
+			return a.ids, a.err
+		}
+		return p.deps.Members.MemberIDs(ctx, tenant, gid)
+	}
+}
+
 // Produce puts the tasks of one committed message on im.message.push and returns how many. A
 // group the read model does not hold yet is looked up again later by Run (see notFoundWaits);
 // Produce then returns 0. Another lookup or publish failure is logged and counted; the message's
 // reminders are then lost.
 func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int {
-	return p.produce(ctx, m, 1)
+	return p.produce(ctx, m, 1, p.deps.Members.MemberIDs)
 }
 
-func (p *Producer) produce(ctx context.Context, m commands.CommittedMessage, looks int) int {
+func (p *Producer) produce(ctx context.Context, m commands.CommittedMessage, looks int, members membersOf) int {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tasks, err := p.Tasks(ctx, m)
+	tasks, err := p.tasks(ctx, m, members)
 	if errors.Is(err, domain.ErrNotFound) && looks <= len(notFoundWaits) {
 		p.lookAgain(m, looks)
 		return 0
@@ -194,7 +263,11 @@ func (p *Producer) lookAgain(m commands.CommittedMessage, looks int) {
 // costs at most one Redis round trip, and the mutes and reminder marks are read only for offline
 // members.
 func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Task, error) {
-	recipients, typ, err := p.recipients(ctx, m)
+	return p.tasks(ctx, m, p.deps.Members.MemberIDs)
+}
+
+func (p *Producer) tasks(ctx context.Context, m commands.CommittedMessage, members membersOf) ([]Task, error) {
+	recipients, typ, err := p.recipients(ctx, m, members)
 	if err != nil || len(recipients) == 0 {
 		return nil, err
 	}
@@ -262,7 +335,7 @@ func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Ta
 }
 
 // recipients are the members of the message's conversation other than the sender.
-func (p *Producer) recipients(ctx context.Context, m commands.CommittedMessage) ([]domain.UserID, string, error) {
+func (p *Producer) recipients(ctx context.Context, m commands.CommittedMessage, members membersOf) ([]domain.UserID, string, error) {
 	if m.Topic.Kind() != domain.TopicGroup {
 		peer := m.Topic.Peer(m.From)
 		if peer <= 0 || peer == m.From {
@@ -270,12 +343,12 @@ func (p *Producer) recipients(ctx context.Context, m commands.CommittedMessage) 
 		}
 		return []domain.UserID{peer}, TypeDirectMessage, nil
 	}
-	members, err := p.deps.Members.MemberIDs(ctx, m.Tenant, domain.GroupID(m.Topic.GroupID()))
+	ids, err := members(ctx, m.Tenant, domain.GroupID(m.Topic.GroupID()))
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]domain.UserID, 0, len(members))
-	for _, u := range members {
+	out := make([]domain.UserID, 0, len(ids))
+	for _, u := range ids {
 		if u != m.From {
 			out = append(out, u)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/transport/push"
 )
@@ -282,5 +284,50 @@ func TestMessageOfAGroupNotProjectedYetIsLookedAtAgain(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.metrics.Dropped.WithLabelValues("lookup_failed")); got != 0 {
 		t.Errorf("lookup_failed = %v, want 0", got)
+	}
+}
+
+// countingMembers counts the lookups a producer makes through a real business store.
+type countingMembers struct {
+	*business.Store
+	one, many, groups atomic.Int64
+}
+
+func (c *countingMembers) MemberIDs(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error) {
+	c.one.Add(1)
+	return c.Store.MemberIDs(ctx, tenant, gid)
+}
+
+func (c *countingMembers) MemberIDsMany(ctx context.Context, tenant domain.TenantID, gids []domain.GroupID) ([][]domain.UserID, []error) {
+	c.many.Add(1)
+	c.groups.Add(int64(len(gids)))
+	return c.Store.MemberIDsMany(ctx, tenant, gids)
+}
+
+// Run looks up the groups of every message queued, several commit batches together, once.
+func TestQueuedMessagesLookUpEachGroupOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t, push.Config{})
+	seven, eight := f.group(t, 7, 5), f.group(t, 8, 4)
+	counting := &countingMembers{Store: f.biz}
+	deps := f.deps
+	deps.Members = counting
+	p, err := push.NewProducer(deps, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.MessagesCommitted(f.ctx, []commands.CommittedMessage{f.message(seven, 1, 1), f.message(eight, 1, 1)})
+	p.MessagesCommitted(f.ctx, []commands.CommittedMessage{f.message(seven, 1, 2), f.message(seven, 1, 3), f.message(eight, 1, 2)})
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	// The first message of each group reminds its offline members: 2-5 of 7, 2-4 of 8.
+	waitFor(t, "the reminders of both groups", 10*time.Second, func() bool { return testutil.ToFloat64(f.metrics.Triggered) >= 7 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if one, many, groups := counting.one.Load(), counting.many.Load(), counting.groups.Load(); one != 0 || many != 1 || groups != 2 {
+		t.Fatalf("%d single lookups, %d batched lookups of %d groups; want 0, 1 of 2", one, many, groups)
 	}
 }
