@@ -116,7 +116,12 @@ func (b *batcher) wait() { b.wg.Wait() }
 // in its conversation's order. It returns ctx's error if ctx ends first; the event may still be
 // written then, which consumers tolerate (at-least-once).
 func (b *batcher) submit(ctx context.Context, env envelope, queued func()) error {
-	it := &batchItem{env: env, key: env.key(), done: make(chan result, 1)}
+	return b.submitItem(ctx, &batchItem{env: env}, queued)
+}
+
+// submitItem is submit of the envelope it holds.
+func (b *batcher) submitItem(ctx context.Context, it *batchItem, queued func()) error {
+	it.key, it.done = it.env.key(), make(chan result, 1)
 	b.shardOf(it.key).add(it)
 	if queued != nil {
 		queued()

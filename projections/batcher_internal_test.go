@@ -190,7 +190,8 @@ func TestBatcherHoldsAConversationBehindAFailedEvent(t *testing.T) {
 		t.Fatalf("the next event of the conversation was answered (%v) before the failed one was resolved", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	b.resolve(convItem("a", 1).key(), convItem("a", 1).src)
+	first := convItem("a", 1)
+	b.resolve(first.key(), first.src)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

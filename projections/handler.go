@@ -20,7 +20,7 @@ type envelope struct {
 	payload []byte // the record value as consumed
 }
 
-func (e envelope) key() convKey {
+func (e *envelope) key() convKey {
 	return convKey{tenant: e.TenantID.String(), conv: domain.ConversationKey(e.StreamID)}
 }
 
@@ -73,21 +73,21 @@ func (r *runner) handle(msg *message.Message) error {
 }
 
 func (r *runner) handleEvent(msg *message.Message) error {
+	// The envelope (some 300 bytes) stays where prepareRecord put it, on the heap, until the
+	// batch item copies it there: a copy in this frame grew the stack of every handler goroutine
+	// (watermill starts one per record) past its first size, and copying the stack cost more
+	// than the rest of the handler.
 	ctx := msg.Context()
-	var (
-		env domain.Envelope
-		err error
-	)
-	if d, ok := Prepared(ctx).(*decodedRecord); ok {
-		env, err = d.env, d.err
-	} else {
-		env, err = decodeEnvelope(msg.Payload)
+	d, ok := Prepared(ctx).(*decodedRecord)
+	if !ok {
+		d = prepareRecord(msg).(*decodedRecord)
 	}
+	err := d.err
 	var decoded *domain.Envelope
 	if err == nil {
-		decoded = &env
-		if _, known := domain.LookupEventType(env.EventType); !known {
-			err = permanent(ReasonUnknownEventType, fmt.Errorf("event %s: unknown event type %q", env.EventID, env.EventType))
+		decoded = &d.env
+		if _, known := domain.LookupEventType(d.env.EventType); !known {
+			err = unknownEventType(&d.env)
 		}
 	}
 	if err != nil {
@@ -98,11 +98,20 @@ func (r *runner) handleEvent(msg *message.Message) error {
 		HandedOver(ctx)
 		return err
 	}
-	if !r.p.Accept(env.EventType) {
+	if !r.p.Accept(d.env.EventType) {
 		HandedOver(ctx)
 		return nil
 	}
-	return r.batch.submit(ctx, envelope{Envelope: env, src: sourceOf(msg), payload: msg.Payload}, func() { HandedOver(ctx) })
+	it := new(batchItem) // filled field by field: a composite literal is built in this frame first
+	it.env.Envelope = d.env
+	it.env.src, it.env.payload = sourceOf(msg), msg.Payload
+	return r.batch.submitItem(ctx, it, func() { HandedOver(ctx) })
+}
+
+// unknownEventType is the error of an event whose type this build does not know (kept out of
+// handleEvent's frame).
+func unknownEventType(env *domain.Envelope) error {
+	return permanent(ReasonUnknownEventType, fmt.Errorf("event %s: unknown event type %q", env.EventID, env.EventType))
 }
 
 // decodedRecord is a record's envelope decoded by the subscriber (see prepareRecord).
@@ -111,7 +120,11 @@ type decodedRecord struct {
 	err error
 }
 
-// prepareRecord decodes a record's envelope in the subscriber's partition goroutine.
+// prepareRecord decodes a record's envelope in the subscriber's partition goroutine. Not inlined:
+// its envelope temporaries would sit in the frame of handleEvent, which calls it when a record
+// was not prepared (see handleEvent).
+//
+//go:noinline
 func prepareRecord(msg *message.Message) any {
 	env, err := decodeEnvelope(msg.Payload)
 	return &decodedRecord{env: env, err: err}
