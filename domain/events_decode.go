@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -86,7 +87,18 @@ func decodeSentField(s *scanner, key string, v *MessageSent) (uint16, bool) {
 	case "head":
 		var b []byte
 		if b, ok = s.value(); ok && len(b) > 0 && b[0] == '{' {
-			return 1 << 9, isEmptyObject(b) || json.Unmarshal(b, &v.Head) == nil
+			if isEmptyObject(b) {
+				return 1 << 9, true
+			}
+			// Into copies of the slices: json.Unmarshal fills a slice in place, and m must stay
+			// as it was if the scanner gives up after this field.
+			h := v.Head
+			h.Mentions, h.Files = slices.Clone(h.Mentions), slices.Clone(h.Files)
+			if json.Unmarshal(b, &h) != nil {
+				return 0, false
+			}
+			v.Head = h
+			return 1 << 9, true
 		}
 	case "sent_at":
 		start := s.off
