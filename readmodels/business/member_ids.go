@@ -45,4 +45,3 @@ func (s *Store) MemberIDsMany(ctx context.Context, tenant domain.TenantID, gids 
 	}
 	return ids, errs
 }
-
