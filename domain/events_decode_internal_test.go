@@ -280,6 +280,20 @@ func TestScannerValueAgreesWithValid(t *testing.T) {
 	}
 }
 
+// A value nested past what the scanner follows goes to encoding/json, which refuses the payload
+// when the nesting passes its own limit.
+func TestDeepNestingIsLeftToEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, depth := range []int{999, 1001, 9999, 10000, 10001} {
+		content := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+		took := checkSame(t, []byte(`{"content":`+content+`}`), MessageSent{})
+		if took != (depth <= maxDepth) {
+			t.Errorf("depth %d: scanner took it: %v", depth, took)
+		}
+		checkSameEnvelope(t, []byte(`{"payload":`+content+`}`))
+	}
+}
+
 func FuzzDecodeMessageSent(f *testing.F) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 20 {

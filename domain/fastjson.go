@@ -85,12 +85,13 @@ func (s *scanner) value() (b []byte, ok bool) {
 	return s.data[start:s.off], true
 }
 
-// maxDepth bounds nesting like encoding/json's scanner does (10,000); a payload nested deeper is
-// left to encoding/json, which refuses it.
-const maxDepth = 10000
+// maxDepth bounds the containers nested in a value the scanner follows; a value nested deeper
+// is left to encoding/json, which refuses what nests past 10,000 levels in the whole document
+// (far above this bound, so the levels around the value never matter).
+const maxDepth = 1000
 
 func (s *scanner) skipValue(depth int) bool {
-	if depth > maxDepth || s.off >= len(s.data) {
+	if depth >= maxDepth || s.off >= len(s.data) {
 		return false
 	}
 	switch c := s.data[s.off]; {
