@@ -24,50 +24,22 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 // true; false for anything else, with e then undefined.
 func decodeEnvelopeFast(data []byte, e *Envelope) bool {
 	s := scanner{data: data}
-	if !s.consume('{') {
-		return false
-	}
-	var seen uint32
-	if !s.consume('}') {
-		for {
-			key, ok := s.plainString()
-			if !ok || !s.consume(':') {
-				return false
-			}
-			bit, ok := decodeEnvelopeField(&s, string(key), e)
-			if !ok || seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			if s.consume('}') {
-				break
-			}
-			if !s.consume(',') {
-				return false
-			}
-		}
-	}
-	return s.end()
+	return s.object(func(key []byte) (uint32, bool) { return decodeEnvelopeField(&s, key, e) }) && s.end()
 }
 
 // decodeEnvelopeField decodes the value of key into e and returns the key's bit.
-func decodeEnvelopeField(s *scanner, key string, e *Envelope) (uint32, bool) {
-	str := func(bit uint32, into *string) (uint32, bool) {
-		b, ok := s.plainString()
-		*into = string(b)
-		return bit, ok
-	}
-	switch key {
+func decodeEnvelopeField(s *scanner, key []byte, e *Envelope) (uint32, bool) {
+	switch string(key) {
 	case "event_id":
 		id, ok := s.uuid()
 		e.EventID = id
 		return 1 << 0, ok
 	case "trace_id":
-		return str(1<<1, &e.TraceID)
+		return 1 << 1, s.str(&e.TraceID)
 	case "correlation_id":
-		return str(1<<2, &e.CorrelationID)
+		return 1 << 2, s.str(&e.CorrelationID)
 	case "causation_id":
-		return str(1<<3, &e.CausationID)
+		return 1 << 3, s.str(&e.CausationID)
 	case "parent_event_id":
 		id, ok := s.uuid()
 		e.ParentEventID = &id
@@ -81,39 +53,37 @@ func decodeEnvelopeField(s *scanner, key string, e *Envelope) (uint32, bool) {
 		e.TenantID = t
 		return 1 << 5, err == nil
 	case "source_service":
-		return str(1<<6, &e.SourceService)
+		return 1 << 6, s.str(&e.SourceService)
 	case "target_service":
-		return str(1<<7, &e.TargetService)
+		return 1 << 7, s.str(&e.TargetService)
 	case "event_type":
 		b, ok := s.plainString()
 		e.EventType = EventType(b)
 		return 1 << 8, ok
 	case "biz_type":
-		return str(1<<9, &e.BizType)
+		return 1 << 9, s.str(&e.BizType)
 	case "biz_id":
-		return str(1<<10, &e.BizID)
+		return 1 << 10, s.str(&e.BizID)
 	case "idempotency_key":
-		return str(1<<11, &e.IdempotencyKey)
+		return 1 << 11, s.str(&e.IdempotencyKey)
 	case "version":
-		s.skipSpace()
-		start := s.off
-		if s.off >= len(s.data) || !s.skipNumber() {
-			return 0, false
-		}
-		n, ok := parseJSONInt(s.data[start:s.off])
+		n, ok := s.jsonInt()
 		e.Version = int(n)
 		return 1 << 12, ok
-	case "occurred_at": // read by time.Time's own UnmarshalJSON, as encoding/json does
-		s.skipSpace()
-		start := s.off
-		if _, ok := s.plainString(); !ok {
-			return 0, false
-		}
-		return 1 << 13, e.OccurredAt.UnmarshalJSON(s.data[start:s.off]) == nil
+	case "occurred_at":
+		return 1 << 13, s.time(&e.OccurredAt)
 	case "actor":
-		return 1 << 14, s.actor(&e.Actor)
+		return 1 << 14, s.object(func(key []byte) (uint32, bool) {
+			switch string(key) {
+			case "type":
+				return 1, s.str(&e.Actor.Type)
+			case "id":
+				return 2, s.str(&e.Actor.ID)
+			}
+			return 0, false
+		})
 	case "stream_id":
-		return str(1<<15, &e.StreamID)
+		return 1 << 15, s.str(&e.StreamID)
 	case "stream_version":
 		n, ok := s.quotedInt()
 		e.StreamVersion = n
@@ -141,47 +111,4 @@ func (s *scanner) uuid() (uuid.UUID, bool) {
 	}
 	id, err := uuid.ParseBytes(b)
 	return id, err == nil
-}
-
-// actor reads {"type": …, "id": …}, each key at most once, nothing else.
-func (s *scanner) actor(a *Actor) bool {
-	if !s.consume('{') {
-		return false
-	}
-	if s.consume('}') {
-		return true
-	}
-	var seen uint8
-	for {
-		key, ok := s.plainString()
-		if !ok || !s.consume(':') {
-			return false
-		}
-		b, ok := s.plainString()
-		if !ok {
-			return false
-		}
-		switch string(key) {
-		case "type":
-			if seen&1 != 0 {
-				return false
-			}
-			seen |= 1
-			a.Type = string(b)
-		case "id":
-			if seen&2 != 0 {
-				return false
-			}
-			seen |= 2
-			a.ID = string(b)
-		default:
-			return false
-		}
-		if s.consume('}') {
-			return true
-		}
-		if !s.consume(',') {
-			return false
-		}
-	}
 }

@@ -74,168 +74,67 @@ func (s *scanner) plainString() (b []byte, ok bool) {
 	return nil, false
 }
 
-// value skips one JSON value of any kind, validating it as encoding/json's scanner does, and
-// returns its bytes (without the whitespace around it).
+// value skips one JSON value of any kind and returns its bytes (without the whitespace around
+// it). The value is checked by contentScan, the check of message content: valid JSON (RFC 8259)
+// that every store keeps as it is. What it refuses beyond the grammar (invalid UTF-8, lone
+// surrogates, \u0000, numbers past a double, nesting past MaxContentDepth) encoding/json may
+// take; the caller then leaves the payload to encoding/json.
 func (s *scanner) value() (b []byte, ok bool) {
 	s.skipSpace()
-	start := s.off
-	if !s.skipValue(0) {
+	c := contentScan{b: s.data, i: s.off}
+	if c.value(0) != nil {
 		return nil, false
 	}
-	return s.data[start:s.off], true
+	b, s.off = s.data[s.off:c.i], c.i
+	return b, true
 }
 
-// maxDepth bounds the containers nested in a value the scanner follows; a value nested deeper
-// is left to encoding/json, which refuses what nests past 10,000 levels in the whole document
-// (far above this bound, so the levels around the value never matter).
-const maxDepth = 1000
-
-func (s *scanner) skipValue(depth int) bool {
-	if depth >= maxDepth || s.off >= len(s.data) {
+// object reads an object whose keys are each given to field once, in order, and reports false
+// when field does or when a key comes twice (encoding/json would keep the last; the caller
+// leaves that to it). field reads the key's value and returns the key's bit.
+func (s *scanner) object(field func(key []byte) (bit uint32, ok bool)) bool {
+	if !s.consume('{') {
 		return false
 	}
-	switch c := s.data[s.off]; {
-	case c == '{':
-		s.off++
+	if s.consume('}') {
+		return true
+	}
+	var seen uint32
+	for {
+		key, ok := s.plainString()
+		if !ok || !s.consume(':') {
+			return false
+		}
+		bit, ok := field(key)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
 		if s.consume('}') {
 			return true
 		}
-		for {
-			s.skipSpace()
-			if !s.skipString() || !s.consume(':') {
-				return false
-			}
-			s.skipSpace()
-			if !s.skipValue(depth + 1) {
-				return false
-			}
-			if s.consume('}') {
-				return true
-			}
-			if !s.consume(',') {
-				return false
-			}
+		if !s.consume(',') {
+			return false
 		}
-	case c == '[':
+	}
+}
+
+// str reads a plain string (see plainString) into into.
+func (s *scanner) str(into *string) bool {
+	b, ok := s.plainString()
+	*into = string(b)
+	return ok
+}
+
+// jsonInt reads a JSON number that is an integer fitting int64 (a fraction or an exponent
+// leaves the next byte unread, which the object around it then refuses).
+func (s *scanner) jsonInt() (int64, bool) {
+	s.skipSpace()
+	start := s.off
+	for s.off < len(s.data) && (s.data[s.off] == '-' || s.data[s.off] >= '0' && s.data[s.off] <= '9') {
 		s.off++
-		if s.consume(']') {
-			return true
-		}
-		for {
-			s.skipSpace()
-			if !s.skipValue(depth + 1) {
-				return false
-			}
-			if s.consume(']') {
-				return true
-			}
-			if !s.consume(',') {
-				return false
-			}
-		}
-	case c == '"':
-		return s.skipString()
-	case c == '-' || (c >= '0' && c <= '9'):
-		return s.skipNumber()
-	case c == 't':
-		return s.literal("true")
-	case c == 'f':
-		return s.literal("false")
-	case c == 'n':
-		return s.literal("null")
 	}
-	return false
-}
-
-func (s *scanner) literal(lit string) bool {
-	if len(s.data)-s.off < len(lit) || string(s.data[s.off:s.off+len(lit)]) != lit {
-		return false
-	}
-	s.off += len(lit)
-	return true
-}
-
-// skipString skips a string with any escapes JSON allows; bytes from 0x80 up pass as
-// encoding/json's scanner lets them.
-func (s *scanner) skipString() bool {
-	if s.off >= len(s.data) || s.data[s.off] != '"' {
-		return false
-	}
-	for i := s.off + 1; i < len(s.data); i++ {
-		switch c := s.data[i]; {
-		case c == '"':
-			s.off = i + 1
-			return true
-		case c < 0x20:
-			return false
-		case c == '\\':
-			i++
-			if i >= len(s.data) {
-				return false
-			}
-			switch s.data[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(s.data) {
-					return false
-				}
-				for _, h := range s.data[i+1 : i+5] {
-					if !isHex(h) {
-						return false
-					}
-				}
-				i += 4
-			default:
-				return false
-			}
-		}
-	}
-	return false
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-// skipNumber skips a number of RFC 8259's grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *scanner) skipNumber() bool {
-	d, i := s.data, s.off
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return false
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return false
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	s.off = i
-	return true
+	return parseJSONInt(s.data[start:s.off])
 }
 
 // quotedInt reads a ",string" integer: a string holding a JSON integer that fits int64.
