@@ -23,7 +23,7 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 // decodeEnvelopeFast decodes the canonical form of an envelope into e (zero on entry) and reports
 // true; false for anything else, with e then undefined.
 func decodeEnvelopeFast(data []byte, e *Envelope) bool {
-	s := scanner{data: data}
+	s := scanner{contentScan{b: data}}
 	return s.object(func(key []byte) (uint32, bool) { return decodeEnvelopeField(&s, key, e) }) && s.end()
 }
 

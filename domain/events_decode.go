@@ -10,7 +10,7 @@ import (
 // json.Unmarshal would, and reports true; it reports false, with m unchanged, for any payload
 // outside that form (see the scanner), which the caller then gives to json.Unmarshal.
 func decodeMessageSent(data []byte, m *MessageSent) bool {
-	s := scanner{data: data}
+	s := scanner{contentScan{b: data}}
 	v := *m // json.Unmarshal keeps the fields the payload does not name
 	if !s.object(func(key []byte) (uint32, bool) { return decodeSentField(&s, key, &v) }) || !s.end() {
 		return false
@@ -80,13 +80,13 @@ func decodeSentField(s *scanner, key []byte, v *MessageSent) (uint32, bool) {
 
 // time reads a JSON string as time.Time's own UnmarshalJSON does (which encoding/json calls).
 func (s *scanner) time(into *time.Time) bool {
-	s.skipSpace()
-	start := s.off
+	s.space()
+	start := s.i
 	if _, ok := s.plainString(); !ok {
 		return false
 	}
 	var t time.Time
-	if t.UnmarshalJSON(s.data[start:s.off]) != nil {
+	if t.UnmarshalJSON(s.b[start:s.i]) != nil {
 		return false
 	}
 	*into = t
@@ -105,6 +105,6 @@ func (s *scanner) userID() (UserID, bool) {
 
 // isEmptyObject reports whether b is {} with only whitespace inside.
 func isEmptyObject(b []byte) bool {
-	s := scanner{data: b}
+	s := scanner{contentScan{b: b}}
 	return s.consume('{') && s.consume('}') && s.end()
 }

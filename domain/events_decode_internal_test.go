@@ -272,7 +272,7 @@ func TestScannerValueAgreesWithValid(t *testing.T) {
 				}
 			}
 		}
-		s := scanner{data: v}
+		s := scanner{contentScan{b: v}}
 		_, ok := s.value()
 		ok = ok && s.end()
 		// It refuses what json.Valid refuses, and valid JSON only for a rule of message content

@@ -11,59 +11,36 @@ package domain
 
 import "unicode/utf8"
 
-// scanner reads JSON from data at off.
-type scanner struct {
-	data []byte
-	off  int
-}
-
-func (s *scanner) skipSpace() {
-	for s.off < len(s.data) {
-		switch s.data[s.off] {
-		case ' ', '\t', '\n', '\r':
-			s.off++
-		default:
-			return
-		}
-	}
-}
+// scanner reads JSON from b at i, with contentScan's whitespace and value rules.
+type scanner struct{ contentScan }
 
 // consume skips whitespace and then c; false when the next byte is not c.
 func (s *scanner) consume(c byte) bool {
-	s.skipSpace()
-	if s.off < len(s.data) && s.data[s.off] == c {
-		s.off++
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
 		return true
 	}
 	return false
-}
-
-// peek skips whitespace and returns the next byte, 0 at the end.
-func (s *scanner) peek() byte {
-	s.skipSpace()
-	if s.off < len(s.data) {
-		return s.data[s.off]
-	}
-	return 0
 }
 
 // plainString reads a string without escapes and returns its contents (a slice of data); ok is
 // false for any other value, or a string with an escape, a control character or invalid UTF-8
 // (encoding/json replaces invalid UTF-8, which the caller leaves to it).
 func (s *scanner) plainString() (b []byte, ok bool) {
-	s.skipSpace()
-	if s.off >= len(s.data) || s.data[s.off] != '"' {
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
 		return nil, false
 	}
-	start, ascii := s.off+1, true
-	for i := start; i < len(s.data); i++ {
-		switch c := s.data[i]; {
+	start, ascii := s.i+1, true
+	for i := start; i < len(s.b); i++ {
+		switch c := s.b[i]; {
 		case c == '"':
-			b = s.data[start:i]
+			b = s.b[start:i]
 			if !ascii && !utf8.Valid(b) {
 				return nil, false
 			}
-			s.off = i + 1
+			s.i = i + 1
 			return b, true
 		case c == '\\' || c < 0x20:
 			return nil, false
@@ -80,13 +57,12 @@ func (s *scanner) plainString() (b []byte, ok bool) {
 // surrogates, \u0000, numbers past a double, nesting past MaxContentDepth) encoding/json may
 // take; the caller then leaves the payload to encoding/json.
 func (s *scanner) value() (b []byte, ok bool) {
-	s.skipSpace()
-	c := contentScan{b: s.data, i: s.off}
-	if c.value(0) != nil {
+	s.space()
+	start := s.i
+	if s.contentScan.value(0) != nil {
 		return nil, false
 	}
-	b, s.off = s.data[s.off:c.i], c.i
-	return b, true
+	return s.b[start:s.i], true
 }
 
 // object reads an object whose keys are each given to field once, in order, and reports false
@@ -129,12 +105,12 @@ func (s *scanner) str(into *string) bool {
 // jsonInt reads a JSON number that is an integer fitting int64 (a fraction or an exponent
 // leaves the next byte unread, which the object around it then refuses).
 func (s *scanner) jsonInt() (int64, bool) {
-	s.skipSpace()
-	start := s.off
-	for s.off < len(s.data) && (s.data[s.off] == '-' || s.data[s.off] >= '0' && s.data[s.off] <= '9') {
-		s.off++
+	s.space()
+	start := s.i
+	for s.i < len(s.b) && (s.b[s.i] == '-' || s.b[s.i] >= '0' && s.b[s.i] <= '9') {
+		s.i++
 	}
-	return parseJSONInt(s.data[start:s.off])
+	return parseJSONInt(s.b[start:s.i])
 }
 
 // quotedInt reads a ",string" integer: a string holding a JSON integer that fits int64.
@@ -177,6 +153,6 @@ func parseJSONInt(b []byte) (int64, bool) {
 
 // end reports whether only whitespace is left.
 func (s *scanner) end() bool {
-	s.skipSpace()
-	return s.off == len(s.data)
+	s.space()
+	return s.i == len(s.b)
 }
