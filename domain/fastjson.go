@@ -24,7 +24,7 @@ func (s *scanner) consume(c byte) bool {
 	return false
 }
 
-// plainString reads a string without escapes and returns its contents (a slice of data); ok is
+// plainString reads a string without escapes and returns its contents (a slice of b); ok is
 // false for any other value, or a string with an escape, a control character or invalid UTF-8
 // (encoding/json replaces invalid UTF-8, which the caller leaves to it).
 func (s *scanner) plainString() (b []byte, ok bool) {

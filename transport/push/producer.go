@@ -185,25 +185,25 @@ func (p *Producer) lookupMembers(ctx context.Context, msgs []commands.CommittedM
 		err error
 	}
 	byTenant := map[domain.TenantID][]domain.GroupID{}
-	known := map[groupKey]*answer{}
+	known := map[groupKey]answer{}
 	for _, m := range msgs {
 		if m.Topic.Kind() != domain.TopicGroup {
 			continue
 		}
 		k := groupKey{m.Tenant, domain.GroupID(m.Topic.GroupID())}
-		if known[k] == nil {
-			known[k] = &answer{}
+		if _, ok := known[k]; !ok {
+			known[k] = answer{}
 			byTenant[k.tenant] = append(byTenant[k.tenant], k.gid)
 		}
 	}
 	for tenant, gids := range byTenant {
 		ids, errs := many.MemberIDsMany(ctx, tenant, gids)
 		for i, gid := range gids {
-			*known[groupKey{tenant, gid}] = answer{ids[i], errs[i]}
+			known[groupKey{tenant, gid}] = answer{ids[i], errs[i]}
 		}
 	}
 	return func(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error) {
-		if a := known[groupKey{tenant, gid}]; a != nil {
+		if a, ok := known[groupKey{tenant, gid}]; ok {
 			return a.ids, a.err
 		}
 		return p.deps.Members.MemberIDs(ctx, tenant, gid)
