@@ -30,9 +30,10 @@ type Config struct {
 
 	// MaxBatch bounds the records of one partition taken as one batch: claimed with one
 	// statement, its keys run concurrently, answered with one statement and one produce flush.
-	// A batch's results wait for its slowest command, so when PostgreSQL is the bottleneck
-	// batches lengthen each command's latency without adding throughput; measured on a
-	// saturated machine, a closed loop ran faster one record at a time. Default 1.
+	// A batch's results wait for its slowest command (a retried one holds the batch's answers
+	// back). One record at a time, a partition runs one command per claim, run, finish and
+	// produce cycle, and the embedded broker's twelve partitions left both cores a quarter idle at 1,500 commands/s;
+	// batches of up to 16 ran the same closed loop at 2,400-2,600. Default 16.
 	MaxBatch int `koanf:"max_batch"`
 	// Concurrency bounds the commands a consumer runs at once (commands of one record key run
 	// one after another). Keep it near the PostgreSQL pool size. Default 16.
@@ -84,7 +85,7 @@ func (c *Config) setDefaults() {
 		c.CloseTimeout = 30 * time.Second
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = 1
+		c.MaxBatch = 16
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 16
