@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/imledger/imledger/domain"
@@ -64,32 +65,45 @@ func markerColumns(o op) []any {
 
 // watermarkStmts returns the statements that raise the watermarks of the topics of ops that
 // put a seq in place. A topic's watermark W moves only when seq W+1 is there; it then becomes the
-// first seq s above W whose successor is missing, found by walking the topic's (topic, seqid)
-// index from W+1. While a hole stays open the statement costs one index probe per topic.
+// first seq above W whose successor is missing. Every seq up to W is there, so that is also the
+// first seq without a successor above any floor F <= W: the walk starts at F, a constant, so
+// MariaDB reads the topic's (topic, seqid) index as a range from F instead of from the topic's
+// first row (a correlated bound is not a range: the walk read the whole history of the topic, in
+// every batch). F is one below the lowest seq the batch puts in place in the topic, and W >= F
+// whenever W+1 is there: every batch that puts a topic's seqs in place raises its watermark in
+// the same transaction, which leaves W+1 missing, so only a seq of this batch can be W+1. A
+// watermark below F all the same (rows written by other means) is walked from W+1 as before.
+// While a hole stays open the statement costs one index probe per topic.
 func watermarkStmts(tables Tables, ops []op, now time.Time) []stmt {
-	seen := map[string]bool{}
-	var group, direct []any
+	floors := map[string]int64{}
+	var group, direct []string
 	for _, o := range ops {
-		if !o.holdsSeq() || seen[o.topic.String()] {
+		if !o.holdsSeq() {
 			continue
 		}
-		seen[o.topic.String()] = true
-		if o.topic.Kind() == domain.TopicGroup {
-			group = append(group, o.topic.String())
-		} else {
-			direct = append(direct, o.topic.String())
+		t := o.topic.String()
+		f, ok := floors[t]
+		if !ok {
+			if o.topic.Kind() == domain.TopicGroup {
+				group = append(group, t)
+			} else {
+				direct = append(direct, t)
+			}
+		}
+		if !ok || o.seq()-1 < f {
+			floors[t] = o.seq() - 1
 		}
 	}
 	var out []stmt
 	for _, part := range []struct {
 		msgs   string
-		topics []any
+		topics []string
 	}{{tables.GroupMessages, group}, {tables.DirectMessages, direct}} {
 		if len(part.topics) == 0 {
 			continue
 		}
 		// Rows are locked in topic order, so concurrent batches cannot deadlock on them.
-		sort.Slice(part.topics, func(i, j int) bool { return part.topics[i].(string) < part.topics[j].(string) })
+		sort.Strings(part.topics)
 		ensure := make([]any, 0, 2*len(part.topics))
 		for _, t := range part.topics {
 			ensure = append(ensure, t, now)
@@ -99,19 +113,50 @@ func watermarkStmts(tables Tables, ops []op, now time.Time) []stmt {
 				tableset.RowPlaceholders(len(part.topics), 2),
 			Args: ensure,
 		})
-		m := q(part.msgs)
-		w := q(tables.Watermarks)
-		out = append(out, stmt{
-			Query: "UPDATE " + w + " SET watermark = COALESCE((SELECT a.seqid FROM " + m + " a" +
-				" WHERE a.topic = " + w + ".topic AND a.seqid > " + w + ".watermark" +
-				" AND NOT EXISTS (SELECT 1 FROM " + m + " b WHERE b.topic = a.topic AND b.seqid = a.seqid + 1)" +
-				" ORDER BY a.seqid LIMIT 1), watermark), updated_at = ?" +
-				" WHERE topic IN (" + tableset.Placeholders(len(part.topics)) + ")" +
-				" AND EXISTS (SELECT 1 FROM " + m + " c WHERE c.topic = " + w + ".topic AND c.seqid = " + w + ".watermark + 1)",
-			Args: append([]any{now}, part.topics...),
-		})
+		for start := 0; start < len(part.topics); start += maxTopicsPerWatermarkUpdate {
+			chunk := part.topics[start:min(start+maxTopicsPerWatermarkUpdate, len(part.topics))]
+			out = append(out, raiseWatermarks(part.msgs, tables.Watermarks, chunk, floors, now))
+		}
 	}
 	return out
+}
+
+// maxTopicsPerWatermarkUpdate bounds the topics of one watermark update (each adds a walk of its
+// own to the statement).
+const maxTopicsPerWatermarkUpdate = 100
+
+// raiseWatermarks is the update of watermarkStmts for topics of the message table msgs, each
+// walked from its floor.
+func raiseWatermarks(msgs, watermarks string, topics []string, floors map[string]int64, now time.Time) stmt {
+	m, w := q(msgs), q(watermarks)
+	// firstWithoutSuccessor is the first seq of topic above floor whose successor is missing.
+	firstWithoutSuccessor := func(topic, floor string) string {
+		return "(SELECT a.seqid FROM " + m + " a WHERE a.topic = " + topic + " AND a.seqid > " + floor +
+			" AND NOT EXISTS (SELECT 1 FROM " + m + " b WHERE b.topic = a.topic AND b.seqid = a.seqid + 1)" +
+			" ORDER BY a.seqid LIMIT 1)"
+	}
+	var floorCase, walkCase strings.Builder
+	args := make([]any, 0, 6*len(topics)+1)
+	for _, t := range topics {
+		floorCase.WriteString(" WHEN ? THEN ?")
+		args = append(args, t, floors[t])
+	}
+	for _, t := range topics {
+		walkCase.WriteString(" WHEN ? THEN " + firstWithoutSuccessor("?", "?"))
+		args = append(args, t, t, floors[t])
+	}
+	args = append(args, now)
+	for _, t := range topics {
+		args = append(args, t)
+	}
+	return stmt{
+		Query: "UPDATE " + w + " SET watermark = COALESCE(IF(watermark >= CASE topic" + floorCase.String() + " END," +
+			" CASE topic" + walkCase.String() + " END, " + firstWithoutSuccessor(w+".topic", w+".watermark") + "), watermark)," +
+			" updated_at = ?" +
+			" WHERE topic IN (" + tableset.Placeholders(len(topics)) + ")" +
+			" AND EXISTS (SELECT 1 FROM " + m + " c WHERE c.topic = " + w + ".topic AND c.seqid = " + w + ".watermark + 1)",
+		Args: args,
+	}
 }
 
 // Watermark returns topic's watermark: the highest seq W such that every seq up to W is a message
