@@ -202,7 +202,7 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 	}
 	for _, topic := range topics {
 		h := router.AddConsumerHandler(pr.Name+"@"+topic, topic, sub, r.handle)
-		h.AddMiddleware(poison, retry.Middleware, middleware.Recoverer)
+		h.AddMiddleware(poison, retryAfterFirstTry(retry), middleware.Recoverer)
 	}
 	return nil
 }
