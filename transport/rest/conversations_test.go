@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/transport/rest"
 )
@@ -90,7 +91,8 @@ func TestConversationList(t *testing.T) {
 		d.LastMessage == nil || string(d.LastMessage.Content) != `"lunch?"` || d.GroupID != "" {
 		t.Fatalf("alice's 1:1 entry: %s", raw.Raw)
 	}
-	if g.ActiveAt <= d.ActiveAt {
+	// Compared as times: RFC 3339 drops trailing zeros of the fraction, so ".6Z" sorts after ".605Z" as text.
+	if ga, da := parseTime(t, g.ActiveAt), parseTime(t, d.ActiveAt); !ga.After(da) {
 		t.Fatalf("the group's activity %s is not after the 1:1's %s", g.ActiveAt, d.ActiveAt)
 	}
 
@@ -165,4 +167,14 @@ func TestConversationList(t *testing.T) {
 		len(a.data(t)["requests"].([]any)) != 0 {
 		t.Fatalf("carol's requests after accepting: %s", a.Raw)
 	}
+}
+
+// parseTime reads an RFC 3339 time of an answer.
+func parseTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("time %q: %v", s, err)
+	}
+	return at
 }
