@@ -112,14 +112,9 @@ func (b *batcher) start(ctx context.Context) {
 // wait blocks until every flusher has returned.
 func (b *batcher) wait() { b.wg.Wait() }
 
-// submit queues env and waits for its result; queued is called once the event holds its place
-// in its conversation's order. It returns ctx's error if ctx ends first; the event may still be
-// written then, which consumers tolerate (at-least-once).
-func (b *batcher) submit(ctx context.Context, env envelope, queued func()) error {
-	return b.submitItem(ctx, &batchItem{env: env}, queued)
-}
-
-// submitItem is submit of the envelope it holds.
+// submitItem queues the envelope of it and waits for its result; queued is called once the
+// event holds its place in its conversation's order. It returns ctx's error if ctx ends first;
+// the event may still be written then, which consumers tolerate (at-least-once).
 func (b *batcher) submitItem(ctx context.Context, it *batchItem, queued func()) error {
 	it.key, it.done = it.env.key(), make(chan result, 1)
 	b.shardOf(it.key).add(it)

@@ -11,6 +11,11 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
+// submit is submitItem of env.
+func (b *batcher) submit(ctx context.Context, env envelope, queued func()) error {
+	return b.submitItem(ctx, &batchItem{env: env}, queued)
+}
+
 // flushLog records the size of every batch a batcher writes.
 type flushLog struct {
 	mu    sync.Mutex
