@@ -125,8 +125,9 @@ func watermarkStmts(tables Tables, ops []op, now time.Time) []stmt {
 // own to the statement).
 const maxTopicsPerWatermarkUpdate = 100
 
-// raiseWatermarks is the update of watermarkStmts for topics of the message table msgs, each
-// walked from its floor.
+// raiseWatermarks is the update of watermarkStmts for topics of the message table msgs: each
+// topic whose watermark is at or above its floor walks from the floor, any other from its
+// watermark.
 func raiseWatermarks(msgs, watermarks string, topics []string, floors map[string]int64, now time.Time) stmt {
 	m, w := q(msgs), q(watermarks)
 	// firstWithoutSuccessor is the first seq of topic above floor whose successor is missing.
@@ -135,24 +136,19 @@ func raiseWatermarks(msgs, watermarks string, topics []string, floors map[string
 			" AND NOT EXISTS (SELECT 1 FROM " + m + " b WHERE b.topic = a.topic AND b.seqid = a.seqid + 1)" +
 			" ORDER BY a.seqid LIMIT 1)"
 	}
-	var floorCase, walkCase strings.Builder
-	args := make([]any, 0, 6*len(topics)+1)
+	var walks strings.Builder
+	args := make([]any, 0, 5*len(topics)+1)
 	for _, t := range topics {
-		floorCase.WriteString(" WHEN ? THEN ?")
-		args = append(args, t, floors[t])
-	}
-	for _, t := range topics {
-		walkCase.WriteString(" WHEN ? THEN " + firstWithoutSuccessor("?", "?"))
-		args = append(args, t, t, floors[t])
+		walks.WriteString(" WHEN topic = ? AND watermark >= ? THEN " + firstWithoutSuccessor("?", "?"))
+		args = append(args, t, floors[t], t, floors[t])
 	}
 	args = append(args, now)
 	for _, t := range topics {
 		args = append(args, t)
 	}
 	return stmt{
-		Query: "UPDATE " + w + " SET watermark = COALESCE(IF(watermark >= CASE topic" + floorCase.String() + " END," +
-			" CASE topic" + walkCase.String() + " END, " + firstWithoutSuccessor(w+".topic", w+".watermark") + "), watermark)," +
-			" updated_at = ?" +
+		Query: "UPDATE " + w + " SET watermark = COALESCE(CASE" + walks.String() +
+			" ELSE " + firstWithoutSuccessor(w+".topic", w+".watermark") + " END, watermark), updated_at = ?" +
 			" WHERE topic IN (" + tableset.Placeholders(len(topics)) + ")" +
 			" AND EXISTS (SELECT 1 FROM " + m + " c WHERE c.topic = " + w + ".topic AND c.seqid = " + w + ".watermark + 1)",
 		Args: args,
