@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
@@ -21,6 +23,10 @@ const (
 	// ReasonBadNumber: a number that is not a finite double: beyond ±1.7976931348623157e308
 	// (such as 1e400), or not zero yet too small to be told from zero (such as 1e-400).
 	ReasonBadNumber = "bad_number"
+	// ReasonDuplicateKey: an object that names one key twice (`{"a":1,"a":2}`, also when one
+	// of them is written with escapes). The live frame would carry both while jsonb and
+	// MariaDB keep only one, so history would differ from what was delivered.
+	ReasonDuplicateKey = "duplicate_key"
 )
 
 // contentScan checks message content in one pass over its bytes: that it is one JSON value
@@ -31,12 +37,27 @@ type contentScan struct {
 	b    []byte
 	i    int
 	grow int
+	// uniqueKeys refuses an object that names a key twice (checkContent sets it; decoding what
+	// the log already holds does not).
+	uniqueKeys bool
+	// The keys of the objects being scanned, innermost object last: the first len(fixed) in
+	// fixed, the rest in more. Kept as offsets, not slices, so a scan allocates nothing for the
+	// keys of ordinary content.
+	nkeys int
+	fixed [24]keyRange
+	more  []keyRange
+}
+
+// keyRange is an object key's string literal, quotes included, at s.b[start:end].
+type keyRange struct {
+	start, end int
+	escaped    bool // the literal holds an escape: compare it decoded
 }
 
 // checkContent scans raw and returns the bytes its numbers gain in the event store, or a
 // *ValidationError for field "content".
 func checkContent(raw []byte) (grow int, err error) {
-	s := contentScan{b: raw}
+	s := contentScan{b: raw, uniqueKeys: true}
 	s.space()
 	if err := s.value(0); err != nil {
 		return 0, err
@@ -114,12 +135,28 @@ func (s *contentScan) object(depth int) error {
 		s.i++
 		return nil
 	}
+	first := s.nkeys // this object's keys are the key ranges from first on, or many once it has many
+	err := s.members(depth, first)
+	s.nkeys = first
+	return err
+}
+
+// members scans an object's members from its first key on, recording its keys from key range
+// first on.
+func (s *contentScan) members(depth, first int) error {
+	var many map[string]struct{}
 	for {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.syntax()
 		}
+		start := s.i
 		if err := s.str(); err != nil {
 			return err
+		}
+		if s.uniqueKeys {
+			if err := s.key(start, first, &many); err != nil {
+				return err
+			}
 		}
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -145,6 +182,72 @@ func (s *contentScan) object(depth int) error {
 			return s.syntax()
 		}
 	}
+}
+
+// manyKeys is the number of keys from which an object's keys are looked up in a map rather
+// than by a linear search, so a large object costs linear time, not quadratic.
+const manyKeys = 32
+
+// key records the object key whose literal spans s.b[start:s.i] and refuses it when the object,
+// whose keys are the key ranges from first on (or *many, once it has manyKeys), already has it.
+// Keys are compared decoded, so "a" and "\u0061" are the same key.
+func (s *contentScan) key(start, first int, many *map[string]struct{}) error {
+	k := keyRange{start: start, end: s.i, escaped: bytes.IndexByte(s.b[start:s.i], '\\') >= 0}
+	if *many != nil {
+		d := s.decodeKey(k)
+		if _, ok := (*many)[d]; ok {
+			return s.duplicateKey(d)
+		}
+		(*many)[d] = struct{}{}
+		return nil
+	}
+	for i := first; i < s.nkeys; i++ {
+		if s.sameKey(s.keyAt(i), k) {
+			return s.duplicateKey(s.decodeKey(k))
+		}
+	}
+	if s.nkeys < len(s.fixed) {
+		s.fixed[s.nkeys] = k
+	} else {
+		s.more = append(s.more[:s.nkeys-len(s.fixed)], k)
+	}
+	s.nkeys++
+	if s.nkeys-first >= manyKeys {
+		*many = make(map[string]struct{}, 2*manyKeys)
+		for i := first; i < s.nkeys; i++ {
+			(*many)[s.decodeKey(s.keyAt(i))] = struct{}{}
+		}
+	}
+	return nil
+}
+
+func (s *contentScan) keyAt(i int) keyRange {
+	if i < len(s.fixed) {
+		return s.fixed[i]
+	}
+	return s.more[i-len(s.fixed)]
+}
+
+func (s *contentScan) sameKey(a, b keyRange) bool {
+	if !a.escaped && !b.escaped {
+		return bytes.Equal(s.b[a.start:a.end], s.b[b.start:b.end])
+	}
+	return s.decodeKey(a) == s.decodeKey(b)
+}
+
+// decodeKey returns the key k names, its escapes decoded.
+func (s *contentScan) decodeKey(k keyRange) string {
+	lit := s.b[k.start:k.end]
+	if !k.escaped {
+		return string(lit[1 : len(lit)-1])
+	}
+	var d string
+	_ = json.Unmarshal(lit, &d) // the scan has checked the literal
+	return d
+}
+
+func (s *contentScan) duplicateKey(k string) error {
+	return invalid("content", ReasonDuplicateKey, "an object names the key "+strconv.Quote(k)+" twice (before byte "+strconv.Itoa(s.i)+")")
 }
 
 // array scans an array whose '[' is at s.i and which is depth deep.

@@ -18,6 +18,20 @@ func nested(depth int, object bool) string {
 	return strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth)
 }
 
+// manyKeys returns an object with n keys k0 to k<n-1> and, when extra is not empty, one more
+// key written as extra.
+func manyKeys(n int, extra string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+	}
+	if extra != "" {
+		b.WriteString(extra + ":0,")
+	}
+	return strings.TrimSuffix(b.String(), ",") + "}"
+}
+
 func TestNewContentAcceptsWhatEveryStoreKeeps(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
@@ -27,6 +41,7 @@ func TestNewContentAcceptsWhatEveryStoreKeeps(t *testing.T) {
 		`123456789012345678901234567890`, `[` + strings.Repeat("9", 300) + `]`,
 		nested(domain.MaxContentDepth, false), nested(domain.MaxContentDepth, true),
 		`{"a":[{"b":[{"c":[` + nested(domain.MaxContentDepth-6, false) + `]}]}]}`,
+		`{"a":{"a":1},"b":[{"a":1},{"a":2}],"A":3,"a ":4}`, manyKeys(40, ""),
 	} {
 		c, err := domain.NewContent([]byte(raw), 1<<20)
 		if err != nil {
@@ -79,6 +94,13 @@ func TestNewContentRefusesWhatAStoreRefuses(t *testing.T) {
 		{"missing colon", `{"a" 1}`, "bad_json"},
 		{"unquoted key", `{a:1}`, "bad_json"},
 		{"truncated literal", `tru`, "bad_json"},
+		{"duplicate key", `{"a":1,"a":2}`, domain.ReasonDuplicateKey},
+		{"duplicate key written with an escape", `{"a":1,"\u0061":2}`, domain.ReasonDuplicateKey},
+		{"duplicate escaped key", `{"\n":1,"\u000a":2}`, domain.ReasonDuplicateKey},
+		{"duplicate key in a nested object", `[1,{"x":{"k":1,"y":[],"k":{}}}]`, domain.ReasonDuplicateKey},
+		{"duplicate key after a nested object", `{"a":{"b":1},"c":2,"a":3}`, domain.ReasonDuplicateKey},
+		{"duplicate key among many", manyKeys(40, `"k7"`), domain.ReasonDuplicateKey},
+		{"duplicate key among many, with escapes", manyKeys(40, `"\u006b39"`), domain.ReasonDuplicateKey},
 		{"empty", ``, "required"},
 		{"null", `null`, "required"},
 	}

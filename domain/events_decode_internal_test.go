@@ -287,7 +287,8 @@ func TestScannerValueAgreesWithValid(t *testing.T) {
 func refusedByContentRule(v []byte) bool {
 	_, err := checkContent(v)
 	var ve *ValidationError
-	return errors.As(err, &ve) && (ve.Reason == ReasonBadText || ve.Reason == ReasonBadNumber || ve.Reason == ReasonTooDeep)
+	return errors.As(err, &ve) && (ve.Reason == ReasonBadText || ve.Reason == ReasonBadNumber || ve.Reason == ReasonTooDeep ||
+		ve.Reason == ReasonDuplicateKey)
 }
 
 // A value nested past what the scanner follows goes to encoding/json, which refuses the payload
