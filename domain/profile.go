@@ -51,6 +51,42 @@ func (p UserProfile) Signature() string { return p.signature }
 // IsZero reports whether p is unset.
 func (p UserProfile) IsZero() bool { return p == UserProfile{} }
 
+// ProfilePatch names the public profile fields a change sets; a nil field keeps the value the
+// profile has when the change is decided. The zero ProfilePatch changes nothing.
+type ProfilePatch struct {
+	Nickname, Avatar, Signature *string
+}
+
+// Patch returns the patch that sets every field to p's, replacing the whole profile.
+func (p UserProfile) Patch() ProfilePatch {
+	return ProfilePatch{Nickname: &p.nickname, Avatar: &p.avatar, Signature: &p.signature}
+}
+
+// Merge returns base with the patch's fields set, validated as NewUserProfile. The fields the
+// patch sets are checked first, so a bad value is reported as itself even when base is empty;
+// then the merged profile, so an empty base with no nickname set is nickname/required.
+func (pp ProfilePatch) Merge(base UserProfile) (UserProfile, error) {
+	if pp.Nickname != nil {
+		if err := checkText("nickname", *pp.Nickname, true, MaxNicknameLen, false); err != nil {
+			return UserProfile{}, err
+		}
+		base.nickname = *pp.Nickname
+	}
+	if pp.Avatar != nil {
+		if err := checkAvatar(*pp.Avatar); err != nil {
+			return UserProfile{}, err
+		}
+		base.avatar = *pp.Avatar
+	}
+	if pp.Signature != nil {
+		if err := checkText("signature", *pp.Signature, false, MaxSignatureLen, false); err != nil {
+			return UserProfile{}, err
+		}
+		base.signature = *pp.Signature
+	}
+	return NewUserProfile(base.nickname, base.avatar, base.signature)
+}
+
 // UserProfileUpdated is the payload of user.profile_updated.v1: the whole new public profile.
 type UserProfileUpdated struct {
 	User      UserID    `json:"user"`
@@ -152,6 +188,24 @@ func (s ProfileState) Update(p Principal, profile UserProfile, now time.Time) ([
 	return []PendingEvent{{StreamID: s.StreamID(), ExpectedVersion: s.version, Type: EventUserProfileUpdated,
 		Payload: &UserProfileUpdated{User: s.user, Nickname: profile.nickname, Avatar: profile.avatar,
 			Signature: profile.signature, UpdatedAt: now.UTC()}}}, nil
+}
+
+// Patch decides user.profile_updated.v1 with s's profile changed by patch: the fields the patch
+// leaves out keep the values s holds, so a patch decided on the stream's current version never
+// loses a change committed before it. Refusals as Update; a bad field is a *ValidationError
+// (see ProfilePatch.Merge). A patch that changes nothing, the empty one included, decides nothing.
+func (s ProfileState) Patch(p Principal, patch ProfilePatch, now time.Time) ([]PendingEvent, error) {
+	if p.Tenant != s.tenant {
+		return nil, Deny(ReasonTenantMismatch)
+	}
+	if p.User != s.user {
+		return nil, Deny(ReasonNotSelf)
+	}
+	profile, err := patch.Merge(s.profile)
+	if err != nil {
+		return nil, err
+	}
+	return s.Update(p, profile, now)
 }
 
 func init() {

@@ -127,3 +127,62 @@ func TestProfileEvents(t *testing.T) {
 		t.Errorf("zero user: %v", err)
 	}
 }
+
+func TestProfilePatchMergesIntoTheFoldedProfile(t *testing.T) {
+	t.Parallel()
+	const me domain.UserID = 32
+	str := func(s string) *string { return &s }
+	base, _ := domain.NewUserProfile("Mei", "https://cdn.example/mei.png", "night owl")
+	cases := []struct {
+		name      string
+		patch     domain.ProfilePatch
+		empty     bool // patch the empty profile state instead of base
+		want      [3]string
+		unchanged bool
+		err       string
+	}{
+		{name: "empty patch", unchanged: true, want: [3]string{"Mei", "https://cdn.example/mei.png", "night owl"}},
+		{name: "same values", patch: domain.ProfilePatch{Nickname: str("Mei"), Signature: str("night owl")}, unchanged: true,
+			want: [3]string{"Mei", "https://cdn.example/mei.png", "night owl"}},
+		{name: "nickname only", patch: domain.ProfilePatch{Nickname: str("Li")}, want: [3]string{"Li", "https://cdn.example/mei.png", "night owl"}},
+		{name: "avatar only", patch: domain.ProfilePatch{Avatar: str("https://a/x.png")}, want: [3]string{"Mei", "https://a/x.png", "night owl"}},
+		{name: "remove signature", patch: domain.ProfilePatch{Signature: str("")}, want: [3]string{"Mei", "https://cdn.example/mei.png", ""}},
+		{name: "whole profile", patch: base.Patch(), unchanged: true, want: [3]string{"Mei", "https://cdn.example/mei.png", "night owl"}},
+		{name: "bad avatar", patch: domain.ProfilePatch{Avatar: str("a b")}, err: "invalid:avatar:bad_format"},
+		{name: "bad avatar, no profile yet", patch: domain.ProfilePatch{Avatar: str("a b")}, empty: true, err: "invalid:avatar:bad_format"},
+		{name: "no nickname, no profile yet", patch: domain.ProfilePatch{Signature: str("hi")}, empty: true, err: "invalid:nickname:required"},
+		{name: "empty patch, no profile yet", empty: true, err: "invalid:nickname:required"},
+		{name: "blank nickname", patch: domain.ProfilePatch{Nickname: str(" ")}, err: "invalid:nickname:required"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := domain.NewProfileState(tenantA, me)
+			if !c.empty {
+				evs, err := s.Update(asIn(tenantA, me), base, t0)
+				commit(t, tenantA, evs, err, &s)
+			}
+			evs, err := s.Patch(asIn(tenantA, me), c.patch, t0.Add(1))
+			if got := reasonOf(err); got != c.err {
+				t.Fatalf("got %q, want %q", got, c.err)
+			}
+			if err != nil {
+				return
+			}
+			if c.unchanged != (len(evs) == 0) {
+				t.Fatalf("events %+v, want unchanged %v", evs, c.unchanged)
+			}
+			if len(evs) > 0 {
+				commit(t, tenantA, evs, nil, &s)
+			}
+			p := s.Profile()
+			if got := [3]string{p.Nickname(), p.Avatar(), p.Signature()}; got != c.want {
+				t.Fatalf("profile %q, want %q", got, c.want)
+			}
+		})
+	}
+	s, _ := domain.NewProfileState(tenantA, me)
+	if _, err := s.Patch(asIn(tenantA, me+1), base.Patch(), t0); reasonOf(err) != domain.ReasonNotSelf {
+		t.Errorf("patch by another user: %v", err)
+	}
+}

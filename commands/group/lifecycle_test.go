@@ -265,7 +265,7 @@ func TestRelationsAndProfiles(t *testing.T) {
 			return h.UnblockUser.Handle(ctx, group.UnblockUser{Actor: p(2), Peer: 1})
 		}},
 		{name: "1 sets a profile", changes: []string{"profile 1"}, run: func(ctx context.Context) (group.Result, error) {
-			return h.UpdateProfile.Handle(ctx, group.UpdateProfile{Actor: p(1), Profile: nick})
+			return h.UpdateProfile.Handle(ctx, group.UpdateProfile{Actor: p(1), Patch: nick.Patch()})
 		}},
 	})
 	res, err := h.BlockUser.Handle(testCtx(t), group.BlockUser{Actor: p(2), Peer: 1})
@@ -275,7 +275,7 @@ func TestRelationsAndProfiles(t *testing.T) {
 	if _, err := h.BlockUser.Handle(testCtx(t), group.BlockUser{Actor: p(2), Peer: 2}); !errors.Is(err, domain.ErrInvalid) {
 		t.Errorf("blocking oneself: %v, want ErrInvalid", err)
 	}
-	if res, err := h.UpdateProfile.Handle(testCtx(t), group.UpdateProfile{Actor: p(1), Profile: nick}); err != nil || !res.Unchanged {
+	if res, err := h.UpdateProfile.Handle(testCtx(t), group.UpdateProfile{Actor: p(1), Patch: nick.Patch()}); err != nil || !res.Unchanged {
 		t.Errorf("same profile again: %+v, %v", res, err)
 	}
 }

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -54,44 +53,14 @@ func (a *API) registerGetUser() {
 func (a *API) registerUpdateProfile() {
 	huma.Register(a.huma, a.build(op{id: "update-my-profile", method: http.MethodPatch, path: "/v1/im/users/me",
 		summary: "Change the caller's public profile", tag: "users",
-		desc: "Fields left out keep the values the profile read model holds (a change made a moment ago may not be " +
-			"there yet: send every field to be sure). An unchanged profile writes nothing (unchanged=true)."}),
+		desc: "Fields left out keep their values: the patch is merged into the profile as the event store holds it, " +
+			"at the version the change is appended against, so a change made a moment ago is never undone and " +
+			"concurrent patches of different fields all take effect. A patch that changes nothing, the empty one " +
+			"included, writes nothing (unchanged=true)."}),
 		func(ctx context.Context, in *profileInput) (*reply[CommandResult], error) {
 			p := principal(ctx)
-			profile, err := a.patchedProfile(ctx, p, in.Body)
-			if err != nil {
-				return nil, err
-			}
-			cmd := group.UpdateProfile{Actor: p.domain(), Profile: profile, Meta: meta(ctx)}
+			patch := domain.ProfilePatch{Nickname: in.Body.Nickname, Avatar: in.Body.Avatar, Signature: in.Body.Signature}
+			cmd := group.UpdateProfile{Actor: p.domain(), Patch: patch, Meta: meta(ctx)}
 			return a.command(ctx, http.StatusOK, func() (group.Result, error) { return a.h.Groups.UpdateProfile.Handle(ctx, cmd) })
 		})
-}
-
-// patchedProfile applies patch to the caller's current profile from the read model (none when
-// there is no read model or no profile yet).
-func (a *API) patchedProfile(ctx context.Context, p Principal, patch ProfilePatch) (domain.UserProfile, error) {
-	var nickname, avatar, signature string
-	if a.h.Business != nil && (patch.Nickname == nil || patch.Avatar == nil || patch.Signature == nil) {
-		u, err := a.h.Business.User(ctx, p.Tenant, p.User)
-		switch {
-		case err == nil:
-			nickname, avatar, signature = u.Nickname, u.Avatar, u.Signature
-		case !errors.Is(err, domain.ErrNotFound):
-			return domain.UserProfile{}, a.fail(ctx, err, "tenant_id", p.Tenant.String())
-		}
-	}
-	if patch.Nickname != nil {
-		nickname = *patch.Nickname
-	}
-	if patch.Avatar != nil {
-		avatar = *patch.Avatar
-	}
-	if patch.Signature != nil {
-		signature = *patch.Signature
-	}
-	profile, err := domain.NewUserProfile(nickname, avatar, signature)
-	if err != nil {
-		return domain.UserProfile{}, a.fail(ctx, err)
-	}
-	return profile, nil
 }

@@ -86,7 +86,7 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	must("accept friend", err)
 	up, err := domain.NewUserProfile("Ana", "", "numbers")
 	must("profile", err)
-	_, err = g.UpdateProfile.Handle(ctx, group.UpdateProfile{Actor: p(Owner), Profile: up})
+	_, err = g.UpdateProfile.Handle(ctx, group.UpdateProfile{Actor: p(Owner), Patch: up.Patch()})
 	must("update profile", err)
 
 	gt, err := domain.GroupTopic(int64(gid))
