@@ -33,7 +33,7 @@ type Group struct {
 	Avatar       string            `json:"avatar,omitempty"`
 	Intro        string            `json:"intro,omitempty"`
 	Owner        string            `json:"owner" doc:"The owner's user id"`
-	MemberCount  int               `json:"member_count"`
+	MemberCount  int               `json:"member_count" doc:"Current members: a JSON number, bounded by the group size limit (not a 64-bit value)"`
 	Announcement string            `json:"announcement,omitempty"`
 	Status       string            `json:"status" enum:"normal,dissolved"`
 	Settings     GroupSettingsBody `json:"settings"`

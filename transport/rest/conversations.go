@@ -29,20 +29,20 @@ var (
 
 // ConversationEntry is one entry of the caller's conversation list.
 type ConversationEntry struct {
-	Topic       string         `json:"topic" doc:"The conversation topic: grp<group id> or p2p<low user id>_<high user id>"`
-	Kind        string         `json:"kind" enum:"group,direct"`
-	GroupID     string         `json:"group_id,omitempty" doc:"Groups: the group id"`
-	Name        string         `json:"name,omitempty" doc:"Groups: the group's name"`
-	Role        string         `json:"role,omitempty" enum:"owner,admin,member" doc:"Groups: the caller's role"`
-	MemberCount int            `json:"member_count,omitempty" doc:"Groups: current members"`
-	Peer        string         `json:"peer,omitempty" doc:"1:1: the other party's user id"`
-	PeerReadSeq string         `json:"peer_read_seq,omitempty" doc:"1:1: the other party's read seq, for read receipts"`
-	LastSeq     string         `json:"last_seq" doc:"The topic's watermark, as history answers it"`
-	ReadSeq     string         `json:"read_seq" doc:"The caller's read seq"`
-	Unread      string         `json:"unread" doc:"last_seq minus read_seq, never negative"`
-	Mentions    string         `json:"mentions" doc:"Unread messages that mention the caller or everyone"`
-	LastMessage *query.Message `json:"last_message,omitempty" doc:"The newest message up to last_seq the caller has not deleted; recalled ones without content"`
-	ActiveAt    string         `json:"active_at,omitempty" doc:"What the list is ordered by: the last message's time, or when the caller joined the group if later; a 1:1 chat without messages yet, its read mark's time"`
+	Topic       string   `json:"topic" doc:"The conversation topic: grp<group id> or p2p<low user id>_<high user id>"`
+	Kind        string   `json:"kind" enum:"group,direct"`
+	GroupID     string   `json:"group_id,omitempty" doc:"Groups: the group id"`
+	Name        string   `json:"name,omitempty" doc:"Groups: the group's name"`
+	Role        string   `json:"role,omitempty" enum:"owner,admin,member" doc:"Groups: the caller's role"`
+	MemberCount int      `json:"member_count,omitempty" doc:"Groups: current members, a JSON number (bounded by the group size limit, not a 64-bit value)"`
+	Peer        string   `json:"peer,omitempty" doc:"1:1: the other party's user id"`
+	PeerReadSeq string   `json:"peer_read_seq,omitempty" doc:"1:1: the other party's read seq, for read receipts"`
+	LastSeq     string   `json:"last_seq" doc:"The topic's watermark, as history answers it"`
+	ReadSeq     string   `json:"read_seq" doc:"The caller's read seq"`
+	Unread      string   `json:"unread" doc:"last_seq minus read_seq, never negative"`
+	Mentions    string   `json:"mentions" doc:"Unread messages that mention the caller or everyone"`
+	LastMessage *Message `json:"last_message,omitempty" doc:"The newest message up to last_seq the caller has not deleted; recalled ones without content"`
+	ActiveAt    string   `json:"active_at,omitempty" doc:"What the list is ordered by: the last message's time, or when the caller joined the group if later; a 1:1 chat without messages yet, its read mark's time"`
 }
 
 // ConversationList is the data of the conversation list answer.
@@ -85,7 +85,11 @@ func (a *API) registerConversations() {
 				e := ConversationEntry{Topic: c.Topic, Kind: c.Kind, Name: c.Name, MemberCount: c.MemberCount,
 					LastSeq: strconv.FormatInt(c.LastSeq, 10), ReadSeq: strconv.FormatInt(c.ReadSeq, 10),
 					Unread: strconv.FormatInt(c.Unread, 10), Mentions: strconv.FormatInt(c.Mentions, 10),
-					LastMessage: c.LastMessage, ActiveAt: rfc3339(c.ActiveAt)}
+					ActiveAt: rfc3339(c.ActiveAt)}
+				if c.LastMessage != nil {
+					m := messageOf(*c.LastMessage)
+					e.LastMessage = &m
+				}
 				if c.Kind == query.KindGroup {
 					e.GroupID, e.Role = c.Group.String(), c.Role.String()
 				} else {

@@ -29,10 +29,10 @@ var (
 
 // History is the data of a history answer.
 type History struct {
-	Topic    string          `json:"topic" doc:"The conversation topic"`
-	Messages []query.Message `json:"messages" doc:"Messages in ascending seq order; recalled ones without content; ones the caller deleted left out"`
-	LastSeq  string          `json:"last_seq" doc:"The topic's watermark (64-bit, as a string): every seq up to it is a message or a final hole, and no message above it is served; the caller caught up when it has every message up to it. A caller that saw a higher seq in a realtime frame asks again later"`
-	HasMore  bool            `json:"has_more" doc:"More messages up to last_seq lie beyond this page: above it with after_seq, below it otherwise"`
+	Topic    string    `json:"topic" doc:"The conversation topic"`
+	Messages []Message `json:"messages" doc:"Messages in ascending seq order; recalled ones without content; ones the caller deleted left out"`
+	LastSeq  string    `json:"last_seq" doc:"The topic's watermark (64-bit, as a string): every seq up to it is a message or a final hole, and no message above it is served; the caller caught up when it has every message up to it. A caller that saw a higher seq in a realtime frame asks again later"`
+	HasMore  bool      `json:"has_more" doc:"More messages up to last_seq lie beyond this page: above it with after_seq, below it otherwise"`
 }
 
 type historyInput struct {
@@ -75,10 +75,7 @@ func (a *API) registerHistory() {
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String(), "topic", topic.String())
 			}
-			if page.Messages == nil {
-				page.Messages = []query.Message{}
-			}
-			return respond(ctx, http.StatusOK, History{Topic: topic.String(), Messages: page.Messages,
+			return respond(ctx, http.StatusOK, History{Topic: topic.String(), Messages: messagesOf(page.Messages),
 				LastSeq: strconv.FormatInt(page.LastSeq, 10), HasMore: page.HasMore}), nil
 		})
 }
