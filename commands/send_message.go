@@ -143,6 +143,24 @@ func (AllowAll) CanSend(context.Context, domain.TenantID, domain.UserID, domain.
 	return nil
 }
 
+// FileAccess decides whether a sender may reference files in a message (head.files), so that
+// naming a file cannot share what the sender may not read. CanReference returns nil when from
+// may reference every file of ids, a *domain.DeniedError (domain.ReasonFileNotReadable, or
+// file_rejected for the sender's own rejected file) when one is refused, or a retryable error
+// when it could not decide. *files.Access implements it.
+type FileAccess interface {
+	CanReference(ctx context.Context, tenant domain.TenantID, from domain.UserID, ids []string) error
+}
+
+// NoFiles is the FileAccess of a node without file records: it refuses every message that
+// references a file.
+type NoFiles struct{}
+
+// CanReference refuses any file.
+func (NoFiles) CanReference(context.Context, domain.TenantID, domain.UserID, []string) error {
+	return domain.Deny(domain.ReasonFileNotReadable)
+}
+
 // MessageStore is the part of the event store SendMessage writes through.
 type MessageStore interface {
 	// AppendBatch writes events in one transaction, each at its own stream version, and reports
@@ -174,6 +192,7 @@ type SendMessageDeps struct {
 	Store  MessageStore          // required
 	Redis  redis.UniversalClient // required: seqs, idempotency claims and the node's heartbeat
 	Policy SendPolicy            // default AllowAll
+	Files  FileAccess            // who may reference which file in head.files; default NoFiles
 	Logger *slog.Logger          // default discards
 	// Listener hears about every message at the point it commits: realtime delivery. Optional.
 	Listener CommitListener
@@ -193,6 +212,7 @@ type SendMessageHandler struct {
 	store    MessageStore
 	seqs     seqAllocator
 	policy   SendPolicy
+	files    FileAccess
 	listener CommitListener // nil: none
 	holes    HoleRecorder   // nil: none
 	log      *slog.Logger
@@ -231,10 +251,13 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 	if deps.Policy == nil {
 		deps.Policy = AllowAll{}
 	}
+	if deps.Files == nil {
+		deps.Files = NoFiles{}
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, listener: deps.Listener,
+	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, files: deps.Files, listener: deps.Listener,
 		holes: deps.Holes, log: deps.Logger, metrics: m, closing: make(chan struct{})}
 	h.startPartitions()
 	return h, nil
@@ -254,8 +277,9 @@ const maxResubmits = 3
 // expired) is taken over at once: the event store then answers with its seq if it had committed,
 // and the message gets a new seq otherwise.
 //
-// Errors: *domain.ValidationError for bad input and *domain.DeniedError from the SendPolicy
-// (nothing written, no Redis key created); a *domain.ValidationError (message/rejected_by_store)
+// Errors: *domain.ValidationError for bad input, *domain.DeniedError from the SendPolicy and,
+// for a message naming files, from the FileAccess (one batched look-up of its files; nothing
+// written, no Redis key created); a *domain.ValidationError (message/rejected_by_store)
 // when the event store refused the message's data (its claim is marked failed; the other sends
 // of its batch are not affected); domain.ErrRetryable when Redis or PostgreSQL failed or the
 // handler is closed (the message was not committed; seqs already allocated become holes); the
@@ -271,6 +295,11 @@ func (h *SendMessageHandler) Handle(ctx context.Context, cmd SendMessage) (SendR
 	}
 	if err := h.policy.CanSend(ctx, cmd.Tenant, cmd.From, cmd.Topic); err != nil {
 		return SendResult{}, err
+	}
+	if len(cmd.Head.Files) > 0 {
+		if err := h.files.CanReference(ctx, cmd.Tenant, cmd.From, cmd.Head.Files); err != nil {
+			return SendResult{}, err
+		}
 	}
 	var takeOver seq.Claim
 	for attempt := 0; ; attempt++ {

@@ -19,6 +19,11 @@ const (
 // MaxFilesPerMessage bounds the files one message may reference (head.files).
 const MaxFilesPerMessage = 20
 
+// ReasonFileNotReadable refuses a message naming in head.files a file its sender may not read:
+// not the sender's own and not approved and shared with the sender through a conversation the
+// sender reads, or unknown, or collected.
+const ReasonFileNotReadable = "file_not_readable"
+
 // Audit states of a file.
 const (
 	FileAuditPending  = "pending"
@@ -68,9 +73,13 @@ type FileCreated struct {
 
 // FileUploaded is the payload of file.uploaded.v1: the bytes are in object storage.
 type FileUploaded struct {
-	FileID     string    `json:"file_id"`
-	Size       int64     `json:"size,string"`
-	SHA256     string    `json:"sha256"`
+	FileID string `json:"file_id"`
+	Size   int64  `json:"size,string"`
+	SHA256 string `json:"sha256"`
+	// ObjectKey is the object that holds exactly the bytes of SHA256: each upload writes an
+	// object of its own, and the one recorded here is the file's. Empty in events written
+	// before it was added: the object key of file.created.v1.
+	ObjectKey  string    `json:"object_key,omitempty"`
 	UploadedAt time.Time `json:"uploaded_at"`
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
@@ -88,6 +89,8 @@ type node struct {
 	biz    *business.Store
 	sess   *sessions.Store
 	reader *query.Reader
+	// fileAccess is the send path's head.files check (nodeFiles); nil without MySQL.
+	fileAccess *files.Access
 
 	// Realtime.
 	presence *presence.Store

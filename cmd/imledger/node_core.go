@@ -82,7 +82,7 @@ func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy) (
 	}
 	holes := newHoleMarker(n.store, n.log.With("component", "send"))
 	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: store, Redis: n.rdb, Policy: policy, Listener: nodeCommits{n}, Holes: holes,
+		Store: store, Redis: n.rdb, Policy: policy, Files: nodeFiles{n}, Listener: nodeCommits{n}, Holes: holes,
 		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 	if err != nil {

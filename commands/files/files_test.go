@@ -3,7 +3,10 @@ package files_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -271,5 +274,129 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	if _, _, err := f.svc.Open(f.ctx, f.tenant, rec.ID); !errors.Is(err, files.ErrNotUploaded) {
 		t.Fatalf("open a pending file: %v", err)
+	}
+}
+
+// gatedReader is an upload body that blocks on its first Read until open is closed, after
+// telling started: it holds one upload between its checks and its write.
+type gatedReader struct {
+	body    io.Reader
+	started chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	g.once.Do(func() { close(g.started); <-g.open })
+	return g.body.Read(p)
+}
+
+// storedDigest opens the file through the service and returns the SHA-256 of the bytes it serves.
+func (f *fixture) storedDigest(t *testing.T, id string) ([]byte, string) {
+	t.Helper()
+	_, r, err := f.svc.Open(f.ctx, f.tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return b, hex.EncodeToString(sum[:])
+}
+
+// uploadedDigest returns the sha256 that file.uploaded.v1 recorded for the file.
+func (f *fixture) uploadedDigest(t *testing.T, id string) string {
+	t.Helper()
+	envs, err := f.store.ReadAll(f.ctx, eventstore.Filter{Tenant: f.tenant}, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums []string
+	for _, e := range envs {
+		if e.StreamID == "file:"+id && e.EventType == domain.EventFileUploaded {
+			var u domain.FileUploaded
+			if err := e.Decode(&u); err != nil {
+				t.Fatal(err)
+			}
+			sums = append(sums, u.SHA256)
+		}
+	}
+	if len(sums) != 1 {
+		t.Fatalf("file.uploaded.v1 events %v, want exactly one", sums)
+	}
+	return sums[0]
+}
+
+// Two uploads of one file that overlap: the one that completes first wins, and the one that
+// was held between its checks and its write, released afterwards, loses with a conflict and
+// leaves the winner's bytes in place. The bytes served are the bytes whose digest the event and
+// the record hold.
+func TestOverlappingUploadsServeTheRecordedBytes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec, err := f.svc.Create(f.ctx, files.CreateFile{Tenant: f.tenant, Uploader: 42, Name: "c.bin", ContentType: "application/octet-stream", Size: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &gatedReader{body: strings.NewReader("late!!"), started: make(chan struct{}), open: make(chan struct{})}
+	lateErr := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Upload(f.ctx, f.tenant, 42, rec.ID, late)
+		lateErr <- err
+	}()
+	<-late.started
+	if _, err := f.svc.Upload(f.ctx, f.tenant, 42, rec.ID, strings.NewReader("first!")); err != nil {
+		t.Fatalf("the first upload: %v", err)
+	}
+	close(late.open)
+	if err := <-lateErr; !errors.Is(err, domain.ErrConcurrency) {
+		t.Fatalf("the overlapping upload: %v, want a conflict (domain.ErrConcurrency)", err)
+	}
+	b, served := f.storedDigest(t, rec.ID)
+	got, err := f.svc.Get(f.ctx, f.tenant, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded := f.uploadedDigest(t, rec.ID); string(b) != "first!" || served != recorded || got.SHA256 != recorded {
+		t.Fatalf("served %q (sha256 %s); file.uploaded.v1 says %s, the record %s; want the first upload's bytes under one digest",
+			b, served, recorded, got.SHA256)
+	}
+}
+
+// Eight uploads of one file at once: exactly one succeeds, the others are refused (a conflict,
+// or already_uploaded once the winner completed), and the bytes served are those whose digest
+// was recorded.
+func TestConcurrentUploadsOneWins(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec, err := f.svc.Create(f.ctx, files.CreateFile{Tenant: f.tenant, Uploader: 42, Name: "c.bin", ContentType: "application/octet-stream", Size: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = f.svc.Upload(f.ctx, f.tenant, 42, rec.ID, strings.NewReader(fmt.Sprintf("conc%d!", i)))
+		})
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		var ve *domain.ValidationError
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, domain.ErrConcurrency), errors.As(err, &ve) && ve.Reason == "already_uploaded":
+		default:
+			t.Errorf("upload %d: %v, want success, a conflict or already_uploaded", i, err)
+		}
+	}
+	b, served := f.storedDigest(t, rec.ID)
+	if recorded := f.uploadedDigest(t, rec.ID); won != 1 || served != recorded {
+		t.Fatalf("%d uploads succeeded, want 1; served %q (sha256 %s), file.uploaded.v1 says %s", won, b, served, recorded)
 	}
 }

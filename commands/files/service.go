@@ -25,7 +25,7 @@ import (
 type Records interface {
 	Create(ctx context.Context, tenant domain.TenantID, f domain.FileRecord) error
 	Get(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, error)
-	MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from, size int64, sha string, at time.Time) (bool, error)
+	MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from, size int64, sha, objectKey string, at time.Time) (bool, error)
 	SetAudit(ctx context.Context, tenant domain.TenantID, id string, from int64, status, reason string, at time.Time) (bool, error)
 	MarkDeleted(ctx context.Context, tenant domain.TenantID, id string, from int64, at time.Time) (bool, error)
 	Unreferenced(ctx context.Context, tenant domain.TenantID, cutoff time.Time, limit int) ([]domain.FileRecord, error)
@@ -82,6 +82,12 @@ var (
 	ErrRejected = &domain.DeniedError{Reason: "file_rejected"}
 	// ErrNotUploader: only the uploader may upload or complete a file.
 	ErrNotUploader = &domain.DeniedError{Reason: "not_uploader"}
+	// ErrUploadConflict: another upload or completion of the file was recorded first; this
+	// one's bytes were discarded. It wraps domain.ErrConcurrency (409 conflict); asked again,
+	// the upload answers already_uploaded.
+	ErrUploadConflict = fmt.Errorf("files: another upload of the file was recorded first: %w", domain.ErrConcurrency)
+
+	errAlreadyUploaded = &domain.ValidationError{Field: "file", Reason: "already_uploaded", Detail: "the file's bytes are stored already"}
 )
 
 // New validates its arguments.
@@ -185,7 +191,14 @@ func (s *Service) Get(ctx context.Context, tenant domain.TenantID, id string) (d
 	return s.deps.Records.Get(ctx, tenant, id)
 }
 
-// Upload stores the bytes of a pending file (at most its declared size) and completes it.
+// Upload stores the bytes of a pending file (exactly its declared size) and completes it.
+//
+// Each upload writes its own object (the file's object key with a suffix of its own), hashing
+// the bytes as it writes them, and then appends file.uploaded.v1 naming that object at the
+// stream version it read. Of uploads that overlap, the first to append wins; the others fail
+// with ErrUploadConflict and delete their objects, so the object served is always the one whose
+// digest was recorded, and no lock is held that a crash could leave behind. An upload that finds
+// the file uploaded already fails with a *domain.ValidationError (already_uploaded).
 func (s *Service) Upload(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string, r io.Reader) (domain.FileRecord, error) {
 	f, err := s.Get(ctx, tenant, id)
 	if err != nil {
@@ -195,31 +208,53 @@ func (s *Service) Upload(ctx context.Context, tenant domain.TenantID, uploader d
 		return f, ErrNotUploader
 	}
 	if f.Status != domain.FileStatusPending {
-		return f, &domain.ValidationError{Field: "file", Reason: "already_uploaded", Detail: "the file's bytes are stored already"}
+		return f, errAlreadyUploaded
 	}
-	w, err := s.deps.Bucket.NewWriter(ctx, f.ObjectKey, &blob.WriterOptions{ContentType: f.ContentType})
+	attempt, err := uuid.NewV7()
+	if err != nil {
+		return f, err
+	}
+	key := f.ObjectKey + "." + attempt.String()
+	w, err := s.deps.Bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: f.ContentType})
 	if err != nil {
 		return f, domain.Retryable("open object", err)
 	}
-	n, err := io.Copy(w, io.LimitReader(r, f.Size+1))
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, f.Size+1))
 	if err != nil {
 		_ = w.Close()
+		s.discard(ctx, tenant, id, key)
 		return f, domain.Retryable("write object", err)
 	}
 	if n != f.Size {
 		_ = w.Close()
-		_ = s.deps.Bucket.Delete(ctx, f.ObjectKey)
+		s.discard(ctx, tenant, id, key)
 		return f, &domain.ValidationError{Field: "body", Reason: "size_mismatch", Detail: fmt.Sprintf("declared %d bytes, got %d or more", f.Size, n)}
 	}
 	if err := w.Close(); err != nil {
+		s.discard(ctx, tenant, id, key)
 		return f, domain.Retryable("store object", err)
 	}
-	return s.Complete(ctx, tenant, uploader, id)
+	out, appended, err := s.complete(ctx, tenant, uploader, f, key, hex.EncodeToString(h.Sum(nil)))
+	if err != nil && !appended {
+		s.discard(ctx, tenant, id, key)
+	}
+	return out, err
 }
 
-// Complete is the completion callback: the object must be in the bucket with the declared size.
-// It records the upload (file.uploaded.v1) and queues the security check. Completing a file
-// completed already answers its record.
+// discard deletes the object of an upload that did not become the file's bytes.
+func (s *Service) discard(ctx context.Context, tenant domain.TenantID, id, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.deps.Bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		s.log.WarnContext(ctx, "files: delete the object of a failed upload", "tenant_id", tenant.String(), "file_id", id, "err", err)
+	}
+}
+
+// Complete is the completion callback: the object must be in the bucket, at the file's object
+// key, with the declared size. It records the upload (file.uploaded.v1) and queues the security
+// check. Completing a file completed already answers its record; losing to a completion or
+// upload that appended first fails with ErrUploadConflict.
 func (s *Service) Complete(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string) (domain.FileRecord, error) {
 	f, err := s.Get(ctx, tenant, id)
 	if err != nil {
@@ -245,21 +280,32 @@ func (s *Service) Complete(ctx context.Context, tenant domain.TenantID, uploader
 	if err != nil {
 		return f, err
 	}
+	out, _, err := s.complete(ctx, tenant, uploader, f, f.ObjectKey, sum)
+	return out, err
+}
+
+// complete records that the object key holds f's bytes with digest sum: file.uploaded.v1 at the
+// version f was read at, then the record, then the security check. appended reports whether the
+// event was written, after which key is the file's object whatever else fails.
+func (s *Service) complete(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, f domain.FileRecord, key, sum string) (_ domain.FileRecord, appended bool, _ error) {
 	now := s.deps.Now().UTC().Truncate(time.Millisecond)
-	if err := s.append(ctx, tenant, id, f.Version, uploader, domain.EventFileUploaded,
-		domain.FileUploaded{FileID: id, Size: attrs.Size, SHA256: sum, UploadedAt: now}); err != nil {
-		return f, err
+	if err := s.append(ctx, tenant, f.ID, f.Version, uploader, domain.EventFileUploaded,
+		domain.FileUploaded{FileID: f.ID, Size: f.Size, SHA256: sum, ObjectKey: key, UploadedAt: now}); err != nil {
+		if errors.Is(err, domain.ErrConcurrency) {
+			return f, false, ErrUploadConflict
+		}
+		return f, false, err
 	}
-	if _, err := s.deps.Records.MarkUploaded(ctx, tenant, id, f.Version, attrs.Size, sum, now); err != nil {
-		return f, err
+	if _, err := s.deps.Records.MarkUploaded(ctx, tenant, f.ID, f.Version, f.Size, sum, key, now); err != nil {
+		return f, true, err
 	}
-	f.Status, f.SHA256, f.UploadedAt, f.Version = domain.FileStatusUploaded, sum, now, f.Version+1
-	if err := s.deps.Queue.EnqueueCheck(ctx, CheckTask{TenantID: tenant, FileID: id, ObjectKey: f.ObjectKey,
+	f.Status, f.SHA256, f.ObjectKey, f.UploadedAt, f.Version = domain.FileStatusUploaded, sum, key, now, f.Version+1
+	if err := s.deps.Queue.EnqueueCheck(ctx, CheckTask{TenantID: tenant, FileID: f.ID, ObjectKey: key,
 		ContentType: f.ContentType, Size: f.Size}); err != nil {
 		// The file stays pending audit; the collector's sweep queues it again.
-		s.log.WarnContext(ctx, "files: queue security check", "tenant_id", tenant.String(), "file_id", id, "err", err)
+		s.log.WarnContext(ctx, "files: queue security check", "tenant_id", tenant.String(), "file_id", f.ID, "err", err)
 	}
-	return f, nil
+	return f, true, nil
 }
 
 func (s *Service) digest(ctx context.Context, key string) (string, error) {

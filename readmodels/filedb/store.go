@@ -58,6 +58,41 @@ func (s *Store) Get(ctx context.Context, tenant domain.TenantID, id string) (Fil
 	return f, tenantdb.WrapErr("read file", err)
 }
 
+// GetMany reads the records of the files of ids that exist, by id, in one query.
+func (s *Store) GetMany(ctx context.Context, tenant domain.TenantID, ids []string) (map[string]File, error) {
+	out := make(map[string]File, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	db, err := s.router.DB(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, "SELECT "+fileCols+" FROM im_files WHERE file_id IN ("+placeholders(len(ids))+")", anys(ids)...)
+	if err != nil {
+		return nil, tenantdb.WrapErr("read files", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		f, err := scan(rows)
+		if err != nil {
+			return nil, tenantdb.WrapErr("read files", err)
+		}
+		out[f.ID] = f
+	}
+	return out, tenantdb.WrapErr("read files", rows.Err())
+}
+
+func placeholders(n int) string { return "?" + strings.Repeat(", ?", n-1) }
+
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
 func scan(row interface{ Scan(...any) error }) (File, error) {
 	var f File
 	var uid int64
@@ -84,9 +119,9 @@ func (s *Store) update(ctx context.Context, tenant domain.TenantID, id string, f
 	return n == 1, nil
 }
 
-// MarkUploaded records the bytes' size and digest.
-func (s *Store) MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from int64, size int64, sha string, at time.Time) (bool, error) {
-	return s.update(ctx, tenant, id, from, "status = ?, size = ?, sha256 = ?, uploaded_at = ?", StatusUploaded, size, sha, at.UTC())
+// MarkUploaded records the bytes' size, digest and object key (the object that holds them).
+func (s *Store) MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from int64, size int64, sha, objectKey string, at time.Time) (bool, error) {
+	return s.update(ctx, tenant, id, from, "status = ?, size = ?, sha256 = ?, object_key = ?, uploaded_at = ?", StatusUploaded, size, sha, objectKey, at.UTC())
 }
 
 // SetAudit records the security check's verdict.
@@ -153,6 +188,32 @@ func (s *Store) Topics(ctx context.Context, tenant domain.TenantID, id string) (
 			return nil, tenantdb.WrapErr("read file references", err)
 		}
 		out = append(out, t)
+	}
+	return out, tenantdb.WrapErr("read file references", rows.Err())
+}
+
+// TopicsOf returns, by file id, the conversations whose messages reference the files of ids,
+// in one query.
+func (s *Store) TopicsOf(ctx context.Context, tenant domain.TenantID, ids []string) (map[string][]string, error) {
+	out := make(map[string][]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	db, err := s.router.DB(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT file_id, source_topic FROM im_group_files WHERE file_id IN ("+placeholders(len(ids))+")", anys(ids)...)
+	if err != nil {
+		return nil, tenantdb.WrapErr("read file references", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, t string
+		if err := rows.Scan(&id, &t); err != nil {
+			return nil, tenantdb.WrapErr("read file references", err)
+		}
+		out[id] = append(out[id], t)
 	}
 	return out, tenantdb.WrapErr("read file references", rows.Err())
 }

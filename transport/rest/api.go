@@ -74,6 +74,12 @@ type Config struct {
 	CodePerIP int
 	// MaxFileBytes caps the body of a file upload. Default 100 MiB.
 	MaxFileBytes int64
+	// UploadMemory bounds the bytes of upload bodies (bodies over MaxBodyBytes) the node holds
+	// in memory at once: each is read whole before it runs, for its Idempotency-Key's request
+	// hash, and counts at its Content-Length (MaxFileBytes without one) until its request ends.
+	// An upload that does not fit is refused at once with 503 retry. At least MaxFileBytes.
+	// Default 2 × MaxFileBytes.
+	UploadMemory int64
 }
 
 func (c *Config) setDefaults() {
@@ -119,6 +125,9 @@ func (c *Config) setDefaults() {
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = 100 << 20
 	}
+	if c.UploadMemory == 0 {
+		c.UploadMemory = 2 * c.MaxFileBytes
+	}
 }
 
 // Validate reports every problem of c, with defaults applied, joined into one error.
@@ -127,6 +136,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("rest: MaxBodyBytes must not be negative"))
+	}
+	if c.MaxFileBytes < 0 || c.UploadMemory < c.MaxFileBytes {
+		errs = append(errs, errors.New("rest: MaxFileBytes must not be negative, and UploadMemory not below it"))
 	}
 	if c.MaxContentBytes < 0 {
 		errs = append(errs, errors.New("rest: MaxContentBytes must not be negative"))
@@ -215,6 +227,7 @@ type API struct {
 	h       Handlers
 	huma    huma.API
 	limiter *redis_rate.Limiter
+	bodies  *bodyBudget // Config.UploadMemory
 }
 
 // New mounts the API on mux: the endpoints of the non-nil handlers, the OpenAPI 3.1 document
@@ -228,7 +241,7 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	if err := checkHandlers(cfg, h); err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, h: h, huma: humago.New(mux, humaConfig(cfg))}
+	a := &API{cfg: cfg, h: h, huma: humago.New(mux, humaConfig(cfg)), bodies: &bodyBudget{free: cfg.UploadMemory}}
 	if h.Redis != nil {
 		a.limiter = redis_rate.NewLimiter(h.Redis)
 	}

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -112,10 +111,19 @@ type fileWrite struct {
 	ID string `path:"id" doc:"File id (UUID)"`
 }
 
+// fileUploadInput takes the body as a reader rather than huma's RawBody, which would copy it
+// once more: the idempotency middleware holds the upload in memory already (within
+// Config.UploadMemory), and the handler streams it from there to the bucket.
 type fileUploadInput struct {
 	IdempotencyHeader
-	ID      string `path:"id" doc:"File id (UUID)"`
-	RawBody []byte `contentType:"application/octet-stream"`
+	ID   string `path:"id" doc:"File id (UUID)"`
+	body io.Reader
+}
+
+// Resolve implements huma.Resolver: it keeps the request's body reader.
+func (in *fileUploadInput) Resolve(ctx huma.Context) []error {
+	in.body = ctx.BodyReader()
+	return nil
 }
 
 func (a *API) registerFiles() {
@@ -137,11 +145,14 @@ func (a *API) registerFiles() {
 		})
 	up := a.build(op{id: "upload-file", method: http.MethodPut, path: "/v1/im/files/{id}/content",
 		summary: "Upload a file's bytes", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
-		desc: "Exactly the declared size; the uploader only. Completes the file and queues its security check."})
+		desc: "Exactly the declared size, at most files.max_bytes; the uploader only. Completes the file and queues its security check. Of uploads of one file that overlap, one is recorded and the others are 409 conflict; 503 retry while the node holds its limit of upload bodies."})
+	// The idempotency middleware enforces this limit (huma reads no body for this input).
 	up.MaxBodyBytes = a.cfg.MaxFileBytes
+	up.RequestBody = &huma.RequestBody{Required: true, Description: "The file's bytes, exactly its declared size, at most files.max_bytes",
+		Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}}}
 	huma.Register(a.huma, up, func(ctx context.Context, in *fileUploadInput) (*reply[File], error) {
 		p := principal(ctx)
-		f, err := fs.Upload(ctx, p.Tenant, p.User, in.ID, bytes.NewReader(in.RawBody))
+		f, err := fs.Upload(ctx, p.Tenant, p.User, in.ID, io.LimitReader(in.body, a.cfg.MaxFileBytes+1))
 		if err != nil {
 			return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
 		}

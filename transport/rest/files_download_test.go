@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +22,26 @@ import (
 	"github.com/imledger/imledger/transport/rest"
 )
 
-type checkQueue struct{ tasks []files.CheckTask }
+// checkQueue keeps the security checks queued, for the test to run them.
+type checkQueue struct {
+	mu    sync.Mutex
+	tasks []files.CheckTask
+}
 
 func (q *checkQueue) EnqueueCheck(_ context.Context, t files.CheckTask) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.tasks = append(q.tasks, t)
 	return nil
+}
+
+// take returns the checks queued since the last take.
+func (q *checkQueue) take() []files.CheckTask {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.tasks
+	q.tasks = nil
+	return out
 }
 
 // TestSignedDownloadIsByteEqual: a file uploaded through the service is served byte for byte at
@@ -68,7 +84,7 @@ func TestSignedDownloadIsByteEqual(t *testing.T) {
 	body := bytes.Repeat([]byte("imledger file bytes\n"), 3000)
 	good := upload("notes.txt", "text/plain", body)
 	bad := upload("evil.png", "image/png", []byte("<html><body>not an image</body></html>"))
-	for _, task := range q.tasks {
+	for _, task := range q.take() {
 		if err := svc.Check(ctx, task); err != nil {
 			t.Fatal(err)
 		}

@@ -12,11 +12,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"gocloud.dev/blob/fileblob"
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/seq"
@@ -24,6 +26,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
@@ -54,13 +57,19 @@ type stack struct {
 	signer   *auth.Signer
 	tenant   domain.TenantID // provisioned in MySQL when reads are on
 
-	msgs *msgstore.Store
-	biz  *business.Store
+	msgs   *msgstore.Store
+	biz    *business.Store
+	router *tenantdb.Router
+
+	files     *files.Service // with files: over a bucket in a temporary directory
+	fileDB    *filedb.Store
+	fileQueue *checkQueue
 }
 
 type stackOpts struct {
 	reads   bool                     // MySQL read models, history, unread and business reads
 	gateFor func(s *stack) rest.Gate // optional: the gate, built over the stack's stores
+	files   bool                     // with reads: the file endpoints and the send path's head.files check
 }
 
 func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
@@ -76,12 +85,6 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	s.signer = newSigner(t, time.Now)
-	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb},
-		commands.SendMessageConfig{Partitions: 2, MaxContentBytes: cfg.MaxContentBytes, Seq: seq.Config{KeyPrefix: s.prefix}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = send.Close() })
 	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store}, commands.MessageOpsConfig{MaxContentBytes: cfg.MaxContentBytes})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +113,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	if cfg.RateLimitPrefix == "" {
 		cfg.RateLimitPrefix = s.prefix + "rl:"
 	}
-	h := rest.Handlers{Send: send, MessageOps: ops, Groups: groups, Presence: pres, PresencePolicy: pol, Accounts: s.accounts,
+	h := rest.Handlers{MessageOps: ops, Groups: groups, Presence: pres, PresencePolicy: pol, Accounts: s.accounts,
 		Tokens: s.signer, APIKeys: s.accounts, Idempotency: idem, Redis: s.rdb}
 	if o.gateFor != nil {
 		h.Gate = o.gateFor(s)
@@ -120,6 +123,17 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	} else {
 		h.ReadPolicy = anyReader{}
 	}
+	sendDeps := commands.SendMessageDeps{Store: s.store, Redis: s.rdb}
+	if o.files {
+		sendDeps.Files = s.withFiles(t, &h)
+	}
+	send, err := commands.NewSendMessageHandler(sendDeps,
+		commands.SendMessageConfig{Partitions: 2, MaxContentBytes: cfg.MaxContentBytes, Seq: seq.Config{KeyPrefix: s.prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = send.Close() })
+	h.Send = send
 	s.serve(t, cfg, h)
 	return s
 }
@@ -145,6 +159,7 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = router.Close() })
+	s.router = router
 	testenv.DropMySQLDatabasesAtCleanup(t, router.DatabaseName(s.tenant))
 	if err := router.Provision(ctx, s.tenant); err != nil {
 		t.Fatal(err)
@@ -157,6 +172,37 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
 	h.History, h.Unread, h.Business = reader, reader, s.biz
 	h.Conversations, h.FriendRequests = query.NewConversationReader(reader, s.biz), s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
+}
+
+// withFiles adds the file endpoints over a bucket in a temporary directory and returns the
+// send path's head.files check, as serve wires them. It needs withReads first.
+func (s *stack) withFiles(t testing.TB, h *rest.Handlers) commands.FileAccess {
+	t.Helper()
+	bucket, err := fileblob.OpenBucket(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bucket.Close() })
+	s.fileDB, s.fileQueue = filedb.New(s.router), &checkQueue{}
+	if s.files, err = files.New(files.Deps{Bucket: bucket, Records: s.fileDB, Events: s.store, Queue: s.fileQueue}, files.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	h.Files, h.FileRefs, h.FileURLs = s.files, s.fileDB, rest.FileURLSigner{Key: []byte("file-url-key"), TTL: time.Minute}
+	access, err := files.NewAccess(s.fileDB, h.ReadPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return access
+}
+
+// checkFiles runs the security checks queued so far, as the check consumer would.
+func (s *stack) checkFiles(t testing.TB) {
+	t.Helper()
+	for _, task := range s.fileQueue.take() {
+		if err := s.files.Check(testCtx(t), task); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // project applies every event of the stack's tenant to the MySQL read models, as the
@@ -173,6 +219,11 @@ func (s *stack) project(t testing.TB) {
 	}
 	if _, err := s.biz.Apply(ctx, s.tenant, "test.business", business.DefaultTables(), evs); err != nil {
 		t.Fatal(err)
+	}
+	if s.fileDB != nil {
+		if _, err := s.fileDB.ApplyRefs(ctx, s.tenant, evs); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -30,6 +32,15 @@ const (
 //   - with the key used by another request, answers 409 idempotency_key_reused;
 //   - while the first request still runs, answers 409 request_in_progress (retryable).
 //
+// The body is read whole before the claim, since its hash is part of the key's record (the
+// record keeps the hash, never the body). Bodies are capped at the operation's MaxBodyBytes
+// (Config.MaxBodyBytes, or Config.MaxFileBytes for an upload; 413 too_large above it). Bodies
+// over Config.MaxBodyBytes (uploads) are held in memory only within Config.UploadMemory for the
+// whole node, counted at their Content-Length (at the cap without one) from before they are read
+// until their request ends; an upload that does not fit is refused at once with 503 retry and
+// Retry-After, before a byte of it is read, so a node never holds more than that many upload
+// bytes however many clients upload together.
+//
 // A claimed request runs with its answer buffered. Answers that a retry must not get again
 // (5xx, 408, 409, 425, 429) release the key; every other answer is stored for
 // Config.IdempotencyTTL and then sent exactly as stored, so the first answer and its replays are
@@ -45,18 +56,46 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(ctx.BodyReader(), a.cfg.MaxBodyBytes+1))
-	if err != nil {
+	// The operation's own limit (a file upload's is files.max_bytes), else the API's.
+	limit := a.cfg.MaxBodyBytes
+	if op := ctx.Operation(); op != nil && op.MaxBodyBytes > limit {
+		limit = op.MaxBodyBytes
+	}
+	size, known := limit, false // what the body may take: its Content-Length when it sends one
+	if cl, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && cl >= 0 {
+		if cl > limit {
+			writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
+			return
+		}
+		size, known = cl, true
+	}
+	large := limit > a.cfg.MaxBodyBytes
+	if large && size > a.cfg.MaxBodyBytes {
+		if !a.bodies.take(size) {
+			e := newError(RequestID(c), http.StatusServiceUnavailable, ReasonRetry,
+				"too many large uploads in progress on this node, retry", map[string]any{"retryable": true})
+			e.headers.Set("Retry-After", "1")
+			writeError(ctx, e)
+			return
+		}
+		defer a.bodies.give(size)
+	}
+	var buf bytes.Buffer
+	if known {
+		buf.Grow(int(size) + bytes.MinRead) // read it without growing (and copying) as it comes
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(ctx.BodyReader(), size+1)); err != nil {
 		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
 			map[string]any{"field": "body", "reason": "unreadable"}))
 		return
 	}
-	if int64(len(body)) > a.cfg.MaxBodyBytes {
+	body := buf.Bytes()
+	if int64(len(body)) > size {
 		writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
 		return
 	}
 	u := ctx.URL()
-	hash := requestHash(ctx.Method(), u.Path, u.RawQuery, body)
+	hash := requestHash(ctx.Method(), u.Path, u.RawQuery, body, !large)
 	claim, err := a.h.Idempotency.Claim(c, k, hash, a.cfg.IdempotencyTTL, a.cfg.IdempotencyPendingTimeout)
 	if err != nil {
 		writeError(ctx, MapError(c, a.fail(c, err)))
@@ -167,13 +206,18 @@ func (r *recorder) SetStatus(code int)    { r.status = code }
 func (r *recorder) Status() int           { return r.status }
 func (r *recorder) BodyWriter() io.Writer { return &r.buf }
 
-// requestHash is SHA-256 over the method, path, query and body. A JSON body is hashed in a
-// canonical form (keys sorted, insignificant whitespace dropped, numbers as written), so
-// re-encoding the same request does not count as another request.
-func requestHash(method, path, query string, body []byte) []byte {
+// requestHash is SHA-256 over the method, path, query and body. With canonical, a JSON body is
+// hashed in a canonical form (keys sorted, insignificant whitespace dropped, numbers as
+// written), so re-encoding the same request does not count as another request; without it
+// (file uploads, whose bytes are the request) the body is hashed as it came. Only the hash is
+// kept, never the body.
+func requestHash(method, path, query string, body []byte, canonical bool) []byte {
 	h := sha256.New()
 	_, _ = io.WriteString(h, method+" "+path+"?"+query+"\n")
-	_, _ = h.Write(canonicalJSON(body))
+	if canonical {
+		body = canonicalJSON(body)
+	}
+	_, _ = h.Write(body)
 	return h.Sum(nil)
 }
 
@@ -209,4 +253,28 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// bodyBudget bounds the bytes of large request bodies (uploads) held in memory at once.
+type bodyBudget struct {
+	mu   sync.Mutex
+	free int64
+}
+
+// take reserves n bytes and reports whether they were free; it never waits.
+func (b *bodyBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.free {
+		return false
+	}
+	b.free -= n
+	return true
+}
+
+// give returns n bytes taken before.
+func (b *bodyBudget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.free += n
 }

@@ -59,6 +59,8 @@ func TestRefusedFrames(t *testing.T) {
 			params: map[string]any{"field": "seq", "reason": "required"}},
 		{name: "read note beyond the last seq", login: 1, frame: `{"note":{"topic":"grp1","what":"read","seq":"9"}}`, code: 400, reason: ws.ReasonInvalid,
 			params: map[string]any{"field": "seq", "reason": "beyond_last_seq"}},
+		{name: "pub naming a file the sender may not read", login: 1, frame: `{"pub":{"id":"18","topic":"grp1","client_msg_id":"c1","content":"x","head":{"files":["0190d7a4-5b1e-7c2d-8e3f-4a5b6c7d8e9f"]}}}`,
+			id: "18", code: 403, reason: domain.ReasonFileNotReadable},
 		{name: "get with a negative seq", login: 1, frame: `{"get":{"id":"17","topic":"grp1","after_seq":"-3"}}`, id: "17", code: 400, reason: ws.ReasonBadFrame},
 	}
 	for i, tt := range tests {
