@@ -78,7 +78,7 @@ func NewSendMessage(in SendMessageInput, maxContentBytes int) (SendMessage, erro
 	}
 	if len(in.Head) > 0 && string(in.Head) != "null" {
 		if err := json.Unmarshal(in.Head, &cmd.Head); err != nil {
-			return SendMessage{}, invalidField("head", "bad_json", err.Error())
+			return SendMessage{}, invalidField("head", "bad_json", domain.DescribeJSONError(err))
 		}
 	}
 	cmd.TraceID = in.TraceID

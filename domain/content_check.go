@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"unicode/utf8"
 )
@@ -37,6 +38,10 @@ type contentScan struct {
 	b    []byte
 	i    int
 	grow int
+	// body is set while CheckBodyText scans a whole request body: refusals name the top-level
+	// member being scanned (member), and nesting is left to the decoder's own limit.
+	body   bool
+	member string
 	// uniqueKeys refuses an object that names a key twice (checkContent sets it; decoding what
 	// the log already holds does not).
 	uniqueKeys bool
@@ -52,6 +57,55 @@ type contentScan struct {
 type keyRange struct {
 	start, end int
 	escaped    bool // the literal holds an escape: compare it decoded
+}
+
+// maxBodyDepth is the deepest nesting CheckBodyText follows; encoding/json refuses deeper
+// bodies itself, and the bound keeps the scan's recursion small.
+const maxBodyDepth = 10000
+
+// CheckBodyText scans a JSON request body, before anything decodes it, for the text and numbers
+// that a decoder would silently change or that no store keeps, and which NewContent refuses in
+// content: a string or key with invalid UTF-8, a surrogate code point (an unpaired `\ud800`
+// escape, or one encoded raw) or `\u0000`, and a number that is not a finite double or that
+// underflows to zero. encoding/json would turn each invalid byte and lone surrogate into U+FFFD,
+// so that different inputs (two passwords) became the same text.
+//
+// A refusal is a *ValidationError with reason bad_text or bad_number whose field is the
+// top-level member of the body that holds the offence (the key as sent, such as "password" or
+// "content"), or "body" for an offence outside every member (in a top-level key, in a body that
+// is not an object, or bytes that are not UTF-8 at all). A body that is not JSON but is valid
+// UTF-8 passes: the decoder answers it as malformed. Message content's own limits (size,
+// depth) are NewContent's, not this check's.
+func CheckBodyText(body []byte) error {
+	s := contentScan{b: body, body: true}
+	s.space()
+	err := s.value(0)
+	if err == nil {
+		s.space()
+		if s.i != len(s.b) {
+			err = s.syntax()
+		}
+	}
+	var ve *ValidationError
+	if err == nil || !errors.As(err, &ve) || ve.Reason != "bad_json" {
+		return err
+	}
+	// Malformed JSON is the decoder's to answer, unless the bytes are not even UTF-8.
+	if !utf8.Valid(body) {
+		return invalid("body", ReasonBadText, "the body is not valid UTF-8")
+	}
+	return nil
+}
+
+// field is the field a refusal names: content, or in a body the top-level member.
+func (s *contentScan) field() string {
+	switch {
+	case !s.body:
+		return "content"
+	case s.member == "":
+		return "body"
+	}
+	return s.member
 }
 
 // checkContent scans raw and returns the bytes its numbers gain in the event store, or a
@@ -74,7 +128,7 @@ func (s *contentScan) syntax() error {
 }
 
 func (s *contentScan) badText(what string) error {
-	return invalid("content", ReasonBadText, what+" at byte "+strconv.Itoa(s.i))
+	return invalid(s.field(), ReasonBadText, what+" at byte "+strconv.Itoa(s.i))
 }
 
 func (s *contentScan) space() {
@@ -124,10 +178,22 @@ func tooDeep() error {
 	return invalid("content", ReasonTooDeep, "arrays and objects nested at most "+strconv.Itoa(MaxContentDepth)+" deep")
 }
 
+// tooDeep refuses nesting beyond MaxContentDepth; in a body, beyond maxBodyDepth, as
+// malformed, which the decoder answers.
+func (s *contentScan) tooDeep(depth int) error {
+	switch {
+	case !s.body && depth > MaxContentDepth:
+		return tooDeep()
+	case s.body && depth > maxBodyDepth:
+		return s.syntax()
+	}
+	return nil
+}
+
 // object scans an object whose '{' is at s.i and which is depth deep.
 func (s *contentScan) object(depth int) error {
-	if depth > MaxContentDepth {
-		return tooDeep()
+	if err := s.tooDeep(depth); err != nil {
+		return err
 	}
 	s.i++
 	s.space()
@@ -149,12 +215,13 @@ func (s *contentScan) members(depth, first int) error {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.syntax()
 		}
-		start := s.i
+		key := s.i
 		if err := s.str(); err != nil {
 			return err
 		}
+		keyEnd := s.i
 		if s.uniqueKeys {
-			if err := s.key(start, first, &many); err != nil {
+			if err := s.key(key, first, &many); err != nil {
 				return err
 			}
 		}
@@ -164,8 +231,14 @@ func (s *contentScan) members(depth, first int) error {
 		}
 		s.i++
 		s.space()
+		if s.body && depth == 1 {
+			s.member = memberName(s.b[key:keyEnd])
+		}
 		if err := s.value(depth); err != nil {
 			return err
+		}
+		if s.body && depth == 1 {
+			s.member = ""
 		}
 		s.space()
 		if s.i >= len(s.b) {
@@ -252,8 +325,8 @@ func (s *contentScan) duplicateKey(k string) error {
 
 // array scans an array whose '[' is at s.i and which is depth deep.
 func (s *contentScan) array(depth int) error {
-	if depth > MaxContentDepth {
-		return tooDeep()
+	if err := s.tooDeep(depth); err != nil {
+		return err
 	}
 	s.i++
 	s.space()
@@ -426,10 +499,10 @@ func (s *contentScan) number() error {
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
-		return invalid("content", ReasonBadNumber, "a number beyond the range of a double at byte "+strconv.Itoa(start))
+		return invalid(s.field(), ReasonBadNumber, "a number beyond the range of a double at byte "+strconv.Itoa(start))
 	}
 	if f == 0 && !allZeroDigits(lit) {
-		return invalid("content", ReasonBadNumber, "a number too small for a double at byte "+strconv.Itoa(start))
+		return invalid(s.field(), ReasonBadNumber, "a number too small for a double at byte "+strconv.Itoa(start))
 	}
 	if hasExp {
 		// Plain notation: the integer part has intDigits+exp digits (at least one), the fraction
@@ -441,6 +514,18 @@ func (s *contentScan) number() error {
 		s.grow += max(0, plain-len(lit))
 	}
 	return nil
+}
+
+// memberName decodes a key, a JSON string the scan already found to be good text.
+func memberName(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return ""
+	}
+	return name
 }
 
 // digits skips decimal digits at s.i and returns how many there were.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -106,10 +107,17 @@ func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, doma
 }
 
 // checkPassword checks a new password: what passhash.Check accepts, at least
-// Config.MinPasswordLen bytes.
+// Config.MinPasswordLen bytes, and text (bad_text otherwise): valid UTF-8 without U+0000 or
+// U+FFFD. U+FFFD is what a lossy decoder makes of bytes it cannot read, so a password holding it
+// may stand for many different inputs; the REST API refuses such bytes before decoding, and this
+// keeps any other path (an admin command, a client that decoded lossily) from setting one.
 func (s *Service) checkPassword(password string) error {
 	if err := passhash.Check(password); err != nil {
 		return err
+	}
+	if !utf8.ValidString(password) || strings.ContainsAny(password, "\x00\uFFFD") {
+		return &domain.ValidationError{Field: "password", Reason: domain.ReasonBadText,
+			Detail: "valid UTF-8 without U+0000 or U+FFFD"}
 	}
 	if len(password) < s.cfg.MinPasswordLen {
 		return &domain.ValidationError{Field: "password", Reason: "too_short",

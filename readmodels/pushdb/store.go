@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/tenantdb"
@@ -29,25 +31,39 @@ type Device struct {
 	UpdatedAt time.Time
 }
 
-// Validate checks the device's fields against what the table holds.
+// Validate checks the device's fields against what the table holds: a *domain.ValidationError
+// per bad field, joined. Text that is not UTF-8 or holds a control character (U+0000 included) is
+// reason bad_text: MySQL would refuse the one and keep the other, unreadable.
 func (d Device) Validate() error {
 	var errs []error
 	if d.UserID <= 0 {
 		errs = append(errs, &domain.ValidationError{Field: "user_id", Reason: "bad_format", Detail: "a positive user id"})
 	}
-	if d.DeviceID == "" || len(d.DeviceID) > 64 || strings.ContainsAny(d.DeviceID, " \t\r\n") {
+	switch {
+	case badText(d.DeviceID):
+		errs = append(errs, &domain.ValidationError{Field: "device_id", Reason: domain.ReasonBadText, Detail: "UTF-8 without control characters"})
+	case d.DeviceID == "" || len(d.DeviceID) > 64 || strings.ContainsAny(d.DeviceID, " \t\r\n"):
 		errs = append(errs, &domain.ValidationError{Field: "device_id", Reason: "bad_format", Detail: "1-64 characters, no spaces"})
 	}
 	if d.Provider != ProviderJPush && d.Provider != ProviderWebhook {
 		errs = append(errs, &domain.ValidationError{Field: "provider", Reason: "bad_value", Detail: "jpush or webhook"})
 	}
-	if d.Token == "" || len(d.Token) > 256 {
+	if badText(d.Token) {
+		errs = append(errs, &domain.ValidationError{Field: "token", Reason: domain.ReasonBadText, Detail: "UTF-8 without control characters"})
+	} else if d.Token == "" || len(d.Token) > 256 {
 		errs = append(errs, &domain.ValidationError{Field: "token", Reason: "bad_format", Detail: "1-256 characters"})
 	}
-	if len(d.Platform) > 16 {
+	if badText(d.Platform) {
+		errs = append(errs, &domain.ValidationError{Field: "platform", Reason: domain.ReasonBadText, Detail: "UTF-8 without control characters"})
+	} else if len(d.Platform) > 16 {
 		errs = append(errs, &domain.ValidationError{Field: "platform", Reason: "too_long", Detail: "at most 16 characters"})
 	}
 	return errors.Join(errs...)
+}
+
+// badText reports whether s is not UTF-8 or holds a control character.
+func badText(s string) bool {
+	return !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // LogEntry is one reminder delivered to one device, or given up on.

@@ -247,7 +247,9 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	}
 	// recoverPanics runs innermost, so a panic is answered like any 500: the idempotency
 	// middleware releases the key and the answer carries the request id.
-	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.idempotent, a.recoverPanics)
+	// checkInput refuses text a decoder would change before the idempotency middleware claims
+	// a key for it or huma decodes it.
+	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.checkInput, a.idempotent, a.recoverPanics)
 	a.registerAll()
 	a.document()
 	docs := a.docsPage()
@@ -304,8 +306,8 @@ func humaConfig(cfg Config) huma.Config {
 	hc.SchemasPath = "" // schemas stay inline in the document
 	hc.CreateHooks = nil
 	hc.Formats = map[string]huma.Format{
-		"application/json": huma.DefaultJSONFormat,
-		"json":             huma.DefaultJSONFormat,
+		"application/json": jsonFormat,
+		"json":             jsonFormat,
 	}
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		securityBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",

@@ -34,8 +34,8 @@ func TestContentNoStoreKeepsIsRefused(t *testing.T) {
 		{"nul", `"\u0000"`, domain.ReasonBadText},
 		{"surrogate", `{"t":"\ud800"}`, domain.ReasonBadText},
 		{"raw", "\"\xed\xa0\x80\"", domain.ReasonBadText},
-		// 1e400 is refused earlier, as body/bad_json: the API decodes the body to check it.
 		{"number", `[1e-400]`, domain.ReasonBadNumber},
+		{"overflow", `1e400`, domain.ReasonBadNumber},
 	}
 	for _, b := range bad {
 		a := send("send-"+b.name, `{"client_msg_id":"`+b.name+`","content":`+b.content+`}`)

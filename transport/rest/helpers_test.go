@@ -17,6 +17,7 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/account/passhash"
+	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
@@ -28,6 +29,7 @@ import (
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/auth"
@@ -68,6 +70,7 @@ type stack struct {
 
 type stackOpts struct {
 	reads   bool                     // MySQL read models, history, unread and business reads
+	more    bool                     // with reads: push settings and action tokens too
 	gateFor func(s *stack) rest.Gate // optional: the gate, built over the stack's stores
 	files   bool                     // with reads: the file endpoints and the send path's head.files check
 }
@@ -119,7 +122,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 		h.Gate = o.gateFor(s)
 	}
 	if o.reads {
-		s.withReads(t, ctx, &h)
+		s.withReads(t, ctx, &h, o)
 	} else {
 		h.ReadPolicy = anyReader{}
 	}
@@ -151,7 +154,7 @@ func (s *stack) serve(t testing.TB, cfg rest.Config, h rest.Handlers) {
 }
 
 // withReads provisions the tenant's MySQL database and adds the read-side handlers.
-func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
+func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o stackOpts) {
 	t.Helper()
 	testenv.MySQLServer(t)
 	router, err := tenantdb.NewRouter(tenantdb.Config{ServerDSN: testenv.MySQLDSN})
@@ -172,6 +175,12 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers) {
 	h.History, h.Unread, h.Business = reader, reader, s.biz
 	h.Conversations, h.FriendRequests = query.NewConversationReader(reader, s.biz), s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
+	if o.more {
+		h.Push = pushdb.New(router)
+		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"}, s.rdb, router); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // withFiles adds the file endpoints over a bucket in a temporary directory and returns the

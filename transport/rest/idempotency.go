@@ -56,43 +56,51 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 	if !ok {
 		return
 	}
-	// The operation's own limit (a file upload's is files.max_bytes), else the API's.
-	limit := a.cfg.MaxBodyBytes
-	if op := ctx.Operation(); op != nil && op.MaxBodyBytes > limit {
-		limit = op.MaxBodyBytes
-	}
-	size, known := limit, false // what the body may take: its Content-Length when it sends one
-	if cl, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && cl >= 0 {
-		if cl > limit {
+	// checkInput has read a JSON body already (within MaxBodyBytes); any other body, a file
+	// upload's, is read here.
+	var body []byte
+	large := false
+	if bc, ok := ctx.(*bodyContext); ok {
+		body = bc.body
+	} else {
+		// The operation's own limit (a file upload's is files.max_bytes), else the API's.
+		limit := a.cfg.MaxBodyBytes
+		if op := ctx.Operation(); op != nil && op.MaxBodyBytes > limit {
+			limit = op.MaxBodyBytes
+		}
+		size, known := limit, false // what the body may take: its Content-Length when it sends one
+		if cl, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && cl >= 0 {
+			if cl > limit {
+				writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
+				return
+			}
+			size, known = cl, true
+		}
+		large = limit > a.cfg.MaxBodyBytes
+		if large && size > a.cfg.MaxBodyBytes {
+			if !a.bodies.take(size) {
+				e := newError(RequestID(c), http.StatusServiceUnavailable, ReasonRetry,
+					"too many large uploads in progress on this node, retry", map[string]any{"retryable": true})
+				e.headers.Set("Retry-After", "1")
+				writeError(ctx, e)
+				return
+			}
+			defer a.bodies.give(size)
+		}
+		var buf bytes.Buffer
+		if known {
+			buf.Grow(int(size) + bytes.MinRead) // read it without growing (and copying) as it comes
+		}
+		if _, err := buf.ReadFrom(io.LimitReader(ctx.BodyReader(), size+1)); err != nil {
+			writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
+				map[string]any{"field": "body", "reason": "unreadable"}))
+			return
+		}
+		body = buf.Bytes()
+		if int64(len(body)) > size {
 			writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
 			return
 		}
-		size, known = cl, true
-	}
-	large := limit > a.cfg.MaxBodyBytes
-	if large && size > a.cfg.MaxBodyBytes {
-		if !a.bodies.take(size) {
-			e := newError(RequestID(c), http.StatusServiceUnavailable, ReasonRetry,
-				"too many large uploads in progress on this node, retry", map[string]any{"retryable": true})
-			e.headers.Set("Retry-After", "1")
-			writeError(ctx, e)
-			return
-		}
-		defer a.bodies.give(size)
-	}
-	var buf bytes.Buffer
-	if known {
-		buf.Grow(int(size) + bytes.MinRead) // read it without growing (and copying) as it comes
-	}
-	if _, err := buf.ReadFrom(io.LimitReader(ctx.BodyReader(), size+1)); err != nil {
-		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
-			map[string]any{"field": "body", "reason": "unreadable"}))
-		return
-	}
-	body := buf.Bytes()
-	if int64(len(body)) > size {
-		writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
-		return
 	}
 	u := ctx.URL()
 	hash := requestHash(ctx.Method(), u.Path, u.RawQuery, body, !large)

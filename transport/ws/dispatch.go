@@ -82,7 +82,7 @@ func (s *session) dispatch(ctx context.Context, typ string, body json.RawMessage
 // decode unmarshals a frame body; a body that does not fit is answered 400 bad_frame.
 func (s *session) decode(body json.RawMessage, v any) bool {
 	if err := json.Unmarshal(body, v); err != nil {
-		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonBadFrame, "malformed frame: "+err.Error()))
+		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonBadFrame, "malformed frame: "+domain.DescribeJSONError(err)))
 		return false
 	}
 	return true
