@@ -45,6 +45,7 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 	cfg := n.cfg.Admin.Config
 	cfg.ResultTopic = n.cfg.Kafka.Topic(kafka.TopicAdminCommandResult)
 	cfg.DeadLetterTopic = n.cfg.Kafka.Topic(kafka.TopicDeadLetter)
+	cfg.MaxResultBytes = n.cfg.Kafka.MaxMessageBytes
 	return admin.New(cfg, admin.Deps{
 		Pool: n.pool, Group: group, CommandTopic: n.cfg.Kafka.Topic(kafka.TopicAdminCommand),
 		Publisher: saramaPublisher{n.producer}, Owner: n.cfg.NodeID,
@@ -62,13 +63,17 @@ type saramaPublisher struct{ p sarama.SyncProducer }
 
 var _ admin.BatchPublisher = saramaPublisher{}
 
-// PublishBatch implements admin.BatchPublisher: one SendMessages, acked as a whole.
+// PublishBatch implements admin.BatchPublisher: one SendMessages; when some records failed, an
+// *admin.PublishBatchError names them, so only those are produced again.
 func (s saramaPublisher) PublishBatch(_ context.Context, msgs []admin.OutMessage) error {
 	pm := make([]*sarama.ProducerMessage, len(msgs))
 	for i, m := range msgs {
 		pm[i] = producerMessage(m.Topic, m.Key, m.Value, m.Headers)
 	}
-	return s.p.SendMessages(pm)
+	if err := s.p.SendMessages(pm); err != nil {
+		return admin.SaramaBatchError(pm, err)
+	}
+	return nil
 }
 
 func producerMessage(topic, key string, value []byte, headers map[string]string) *sarama.ProducerMessage {

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,6 +204,10 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 	badVersion.Version = 2
 	wrongTarget := command(ten, domain.CmdUserBan, `{"user_id":"5"}`)
 	wrongTarget.TargetService = "hotgo"
+	noSource := command(ten, domain.CmdUserBan, `{"user_id":"5"}`)
+	noSource.SourceService = ""
+	noTime := command(ten, domain.CmdUserBan, `{"user_id":"5"}`)
+	noTime.OccurredAt = time.Time{}
 	for _, c := range []struct {
 		cmd    domain.AdminCommand
 		reason string
@@ -219,6 +224,10 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 		{badVersion, "unsupported_version", ""},
 		{wrongTarget, "invalid_envelope", "target_service"},
 		{command(ten, "user.delete", `{}`), "unknown_command", ""},
+		{command(ten, domain.CmdGroupMuteAll, `{"group_id":"7"}`), "invalid_payload", "mute_all"},
+		{command(ten, domain.CmdGroupAnnounce, `{"group_id":"7"}`), "invalid_payload", "text"},
+		{noSource, "invalid_envelope", "source_service"},
+		{noTime, "invalid_envelope", "occurred_at"},
 	} {
 		r := e.rejected(c.cmd, c.reason)
 		if c.field != "" && r.Details["field"] != c.field {
@@ -227,6 +236,13 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 		if r.CommandEventID != c.cmd.EventID.String() || r.TenantID != c.cmd.TenantID || r.ConsumerGroup != "admin-test" {
 			t.Errorf("result does not name its command: %+v", r)
 		}
+	}
+	// Without a payload (the schema requires one, {} at least).
+	noPayload := command(ten, domain.CmdTenantResume, `{}`)
+	body, _ := json.Marshal(noPayload)
+	e.produce(commandTopic, "no-payload", []byte(strings.Replace(string(body), `,"payload":{}`, "", 1)))
+	if r := e.await(noPayload.EventID, 1); r.Reason != "invalid_envelope" || r.Details["field"] != "payload" {
+		t.Errorf("a command without a payload: %+v", r)
 	}
 	// Not even an envelope: answered with what can be told, keyed like the record.
 	e.produce(commandTopic, "garbage-key", []byte(`not json`))

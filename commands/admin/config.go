@@ -39,6 +39,12 @@ type Config struct {
 	// one after another). Keep it near the PostgreSQL pool size. Default 16.
 	Concurrency int `koanf:"concurrency"`
 
+	// MaxResultBytes bounds a result record (key, value and headers); the binary sets it to
+	// kafka.max_message_bytes. A result that would be larger is stored and published as a small
+	// failed result, reason result_too_large, whose details keep the original status and reason;
+	// so is one the broker refuses as too large. Default 1,000,000 (Kafka's default limit).
+	MaxResultBytes int `koanf:"-"`
+
 	// ResultTopic is the full name of im.admin.command.result; the binary sets it from the kafka
 	// section. Required.
 	ResultTopic string `koanf:"-"`
@@ -90,6 +96,9 @@ func (c *Config) setDefaults() {
 	if c.Concurrency == 0 {
 		c.Concurrency = 16
 	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = 1_000_000
+	}
 }
 
 // Validate reports every bad field at once, with defaults applied. The topics are not checked:
@@ -111,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClaimTimeout <= c.CommandTimeout {
 		errs = append(errs, errors.New("admin.claim_timeout must be above admin.command_timeout"))
+	}
+	if c.MaxResultBytes < 1 {
+		errs = append(errs, errors.New("admin: the result limit (kafka.max_message_bytes) must be positive"))
 	}
 	if c.MaxBatch < 1 || c.Concurrency < 1 {
 		errs = append(errs, errors.New("admin.max_batch and admin.concurrency must be positive"))

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -28,7 +27,9 @@ type Publisher interface {
 
 // BatchPublisher is a Publisher that can also produce many records in one flush and wait for all
 // their acks (sarama.SyncProducer.SendMessages). The consumer answers a batch of commands with
-// one PublishBatch when its Publisher is one; records of one key keep their order.
+// one PublishBatch when its Publisher is one; records of one key keep their order. When only some
+// records were delivered, PublishBatch should return a *PublishBatchError naming the others
+// (SaramaBatchError builds it), so the delivered ones are not produced twice.
 type BatchPublisher interface {
 	Publisher
 	PublishBatch(ctx context.Context, msgs []OutMessage) error
@@ -76,11 +77,17 @@ type Deps struct {
 // past Config.Retry.MaxRetries is recorded in admin_command_failures, produced to
 // im.dead.letter and answered failed.
 //
-// Guarantees: each command (event_id) is claimed once per consumer group in PostgreSQL before it
-// runs, so a redelivered or reproduced command is answered with its first result and never runs
-// twice; a claim whose consumer died is taken over after Config.ClaimTimeout, and the commands
-// whose events are already stored (found by causation_id) are then answered succeeded without
-// running again. A record's offset is committed only after its result is stored and published;
+// Guarantees: each command (the envelope's event_id) is claimed once per consumer group in
+// PostgreSQL before it runs, so a redelivered or reproduced command, on any partition, is
+// answered with its first result and never runs twice (a copy that arrives while it runs, on this
+// consumer or another, waits for that result), and an event_id reused for another tenant, type
+// or payload is rejected event_id_reused; a record that is not a clean envelope is rejected
+// before anything of it is written, and a command a store refuses for good fails alone, without
+// retries, never holding its partition; a claim whose consumer died is taken over after
+// Config.ClaimTimeout, and the commands whose events are already stored (found by causation_id)
+// are then answered succeeded without running again. A result is at most Config.MaxResultBytes
+// and is published once per record: a flush that delivered part of a batch's results produces
+// only the rest again. A record's offset is committed only after its result is stored and published;
 // a consumer stopped mid-batch gives up the claims of the commands it had not started, so
 // whoever gets them next runs them at once.
 type Consumer struct {
@@ -242,19 +249,17 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 }
 
-// recordEventID returns the event_id of a command record cheaply (its header when the producer
-// set one, else the envelope's field), "" when it has none.
+// recordEventID returns the event_id of a command record's envelope, "" when it has none. The
+// body's id, not an event_id header: the ledger deduplicates on the body's, and two records of
+// one command may carry different headers.
 func recordEventID(m *sarama.ConsumerMessage) string {
-	for _, h := range m.Headers {
-		if h != nil && string(h.Key) == "event_id" {
-			return string(h.Value)
-		}
-	}
 	var probe struct {
-		EventID string `json:"event_id"`
+		EventID uuid.UUID `json:"event_id"`
 	}
-	_ = json.Unmarshal(m.Value, &probe)
-	return probe.EventID
+	if json.Unmarshal(m.Value, &probe) != nil || probe.EventID == uuid.Nil {
+		return ""
+	}
+	return probe.EventID.String()
 }
 
 // item is one record of a batch on its way to its answer.
@@ -267,9 +272,14 @@ type item struct {
 	started bool // its turn came (claims of the unstarted are given up when the session ends)
 	start   time.Time
 
-	res    *domain.AdminResult // the answer, when there is one
-	stored bool                // res is the ledger's stored answer: publish only
-	done   bool                // answered (or given up for a busy claim)
+	fp   []byte // fingerprint of the command (tenant, type, payload)
+	twin *item  // an earlier record of the same command in the batch, which answers for both
+
+	res      *domain.AdminResult // the answer, when there is one
+	stored   bool                // res is the ledger's stored answer: publish only
+	unstored bool                // res is not the ledger's to keep (refused before or without a claim of its own)
+	kept     bool                // res was stored in the ledger by this batch
+	done     bool                // answered (or given up for a busy claim)
 }
 
 // processBatch answers every record of batch. It reports false when the session ended before
@@ -277,14 +287,20 @@ type item struct {
 func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.ConsumerMessage) bool {
 	items := make([]*item, len(batch))
 	var claimable []*item
+	byID := map[uuid.UUID]*item{}
 	for i, m := range batch {
 		it := &item{msg: m, key: string(m.Key), start: time.Now()}
 		it.cmd, it.decErr = decodeCommand(m.Value)
-		if it.decErr != nil && it.cmd.EventID == uuid.Nil {
-			// Nothing to deduplicate on: answered at once.
+		switch first := byID[it.cmd.EventID]; {
+		case it.decErr != nil:
+			// Not a well-formed envelope: answered at once, nothing of it written.
 			r := c.rejected(it.cmd, it.decErr)
-			it.res, it.stored, it.done = &r, true, true
-		} else {
+			it.res, it.unstored, it.done = &r, true, true
+		case first != nil:
+			it.twin = first // ConsumeClaim keeps repeats apart; should one get here, it runs once
+		default:
+			it.fp = fingerprint(it.cmd)
+			byID[it.cmd.EventID] = it
 			claimable = append(claimable, it)
 		}
 		items[i] = it
@@ -332,31 +348,26 @@ func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.Cons
 			c.log.WarnContext(work, "admin: give up the claims of unstarted commands", "commands", len(unstarted), "err", err)
 		}
 	}
-	// Store the answers of the batch with one statement, then publish them with one flush.
-	var finish []*item
 	for _, it := range items {
+		// A result too large to publish is stored and published as its small stand-in.
 		if it.done && it.res != nil && !it.stored {
-			finish = append(finish, it)
-		}
-	}
-	for attempt := 0; len(finish) > 0; attempt++ {
-		lost, err := c.ledger.finishBatch(work, finish)
-		if err == nil {
-			for _, it := range finish {
-				if lost[it.cmd.EventID] {
-					c.log.WarnContext(work, "admin command was taken over by another consumer; it answers", "event_id", it.cmd.EventID.String())
-					it.res = nil
-				}
+			if m := c.resultMessage(it.key, *it.res); messageSize(m) > c.cfg.MaxResultBytes {
+				r := c.tooLarge(it.cmd, *it.res, messageSize(m))
+				it.res = &r
 			}
-			break
-		}
-		c.log.WarnContext(work, "admin: store the answers of a batch", "commands", len(finish), "attempt", attempt+1, "err", err)
-		if !c.sleep(work, c.backoff(attempt)) {
-			return false
 		}
 	}
-	var out []OutMessage
+	if !c.finishAll(sess, work, claimable) {
+		return false
+	}
+	var out []*outgoing
 	for _, it := range items {
+		if it.twin != nil && it.twin.done && it.twin.res != nil {
+			it.res, it.stored, it.done = it.twin.res, true, true
+		}
+		if it.twin != nil && !it.done {
+			complete = false
+		}
 		if it.res == nil || !it.done {
 			continue
 		}
@@ -364,122 +375,83 @@ func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.Cons
 			c.log.InfoContext(work, "admin command "+it.res.Status, "event_id", it.res.CommandEventID, "event_type", it.res.EventType,
 				"tenant_id", it.res.TenantID, "reason", it.res.Reason)
 		}
-		if !it.stored || it.cmd.EventID == uuid.Nil {
+		if !it.stored {
 			c.observe(*it.res, it.start)
 		}
-		m, err := c.resultMessage(it.key, *it.res)
-		if err != nil {
-			c.log.ErrorContext(work, "admin: encode a result", "err", err)
-			continue
-		}
-		out = append(out, m)
+		out = append(out, &outgoing{it: it, msg: c.answer(it)})
 	}
-	for attempt := 0; len(out) > 0; attempt++ {
-		err := c.publishAll(work, out)
-		if err == nil {
-			break
-		}
-		c.log.WarnContext(work, "admin: publish the results of a batch", "results", len(out), "attempt", attempt+1, "err", err)
-		if !c.sleep(work, c.backoff(attempt)) {
-			return false
-		}
+	if !c.publishResults(sess, work, out) {
+		return false
 	}
 	return complete
 }
 
-// claimBatch claims the commands of items: one insert for those seen for the first time, the
-// single-row claim for the others (a repeat, a retry, a takeover). It reports false when the
-// session ended first.
-func (c *Consumer) claimBatch(sess, work context.Context, items []*item) bool {
-	for attempt := 0; ; attempt++ {
-		fresh, err := c.ledger.claimNew(work, items)
-		if err == nil {
-			for _, it := range items {
-				it.fresh = fresh[it.cmd.EventID]
-			}
-			return true
-		}
-		c.log.WarnContext(work, "admin: claim a batch of commands", "commands", len(items), "attempt", attempt+1, "err", err)
-		if sess.Err() != nil || !c.sleep(sess, c.backoff(attempt)) {
-			return false
+// answer is the result record of it, within Config.MaxResultBytes: a result too large (one
+// stored before the limit was lowered) gives way to its small stand-in, and a record key too
+// large to answer under is cut to MaxEnvelopeString bytes.
+func (c *Consumer) answer(it *item) OutMessage {
+	m := c.resultMessage(it.key, *it.res)
+	size := messageSize(m)
+	if size <= c.cfg.MaxResultBytes {
+		return m
+	}
+	res := *it.res
+	if res.Reason != ReasonResultTooLarge {
+		res = c.tooLarge(it.cmd, res, size)
+		if m = c.resultMessage(it.key, res); messageSize(m) <= c.cfg.MaxResultBytes {
+			return m
 		}
 	}
+	return c.resultMessage(shortKey(it.key), res)
 }
 
-// runItem takes it to its answer: runs it with retries, dead-letters it past them. It reports
-// false when the session ended first (it is then redelivered).
-func (c *Consumer) runItem(sess, work context.Context, it *item) bool {
-	if sess.Err() != nil {
-		return false
-	}
-	select {
-	case c.slots <- struct{}{}:
-	case <-sess.Done():
-		return false
-	}
-	defer func() { <-c.slots }()
-	it.started = true
-	st, attempts := claimNew, 1
-	var lastErr error
-	for retry := 0; ; retry++ {
-		if !it.fresh || retry > 0 {
-			var (
-				stored *domain.AdminResult
-				err    error
-			)
-			st, stored, attempts, err = c.ledger.claim(work, it.cmd)
-			if err == nil && st == claimFinished {
-				it.res, it.stored, it.done = stored, true, true
-				return true
-			}
-			if err != nil || st == claimBusy {
-				if sess.Err() != nil || !c.sleep(sess, c.backoff(retry)) {
-					return false
-				}
-				continue
+// finishAll stores the answers of items with one statement. A command whose claim another
+// consumer took over meanwhile is not answered with this run's result: it waits for the stored
+// one (or runs again if the other gave it up), so every record of a command gets the same
+// answer. It reports false when the session ended first.
+func (c *Consumer) finishAll(sess, work context.Context, items []*item) bool {
+	for {
+		var finish []*item
+		for _, it := range items {
+			if it.done && it.res != nil && !it.stored && !it.unstored && !it.kept {
+				finish = append(finish, it)
 			}
 		}
-		res, err := c.safeExecute(work, it.cmd, it.decErr, st, attempts)
-		if err == nil {
-			it.res, it.done = &res, true
+		if len(finish) == 0 {
 			return true
 		}
-		lastErr = err
-		if errors.Is(err, context.Canceled) && work.Err() != nil {
-			return false
+		var lost map[uuid.UUID]bool
+		for attempt := 0; ; attempt++ {
+			var err error
+			if lost, err = c.ledger.finishBatch(work, finish); err == nil {
+				break
+			}
+			c.log.WarnContext(work, "admin: store the answers of a batch", "commands", len(finish), "attempt", attempt+1, "err", err)
+			if !c.sleep(work, c.backoff(attempt)) {
+				return false
+			}
 		}
-		c.log.WarnContext(work, "admin command failed; it is retried", "event_id", it.cmd.EventID.String(),
-			"event_type", it.cmd.EventType, "tenant_id", it.cmd.TenantID, "attempt", attempts, "err", err)
-		if retry >= c.cfg.Retry.MaxRetries {
-			break
+		var again []*item
+		for _, it := range finish {
+			if lost[it.cmd.EventID] {
+				c.log.WarnContext(work, "admin command was taken over by another consumer; its stored answer is published",
+					"event_id", it.cmd.EventID.String())
+				it.res, it.done, it.fresh = nil, false, false
+				again = append(again, it)
+			} else {
+				it.kept = true
+			}
 		}
-		c.metrics.retries.Inc()
-		if sess.Err() != nil || !c.sleep(sess, c.backoff(retry)) {
-			return false
-		}
-	}
-	// Past the retries: record, dead-letter and answer failed.
-	for attempt := 0; ; attempt++ {
-		res, err := c.deadLetter(work, it, lastErr)
-		if err == nil {
-			it.res, it.done = &res, true
+		if len(again) == 0 {
 			return true
 		}
-		c.log.WarnContext(work, "admin: dead-letter a command", "event_id", it.cmd.EventID.String(), "err", err)
-		if sess.Err() != nil || !c.sleep(sess, c.backoff(attempt)) {
-			return false
+		for _, it := range again {
+			if !c.runItem(sess, work, it) {
+				return false
+			}
 		}
+		items = again
 	}
-}
-
-// safeExecute is execute with a panic turned into a transient error.
-func (c *Consumer) safeExecute(ctx context.Context, cmd domain.AdminCommand, decodeErr error, st claimState, attempts int) (res domain.AdminResult, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("admin command panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return c.execute(ctx, cmd, decodeErr, st, attempts)
 }
 
 // backoff is the wait before retry n (from 0) of Config.Retry, with 20% jitter.
@@ -559,7 +531,7 @@ func (c *Consumer) rejected(cmd domain.AdminCommand, err error) domain.AdminResu
 
 // result builds a result of cmd.
 func (c *Consumer) result(cmd domain.AdminCommand, status, reason string, details map[string]any, data any) domain.AdminResult {
-	r := domain.AdminResult{TenantID: cmd.TenantID, EventType: cmd.EventType, TraceID: cmd.TraceID, Status: status,
+	r := domain.AdminResult{TenantID: echo(cmd.TenantID), EventType: echo(cmd.EventType), TraceID: echo(cmd.TraceID), Status: status,
 		Reason: reason, Details: details, ConsumerGroup: c.cfg.ConsumerGroup, SourceService: domain.SourceService,
 		OccurredAt: time.Now().UTC()}
 	if cmd.EventID != uuid.Nil {
@@ -577,30 +549,14 @@ func (c *Consumer) result(cmd domain.AdminCommand, status, reason string, detail
 }
 
 // resultMessage is the record of res on the result topic under the command's key.
-func (c *Consumer) resultMessage(key string, res domain.AdminResult) (OutMessage, error) {
+func (c *Consumer) resultMessage(key string, res domain.AdminResult) OutMessage {
 	body, err := json.Marshal(res)
-	if err != nil {
-		return OutMessage{}, err
+	if err != nil { // a result is strings, a time and marshalled JSON: this does not happen
+		body, _ = json.Marshal(c.result(domain.AdminCommand{}, domain.AdminFailed, ReasonPermanentFailure, nil, nil))
 	}
 	headers := map[string]string{"command_event_id": res.CommandEventID, "event_type": res.EventType,
 		"tenant_id": res.TenantID, "status": res.Status}
-	return OutMessage{Topic: c.cfg.ResultTopic, Key: key, Value: body, Headers: headers}, nil
-}
-
-// publishAll produces msgs: in one flush with a BatchPublisher, else one by one in order.
-func (c *Consumer) publishAll(ctx context.Context, msgs []OutMessage) error {
-	if bp, ok := c.deps.Publisher.(BatchPublisher); ok {
-		if err := bp.PublishBatch(ctx, msgs); err != nil {
-			return domain.Retryable("publish admin results", err)
-		}
-		return nil
-	}
-	for _, m := range msgs {
-		if err := c.deps.Publisher.Publish(ctx, m.Topic, m.Key, m.Value, m.Headers); err != nil {
-			return domain.Retryable("publish admin result", err)
-		}
-	}
-	return nil
+	return OutMessage{Topic: c.cfg.ResultTopic, Key: key, Value: body, Headers: headers}
 }
 
 func (c *Consumer) observe(res domain.AdminResult, start time.Time) {

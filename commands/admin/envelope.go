@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -17,8 +22,9 @@ import (
 // (domain.Deny reasons such as group_dissolved, cannot_remove_owner, already_recalled). Admin
 // systems may switch on them; they are never renamed.
 const (
-	// ReasonInvalidEnvelope: the record is not a command envelope (not JSON, no event_id or
-	// event_type, a target_service other than imledger).
+	// ReasonInvalidEnvelope: the record is not a command envelope (not UTF-8 JSON, no event_id
+	// or event_type, a string with control characters or past MaxEnvelopeString, a target_service
+	// other than imledger, no source_service, occurred_at or payload).
 	ReasonInvalidEnvelope = "invalid_envelope"
 	// ReasonUnknownCommand: event_type names no admin command.
 	ReasonUnknownCommand = "unknown_command"
@@ -35,7 +41,22 @@ const (
 	ReasonConflict = "conflict"
 	// ReasonRetriesExhausted: the command failed transiently on every attempt (status failed).
 	ReasonRetriesExhausted = "retries_exhausted"
+	// ReasonEventIDReused: the event_id names a command this consumer group already took, for
+	// another tenant, command type or payload; nothing ran and the other command's result is not
+	// shown.
+	ReasonEventIDReused = "event_id_reused"
+	// ReasonPermanentFailure: a store refused the command's data (an SQL data or constraint error
+	// retrying cannot fix); status failed, recorded and dead-lettered after one attempt.
+	ReasonPermanentFailure = "permanent_failure"
+	// ReasonResultTooLarge: the command's result did not fit Config.MaxResultBytes; it was
+	// replaced by this small failed result, whose details keep the original status and reason.
+	ReasonResultTooLarge = "result_too_large"
 )
+
+// MaxEnvelopeString bounds every string of a command envelope (trace_id, tenant_id,
+// source_service, target_service, event_type, biz_type, biz_id, idempotency_key and the actor's
+// type and id), in bytes. A longer one is invalid_envelope; a result never echoes more of one.
+const MaxEnvelopeString = 256
 
 // rejection is a command refused before it ran, with its reason and details.
 type rejection struct {
@@ -56,7 +77,9 @@ func reject(reason, detail string, details map[string]any) error {
 }
 
 // decodeCommand parses a record value. A value that is not JSON or lacks an event id fails with
-// a rejection and a nil id; other envelope faults are reported by check.
+// a rejection and a nil id; a value that is not UTF-8 or has an envelope string that is not
+// clean text (see screen) fails with a rejection and its id. Other envelope faults are reported
+// by check. A record that fails here is answered at once: nothing of it is written anywhere.
 func decodeCommand(value []byte) (domain.AdminCommand, error) {
 	var cmd domain.AdminCommand
 	if err := json.Unmarshal(value, &cmd); err != nil {
@@ -65,12 +88,62 @@ func decodeCommand(value []byte) (domain.AdminCommand, error) {
 		}
 		_ = json.Unmarshal(value, &id)
 		cmd.EventID = id.EventID
-		return cmd, reject(ReasonInvalidEnvelope, "not a command envelope: "+err.Error(), nil)
+		return cmd, reject(ReasonInvalidEnvelope, "not a command envelope: "+echo(err.Error()), nil)
 	}
 	if cmd.EventID == uuid.Nil {
 		return cmd, reject(ReasonInvalidEnvelope, "event_id is required", map[string]any{"field": "event_id"})
 	}
-	return cmd, nil
+	if !utf8.Valid(value) {
+		// encoding/json turned the bad bytes into U+FFFD; PostgreSQL would refuse them.
+		return cmd, reject(ReasonInvalidEnvelope, "the record is not UTF-8", map[string]any{"reason": "bad_format"})
+	}
+	return cmd, screen(cmd)
+}
+
+// screen refuses an envelope string that PostgreSQL, a Kafka header or a log line should not
+// take: a control character (NUL included) or more than MaxEnvelopeString bytes.
+func screen(cmd domain.AdminCommand) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"event_type", cmd.EventType}, {"tenant_id", cmd.TenantID}, {"trace_id", cmd.TraceID},
+		{"source_service", cmd.SourceService}, {"target_service", cmd.TargetService}, {"biz_type", cmd.BizType},
+		{"biz_id", cmd.BizID}, {"idempotency_key", cmd.IdempotencyKey}, {"actor.type", cmd.Actor.Type}, {"actor.id", cmd.Actor.ID},
+	} {
+		reason, detail := "", ""
+		switch {
+		case len(f.v) > MaxEnvelopeString:
+			reason, detail = "too_long", fmt.Sprintf("%d bytes, at most %d", len(f.v), MaxEnvelopeString)
+		case !utf8.ValidString(f.v) || strings.IndexFunc(f.v, unicode.IsControl) >= 0:
+			reason, detail = "bad_format", "control characters are not allowed"
+		default:
+			continue
+		}
+		return reject(ReasonInvalidEnvelope, f.name+": "+detail, map[string]any{"field": f.name, "reason": reason})
+	}
+	return nil
+}
+
+// echo is s as a result, a header or a log may repeat it: s itself when it is clean text of at
+// most MaxEnvelopeString bytes, else a prefix of it with control characters and bad bytes
+// replaced by U+FFFD and an ellipsis.
+func echo(s string) string {
+	if len(s) <= MaxEnvelopeString && utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	const keep = 64
+	cut := len(s) > keep
+	if cut {
+		s = s[:keep]
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
+	if cut {
+		s += "…"
+	}
+	return s
 }
 
 var actorIDRe = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,64}$`)
@@ -91,7 +164,7 @@ func check(cmd domain.AdminCommand, allowedSources []string) (checked, error) {
 	}
 	info, ok := domain.LookupAdminCommand(domain.AdminCommandType(cmd.EventType))
 	if !ok {
-		return c, reject(ReasonUnknownCommand, cmd.EventType, map[string]any{"event_type": cmd.EventType})
+		return c, reject(ReasonUnknownCommand, echo(cmd.EventType), map[string]any{"event_type": echo(cmd.EventType)})
 	}
 	c.info = info
 	if cmd.Version != domain.AdminCommandVersion {
@@ -104,20 +177,31 @@ func check(cmd domain.AdminCommand, allowedSources []string) (checked, error) {
 	}
 	c.tenant = t
 	if cmd.TargetService != "" && cmd.TargetService != domain.SourceService {
-		return c, reject(ReasonInvalidEnvelope, "target_service "+cmd.TargetService, map[string]any{"field": "target_service"})
+		return c, reject(ReasonInvalidEnvelope, "target_service "+echo(cmd.TargetService), map[string]any{"field": "target_service"})
+	}
+	// The other fields admin.command.json requires (event_id, event_type, version, tenant_id and
+	// actor are checked on their own).
+	for _, f := range [...]struct {
+		name    string
+		missing bool
+	}{{"source_service", cmd.SourceService == ""}, {"occurred_at", cmd.OccurredAt.IsZero()}, {"payload", len(cmd.Payload) == 0}} {
+		if f.missing {
+			return c, reject(ReasonInvalidEnvelope, f.name+" is required", map[string]any{"field": f.name, "reason": "required"})
+		}
 	}
 	if (cmd.Actor.Type != domain.ActorAdmin && cmd.Actor.Type != domain.ActorSystem) || !actorIDRe.MatchString(cmd.Actor.ID) {
-		return c, reject(ReasonActorForbidden, fmt.Sprintf("actor %q/%q", cmd.Actor.Type, cmd.Actor.ID),
+		return c, reject(ReasonActorForbidden, fmt.Sprintf("actor %q/%q", echo(cmd.Actor.Type), echo(cmd.Actor.ID)),
 			map[string]any{"field": "actor"})
 	}
 	if len(allowedSources) > 0 && !slices.Contains(allowedSources, cmd.SourceService) {
-		return c, reject(ReasonActorForbidden, "source_service "+cmd.SourceService, map[string]any{"field": "source_service"})
+		return c, reject(ReasonActorForbidden, "source_service "+echo(cmd.SourceService), map[string]any{"field": "source_service"})
 	}
 	return c, nil
 }
 
-// decodePayload unmarshals the payload strictly into the command's payload type: unknown fields
-// and ids in the wrong form are invalid_payload.
+// decodePayload unmarshals the payload strictly into the command's payload type: unknown fields,
+// ids in the wrong form and a missing or null required field (one its schema requires: a field
+// of the payload type without omitempty, see domain.AdminCommandSchema) are invalid_payload.
 func decodePayload(c checked) (any, error) {
 	p := c.info.Payload()
 	raw := c.Payload
@@ -131,7 +215,51 @@ func decodePayload(c checked) (any, error) {
 		if errors.As(err, &ve) {
 			return nil, err
 		}
-		return nil, &domain.ValidationError{Field: "payload", Reason: "bad_json", Detail: err.Error()}
+		return nil, &domain.ValidationError{Field: "payload", Reason: "bad_json", Detail: echo(err.Error())}
+	}
+	if req := requiredFields(reflect.TypeOf(p)); len(req) > 0 {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, &domain.ValidationError{Field: "payload", Reason: "bad_json", Detail: echo(err.Error())}
+		}
+		for _, name := range req {
+			if v, ok := fields[name]; !ok || string(bytes.TrimSpace(v)) == "null" {
+				return nil, &domain.ValidationError{Field: name, Reason: "required"}
+			}
+		}
 	}
 	return p, nil
+}
+
+var requiredCache sync.Map // reflect.Type → []string
+
+// requiredFields lists the JSON names of the fields of struct type t (or *t) that its schema
+// requires: those whose json tag has neither omitempty nor omitzero, the rule
+// domain.AdminCommandSchema writes the schemas with.
+func requiredFields(t reflect.Type) []string {
+	if v, ok := requiredCache.Load(t); ok {
+		return v.([]string)
+	}
+	st := t
+	for st.Kind() == reflect.Pointer {
+		st = st.Elem()
+	}
+	var out []string
+	if st.Kind() == reflect.Struct {
+		for i := range st.NumField() {
+			f := st.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+				out = append(out, name)
+			}
+		}
+	}
+	requiredCache.Store(t, out)
+	return out
 }

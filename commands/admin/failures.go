@@ -1,12 +1,15 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -23,10 +26,13 @@ const (
 	HeaderFailureID     = "failure_id"
 )
 
-// deadLetter records a command that kept failing with lastErr in admin_command_failures,
-// produces it to im.dead.letter and returns its failed result. If a step fails it is tried again:
-// the failure row is written once per command, the dead letter may be produced twice.
-func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error) (domain.AdminResult, error) {
+// deadLetter records a command that failed with lastErr (reason ReasonRetriesExhausted after
+// its retries, ReasonPermanentFailure at once) in admin_command_failures, produces it to
+// im.dead.letter and returns its failed result. If a step fails it is tried again: the failure
+// row is written once per command, the dead letter may be produced twice. The row takes any
+// record: one PostgreSQL's jsonb refuses (bytes that are not UTF-8 or JSON, a \u0000) is stored
+// as {"record_base64": ...} and Failures hands it back as received.
+func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error, reason string) (domain.AdminResult, error) {
 	cmd := it.cmd
 	errText := ""
 	if lastErr != nil {
@@ -36,14 +42,20 @@ func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error) (dom
 	if err != nil {
 		return domain.AdminResult{}, err
 	}
-	var id int64
-	err = c.deps.Pool.QueryRow(ctx, `INSERT INTO admin_command_failures (consumer_group, tenant_id, event_id, command_type,
-			command, record_key, error, attempts)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (consumer_group, event_id) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts
-		RETURNING id`,
-		c.cfg.ConsumerGroup, cmd.TenantID, cmd.EventID, cmd.EventType, json.RawMessage(it.msg.Value), it.key,
-		truncate(errText, 4000), attempts).Scan(&id)
+	insert := func(command []byte) (id int64, err error) {
+		err = c.deps.Pool.QueryRow(ctx, `INSERT INTO admin_command_failures (consumer_group, tenant_id, event_id, command_type,
+				command, record_key, error, attempts)
+			VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
+			ON CONFLICT (consumer_group, event_id) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts
+			RETURNING id`,
+			c.cfg.ConsumerGroup, columnText(cmd.TenantID, MaxEnvelopeString), cmd.EventID, columnText(cmd.EventType, MaxEnvelopeString),
+			string(command), columnText(it.key, len(it.key)), columnText(truncate(errText, 4000), 4100), attempts).Scan(&id)
+		return id, err
+	}
+	id, err := insert(storedRecord(it.msg.Value, false))
+	if permanent(err) {
+		id, err = insert(storedRecord(it.msg.Value, true))
+	}
 	if err != nil {
 		return domain.AdminResult{}, dbErr("record admin command failure", err)
 	}
@@ -53,15 +65,55 @@ func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error) (dom
 			headers[string(h.Key)] = string(h.Value)
 		}
 	}
-	headers[HeaderReason], headers[HeaderError], headers[HeaderConsumerGroup] = ReasonRetriesExhausted, truncate(errText, 1000), c.cfg.ConsumerGroup
+	headers[HeaderReason], headers[HeaderError], headers[HeaderConsumerGroup] = reason, truncate(errText, 1000), c.cfg.ConsumerGroup
 	headers[HeaderFailureID] = fmt.Sprint(id)
 	if err := c.deps.Publisher.Publish(ctx, c.cfg.DeadLetterTopic, it.key, it.msg.Value, headers); err != nil {
+		if permanentPublish(err) {
+			return domain.AdminResult{}, fmt.Errorf("publish admin dead letter: %w", err)
+		}
 		return domain.AdminResult{}, domain.Retryable("publish admin dead letter", err)
 	}
 	c.metrics.deadLetters.Inc()
-	c.log.ErrorContext(ctx, "admin command dead-lettered after its retries", "event_id", cmd.EventID.String(),
-		"event_type", cmd.EventType, "tenant_id", cmd.TenantID, "failure_id", id, "attempts", attempts, "err", errText)
-	return c.result(cmd, domain.AdminFailed, ReasonRetriesExhausted, map[string]any{"failure_id": fmt.Sprint(id), "attempts": attempts}, nil), nil
+	c.log.ErrorContext(ctx, "admin command dead-lettered", "event_id", cmd.EventID.String(), "reason", reason,
+		"event_type", echo(cmd.EventType), "tenant_id", echo(cmd.TenantID), "failure_id", id, "attempts", attempts, "err", errText)
+	return c.result(cmd, domain.AdminFailed, reason, map[string]any{"failure_id": fmt.Sprint(id), "attempts": attempts}, nil), nil
+}
+
+// recordBase64 is the one field of the jsonb a record is stored as when jsonb refuses it.
+const recordBase64 = "record_base64"
+
+// storedRecord is the record value as admin_command_failures.command (jsonb) stores it: the value
+// itself when it is JSON jsonb takes, else (or with wrap) {"record_base64": "<the value>"}.
+func storedRecord(value []byte, wrap bool) []byte {
+	if !wrap && utf8.Valid(value) && json.Valid(value) && !bytes.Contains(value, []byte(`\u0000`)) {
+		return value
+	}
+	b, _ := json.Marshal(map[string]string{recordBase64: base64.StdEncoding.EncodeToString(value)})
+	return b
+}
+
+// recordOf reverses storedRecord.
+func recordOf(stored []byte) []byte {
+	if !bytes.Contains(stored, []byte(recordBase64)) {
+		return stored
+	}
+	var wrapped map[string]string
+	if json.Unmarshal(stored, &wrapped) != nil || len(wrapped) != 1 {
+		return stored
+	}
+	raw, err := base64.StdEncoding.DecodeString(wrapped[recordBase64])
+	if err != nil {
+		return stored
+	}
+	return raw
+}
+
+// columnText is s as a text column always takes it: at most max bytes of UTF-8 without NUL.
+func columnText(s string, max int) string {
+	if len(s) > max {
+		s = s[:max]
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 func truncate(s string, n int) string {
@@ -85,7 +137,7 @@ type Failure struct {
 	TenantID        string
 	EventID         uuid.UUID
 	CommandType     string
-	Command         json.RawMessage // the record value as received
+	Command         json.RawMessage // the record value as received (not JSON when it arrived so)
 	Key             string
 	Error           string
 	Attempts        int
@@ -127,6 +179,7 @@ func scanFailure(row pgx.Row) (Failure, error) {
 		&f.Attempts, &f.Status, &f.ReplayedEventID, &f.CreatedAt, &resolved); err != nil {
 		return Failure{}, err
 	}
+	f.Command = recordOf(f.Command)
 	if resolved != nil {
 		f.ResolvedAt = *resolved
 	}

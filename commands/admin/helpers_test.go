@@ -232,7 +232,10 @@ func (p publisher) PublishBatch(_ context.Context, msgs []admin.OutMessage) erro
 			pm[i].Headers = append(pm[i].Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
 		}
 	}
-	return p.p.SendMessages(pm)
+	if err := p.p.SendMessages(pm); err != nil {
+		return admin.SaramaBatchError(pm, err)
+	}
+	return nil
 }
 
 func (e *env) produce(topic, key string, value []byte) {

@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,17 +44,39 @@ const (
 	claimRetry                      // this consumer's own claim, tried again
 	claimTakeover                   // another consumer's abandoned claim
 	claimFinished                   // answered before: publish the stored result
-	claimBusy                       // another consumer is running it now
+	claimBusy                       // another consumer (or another record of this one) is running it now
+	claimReused                     // the event_id names another command (tenant, type or payload)
 )
 
-// claim takes the command for this consumer. For claimFinished it returns the stored result;
-// attempts counts the claims of this row, this one included.
-func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand) (st claimState, stored *domain.AdminResult, attempts int, err error) {
+// fingerprint identifies what a command asks: its tenant, type and payload (whitespace aside).
+// A record that repeats an event_id with another fingerprint is not the same command.
+func fingerprint(cmd domain.AdminCommand) []byte {
+	h := sha256.New()
+	h.Write([]byte(cmd.TenantID))
+	h.Write([]byte{0})
+	h.Write([]byte(cmd.EventType))
+	h.Write([]byte{0})
+	var buf bytes.Buffer
+	if json.Compact(&buf, cmd.Payload) == nil {
+		h.Write(buf.Bytes())
+	} else {
+		h.Write(cmd.Payload)
+	}
+	return h.Sum(nil)
+}
+
+// claim takes the command for this consumer. own says the caller holds the command's claim
+// already (it claimed it and tries again); a running claim of this consumer's owner that the
+// caller does not hold is another record of the same command running on this node, so it is
+// claimBusy like another consumer's. A row whose fingerprint differs from fp is claimReused. For
+// claimFinished it returns the stored result; attempts counts the claims of this row, this one
+// included.
+func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand, fp []byte, own bool) (st claimState, stored *domain.AdminResult, attempts int, err error) {
 	// The common case, a command seen for the first time, is one statement.
 	tag, err := l.pool.Exec(ctx, `INSERT INTO admin_commands (consumer_group, event_id, parent_event_id, tenant_id, command_type,
-			status, owner, attempts, claimed_at)
-		VALUES ($1, $2, $3, $4, $5, 'running', $6, 1, now()) ON CONFLICT DO NOTHING`,
-		l.group, cmd.EventID, cmd.ParentEventID, cmd.TenantID, cmd.EventType, l.owner)
+			status, owner, attempts, claimed_at, fingerprint)
+		VALUES ($1, $2, $3, $4, $5, 'running', $6, 1, now(), $7) ON CONFLICT DO NOTHING`,
+		l.group, cmd.EventID, cmd.ParentEventID, cmd.TenantID, cmd.EventType, l.owner, fp)
 	if err != nil {
 		return 0, nil, 0, dbErr("claim admin command", err)
 	}
@@ -62,16 +86,19 @@ func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand) (st claimSt
 	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		var (
 			status, owner string
-			result        []byte
+			result, fpRow []byte
 			stale         bool
 		)
-		err = tx.QueryRow(ctx, `SELECT status, owner, result, attempts, claimed_at < now() - make_interval(secs => $3)
+		err = tx.QueryRow(ctx, `SELECT status, owner, result, attempts, claimed_at < now() - make_interval(secs => $3), fingerprint
 			FROM admin_commands WHERE consumer_group = $1 AND event_id = $2 FOR UPDATE`,
-			l.group, cmd.EventID, l.timeout.Seconds()).Scan(&status, &owner, &result, &attempts, &stale)
+			l.group, cmd.EventID, l.timeout.Seconds()).Scan(&status, &owner, &result, &attempts, &stale, &fpRow)
 		if err != nil {
 			return err
 		}
 		switch {
+		case fpRow != nil && !bytes.Equal(fpRow, fp):
+			st = claimReused
+			return nil
 		case status != "running":
 			st = claimFinished
 			var r domain.AdminResult
@@ -80,7 +107,7 @@ func (l *ledger) claim(ctx context.Context, cmd domain.AdminCommand) (st claimSt
 			}
 			stored = &r
 			return nil
-		case owner == l.owner:
+		case owner == l.owner && own:
 			st = claimRetry
 		case stale:
 			st = claimTakeover
@@ -111,14 +138,15 @@ func (l *ledger) claimRows(ctx context.Context, items []*item) (map[uuid.UUID]bo
 	parents := make([]*uuid.UUID, len(items))
 	tenants := make([]string, len(items))
 	types := make([]string, len(items))
+	fps := make([][]byte, len(items))
 	for i, it := range items {
-		ids[i], parents[i], tenants[i], types[i] = it.cmd.EventID, it.cmd.ParentEventID, it.cmd.TenantID, it.cmd.EventType
+		ids[i], parents[i], tenants[i], types[i], fps[i] = it.cmd.EventID, it.cmd.ParentEventID, it.cmd.TenantID, it.cmd.EventType, it.fp
 	}
 	rows, err := l.pool.Query(ctx, `INSERT INTO admin_commands (consumer_group, event_id, parent_event_id, tenant_id, command_type,
-			status, owner, attempts, claimed_at)
-		SELECT $1, u.id, u.parent, u.tenant, u.typ, 'running', $2, 1, now()
-		FROM unnest($3::uuid[], $4::uuid[], $5::text[], $6::text[]) AS u(id, parent, tenant, typ)
-		ON CONFLICT DO NOTHING RETURNING event_id`, l.group, l.owner, ids, parents, tenants, types)
+			status, owner, attempts, claimed_at, fingerprint)
+		SELECT $1, u.id, u.parent, u.tenant, u.typ, 'running', $2, 1, now(), u.fp
+		FROM unnest($3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::bytea[]) AS u(id, parent, tenant, typ, fp)
+		ON CONFLICT DO NOTHING RETURNING event_id`, l.group, l.owner, ids, parents, tenants, types, fps)
 	if err != nil {
 		return nil, dbErr("claim admin commands", err)
 	}

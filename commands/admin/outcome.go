@@ -2,6 +2,9 @@ package admin
 
 import (
 	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -15,7 +18,7 @@ import (
 //	domain.ErrNotFound       → not_found
 //	domain.ErrConcurrency    → conflict
 //	domain.ErrInvalid        → invalid_payload
-//	anything else            → transient
+//	anything else            → transient, unless permanent(err): failed at once
 func classify(err error) (reason string, details map[string]any, rejected bool) {
 	var (
 		rej    *rejection
@@ -26,9 +29,9 @@ func classify(err error) (reason string, details map[string]any, rejected bool) 
 	case errors.As(err, &rej):
 		return rej.reason, rej.details, true
 	case errors.As(err, &ve):
-		d := map[string]any{"field": ve.Field, "reason": ve.Reason}
+		d := map[string]any{"field": echo(ve.Field), "reason": ve.Reason}
 		if ve.Detail != "" {
-			d["detail"] = ve.Detail
+			d["detail"] = echo(ve.Detail)
 		}
 		return ReasonInvalidPayload, d, true
 	case errors.As(err, &denied):
@@ -41,4 +44,14 @@ func classify(err error) (reason string, details map[string]any, rejected bool) 
 		return ReasonInvalidPayload, nil, true
 	}
 	return "", nil, false
+}
+
+// permanent reports whether err, a failure classify did not take for a rejection, is one that
+// trying again cannot fix: PostgreSQL refused the command's data (SQLSTATE class 22, data
+// exception, such as a NUL character or bytes that are not UTF-8; class 23, an integrity
+// constraint the command handlers do not turn into a domain error). Such a command is failed at
+// once instead of retried.
+func permanent(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }
