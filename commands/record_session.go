@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
@@ -46,6 +48,8 @@ func (c SessionRecorderConfig) Validate() error {
 	var errs []error
 	if c.Node == "" {
 		errs = append(errs, errors.New("session recorder: node is required"))
+	} else if !utf8.ValidString(c.Node) || strings.IndexByte(c.Node, 0) >= 0 {
+		errs = append(errs, errors.New("session recorder: node must be UTF-8 without NUL"))
 	}
 	if c.QueueSize < 0 || c.MaxBatch < 0 || c.RetryInterval < 0 {
 		errs = append(errs, errors.New("session recorder: sizes and intervals must not be negative"))
@@ -77,15 +81,25 @@ func NewSessionRecorder(store SessionBatchStore, cfg SessionRecorderConfig, log 
 	return &SessionRecorder{store: store, cfg: cfg, log: log, queue: make(chan domain.Envelope, cfg.QueueSize)}, nil
 }
 
+// withoutNUL drops NUL characters from free text: PostgreSQL's jsonb refuses them ("\u0000"),
+// and so would refuse the event. Invalid UTF-8 needs nothing: the payload's encoding turns it into
+// U+FFFD.
+func withoutNUL(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
 // Opened queues session.opened.v1. It fails only when ctx ends while the queue is full.
 func (r *SessionRecorder) Opened(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, userAgent string) error {
-	p := domain.SessionOpened{User: user, SessionID: sessionID, Node: r.cfg.Node, UserAgent: userAgent, OpenedAt: time.Now().UTC()}
+	p := domain.SessionOpened{User: user, SessionID: sessionID, Node: r.cfg.Node, UserAgent: withoutNUL(userAgent), OpenedAt: time.Now().UTC()}
 	return r.enqueue(ctx, tenant, user, sessionID, 1, domain.EventSessionOpened, p)
 }
 
 // Closed queues session.closed.v1 for a session that Opened recorded.
 func (r *SessionRecorder) Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error {
-	p := domain.SessionClosed{User: user, SessionID: sessionID, Node: r.cfg.Node, Reason: reason, ClosedAt: time.Now().UTC()}
+	p := domain.SessionClosed{User: user, SessionID: sessionID, Node: r.cfg.Node, Reason: withoutNUL(reason), ClosedAt: time.Now().UTC()}
 	return r.enqueue(ctx, tenant, user, sessionID, 2, domain.EventSessionClosed, p)
 }
 
@@ -141,7 +155,9 @@ func (r *SessionRecorder) drain(batch []domain.Envelope) []domain.Envelope {
 }
 
 // write appends batch, retrying transient failures; once ctx has ended it keeps trying for at
-// most flushTimeout.
+// most flushTimeout. A batch refused for good (an event PostgreSQL or the store does not take)
+// is written again in halves, down to single events, so only the events refused on their own
+// are lost, each logged; the others are written.
 func (r *SessionRecorder) write(ctx context.Context, batch []domain.Envelope) {
 	var stopAt time.Time
 	for {
@@ -152,13 +168,30 @@ func (r *SessionRecorder) write(ctx context.Context, batch []domain.Envelope) {
 		if ctx.Err() != nil && stopAt.IsZero() {
 			stopAt = time.Now().Add(flushTimeout)
 		}
-		if !errors.Is(err, domain.ErrRetryable) || (!stopAt.IsZero() && time.Now().After(stopAt)) {
+		if !errors.Is(err, domain.ErrRetryable) {
+			r.split(ctx, batch, err)
+			return
+		}
+		if !stopAt.IsZero() && time.Now().After(stopAt) {
 			r.log.ErrorContext(ctx, "session events lost", "events", len(batch), "err", err)
 			return
 		}
 		r.log.WarnContext(ctx, "session events not written yet; retrying", "events", len(batch), "err", err)
 		time.Sleep(r.cfg.RetryInterval)
 	}
+}
+
+// split writes the halves of a batch the store refused with err, or gives up its one event.
+func (r *SessionRecorder) split(ctx context.Context, batch []domain.Envelope, err error) {
+	if len(batch) == 1 {
+		e := batch[0]
+		r.log.ErrorContext(ctx, "session event lost", "tenant_id", e.TenantID.String(), "event_id", e.EventID.String(),
+			"event_type", string(e.EventType), "err", err)
+		return
+	}
+	half := len(batch) / 2
+	r.write(ctx, batch[:half])
+	r.write(ctx, batch[half:])
 }
 
 // appendOnce runs one append outside ctx's cancellation, bounded by flushTimeout.

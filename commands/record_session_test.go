@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,5 +60,60 @@ func TestSessionRecorderWritesOpenedAndClosed(t *testing.T) {
 	}
 	if domain.ConversationKey(evs[0].StreamID) != domain.ProfileStreamID(7) {
 		t.Fatalf("session events are keyed %q, want the user's key", domain.ConversationKey(evs[0].StreamID))
+	}
+}
+
+// TestSessionRecorderLosesOnlyTheEventsPostgresRefuses queues one batch of session events in
+// which one event is refused by PostgreSQL for good (a stream id with NUL) and one carries a user
+// agent with NUL (refused by jsonb unless cleaned): every other event of the batch is written,
+// the user agent without its NUL, and only the refused event is lost.
+func TestSessionRecorderLosesOnlyTheEventsPostgresRefuses(t *testing.T) {
+	t.Parallel()
+	_, store := newPostgres(t, 4)
+	rec, err := commands.NewSessionRecorder(store, commands.SessionRecorderConfig{Node: "n1", RetryInterval: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	tenant := domain.MustTenantID("sessbad")
+	const sessions = 40
+	// Queued before Run starts, so they go in one batch.
+	for i := range sessions {
+		sid, ua := fmt.Sprintf("s%02d", i), "agent"
+		switch i {
+		case 7:
+			sid = "bad\x00id"
+		case 21:
+			ua = "evil\x00ua"
+		}
+		if err := rec.Opened(ctx, tenant, 7, sid, ua); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Closed(ctx, tenant, 7, sid, "client_closed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { rec.Run(ctx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	read := testCtx(t)
+	for _, typ := range []domain.EventType{domain.EventSessionOpened, domain.EventSessionClosed} {
+		n, err := store.Count(read, eventstore.Filter{Tenant: tenant, EventTypes: []domain.EventType{typ}})
+		if err != nil || n != sessions-1 {
+			t.Fatalf("%d %s events (%v), want %d: only the refused session's are lost", n, typ, err, sessions-1)
+		}
+	}
+	evs, err := store.ReadStream(read, tenant, domain.SessionStreamID(7, "s21"), 0, 0)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("session s21: %d events (%v)", len(evs), err)
+	}
+	var opened domain.SessionOpened
+	if err := evs[0].Decode(&opened); err != nil || opened.UserAgent != "evilua" {
+		t.Fatalf("opened payload %+v (%v), want user agent %q", opened, err, "evilua")
 	}
 }

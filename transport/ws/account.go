@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gobwas/ws"
-
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/smallmap"
 	"github.com/imledger/imledger/transport/auth"
@@ -128,13 +126,18 @@ func (h *Hub) account(m *fanout.Message) {
 
 // endSession tells the client why its session ends and closes the connection with 1008.
 func (s *session) endSession(reason string) {
+	s.closeWith(endedCause(reason))
+}
+
+// lastWord is the ctrl without id that tells a client why the server ends its session; closeWith
+// sends it before the close frame of an endedCause.
+func (s *session) lastWord(reason string) {
 	code := http.StatusForbidden
-	if reason == ReasonTokenRevoked || reason == ReasonKicked {
+	if reason == ReasonTokenRevoked || reason == ReasonKicked || reason == ReasonTokenExpired {
 		code = http.StatusUnauthorized
 	}
 	s.g.metrics.refused.WithLabelValues(reason).Inc()
 	s.sendCtrl(errCtrl("", code, reason, "session ended"))
-	s.closeWith(closeCause{code: ws.StatusPolicyViolation, reason: reason, label: "ended"})
 }
 
 // NoticeWhat is the AccountControl.What of a note to one user's sessions: each gets an info

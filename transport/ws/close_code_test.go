@@ -1,12 +1,17 @@
 package ws_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/gobwas/ws"
+
+	imws "github.com/imledger/imledger/transport/ws"
 )
 
 // closeBody is the body of a close frame with code and reason.
@@ -80,5 +85,76 @@ func TestClientCloseIsAnsweredPerRFC6455(t *testing.T) {
 				return
 			}
 		})
+	}
+}
+
+// readCloseCode reads server frames until the close frame and returns its code; text frames
+// before it are returned too.
+func readCloseCode(t *testing.T, conn net.Conn) (ws.StatusCode, []string) {
+	t.Helper()
+	var texts []string
+	for {
+		f, err := ws.ReadFrame(conn)
+		if err != nil {
+			t.Fatalf("no close frame from the server (text frames %q): %v", texts, err)
+		}
+		switch f.Header.OpCode {
+		case ws.OpText:
+			texts = append(texts, string(f.Payload))
+		case ws.OpClose:
+			code, _ := ws.ParseCloseFrameData(f.Payload)
+			return code, texts
+		}
+	}
+}
+
+// TestMalformedDataIsClosedPerRFC6455: a binary message (every message is one JSON text) is
+// answered with a close 1003 and never handled, also when it is not UTF-8; a frame length with its
+// most significant bit set with 1002. Both read modes.
+func TestMalformedDataIsClosedPerRFC6455(t *testing.T) {
+	t.Parallel()
+	mask := []byte{0x01, 0x02, 0x03, 0x04}
+	cases := []struct {
+		name  string
+		frame func() []byte
+		want  ws.StatusCode
+	}{
+		{"binary", func() []byte {
+			var b bytes.Buffer
+			_ = ws.WriteFrame(&b, ws.MaskFrameInPlace(ws.NewBinaryFrame([]byte("{\"ping\":{\"id\":\"a\xff\xfeb\"}}"))))
+			return b.Bytes()
+		}, ws.StatusUnsupportedData},
+		{"binary UTF-8 JSON", func() []byte {
+			var b bytes.Buffer
+			_ = ws.WriteFrame(&b, ws.MaskFrameInPlace(ws.NewBinaryFrame([]byte(`{"ping":{"id":"b"}}`))))
+			return b.Bytes()
+		}, ws.StatusUnsupportedData},
+		{"length MSB", func() []byte {
+			return append([]byte{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0x05}, mask...)
+		}, ws.StatusProtocolError},
+	}
+	for _, blocking := range []bool{false, true} {
+		c := newCluster(t)
+		n := c.node(t, fmt.Sprintf("node-%v", blocking), nodeOpts{cfg: imws.Config{BlockingReads: blocking}})
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s blocking=%v", tc.name, blocking), func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+				defer cancel()
+				conn, _, _, err := ws.Dial(ctx, n.url())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := conn.Write(tc.frame()); err != nil {
+					t.Fatal(err)
+				}
+				code, texts := readCloseCode(t, conn)
+				if code != tc.want || len(texts) != 0 {
+					t.Fatalf("answered %q then close %d, want close %d only", texts, code, tc.want)
+				}
+			})
+		}
 	}
 }

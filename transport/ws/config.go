@@ -64,6 +64,20 @@ type Config struct {
 	MaxConnections int `koanf:"max_connections"`
 	// MaxTopicsPerSession bounds the topics one connection may subscribe to. Default 1000.
 	MaxTopicsPerSession int `koanf:"max_topics_per_session"`
+	// SubRate bounds the subs and leaves of one connection that change its subscriptions, per
+	// second on average, with bursts of SubBurst: each announces presence (a pres frame) to the
+	// topic's other sessions, so a client flapping sub and leave would flood them until they are
+	// dropped as slow consumers. A sub or leave over it is answered 429 rate_limited (limit
+	// ws_sub_leave, retry_after_ms) and changes nothing. Default 20; negative: no limit.
+	SubRate float64 `koanf:"sub_rate"`
+	// SubBurst is how many subs and leaves a connection may make at once before SubRate applies
+	// (a client subscribing to its topics after connecting). Default 100.
+	SubBurst int `koanf:"sub_burst"`
+	// TypingInterval is the least time between two typing notes (kp) of one connection relayed
+	// for one topic; a kp sooner than that after the last one relayed is dropped silently, so one
+	// client cannot flood a topic's sessions with info frames. Default 1 s; negative: every kp
+	// is relayed.
+	TypingInterval time.Duration `koanf:"typing_interval"`
 	// HistoryDefaultLimit is a get's page size when it names none. Default 50.
 	HistoryDefaultLimit int `koanf:"history_default_limit"`
 	// HistoryMaxLimit caps a get's page size; it must leave room in the send queue. Default 100.
@@ -95,6 +109,13 @@ func (c *Config) setDefaults() {
 	if c.MaxTopicsPerSession == 0 {
 		c.MaxTopicsPerSession = 1000
 	}
+	if c.SubRate == 0 {
+		c.SubRate = 20
+	}
+	if c.SubBurst == 0 {
+		c.SubBurst = 100
+	}
+	setDuration(&c.TypingInterval, time.Second)
 	if c.HistoryDefaultLimit == 0 {
 		c.HistoryDefaultLimit = 50
 	}
@@ -151,6 +172,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTopicsPerSession <= 0 {
 		errs = append(errs, errors.New("ws: max_topics_per_session must be positive"))
+	}
+	if c.SubRate > 0 && c.SubRate < 0.01 {
+		errs = append(errs, errors.New("ws: sub_rate must be at least 0.01 a second, or negative for no limit"))
+	}
+	if c.SubBurst < 1 {
+		errs = append(errs, errors.New("ws: sub_burst must be positive"))
 	}
 	if c.HistoryDefaultLimit <= 0 || c.HistoryDefaultLimit > c.HistoryMaxLimit {
 		errs = append(errs, errors.New("ws: history_default_limit must be in [1, history_max_limit]"))

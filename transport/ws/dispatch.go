@@ -3,6 +3,7 @@ package ws
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -12,21 +13,24 @@ import (
 )
 
 // handle decodes one client message and dispatches it. A message must be a JSON object with
-// exactly one key, the frame type.
+// exactly one key, the frame type; a message with the frame type twice is refused, answering the
+// id of the first.
 func (s *session) handle(ctx context.Context, payload []byte) {
 	s.applyDrops(ctx)
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &env); err != nil || len(env) != 1 {
-		s.refuse(errCtrl("", http.StatusBadRequest, ReasonBadFrame, "a frame is a JSON object with exactly one key"))
+	typ, body, err := splitFrame(payload)
+	if err != nil {
+		text := errNotOneKey.Error()
+		if errors.Is(err, errDuplicateKey) {
+			text = "a frame is a JSON object with exactly one key: duplicate key"
+		}
+		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonBadFrame, text))
 		return
 	}
-	for typ, body := range env {
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
-		s.dispatch(ctx, typ, body)
-		cancel()
-		s.g.metrics.frameObserver(typ).Observe(time.Since(start).Seconds())
-	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
+	s.dispatch(ctx, typ, body)
+	cancel()
+	s.g.metrics.frameObserver(typ).Observe(time.Since(start).Seconds())
 }
 
 func (s *session) dispatch(ctx context.Context, typ string, body json.RawMessage) {
@@ -36,53 +40,65 @@ func (s *session) dispatch(ctx context.Context, typ string, body json.RawMessage
 	switch typ {
 	case "hi":
 		var f hiFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onHi(f)
 		}
 	case "login":
 		var f loginFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onLogin(ctx, f)
 		}
 	case "sub":
 		var f topicFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onSub(ctx, f)
 		}
 	case "leave":
 		var f topicFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onLeave(ctx, f)
 		}
 	case "pub":
 		var f pubFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onPub(ctx, f)
 		}
 	case "get":
 		var f getFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onGet(ctx, f)
 		}
 	case "note":
 		var f noteFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.onNote(ctx, f)
 		}
 	case "ping":
 		var f pingFrame
-		if s.decode(body, &f) {
+		if s.decode(typ, body, &f) {
 			s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusOK, Text: "pong"})
 		}
 	default:
+		if !json.Valid(body) {
+			s.refuse(errCtrl("", http.StatusBadRequest, ReasonBadFrame, "malformed frame: "+errMalformedJSON.Error()))
+			return
+		}
 		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonUnknownFrame, "unknown frame type "+quote(typ)))
 	}
 }
 
-// decode unmarshals a frame body; a body that does not fit is answered 400 bad_frame.
-func (s *session) decode(body json.RawMessage, v any) bool {
-	if err := json.Unmarshal(body, v); err != nil {
-		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonBadFrame, "malformed frame: "+domain.DescribeJSONError(err)))
+// decode unmarshals the body of a frame of type typ; a body that does not fit is answered 400
+// bad_frame. Field names match exactly and only once (checkKeys), not as encoding/json matches
+// them.
+func (s *session) decode(typ string, body json.RawMessage, v any) bool {
+	msg := ""
+	if err := checkKeys(body, frameFields[typ]); err != nil {
+		msg = err.Error()
+	} else if err := json.Unmarshal(body, v); err != nil {
+		msg = domain.DescribeJSONError(err)
+	}
+	if msg != "" {
+		s.refuse(errCtrl(frameID(body), http.StatusBadRequest, ReasonBadFrame, "malformed frame: "+msg))
 		return false
 	}
 	return true
@@ -104,15 +120,15 @@ func (s *session) fail(ctx context.Context, id string, err error) {
 }
 
 // authenticated reports whether the session may act; if not it answers frame id with 401. A
-// session the Gate no longer admits (a ban, a revocation or a suspension whose notice this node
-// missed) is ended.
+// session whose token expired, or that the Gate no longer admits (a ban, a revocation or a
+// suspension whose notice this node missed), is ended.
 func (s *session) authenticated(ctx context.Context, id string) bool {
 	switch {
 	case s.user == 0:
 		s.refuse(errCtrl(id, http.StatusUnauthorized, ReasonNotAuthenticated, "login first"))
 		return false
-	case !time.Now().Before(s.expires):
-		s.refuse(errCtrl(id, http.StatusUnauthorized, ReasonTokenExpired, "token expired, login again"))
+	case s.tokenExpired(time.Now()):
+		s.endSession(ReasonTokenExpired)
 		return false
 	}
 	if err := s.gateCheck(ctx, auth.Principal{Tenant: s.tenant, User: s.user, ExpiresAt: s.expires, IssuedAt: s.issued}); err != nil {

@@ -4,8 +4,9 @@
 //
 // # Frames
 //
-// Every WebSocket message is one JSON object with exactly one key, the frame type. Seqs and
-// 64-bit ids are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
+// Every WebSocket message is one JSON text object with exactly one key, the frame type (a
+// binary message is closed with 1003); keys appear once and match exactly. Seqs and 64-bit ids
+// are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
 // frames: ctrl (the answer to a frame with an id, echoing it; code and a stable reason on
 // errors), data (a message; content exactly as its sender sent it), pres (a user came "on" or
 // went "off" in a topic), info (a note: typing "kp", a "read" or "recv" receipt; or a change of
@@ -106,7 +107,10 @@
 // # Connections
 //
 // A client that sends nothing for IdleTimeout is closed (1008 "idle timeout"); WebSocket pings
-// and {"ping":{}} both count, so clients ping every IdleTimeout/2. Every inbound frame refreshes
+// and {"ping":{}} both count, so clients ping every IdleTimeout/2. A session ends when its token
+// expires (a ctrl token_expired, then 1008), pings or not. Typing notes are relayed at most once
+// per TypingInterval and topic, and subs and leaves are rate limited (SubRate, SubBurst), so one
+// client cannot flood the others. Every inbound frame refreshes
 // the session's presence. A client whose send queue is full is disconnected at once. A message
 // over MaxFrameSize is answered with ctrl 413 frame_too_large and a close 1009. Browsers must
 // come from an allowed Origin (by default the page's own host); requests without an Origin

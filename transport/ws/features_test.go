@@ -77,6 +77,13 @@ func TestGetHistoryAfterSeq(t *testing.T) {
 	if r := cl.call("g2", `{"get":{"id":"g2","topic":"grp2","after_seq":4}}`); r.Params["count"] != float64(1) || r.Params["has_more"] != false {
 		t.Errorf("last page = %+v", r)
 	}
+	// A seq is a JSON string: its escapes are decoded ("\u0034" is "4").
+	if r := cl.call("g4", `{"get":{"id":"g4","topic":"grp2","after_seq":"\u0034"}}`); r.Code != 200 || r.Params["count"] != float64(1) {
+		t.Errorf("get after_seq \"\\u0034\" = %+v", r)
+	}
+	if r := cl.call("g5", `{"get":{"id":"g5","topic":"grp2","after_seq":"0","before_seq":null}}`); r.Code != 200 || r.Params["count"] != float64(5) {
+		t.Errorf("get after_seq \"0\" = %+v", r)
+	}
 	if r := cl.call("g3", `{"get":{"id":"g3","topic":"p2p8_9"}}`); r.Code != 403 || r.Reason != ws.ReasonNotMember {
 		t.Errorf("get of another pair's 1:1 topic = %+v", r)
 	}

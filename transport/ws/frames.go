@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/fanout"
 )
@@ -60,21 +61,55 @@ type pingFrame struct {
 }
 
 // seqParam is a seq as a client sends it: a decimal string ("42") as the protocol says, or a
-// JSON number for convenience. Negative values are rejected.
-type seqParam int64
+// JSON number for convenience; absent or null is 0. Only canonical digits make a seq: no sign, no
+// leading zero (but "0"), no fraction or exponent, at most 2^63-1. A string or number that is not
+// one is kept as bad, for the handler to refuse with the field's name (value); a value of another
+// JSON type fails the decode.
+type seqParam struct {
+	n   int64
+	bad bool
+}
 
 func (s *seqParam) UnmarshalJSON(b []byte) error {
-	b = bytes.Trim(b, `"`)
-	if len(b) == 0 || string(b) == "null" {
-		*s = 0
+	if string(b) == "null" {
 		return nil
 	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil || n < 0 {
-		return errors.New("seq must be a non-negative 64-bit integer")
+	digits := b
+	if len(b) > 0 && b[0] == '"' {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil { // escapes such as "\u0035" decoded
+			return err
+		}
+		digits = []byte(str)
+	} else if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+		return errors.New("seq must be a string of decimal digits")
 	}
-	*s = seqParam(n)
+	n, ok := parseSeq(digits)
+	*s = seqParam{n: n, bad: !ok}
 	return nil
+}
+
+// parseSeq parses canonical decimal digits into a non-negative int64.
+func parseSeq(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 19 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+// value is the seq, or a 400 invalid naming field (reason bad_format) when the client sent no seq
+// in a seq's place.
+func (s seqParam) value(field string) (int64, error) {
+	if s.bad {
+		return 0, &domain.ValidationError{Field: field, Reason: "bad_format", Detail: "a seq: decimal digits without sign or leading zeros"}
+	}
+	return s.n, nil
 }
 
 // frameID extracts the "id" of a frame body that did not decode, so the error answer can echo

@@ -13,7 +13,8 @@ import (
 // onNote handles a note. Notes carry no id and succeed silently; a refused note is answered
 // with an error ctrl without id.
 //
-//	kp        typing: relayed as info to the topic's other online sessions, never stored
+//	kp        typing: relayed as info to the topic's other online sessions, never stored; at most
+//	          one a Config.TypingInterval per topic, the others dropped silently
 //	read      moves the read mark to seq (and the receive mark with it)
 //	recv      moves the receive mark to seq
 //
@@ -32,6 +33,9 @@ func (s *session) onNote(ctx context.Context, f noteFrame) {
 			s.fail(ctx, "", err)
 			return
 		}
+		if !s.relayTyping(t.String()) {
+			return
+		}
 		s.g.deps.Publisher.Publish(&fanout.Message{Kind: fanout.KindInfo, Tenant: s.tenant, Topic: t, From: s.user,
 			What: "kp", TS: time.Now().UTC(), SkipSession: s.id})
 	case "read", "recv":
@@ -42,7 +46,12 @@ func (s *session) onNote(ctx context.Context, f noteFrame) {
 }
 
 func (s *session) onMark(ctx context.Context, t domain.Topic, f noteFrame) {
-	if f.Seq <= 0 {
+	seq, err := f.Seq.value("seq")
+	if err != nil {
+		s.fail(ctx, "", err)
+		return
+	}
+	if seq <= 0 {
 		s.fail(ctx, "", &domain.ValidationError{Field: "seq", Reason: "required"})
 		return
 	}
@@ -56,9 +65,9 @@ func (s *session) onMark(ctx context.Context, t domain.Topic, f noteFrame) {
 	}
 	cmd := commands.MarkRead{Tenant: s.tenant, Topic: t, User: s.user, TraceID: s.id}
 	if f.What == "read" {
-		cmd.ReadSeq = int64(f.Seq)
+		cmd.ReadSeq = seq
 	} else {
-		cmd.RecvSeq = int64(f.Seq)
+		cmd.RecvSeq = seq
 	}
 	res, err := s.g.deps.Marks.MarkRead(ctx, cmd)
 	if err != nil {
@@ -67,6 +76,6 @@ func (s *session) onMark(ctx context.Context, t domain.Topic, f noteFrame) {
 	}
 	if res.Changed && t.Kind() == domain.TopicDirect {
 		s.g.deps.Publisher.Publish(&fanout.Message{Kind: fanout.KindInfo, Tenant: s.tenant, Topic: t, From: s.user,
-			What: f.What, Seq: int64(f.Seq), TS: time.Now().UTC(), SkipSession: s.id})
+			What: f.What, Seq: seq, TS: time.Now().UTC(), SkipSession: s.id})
 	}
 }

@@ -3,18 +3,22 @@ package ws
 import (
 	"context"
 	"net/http"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/presence"
 )
 
-// maxUALen bounds the user agent kept from hi.
+// maxUALen bounds the user agent kept from hi, in bytes.
 const maxUALen = 256
 
+// onHi answers hi. The user agent is free text that goes into the session's events, presence
+// and logs, so only a clean part of it is kept (see cleanText).
 func (s *session) onHi(f hiFrame) {
-	s.ua = f.UA
-	if len(s.ua) > maxUALen {
-		s.ua = s.ua[:maxUALen]
-	}
+	s.ua = cleanText(f.UA, maxUALen)
 	s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusCreated, Text: "created", Params: map[string]any{
 		"ver": ProtocolVersion, "sid": s.id, "max_frame_size": s.g.cfg.MaxFrameSize,
 		"idle_timeout_s": int(s.g.cfg.IdleTimeout.Seconds()),
@@ -27,6 +31,12 @@ func (s *session) onLogin(ctx context.Context, f loginFrame) {
 	p, err := s.g.deps.Tokens.Verify(f.Token)
 	if err != nil {
 		s.fail(ctx, f.ID, err)
+		return
+	}
+	if !time.Now().Before(p.ExpiresAt) {
+		// Within the verifier's clock-skew leeway, yet a session ends when its token expires
+		// (tokenExpired): refused as the frames after it would be.
+		s.fail(ctx, f.ID, auth.ErrTokenExpired)
 		return
 	}
 	if s.user != 0 && (p.User != s.user || p.Tenant != s.tenant) {
@@ -55,4 +65,29 @@ func (s *session) onLogin(ctx context.Context, f loginFrame) {
 	s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusOK, Text: "ok", Params: map[string]any{
 		"tenant": p.Tenant.String(), "user": p.User.String(), "expires": timestamp(p.ExpiresAt),
 	}})
+}
+
+// cleanText is s without control characters (NUL included) and invalid UTF-8, cut to at most
+// max bytes at a character boundary. Free text a client sends for the gateway to keep goes
+// through it: PostgreSQL refuses NUL in text and jsonb, and an invalid or half sequence would
+// come back as U+FFFD.
+func cleanText(s string, max int) string {
+	clean := len(s) <= max
+	for i := 0; clean && i < len(s); i++ {
+		clean = s[i] >= 0x20 && s[i] < 0x7f
+	}
+	if clean { // the common case: short printable ASCII, kept as it is
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			continue // an invalid byte decodes as RuneError too
+		}
+		if b.Len()+utf8.RuneLen(r) > max {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

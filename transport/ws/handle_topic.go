@@ -11,7 +11,8 @@ import (
 func formatSeq(n int64) string { return strconv.FormatInt(n, 10) }
 
 // onSub subscribes the session to a topic: it receives the topic's data, info and pres frames
-// from then on. Subscribing twice is answered 200 again.
+// from then on. Subscribing twice is answered 200 again. A sub of a new topic counts against the
+// session's sub/leave limit (allowSubLeave).
 func (s *session) onSub(ctx context.Context, f topicFrame) {
 	if !s.authenticated(ctx, f.ID) {
 		return
@@ -27,6 +28,10 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 	}
 	if s.topics.Len() >= s.g.cfg.MaxTopicsPerSession {
 		s.refuse(errCtrl(f.ID, http.StatusBadRequest, ReasonTooManyTopics, "too many topics on one connection"))
+		return
+	}
+	if err := s.allowSubLeave(); err != nil {
+		s.fail(ctx, f.ID, err)
 		return
 	}
 	if err := s.admit(ctx, t); err != nil {
@@ -45,6 +50,7 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 }
 
 // onLeave unsubscribes the session from a topic; leaving a topic not subscribed is answered 200.
+// A leave of a subscribed topic counts against the session's sub/leave limit (allowSubLeave).
 func (s *session) onLeave(ctx context.Context, f topicFrame) {
 	if !s.authenticated(ctx, f.ID) {
 		return
@@ -52,6 +58,12 @@ func (s *session) onLeave(ctx context.Context, f topicFrame) {
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)
 	if !ok {
 		return
+	}
+	if s.topics.Has(t.String()) {
+		if err := s.allowSubLeave(); err != nil {
+			s.fail(ctx, f.ID, err)
+			return
+		}
 	}
 	if s.topics.Delete(t.String()) {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
@@ -79,6 +91,16 @@ func (s *session) onGet(ctx context.Context, f getFrame) {
 		s.refuse(errCtrl(f.ID, http.StatusNotImplemented, ReasonNotImplemented, "history is not served here"))
 		return
 	}
+	after, err := f.AfterSeq.value("after_seq")
+	if err != nil {
+		s.fail(ctx, f.ID, err)
+		return
+	}
+	before, err := f.BeforeSeq.value("before_seq")
+	if err != nil {
+		s.fail(ctx, f.ID, err)
+		return
+	}
 	limit := f.Limit
 	switch {
 	case limit < 0:
@@ -94,7 +116,7 @@ func (s *session) onGet(ctx context.Context, f getFrame) {
 		return
 	}
 	page, err := s.g.deps.History.History(ctx, s.tenant, t, s.user,
-		HistoryQuery{AfterSeq: int64(f.AfterSeq), BeforeSeq: int64(f.BeforeSeq), Limit: limit})
+		HistoryQuery{AfterSeq: after, BeforeSeq: before, Limit: limit})
 	if err != nil {
 		s.fail(ctx, f.ID, err)
 		return

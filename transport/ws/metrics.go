@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.unknownType = m.frameTime.WithLabelValues("unknown")
 	// The causes of disconnects and the handshake refusals are exported at 0 from the start.
 	for _, c := range []closeCause{closeClient, closeGone, closeGoingAway, closeIdle, closeLoginTimeout, closeTooLarge,
-		closeBadUTF8, closeProtocol, closeSlow, closeWriteFailed, closeInternal, {label: "ended"}} {
+		closeBadUTF8, closeProtocol, closeBinary, closeSlow, closeWriteFailed, closeInternal, {label: labelEnded}} {
 		m.disconnects.WithLabelValues(c.label)
 	}
 	for _, reason := range []string{"origin", "max_connections", "handshake", ReasonFrameTooLarge} {

@@ -91,18 +91,11 @@ func (s *session) readRound(ctx context.Context, br *bufio.Reader) (cause closeC
 	}
 }
 
-// storeDeadline sets when the sweeper closes the session if no frame comes: the idle deadline,
-// or the login deadline while not logged in. Only the goroutine that owns the reader state
-// calls it.
+// storeDeadline sets when the sweeper closes the session if no frame comes, and why (see
+// nextDeadline). Only the goroutine that owns the reader state calls it.
 func (s *session) storeDeadline() {
-	d := time.Now().Add(s.g.cfg.IdleTimeout)
-	login := false
-	if s.user == 0 {
-		if l := s.connectedAt.Add(s.g.cfg.LoginTimeout); l.Before(d) {
-			d, login = l, true
-		}
-	}
-	s.loginDue.Store(login)
+	d, why := s.nextDeadline()
+	s.due.Store(why)
 	s.deadline.Store(d.UnixNano())
 }
 
@@ -125,8 +118,8 @@ func (s *session) end(cause closeCause) {
 	s.g.wg.Done()
 }
 
-// sweep closes polled sessions whose idle or login deadline passed, every interval, until stop
-// is closed: one ticker for the gateway instead of a timer per connection.
+// sweep closes polled sessions whose idle or login deadline passed or whose token expired, every
+// interval, until stop is closed: one ticker for the gateway instead of a timer per connection.
 func (g *Gateway) sweep(interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -139,8 +132,11 @@ func (g *Gateway) sweep(interval time.Duration, stop <-chan struct{}) {
 			due = g.expired(now.UnixNano(), due[:0])
 			for i, s := range due {
 				cause := closeIdle
-				if s.loginDue.Load() {
+				switch s.due.Load() {
+				case dueLogin:
 					cause = closeLoginTimeout
+				case dueExpiry:
+					cause = closeTokenExpired
 				}
 				s.endIfIdle(cause)
 				due[i] = nil

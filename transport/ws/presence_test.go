@@ -2,7 +2,9 @@ package ws_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +167,50 @@ func TestSessionsAreRecordedAsEvents(t *testing.T) {
 	var p domain.SessionClosed
 	if err := evs[0].Decode(&p); err != nil || p.User != 9 || p.Node != "node-a" || p.Reason == "" {
 		t.Fatalf("closed payload %+v (%v)", p, err)
+	}
+}
+
+// TestHiUserAgentIsStoredClean: the user agent of hi is free text the session's events keep. A
+// NUL in it (which PostgreSQL's jsonb refuses) must not cost any session its events, control
+// characters and invalid characters are dropped, and the 256-byte cut never splits a character.
+func TestHiUserAgentIsStoredClean(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	rec, err := commands.NewSessionRecorder(c.store, commands.SessionRecorderConfig{Node: "node-a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go rec.Run(ctx)
+	a := c.node(t, "node-a", nodeOpts{sessions: rec})
+	cases := []struct{ ua, want string }{ // ua as JSON text
+		{`"evil\u0000ua"`, "evilua"},
+		{`"tab\tnew\nline\u001b[31m\u0085end"`, "tabnewline[31mend"},
+		{`"lone \ud800 surrogate"`, "lone  surrogate"},
+		{`"x` + strings.Repeat("é", 200) + `"`, "x" + strings.Repeat("é", 127)},
+		{`"` + strings.Repeat("a", 300) + `"`, strings.Repeat("a", 256)},
+		{`"demo/1.0"`, "demo/1.0"},
+	}
+	for i, tc := range cases {
+		cl := dial(t, a, fmt.Sprintf("ua%d", i), dialOpts{})
+		if r := cl.call("hi", `{"hi":{"id":"hi","ua":`+tc.ua+`}}`); r.Code != 201 {
+			t.Fatalf("hi %q = %+v", tc.ua, r)
+		}
+		cl.login(c, userID(100+i))
+	}
+	var evs []domain.Envelope
+	waitUntil(t, "every session.opened event", func() bool {
+		evs, err = c.store.ReadAll(testCtx(t), eventstore.Filter{Tenant: acme, EventTypes: []domain.EventType{domain.EventSessionOpened}}, 0, 100)
+		return err == nil && len(evs) == len(cases)
+	})
+	for _, e := range evs {
+		var p domain.SessionOpened
+		if err := e.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if want := cases[int(p.User)-100].want; p.UserAgent != want {
+			t.Errorf("user %d: user agent stored as %q, want %q", p.User, p.UserAgent, want)
+		}
 	}
 }

@@ -23,6 +23,15 @@ func TestRefusedFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Expired 10 s ago: within the verifier's 30 s clock-skew leeway, still refused.
+	lately, err := authSignerAt(time.Now().Add(-70 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredLately, err := lately.Issue(acme, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		login  domain.UserID // 0: not logged in
@@ -52,6 +61,7 @@ func TestRefusedFrames(t *testing.T) {
 			params: map[string]any{"field": "msg_type"}},
 		{name: "login with a bad token", frame: `{"login":{"id":"14","token":"abc.def.ghi"}}`, id: "14", code: 401, reason: ws.ReasonTokenInvalid},
 		{name: "login with an expired token", frame: `{"login":{"id":"15","token":"` + expired + `"}}`, id: "15", code: 401, reason: ws.ReasonTokenExpired},
+		{name: "login with a token expired within the leeway", frame: `{"login":{"id":"15b","token":"` + expiredLately + `"}}`, id: "15b", code: 401, reason: ws.ReasonTokenExpired},
 		{name: "login as someone else", login: 1, frame: `{"login":{"id":"16","token":"` + c.token(t, 2) + `"}}`, id: "16", code: 409, reason: ws.ReasonAlreadyAuthenticated},
 		{name: "note with an unknown what", login: 1, frame: `{"note":{"topic":"grp1","what":"dance"}}`, code: 400, reason: ws.ReasonInvalid,
 			params: map[string]any{"field": "what"}},
@@ -61,7 +71,27 @@ func TestRefusedFrames(t *testing.T) {
 			params: map[string]any{"field": "seq", "reason": "beyond_last_seq"}},
 		{name: "pub naming a file the sender may not read", login: 1, frame: `{"pub":{"id":"18","topic":"grp1","client_msg_id":"c1","content":"x","head":{"files":["0190d7a4-5b1e-7c2d-8e3f-4a5b6c7d8e9f"]}}}`,
 			id: "18", code: 403, reason: domain.ReasonFileNotReadable},
-		{name: "get with a negative seq", login: 1, frame: `{"get":{"id":"17","topic":"grp1","after_seq":"-3"}}`, id: "17", code: 400, reason: ws.ReasonBadFrame},
+		{name: "the same frame type twice", frame: `{"ping":{"id":"d1"},"ping":{"id":"d2"}}`, id: "d1", code: 400, reason: ws.ReasonBadFrame},
+		{name: "pub twice in one frame", login: 1, frame: `{"pub":{"id":"d3","topic":"grp1","client_msg_id":"c1","content":"p1"},"pub":{"id":"d4","topic":"grp1","client_msg_id":"c2","content":"p2"}}`,
+			id: "d3", code: 400, reason: ws.ReasonBadFrame},
+		{name: "a field twice", login: 1, frame: `{"sub":{"id":"d5","topic":"grp1","topic":"grp2"}}`, id: "d5", code: 400, reason: ws.ReasonBadFrame},
+		{name: "a field twice, once escaped", login: 1, frame: `{"sub":{"id":"d6","topic":"grp1","\u0074opic":"grp2"}}`, id: "d6", code: 400, reason: ws.ReasonBadFrame},
+		{name: "a field name in another case", login: 1, frame: `{"sub":{"id":"d7","TOPIC":"grp1"}}`, id: "d7", code: 400, reason: ws.ReasonBadFrame},
+		{name: "get with a negative seq", login: 1, frame: `{"get":{"id":"17","topic":"grp1","after_seq":"-3"}}`, id: "17", code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "after_seq", "reason": "bad_format"}},
+		{name: "get with a signed seq", login: 1, frame: `{"get":{"id":"18","topic":"grp1","after_seq":"+5"}}`, id: "18", code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "after_seq", "reason": "bad_format"}},
+		{name: "get with a leading zero", login: 1, frame: `{"get":{"id":"19","topic":"grp1","before_seq":"05"}}`, id: "19", code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "before_seq", "reason": "bad_format"}},
+		{name: "get with an empty seq", login: 1, frame: `{"get":{"id":"20","topic":"grp1","after_seq":""}}`, id: "20", code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "after_seq", "reason": "bad_format"}},
+		{name: "get with the string null", login: 1, frame: `{"get":{"id":"21","topic":"grp1","after_seq":"null"}}`, id: "21", code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "after_seq", "reason": "bad_format"}},
+		{name: "get with a seq in exponent form", login: 1, frame: `{"get":{"id":"22","topic":"grp1","after_seq":1e3}}`, id: "22", code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "after_seq", "reason": "bad_format"}},
+		{name: "get with a seq of another type", login: 1, frame: `{"get":{"id":"23","topic":"grp1","after_seq":true}}`, id: "23", code: 400, reason: ws.ReasonBadFrame},
+		{name: "read note with an empty seq", login: 1, frame: `{"note":{"topic":"grp1","what":"read","seq":""}}`, code: 400, reason: ws.ReasonInvalid,
+			params: map[string]any{"field": "seq", "reason": "bad_format"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

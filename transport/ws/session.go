@@ -55,11 +55,22 @@ var (
 	closeTooLarge     = closeCause{ws.StatusMessageTooBig, "frame too large", "frame_too_large"}
 	closeBadUTF8      = closeCause{ws.StatusInvalidFramePayloadData, "invalid utf-8", "bad_utf8"}
 	closeProtocol     = closeCause{ws.StatusProtocolError, "protocol error", "protocol_error"}
+	closeBinary       = closeCause{ws.StatusUnsupportedData, "binary frames are not supported", "binary_frame"}
 	closeSlow         = closeCause{0, "", "slow_consumer"}
 	closeWriteFailed  = closeCause{0, "", "write_failed"}
 	closeInternal     = closeCause{ws.StatusInternalServerError, "internal error", "panic"}
 	closeWriterPanic  = closeCause{0, "", "panic"}
+	closeTokenExpired = endedCause(ReasonTokenExpired)
 )
+
+// labelEnded is the metric label of a session the server ended for a reason it names (see
+// endSession): a ban, a kick, a revocation, a suspension or the token's expiry.
+const labelEnded = "ended"
+
+// endedCause is the close of a session ended for reason: 1008 with the reason as text.
+func endedCause(reason string) closeCause {
+	return closeCause{code: ws.StatusPolicyViolation, reason: reason, label: labelEnded}
+}
 
 // session is one connection. The reader goroutine (run) owns the fields below "reader state";
 // a writer goroutine owns the socket's write side while it runs; anyone may call send and kill.
@@ -86,8 +97,8 @@ type session struct {
 	queue      []outFrame    // frames no writer has taken yet, at most SendQueueSize
 	spare      []outFrame    // the slice the last writer round emptied, reused by the next
 	writing    bool          // a writer goroutine runs
-	wdeadline  time.Time     // the socket's write deadline; only the running writer touches it
 	ended      bool          // nothing more is written: a close frame went out, a write failed or the session was killed
+	wdeadline  time.Time     // the socket's write deadline; only the running writer touches it
 	writerDone chan struct{} // closed when ended is set
 	rawW       rawWrite      // writeNow's state; only the current writer touches it
 	handled    chan bool     // handleOffStack's goroutine is done with its frame: true if it panicked
@@ -97,8 +108,8 @@ type session struct {
 	pollID   uint64
 	raw      syscall.RawConn
 	pstate   atomic.Int32 // pollIdle, pollReading or pollEnded
+	due      atomic.Int32 // why it is closed at deadline: dueIdle, dueLogin or dueExpiry
 	deadline atomic.Int64 // when an idle polled session is closed, in Unix nanoseconds
-	loginDue atomic.Bool  // deadline is the login deadline
 
 	// reader state
 	ua      string
@@ -107,7 +118,9 @@ type session struct {
 	expires time.Time
 	issued  time.Time // the token's issue time
 	pres    *presence.Session
-	topics  smallmap.Map[string, domain.Topic] // by name
+	topics  smallmap.Map[string, domain.Topic]   // by name
+	subTAT  time.Duration                        // the sub/leave limit's state (allowSubLeave)
+	kps     *smallmap.Map[string, time.Duration] // when a kp was last relayed, by topic; nil until the first
 }
 
 func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
@@ -237,12 +250,16 @@ func (s *session) endLocked() {
 	close(s.writerDone)
 }
 
-// closeWith queues a close frame after whatever is queued; the writer stops after writing it.
+// closeWith queues a close frame after whatever is queued; the writer stops after writing it. A
+// session ended for a reason (endedCause) first gets a ctrl without id naming it.
 func (s *session) closeWith(cause closeCause) {
 	if !s.closing.CompareAndSwap(false, true) {
 		return
 	}
 	s.cause.CompareAndSwap(nil, &cause)
+	if cause.label == labelEnded {
+		s.lastWord(cause.reason)
+	}
 	if cause.code == 0 {
 		s.kill(cause)
 		return
@@ -336,9 +353,17 @@ func (s *session) readFrame(ctx context.Context, rd *wsutil.Reader, offStack boo
 		}
 		return closeCause{}, true
 	}
+	if hdr.OpCode == ws.OpBinary {
+		// Every message is one JSON object, text: binary data is refused as RFC 6455 §7.4.1
+		// says, with 1003, not read as JSON past the UTF-8 check of text frames.
+		return closeBinary, false
+	}
 	payload, err := io.ReadAll(rd)
 	if err != nil {
 		return s.readError(err), false
+	}
+	if s.tokenExpired(time.Now()) {
+		return closeTokenExpired, false
 	}
 	s.touch(ctx)
 	if offStack {
@@ -369,15 +394,39 @@ func (s *session) handleOffStack(ctx context.Context, payload []byte) (panicked 
 	return <-s.handled
 }
 
-// readDeadline is the idle deadline, or the login deadline while not logged in.
+// readDeadline is the idle deadline, or the login deadline while not logged in, or the
+// token's expiry when that comes first.
 func (s *session) readDeadline() time.Time {
-	d := time.Now().Add(s.g.cfg.IdleTimeout)
-	if s.user == 0 {
-		if login := s.connectedAt.Add(s.g.cfg.LoginTimeout); login.Before(d) {
-			return login
-		}
-	}
+	d, _ := s.nextDeadline()
 	return d
+}
+
+// Why a session's deadline (nextDeadline) ends it.
+const (
+	dueIdle   int32 = iota // no frame for IdleTimeout
+	dueLogin               // no login within LoginTimeout
+	dueExpiry              // the token expired
+)
+
+// nextDeadline is when the session ends if no frame comes, and why: the idle deadline, the login
+// deadline while not logged in, the token's expiry once logged in, whichever comes first.
+func (s *session) nextDeadline() (time.Time, int32) {
+	d, why := time.Now().Add(s.g.cfg.IdleTimeout), dueIdle
+	switch {
+	case s.user == 0:
+		if login := s.connectedAt.Add(s.g.cfg.LoginTimeout); login.Before(d) {
+			d, why = login, dueLogin
+		}
+	case s.expires.Before(d):
+		d, why = s.expires, dueExpiry
+	}
+	return d, why
+}
+
+// tokenExpired reports whether the session logged in with a token that has expired at now: such a
+// session ends (closeTokenExpired), whatever it is doing.
+func (s *session) tokenExpired(now time.Time) bool {
+	return s.user != 0 && !now.Before(s.expires)
 }
 
 // clientClosed is the client's close frame, as an error that ends the read loop.
@@ -453,11 +502,14 @@ func (s *session) readError(err error) closeCause {
 		return closeTooLarge
 	case errors.Is(err, wsutil.ErrInvalidUTF8):
 		return closeBadUTF8
-	case errors.As(err, &pe):
-		return closeProtocol
+	case errors.As(err, &pe), errors.Is(err, ws.ErrHeaderLengthMSB), errors.Is(err, ws.ErrHeaderLengthUnexpected):
+		return closeProtocol // a length with its top bit set is a protocol error too (RFC 6455 §5.2)
 	case errors.As(err, &ne) && ne.Timeout():
 		if s.user == 0 && !time.Now().Before(s.connectedAt.Add(s.g.cfg.LoginTimeout)) {
 			return closeLoginTimeout
+		}
+		if s.tokenExpired(time.Now()) {
+			return closeTokenExpired
 		}
 		return closeIdle
 	}
