@@ -107,8 +107,12 @@ type GovernanceResult struct {
 }
 
 // Ban bans user: logins and tokens are refused and the Notifier ends the user's sessions.
-// A banned user is Unchanged. Errors: *domain.ValidationError; domain.ErrRetryable.
+// A banned user is Unchanged. Errors: *domain.ValidationError; domain.ErrNotFound when the user has
+// no account in tenant (nothing is written); domain.ErrRetryable.
 func (g *Governance) Ban(ctx context.Context, tenant domain.TenantID, user domain.UserID, reason string, meta Meta) (GovernanceResult, error) {
+	if err := g.deps.Accounts.requireAccount(ctx, tenant, user); err != nil {
+		return GovernanceResult{}, err
+	}
 	return g.execute(ctx, tenant, user, meta, ChangeBanned, func(s domain.AccountState, now time.Time) ([]domain.PendingEvent, error) {
 		return s.Ban(reason, now)
 	})
@@ -116,6 +120,9 @@ func (g *Governance) Ban(ctx context.Context, tenant domain.TenantID, user domai
 
 // Unban lifts a ban; tokens issued before the ban stay refused. Errors as Ban.
 func (g *Governance) Unban(ctx context.Context, tenant domain.TenantID, user domain.UserID, reason string, meta Meta) (GovernanceResult, error) {
+	if err := g.deps.Accounts.requireAccount(ctx, tenant, user); err != nil {
+		return GovernanceResult{}, err
+	}
 	return g.execute(ctx, tenant, user, meta, ChangeUnbanned, func(s domain.AccountState, now time.Time) ([]domain.PendingEvent, error) {
 		return s.Unban(reason, now)
 	})
@@ -123,6 +130,9 @@ func (g *Governance) Unban(ctx context.Context, tenant domain.TenantID, user dom
 
 // Kick records user.kicked.v1; the Notifier ends the user's sessions. Errors as Ban.
 func (g *Governance) Kick(ctx context.Context, tenant domain.TenantID, user domain.UserID, reason string, meta Meta) (GovernanceResult, error) {
+	if err := g.deps.Accounts.requireAccount(ctx, tenant, user); err != nil {
+		return GovernanceResult{}, err
+	}
 	return g.execute(ctx, tenant, user, meta, ChangeKicked, func(s domain.AccountState, now time.Time) ([]domain.PendingEvent, error) {
 		return s.Kick(reason, now)
 	})
@@ -130,6 +140,9 @@ func (g *Governance) Kick(ctx context.Context, tenant domain.TenantID, user doma
 
 // RevokeTokens refuses every token of user issued before now. Errors as Ban.
 func (g *Governance) RevokeTokens(ctx context.Context, tenant domain.TenantID, user domain.UserID, reason string, meta Meta) (GovernanceResult, error) {
+	if err := g.deps.Accounts.requireAccount(ctx, tenant, user); err != nil {
+		return GovernanceResult{}, err
+	}
 	return g.execute(ctx, tenant, user, meta, ChangeTokensRevoked, func(s domain.AccountState, now time.Time) ([]domain.PendingEvent, error) {
 		return s.RevokeTokens(reason, now)
 	})
@@ -287,6 +300,22 @@ func upsertStatusSQL(st Status, now time.Time) (string, []any) {
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET banned = EXCLUDED.banned, not_before = EXCLUDED.not_before,
 			version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`,
 		[]any{st.Tenant.String(), st.User.Int64(), st.Banned, nb, st.Version, now.UTC()}
+}
+
+// requireAccount answers domain.ErrNotFound unless user has a confirmed account in tenant: one
+// indexed lookup (credentials' unique (tenant_id, user_id)), so a governance command never writes
+// the events of a user that does not exist, or exists only in another tenant.
+func (s *Service) requireAccount(ctx context.Context, tenant domain.TenantID, user domain.UserID) error {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM credentials WHERE tenant_id = $1 AND user_id = $2 AND confirmed)`,
+		tenant.String(), user.Int64()).Scan(&ok)
+	if err != nil {
+		return dbErr("look up account", err)
+	}
+	if !ok {
+		return fmt.Errorf("account %s/%s: %w", tenant, user, domain.ErrNotFound)
+	}
+	return nil
 }
 
 // SetPassword replaces user's password hash. Errors: *domain.ValidationError for a password

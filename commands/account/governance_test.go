@@ -161,6 +161,7 @@ func TestGovernanceDecidesOnTheStreamWhenTheStatusRowIsBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := account.Meta{Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops"}}
+	e.accountsOf(t, tenant, 41, 42, 43)
 	for _, uid := range []domain.UserID{41, 42} {
 		if _, err := gov.Ban(ctx, tenant, uid, "spam", meta); err != nil {
 			t.Fatal(err)
@@ -225,6 +226,7 @@ func TestGovernanceOnAStaleGuardDecidesOnTheStream(t *testing.T) {
 	b, guardB := node()
 	meta := account.Meta{Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops"}}
 	const uid = domain.UserID(7)
+	e.accountsOf(t, tenant, uid)
 	if _, err := a.Ban(ctx, tenant, uid, "spam", meta); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ func TestConsumerStoppedMidBatchLosesNothingAndRunsNothingTwice(t *testing.T) {
 	ctx := testenv.Context(t)
 	tid := newTenantID(t)
 	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
+	e.accountsOf(tid, 501, 502, 503)
 
 	hold := make(chan struct{})
 	e.sent.mu.Lock()
@@ -102,6 +103,9 @@ func TestCommandsOfOneKeyKeepTheirOrderInABatch(t *testing.T) {
 	tid := newTenantID(t)
 	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
 	const users = 12
+	for u := 1; u <= users; u++ {
+		e.accountsOf(tid, int64(600+u))
+	}
 	order := []domain.AdminCommandType{domain.CmdUserBan, domain.CmdUserUnban, domain.CmdUserBan, domain.CmdUserUnban, domain.CmdUserBan}
 	var all []domain.AdminCommand
 	var msgs []*sarama.ProducerMessage

@@ -166,6 +166,7 @@ func TestRedeliveredCommandRunsOnce(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	tid := newTenantID(t)
 	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
+	e.accountsOf(tid, 42)
 	cmd := command(tid.String(), domain.CmdUserRevokeTokens, `{"user_id":"42","reason":"leaked"}`)
 	first := e.send(cmd)
 	events := e.events(tid)
@@ -268,5 +269,42 @@ func TestRejectedCommandsChangeNothing(t *testing.T) {
 	}
 	if _, err := e.registry.Get(testenv.Context(t), domain.MustTenantID("nosuch")); err == nil {
 		t.Fatal("a command for an unknown tenant created it")
+	}
+}
+
+// TestUserCommandsOnUnknownUserAreNotFound: every user command naming a user without an account
+// in the command's tenant (an id never issued, the largest id, a user of another tenant) is
+// rejected not_found and writes nothing, in neither tenant.
+func TestUserCommandsOnUnknownUserAreNotFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	ctx := testenv.Context(t)
+	tid, other := newTenantID(t), newTenantID(t)
+	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
+	e.ok(command(other.String(), domain.CmdTenantProvision, `{}`))
+	stranger, err := e.accounts.Register(ctx, account.Register{Tenant: other, Login: "stranger", Password: "correct horse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, baseOther := e.events(tid), e.events(other)
+	for _, uid := range []string{"9223372036854775807", "424242", stranger.User.String()} {
+		for _, c := range []struct {
+			typ     domain.AdminCommandType
+			payload string
+		}{
+			{domain.CmdUserBan, `{"user_id":"%s","reason":"spam"}`},
+			{domain.CmdUserUnban, `{"user_id":"%s"}`},
+			{domain.CmdUserKick, `{"user_id":"%s"}`},
+			{domain.CmdUserRevokeTokens, `{"user_id":"%s"}`},
+			{domain.CmdUserResetPassword, `{"user_id":"%s","password":"brand new secret"}`},
+		} {
+			e.rejected(command(tid.String(), c.typ, fmt.Sprintf(c.payload, uid)), "not_found")
+		}
+	}
+	if n, m := e.events(tid), e.events(other); n != base || m != baseOther {
+		t.Fatalf("events after the rejected commands: %d and %d, want %d and %d", n, m, base, baseOther)
+	}
+	if err := e.guard.Check(other, stranger.User, time.Now()); err != nil {
+		t.Fatalf("the other tenant's user is refused: %v", err)
 	}
 }

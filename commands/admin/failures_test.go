@@ -95,6 +95,7 @@ func TestTakeoverFindsCommittedEvents(t *testing.T) {
 	ctx := testenv.Context(t)
 	tid := newTenantID(t)
 	e.ok(command(tid.String(), domain.CmdTenantProvision, `{}`))
+	e.accountsOf(tid, 77)
 	cmd := command(tid.String(), domain.CmdUserBan, `{"user_id":"77"}`)
 	gov, _ := account.NewGovernance(account.GovernanceDeps{Pool: e.pool, Store: e.store, Accounts: e.accounts})
 	if _, err := gov.Ban(ctx, tid, 77, "", account.Meta{Actor: cmd.Actor, CausationID: cmd.EventID.String()}); err != nil {

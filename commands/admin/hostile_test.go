@@ -73,6 +73,7 @@ func TestHostileEnvelopeStringsAreRejectedBeforeAnythingIsWritten(t *testing.T) 
 	tid := newTenantID(t)
 	ten := tid.String()
 	e.ok(command(ten, domain.CmdTenantProvision, `{}`))
+	e.accountsOf(tid, 42, 43)
 	long := strings.Repeat("x", 400_000)
 	for i, c := range []struct {
 		name  string
@@ -203,6 +204,9 @@ func TestSameCommandOnManyPartitionsRunsOnceAndAnswersEveryCopy(t *testing.T) {
 	ten := tid.String()
 	e.ok(command(ten, domain.CmdTenantProvision, `{}`))
 	const ids, copies = 50, 4
+	for i := range ids {
+		e.accountsOf(tid, int64(1000+i))
+	}
 	var (
 		cmds []domain.AdminCommand
 		recs []*sarama.ProducerMessage
@@ -331,6 +335,7 @@ func TestOversizedResultIsReplacedBySmallFailure(t *testing.T) {
 	cfg := admin.Config{MaxResultBytes: 4096, Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond,
 		MaxInterval: 50 * time.Millisecond}}
 	e.startConsumer("test-2", cfg)
+	e.accountsOf(tid, 42, 43)
 	big := command(ten, domain.CmdUserKick, `{"user_id":"42"}`)
 	next := command(ten, domain.CmdUserKick, `{"user_id":"43"}`)
 	e.produceTo(record(0, strings.Repeat("k", 8000), marshal(t, big)), record(0, "k0", marshal(t, next)))
