@@ -78,6 +78,9 @@ func NewSendMessage(in SendMessageInput, maxContentBytes int) (SendMessage, erro
 	}
 	if len(in.Head) > 0 && string(in.Head) != "null" {
 		if err := json.Unmarshal(in.Head, &cmd.Head); err != nil {
+			if ve := (*domain.ValidationError)(nil); errors.As(err, &ve) {
+				return SendMessage{}, ve // head.mentions/bad_format: a value, not the JSON, is wrong
+			}
 			return SendMessage{}, invalidField("head", "bad_json", domain.DescribeJSONError(err))
 		}
 	}

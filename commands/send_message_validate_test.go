@@ -30,7 +30,9 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		{"bad tenant", func(in *commands.SendMessageInput) { in.Tenant = "Acme!" }, "tenant_id", "bad_format"},
 		{"unknown msg type", func(in *commands.SendMessageInput) { in.MsgType = "sticker" }, "msg_type", "unknown"},
 		{"bad head", func(in *commands.SendMessageInput) { in.Head = []byte(`{"mentions":[0]}`) }, "head", "bad_json"},
-		{"bad mention", func(in *commands.SendMessageInput) { in.Head = []byte(`{"mentions":["-4"]}`) }, "head", "bad_json"},
+		{"bad mention", func(in *commands.SendMessageInput) { in.Head = []byte(`{"mentions":["-4"]}`) }, "head.mentions", "bad_format"},
+		{"mention not a number", func(in *commands.SendMessageInput) { in.Head = []byte(`{"mentions":["7","abc"]}`) }, "head.mentions", "bad_format"},
+		{"mention zero", func(in *commands.SendMessageInput) { in.Head = []byte(`{"mentions":["0"]}`) }, "head.mentions", "bad_format"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

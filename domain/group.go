@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ const (
 	MaxGroupIntroLen    = 512
 	MaxAnnouncementLen  = 2000
 	MaxJoinMessageLen   = 256
-	MaxAvatarURLLen     = 512 // bytes; avatars are URLs or storage keys
+	MaxAvatarURLLen     = 512 // bytes; avatars are absolute http(s) URLs
 	maxGroupIDTextBytes = 32
 )
 
@@ -78,7 +79,8 @@ type GroupProfile struct {
 }
 
 // NewGroupProfile validates the profile: name 1..MaxGroupNameLen characters on one line, avatar
-// at most MaxAvatarURLLen bytes without spaces, intro at most MaxGroupIntroLen characters.
+// empty or an absolute http(s) URL of at most MaxAvatarURLLen bytes without spaces, intro at most
+// MaxGroupIntroLen characters.
 func NewGroupProfile(name, avatar, intro string) (GroupProfile, error) {
 	if err := checkText("name", name, true, MaxGroupNameLen, false); err != nil {
 		return GroupProfile{}, err
@@ -405,8 +407,13 @@ func checkText(field, s string, required bool, max int, multiline bool) error {
 	return nil
 }
 
-// checkAvatar validates an optional avatar URL or storage key.
+// checkAvatar validates an optional avatar: empty, or an absolute http or https URL with a host
+// (a URL a client may load as an image; javascript:, data: and relative references are refused),
+// at most MaxAvatarURLLen bytes without spaces or control characters.
 func checkAvatar(s string) error {
+	if s == "" {
+		return nil
+	}
 	if len(s) > MaxAvatarURLLen {
 		return invalid("avatar", "too_long", "at most "+strconv.Itoa(MaxAvatarURLLen)+" bytes")
 	}
@@ -417,6 +424,10 @@ func checkAvatar(s string) error {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
 			return invalid("avatar", "bad_format", "no spaces or control characters")
 		}
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return invalid("avatar", "bad_format", "an absolute http or https URL")
 	}
 	return nil
 }

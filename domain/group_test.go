@@ -64,6 +64,10 @@ func TestNewGroupProfileValidates(t *testing.T) {
 		{"name on two lines", "a\nb", "", "", "invalid:name:bad_format"},
 		{"intro too long", "ok", "", strings.Repeat("x", domain.MaxGroupIntroLen+1), "invalid:intro:too_long"},
 		{"avatar with tab", "ok", "a\tb", "", "invalid:avatar:bad_format"},
+		{"avatar javascript:", "ok", "javascript:alert(1)", "", "invalid:avatar:bad_format"},
+		{"avatar data:", "ok", "data:text/html,<script>alert(1)</script>", "", "invalid:avatar:bad_format"},
+		{"avatar relative", "ok", "g.png", "", "invalid:avatar:bad_format"},
+		{"avatar http", "ok", "http://cdn.example/g.png", "", ""},
 	}
 	for _, c := range cases {
 		p, err := domain.NewGroupProfile(c.gname, c.avatar, c.intro)

@@ -135,6 +135,34 @@ type Head struct {
 	Files []string `json:"files,omitempty"`
 }
 
+// UnmarshalJSON decodes a head as encoding/json would, except that a mention that is a string
+// but not a user id ("abc", "0", "-1") is a *ValidationError head.mentions/bad_format, like
+// the other rules of Validate, rather than a JSON error; a mention of another JSON type (a
+// number) stays a JSON error. REST and the WebSocket pub both decode heads through it.
+func (h *Head) UnmarshalJSON(b []byte) error {
+	type plain Head // without this method
+	in := struct {
+		*plain
+		Mentions []string `json:"mentions,omitempty"` // shadows plain's, read as text first
+	}{plain: (*plain)(h)}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	if in.Mentions == nil {
+		return nil
+	}
+	ids := make([]UserID, 0, len(in.Mentions))
+	for _, m := range in.Mentions {
+		id, err := ParseUserID(m)
+		if err != nil {
+			return invalid("head.mentions", "bad_format", "user id strings (positive 64-bit decimal numbers)")
+		}
+		ids = append(ids, id)
+	}
+	h.Mentions = ids
+	return nil
+}
+
 // Validate checks mention count and seq ranges; it deduplicates mentions in place.
 func (h *Head) Validate() error {
 	if len(h.Mentions) > MaxMentions {

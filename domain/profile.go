@@ -23,8 +23,8 @@ type UserProfile struct {
 }
 
 // NewUserProfile validates the profile: nickname 1..MaxNicknameLen characters on one line,
-// avatar at most MaxAvatarURLLen bytes without spaces, signature at most MaxSignatureLen
-// characters on one line. Failures are *ValidationError with field nickname, avatar or signature
+// avatar empty or an absolute http(s) URL of at most MaxAvatarURLLen bytes without spaces,
+// signature at most MaxSignatureLen characters on one line. Failures are *ValidationError with field nickname, avatar or signature
 // and reason required, too_long or bad_format.
 func NewUserProfile(nickname, avatar, signature string) (UserProfile, error) {
 	if err := checkText("nickname", nickname, true, MaxNicknameLen, false); err != nil {
@@ -64,7 +64,9 @@ func (p UserProfile) Patch() ProfilePatch {
 
 // Merge returns base with the patch's fields set, validated as NewUserProfile. The fields the
 // patch sets are checked first, so a bad value is reported as itself even when base is empty;
-// then the merged profile, so an empty base with no nickname set is nickname/required.
+// then the merged profile, so an empty base with no nickname set is nickname/required. An avatar
+// the patch leaves alone is kept as recorded, even one an older rule admitted that the URL rule
+// of NewUserProfile would refuse, so such a profile can still change its other fields.
 func (pp ProfilePatch) Merge(base UserProfile) (UserProfile, error) {
 	if pp.Nickname != nil {
 		if err := checkText("nickname", *pp.Nickname, true, MaxNicknameLen, false); err != nil {
@@ -83,6 +85,14 @@ func (pp ProfilePatch) Merge(base UserProfile) (UserProfile, error) {
 			return UserProfile{}, err
 		}
 		base.signature = *pp.Signature
+	}
+	if pp.Avatar == nil {
+		p, err := NewUserProfile(base.nickname, "", base.signature)
+		if err != nil {
+			return UserProfile{}, err
+		}
+		p.avatar = base.avatar
+		return p, nil
 	}
 	return NewUserProfile(base.nickname, base.avatar, base.signature)
 }

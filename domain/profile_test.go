@@ -24,6 +24,16 @@ func TestNewUserProfileValidates(t *testing.T) {
 		{"nickname not utf-8", "Mei\xff", "", "", "invalid:nickname:bad_format"},
 		{"avatar with space", "Mei", "https://cdn.example/a b.png", "", "invalid:avatar:bad_format"},
 		{"avatar too long", "Mei", "https://" + strings.Repeat("a", domain.MaxAvatarURLLen), "", "invalid:avatar:too_long"},
+		{"avatar javascript:", "Mei", "javascript:alert(1)", "", "invalid:avatar:bad_format"},
+		{"avatar javascript: upper case", "Mei", "JavaScript://cdn.example/%0Aalert(1)", "", "invalid:avatar:bad_format"},
+		{"avatar data:", "Mei", "data:image/png;base64,iVBORw0KGgo=", "", "invalid:avatar:bad_format"},
+		{"avatar relative", "Mei", "/img/a.png", "", "invalid:avatar:bad_format"},
+		{"avatar scheme-relative", "Mei", "//cdn.example/a.png", "", "invalid:avatar:bad_format"},
+		{"avatar ftp", "Mei", "ftp://cdn.example/a.png", "", "invalid:avatar:bad_format"},
+		{"avatar without host", "Mei", "https:///a.png", "", "invalid:avatar:bad_format"},
+		{"avatar opaque http", "Mei", "http:cdn.example/a.png", "", "invalid:avatar:bad_format"},
+		{"avatar storage key", "Mei", "avatars/7.png", "", "invalid:avatar:bad_format"},
+		{"avatar http", "Mei", "http://cdn.example:8080/a.png?size=64", "", ""},
 		{"signature too long", "Mei", "", strings.Repeat("x", domain.MaxSignatureLen+1), "invalid:signature:too_long"},
 		{"signature with control", "Mei", "", "a\x00b", "invalid:signature:bad_format"},
 	}
@@ -184,5 +194,32 @@ func TestProfilePatchMergesIntoTheFoldedProfile(t *testing.T) {
 	s, _ := domain.NewProfileState(tenantA, me)
 	if _, err := s.Patch(asIn(tenantA, me+1), base.Patch(), t0); reasonOf(err) != domain.ReasonNotSelf {
 		t.Errorf("patch by another user: %v", err)
+	}
+}
+
+// TestProfilePatchKeepsARecordedAvatarItLeavesAlone: a profile recorded with an avatar the URL
+// rule now refuses can still change its other fields (the avatar is kept as recorded), while a
+// patch that sets such an avatar is refused.
+func TestProfilePatchKeepsARecordedAvatarItLeavesAlone(t *testing.T) {
+	t.Parallel()
+	const me domain.UserID = 33
+	str := func(s string) *string { return &s }
+	base, _ := domain.NewUserProfile("Mei", "", "night owl")
+	s, _ := domain.NewProfileState(tenantA, me)
+	evs, err := s.Update(asIn(tenantA, me), base, t0)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("update: %v %v", evs, err)
+	}
+	evs[0].Payload.(*domain.UserProfileUpdated).Avatar = "avatars/legacy.png" // recorded under the older rule
+	commit(t, tenantA, evs, nil, &s)
+	evs, err = s.Patch(asIn(tenantA, me), domain.ProfilePatch{Nickname: str("Li")}, t0.Add(1))
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("patching the nickname beside a legacy avatar: %v %v", evs, err)
+	}
+	if got := evs[0].Payload.(*domain.UserProfileUpdated); got.Nickname != "Li" || got.Avatar != "avatars/legacy.png" {
+		t.Fatalf("patched profile %+v, want nickname Li and the avatar kept", got)
+	}
+	if _, err := s.Patch(asIn(tenantA, me), domain.ProfilePatch{Avatar: str("javascript:alert(1)")}, t0.Add(2)); reasonOf(err) != "invalid:avatar:bad_format" {
+		t.Fatalf("setting a javascript: avatar: %v", err)
 	}
 }
