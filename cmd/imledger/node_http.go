@@ -102,7 +102,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	if n.pf.files != nil {
 		handlers.Files, handlers.FileRefs, handlers.FileURLs = n.pf.files, n.pf.filedb, n.pf.urls
 		cfg.MaxFileBytes = n.pf.files.Config().MaxBytes
-		mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(n.pf.files, n.pf.urls))
+		mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(n.pf.files, n.pf.urls))
 	}
 	if _, err := rest.New(mux, cfg, handlers); err != nil {
 		return err

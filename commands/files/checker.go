@@ -55,15 +55,20 @@ func (r Rules) Check(_ context.Context, in CheckInput) (Verdict, error) {
 	return Verdict{Approved: true}, nil
 }
 
+// mediaType is the type/subtype of a content type, or "" when it does not parse (no file
+// created since creation normalised its type has one; such a type is allowed by no list).
 func mediaType(s string) string {
 	t, _, err := mime.ParseMediaType(s)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(s))
+	if err != nil || !strings.Contains(t, "/") {
+		return ""
 	}
 	return t
 }
 
 func allowed(t string, list []string) bool {
+	if t == "" {
+		return false
+	}
 	for _, a := range list {
 		a = strings.ToLower(strings.TrimSpace(a))
 		if a == t || (strings.HasSuffix(a, "/*") && strings.HasPrefix(t, strings.TrimSuffix(a, "*"))) {

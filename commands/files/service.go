@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -123,15 +125,41 @@ type CreateFile struct {
 	Size        int64
 }
 
+// MaxContentTypeBytes bounds a file's content type, as declared and as normalised.
+const MaxContentTypeBytes = 128
+
+// NormalizeContentType parses a declared content type with mime.ParseMediaType and returns it
+// as mime.FormatMediaType writes it: type and parameter names in lower case, values quoted or
+// encoded where they must be, so it is safe as a Content-Type header. ok is false for anything
+// that is not type/subtype with well-formed parameters (CR, LF and other control characters
+// included) or that is longer than MaxContentTypeBytes.
+func NormalizeContentType(s string) (string, bool) {
+	if len(s) > MaxContentTypeBytes {
+		return "", false
+	}
+	t, params, err := mime.ParseMediaType(s)
+	if err != nil || !strings.Contains(t, "/") {
+		return "", false
+	}
+	out := mime.FormatMediaType(t, params)
+	if out == "" || len(out) > MaxContentTypeBytes {
+		return "", false
+	}
+	return out, true
+}
+
 func (c CreateFile) validate(max int64) error {
 	var errs []error
 	if c.Uploader <= 0 {
 		errs = append(errs, &domain.ValidationError{Field: "uploader", Reason: "required"})
 	}
-	if c.Name == "" || len(c.Name) > 255 || !utf8.ValidString(c.Name) || strings.ContainsAny(c.Name, "/\\\x00") {
+	switch {
+	case !utf8.ValidString(c.Name) || strings.ContainsFunc(c.Name, unicode.IsControl):
+		errs = append(errs, &domain.ValidationError{Field: "name", Reason: "bad_text", Detail: "UTF-8 without control characters"})
+	case c.Name == "" || len(c.Name) > 255 || strings.ContainsAny(c.Name, "/\\"):
 		errs = append(errs, &domain.ValidationError{Field: "name", Reason: "bad_format", Detail: "1-255 bytes of UTF-8, no slashes"})
 	}
-	if mediaType(c.ContentType) == "" || !strings.Contains(c.ContentType, "/") || len(c.ContentType) > 128 {
+	if _, ok := NormalizeContentType(c.ContentType); !ok {
 		errs = append(errs, &domain.ValidationError{Field: "content_type", Reason: "bad_format", Detail: "a media type such as image/png"})
 	}
 	if c.Size <= 0 {
@@ -147,6 +175,7 @@ func (s *Service) Create(ctx context.Context, c CreateFile) (domain.FileRecord, 
 	if err := c.validate(s.cfg.MaxBytes); err != nil {
 		return domain.FileRecord{}, err
 	}
+	c.ContentType, _ = NormalizeContentType(c.ContentType)
 	id, err := uuid.NewV7()
 	if err != nil {
 		return domain.FileRecord{}, err

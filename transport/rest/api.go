@@ -252,6 +252,9 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	a.huma.UseMiddleware(withRequestID, withRemoteAddr, a.authenticate, a.checkInput, a.idempotent, a.recoverPanics)
 	a.registerAll()
 	a.document()
+	if a.h.Files != nil {
+		a.documentDownload()
+	}
 	docs := a.docsPage()
 	mux.Handle("GET "+DocsPath, docs)
 	mux.Handle("GET "+DocsPath+"/", docs)

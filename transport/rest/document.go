@@ -33,6 +33,7 @@ var reasonDocs = []ReasonDoc{
 	{http.StatusUnauthorized, ReasonAPIKeyInvalid, "unknown or revoked tenant API key; details {header}"},
 	{http.StatusUnauthorized, ReasonInvalidCredentials, "login refused: unknown login or wrong password"},
 	{http.StatusForbidden, ReasonForbidden, "refused without a more specific reason"},
+	{http.StatusForbidden, ReasonSignatureInvalid, "the download URL's signature is bad or expired; ask for a new URL"},
 	{http.StatusForbidden, domain.ReasonTenantNotFound, "the tenant is not in the registry"},
 	{http.StatusForbidden, domain.ReasonTenantSuspended, "the tenant is suspended"},
 	{http.StatusForbidden, domain.ReasonUserBanned, "the user is banned"},

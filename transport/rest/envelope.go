@@ -91,7 +91,11 @@ func requestError(requestID string, status int, msg string, errs []error) *Error
 		// 400 from huma is a body that is not JSON; 422 is JSON that breaks the schema (a wrong
 		// type, an unknown property). Both are invalid input to clients.
 		reason, message := "schema", msg
-		if status == http.StatusBadRequest {
+		switch {
+		case status == http.StatusBadRequest && msg == "request body is required":
+			// huma's answer to an empty body where one is required: nothing was malformed.
+			reason, message = "required", "a JSON body is required"
+		case status == http.StatusBadRequest:
 			reason, message = "bad_json", "malformed JSON body"
 		}
 		details := map[string]any{"field": "body", "reason": reason}

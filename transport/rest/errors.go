@@ -24,6 +24,7 @@ const (
 	ReasonAPIKeyInvalid          = "api_key_invalid"          // 401: unknown or revoked tenant API key
 	ReasonInvalidCredentials     = "invalid_credentials"      // 401: login refused (unknown login or wrong password)
 	ReasonForbidden              = "forbidden"                // 403 without a more specific reason
+	ReasonSignatureInvalid       = "signature_invalid"        // 403: a download URL's signature is bad or expired
 	ReasonNotFound               = "not_found"                // 404: also an unknown route
 	ReasonMethodNotAllowed       = "method_not_allowed"       // 405: the route exists for other methods; header Allow
 	ReasonConflict               = "conflict"                 // 409: concurrent change; retryable

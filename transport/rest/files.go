@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -222,37 +223,135 @@ func (a *API) readableFile(ctx context.Context, p Principal, id string) (domain.
 }
 
 // FileDownload serves GET /v1/im/files/{id}/content with a signed query and no token: the bytes
-// of an uploaded file that was not rejected, with its content type. A bad or expired signature
-// is 403, a rejected file 403 file_rejected, an unknown or collected one 404.
+// of an uploaded file that was not rejected, with its content type. Its errors are the JSON
+// envelope: a bad or expired signature is 403 signature_invalid, a rejected file 403
+// file_rejected, an unknown or collected one 404 not_found, a store that fails 503 retry. The
+// API's OpenAPI document describes it (operation download-file) when the file endpoints are on.
 func FileDownload(fs FileService, signer FileURLSigner) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, q := r.PathValue("id"), r.URL.Query()
+		rid := r.Header.Get(HeaderRequestID)
+		if !requestIDRe.MatchString(rid) {
+			rid = newRequestID()
+		}
 		if !signer.Verify(q.Get("tenant"), id, q.Get("expires"), q.Get("sig"), time.Now()) {
-			http.Error(w, "bad or expired signature", http.StatusForbidden)
+			writeHTTPError(w, r, newError(rid, http.StatusForbidden, ReasonSignatureInvalid,
+				"the download URL's signature is bad or expired; ask for a new URL", nil))
 			return
 		}
 		tenant, err := domain.NewTenantID(q.Get("tenant"))
 		if err != nil {
-			http.Error(w, "bad tenant", http.StatusBadRequest)
+			writeHTTPError(w, r, newError(rid, http.StatusBadRequest, ReasonInvalid, "invalid tenant",
+				map[string]any{"field": "tenant", "reason": "bad_format"}))
 			return
 		}
 		f, rc, err := fs.Open(r.Context(), tenant, id)
 		switch {
-		case errors.Is(err, files.ErrRejected):
-			http.Error(w, "file_rejected", http.StatusForbidden)
-			return
-		case errors.Is(err, domain.ErrNotFound):
-			http.Error(w, "not_found", http.StatusNotFound)
+		case errors.Is(err, files.ErrRejected), errors.Is(err, domain.ErrNotFound):
+			writeHTTPError(w, r, mapError(rid, err))
 			return
 		case err != nil:
-			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			e := newError(rid, http.StatusServiceUnavailable, ReasonRetry, "the file store is unavailable, retry",
+				map[string]any{"retryable": true})
+			e.headers.Set("Retry-After", "1")
+			writeHTTPError(w, r, e)
 			return
 		}
 		defer rc.Close()
-		w.Header().Set("Content-Type", f.ContentType)
+		w.Header().Set(HeaderRequestID, rid)
+		w.Header().Set("Content-Type", downloadType(f.ContentType))
 		w.Header().Set("Content-Length", strconv.FormatInt(f.Size, 10))
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(f.Name))
+		w.Header().Set("Content-Disposition", attachment(f.Name))
 		_, _ = io.Copy(w, rc)
 	})
+}
+
+// DownloadPath is the route of FileDownload, which the caller mounts on the mux beside the API.
+const DownloadPath = "/v1/im/files/{id}/content"
+
+// documentDownload adds FileDownload to the OpenAPI document by hand: it is a plain handler
+// (it streams the bytes, with no token), so huma does not know it, and the error responses
+// operationReasons derives (401, Idempotency-Key) are not its own.
+func (a *API) documentDownload() {
+	doc := a.huma.OpenAPI()
+	item := doc.Paths[DownloadPath]
+	if item == nil {
+		item = &huma.PathItem{}
+	}
+	var errContent map[string]*huma.MediaType
+	if item.Put != nil && item.Put.Responses["400"] != nil {
+		errContent = item.Put.Responses["400"].Content
+	}
+	query := func(name, doc string) *huma.Param {
+		return &huma.Param{Name: name, In: "query", Required: true, Description: doc, Schema: &huma.Schema{Type: huma.TypeString}}
+	}
+	resp := func(status int, reasons ...string) *huma.Response {
+		return &huma.Response{Description: reasonsDescription(status, reasons), Content: errContent,
+			Extensions: map[string]any{ExtReasons: reasons}}
+	}
+	item.Get = &huma.Operation{
+		OperationID: "download-file", Method: http.MethodGet, Path: DownloadPath, Tags: []string{"files"},
+		Summary: "Download a file's bytes from a signed URL",
+		Description: "The path GET /v1/im/files/{id}/url answers, valid for files.url_ttl; no token. The bytes come with the " +
+			"file's normalised content type and Content-Disposition: attachment naming the file. Errors are the envelope.",
+		Security: []map[string][]string{},
+		Parameters: []*huma.Param{
+			{Name: "id", In: "path", Required: true, Description: "File id (UUID)", Schema: &huma.Schema{Type: huma.TypeString, Format: "uuid"}},
+			query("tenant", "The file's tenant"),
+			query("expires", "Unix time the URL expires at"),
+			query("sig", "HMAC-SHA256 signature of tenant, file and expiry"),
+		},
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The file's bytes",
+				Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}},
+				Headers: map[string]*huma.Param{
+					"Content-Disposition": {Description: "attachment with the file's name", Schema: &huma.Schema{Type: huma.TypeString}},
+				}},
+			"400": resp(http.StatusBadRequest, ReasonInvalid),
+			"403": resp(http.StatusForbidden, ReasonSignatureInvalid, files.ErrRejected.Reason),
+			"404": resp(http.StatusNotFound, ReasonNotFound),
+			"503": resp(http.StatusServiceUnavailable, ReasonRetry),
+		},
+	}
+	item.Get.Responses["503"].Headers = header("Retry-After", "Seconds to wait before trying again")
+	doc.Paths[DownloadPath] = item
+}
+
+// writeHTTPError answers a plain net/http handler's request with e in the envelope, as huma's
+// handlers answer.
+func writeHTTPError(w http.ResponseWriter, r *http.Request, e *Error) {
+	h := w.Header()
+	for k, vs := range e.headers {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderRequestID, e.RequestID)
+	w.WriteHeader(e.status)
+	if r.Method != http.MethodHead {
+		_ = huma.DefaultJSONFormat.Marshal(w, e)
+	}
+}
+
+// downloadType is the Content-Type a file is served with: its content type as
+// files.NormalizeContentType writes it, application/octet-stream when the stored one does not
+// parse (a record from before creation normalised it), so no stored text reaches the header as it is.
+func downloadType(stored string) string {
+	if ct, ok := files.NormalizeContentType(stored); ok {
+		return ct
+	}
+	return "application/octet-stream"
+}
+
+// attachment is the Content-Disposition of a download named name: mime.FormatMediaType quotes
+// the name, or writes it as an RFC 2231 filename* parameter (UTF-8, percent-encoded) when it
+// holds bytes outside printable ASCII, so no name can end the parameter or the header; a name
+// it cannot write is left out.
+func attachment(name string) string {
+	if cd := mime.FormatMediaType("attachment", map[string]string{"filename": name}); cd != "" {
+		return cd
+	}
+	return "attachment"
 }

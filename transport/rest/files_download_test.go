@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,10 +45,10 @@ func (q *checkQueue) take() []files.CheckTask {
 	return out
 }
 
-// TestSignedDownloadIsByteEqual: a file uploaded through the service is served byte for byte at
-// its signed URL without a token; a changed signature, an expired URL and a rejected file are 403.
-func TestSignedDownloadIsByteEqual(t *testing.T) {
-	t.Parallel()
+// downloadService is a file service over a new tenant's read model and a bucket in a temporary
+// directory, with its security checks queued for the test to run.
+func downloadService(t *testing.T) (*files.Service, domain.TenantID, *checkQueue) {
+	t.Helper()
 	ctx := testenv.Context(t)
 	_, store := storetest.EventStore(t, 4)
 	testenv.MySQLServer(t)
@@ -71,6 +72,15 @@ func TestSignedDownloadIsByteEqual(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return svc, tenant, q
+}
+
+// TestSignedDownloadIsByteEqual: a file uploaded through the service is served byte for byte at
+// its signed URL without a token; a changed signature, an expired URL and a rejected file are 403.
+func TestSignedDownloadIsByteEqual(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	svc, tenant, q := downloadService(t)
 	upload := func(name, ctype string, body []byte) domain.FileRecord {
 		f, err := svc.Create(ctx, files.CreateFile{Tenant: tenant, Uploader: 7, Name: name, ContentType: ctype, Size: int64(len(body))})
 		if err != nil {
@@ -117,5 +127,46 @@ func TestSignedDownloadIsByteEqual(t *testing.T) {
 	rejected, _ := signer.Sign(tenant, bad.ID, time.Now())
 	if code, got := get(rejected); code != http.StatusForbidden || bytes.Contains(got, []byte("html")) {
 		t.Fatalf("rejected file: %d %q, want 403 without its bytes", code, got)
+	}
+}
+
+// TestDownloadHeadersCarryNameAndTypeSafely: the download's Content-Disposition names the file
+// with its exact name, whatever characters it holds (quotes, semicolons, '=', non-ASCII), as
+// mime.ParseMediaType reads it back, and its Content-Type is the normalised type.
+func TestDownloadHeadersCarryNameAndTypeSafely(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	svc, tenant, _ := downloadService(t)
+	signer := rest.FileURLSigner{Key: []byte("k"), TTL: time.Minute}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(svc, signer))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	body := []byte("plain text bytes\n")
+	for _, name := range []string{`résumé "final"; x=1.txt`, `a=b.txt`, `plain name.txt`, `quote"mark.txt`} {
+		f, err := svc.Create(ctx, files.CreateFile{Tenant: tenant, Uploader: 7, Name: name, ContentType: "TEXT/plain; Charset=UTF-8", Size: int64(len(body))})
+		if err != nil {
+			t.Fatalf("create %q: %v", name, err)
+		}
+		if _, err := svc.Upload(ctx, tenant, 7, f.ID, bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+		path, _ := signer.Sign(tenant, f.ID, time.Now())
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("download %q: %d", name, resp.StatusCode)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=UTF-8" {
+			t.Errorf("download %q: Content-Type %q, want text/plain; charset=UTF-8", name, ct)
+		}
+		cd := resp.Header.Get("Content-Disposition")
+		disp, params, err := mime.ParseMediaType(cd)
+		if err != nil || disp != "attachment" || params["filename"] != name {
+			t.Errorf("download %q: Content-Disposition %q reads as %q %q (%v)", name, cd, disp, params["filename"], err)
+		}
 	}
 }

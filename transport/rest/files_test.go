@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/rest"
@@ -171,4 +174,161 @@ func TestSendReferencesOnlyReadableFiles(t *testing.T) {
 	expect(t, "bob's URL of the shared file", fileURL(bob, approved), http.StatusOK, "ok")
 	expect(t, "bob forwards the shared file", send(bob, bobs, "fwd", approved), http.StatusCreated, "ok")
 	expect(t, "bob forwards a shared file not checked yet", send(bob, bobs, "fwd-2", unchecked), http.StatusForbidden, domain.ReasonFileNotReadable)
+}
+
+// TestFileCreateRefusesHeaderBreakingInput: a content type that does not parse as a media type
+// (CR/LF, an unterminated quote) and a name with control characters are 400 invalid at creation
+// and write nothing; a content type that parses is stored as mime.FormatMediaType writes it.
+func TestFileCreateRefusesHeaderBreakingInput(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{reads: true, files: true})
+	_, alice := s.user(t, "alice")
+	events := func() int { return s.count(t, `SELECT count(*) FROM events WHERE tenant_id = $1`, s.tenant.String()) }
+	before := events()
+	for i, c := range []struct{ name, ctype, field, reason string }{
+		{"a.html", "text/html\r\nX-Evil: 1", "content_type", "bad_format"},
+		{"a.txt", `a/b; x="`, "content_type", "bad_format"},
+		{"a.txt", "text/plain; charset", "content_type", "bad_format"},
+		{"a.txt", "textplain", "content_type", "bad_format"},
+		{"a.txt", "text/plain\x7f", "content_type", "bad_format"},
+		{"a\r\nX-Evil: 1.txt", "text/plain", "name", "bad_text"},
+		{"a\nb.txt", "text/plain", "name", "bad_text"},
+		{"a\u0085b.txt", "text/plain", "name", "bad_text"},
+	} {
+		body, _ := json.Marshal(map[string]string{"name": c.name, "content_type": c.ctype, "size": "5"})
+		a := s.do(t, req{method: http.MethodPost, path: "/v1/im/files", token: alice, key: fmt.Sprintf("bad-%d", i), body: string(body)})
+		expect(t, fmt.Sprintf("create %q %q", c.name, c.ctype), a, http.StatusBadRequest, "invalid")
+		if a.Body.Details["field"] != c.field || a.Body.Details["reason"] != c.reason {
+			t.Errorf("create %q %q: details %v, want %s/%s", c.name, c.ctype, a.Body.Details, c.field, c.reason)
+		}
+	}
+	if n := events(); n != before {
+		t.Fatalf("the refused files wrote %d events", n-before)
+	}
+	a := s.do(t, req{method: http.MethodPost, path: "/v1/im/files", token: alice, key: "good",
+		body: `{"name":"notes.txt","content_type":"Text/Plain;Charset=utf-8","size":"5"}`})
+	expect(t, "create with a content type to normalise", a, http.StatusCreated, "ok")
+	id := a.data(t)["file_id"].(string)
+	if ct := a.data(t)["content_type"]; ct != "text/plain; charset=utf-8" {
+		t.Fatalf("content type answered %q, want text/plain; charset=utf-8", ct)
+	}
+	if f, err := s.files.Get(testCtx(t), s.tenant, id); err != nil || f.ContentType != "text/plain; charset=utf-8" {
+		t.Fatalf("content type stored %q (%v), want text/plain; charset=utf-8", f.ContentType, err)
+	}
+}
+
+// TestEmptyUploadIsSizeMismatch: an upload with no bytes, whatever Content-Type it names or
+// none, is the upload's own answer, 400 invalid body/size_mismatch, never a JSON decoding error.
+func TestEmptyUploadIsSizeMismatch(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{reads: true, files: true})
+	_, alice := s.user(t, "alice")
+	id := s.createFile(t, alice, "k1", "a.txt", "text/plain", 5)
+	for i, ct := range []string{"application/octet-stream", "", "application/json", "text/plain"} {
+		for _, chunked := range []bool{false, true} {
+			hr, err := http.NewRequestWithContext(testCtx(t), http.MethodPut, s.srv.URL+"/v1/im/files/"+id+"/content", io.NopCloser(strings.NewReader("")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hr.ContentLength = 0
+			if chunked {
+				hr.ContentLength = -1
+			}
+			if ct != "" {
+				hr.Header.Set("Content-Type", ct)
+			}
+			hr.Header.Set("Authorization", "Bearer "+alice)
+			hr.Header.Set(rest.HeaderIdempotencyKey, fmt.Sprintf("empty-%d-%v", i, chunked))
+			resp, err := s.srv.Client().Do(hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			var a answer
+			a.Status, a.Raw = resp.StatusCode, string(raw)
+			if err := json.Unmarshal(raw, &a.Body); err != nil {
+				t.Fatalf("empty upload as %q: not the envelope: %s", ct, raw)
+			}
+			expect(t, fmt.Sprintf("empty upload as %q (chunked %v)", ct, chunked), a, http.StatusBadRequest, rest.ReasonInvalid)
+			if a.Body.Details["field"] != "body" || a.Body.Details["reason"] != "size_mismatch" {
+				t.Errorf("empty upload as %q (chunked %v): details %v, want body/size_mismatch", ct, chunked, a.Body.Details)
+			}
+		}
+	}
+}
+
+// TestDownloadRouteIsDocumentedAndAnswersTheEnvelope: GET /v1/im/files/{id}/content is in the
+// OpenAPI document (public, with its statuses and reasons), and its errors are the JSON envelope
+// with one of the documented reasons: a bad or expired signature 403 signature_invalid, a
+// rejected file 403 file_rejected, an unknown file 404 not_found.
+func TestDownloadRouteIsDocumentedAndAnswersTheEnvelope(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{reads: true, files: true})
+	op, ok := s.apiDoc(t).Paths[rest.DownloadPath]["get"]
+	if !ok || op.OperationID != "download-file" || len(op.Security) != 0 {
+		t.Fatalf("GET %s in the document: %v %+v, want operation download-file without security", rest.DownloadPath, ok, op)
+	}
+	signer := rest.FileURLSigner{Key: []byte("file-url-key"), TTL: time.Minute} // the stack's
+	mux := http.NewServeMux()
+	mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(s.files, signer))
+	srv := httptest.NewServer(rest.RouteErrors(mux))
+	t.Cleanup(srv.Close)
+
+	_, alice := s.user(t, "alice")
+	body := []byte("some text\n")
+	good := s.createFile(t, alice, "k1", "notes.txt", "text/plain", len(body))
+	expect(t, "upload", s.putContent(t, alice, "k2", good, bytes.NewReader(body), int64(len(body))), http.StatusOK, "ok")
+	html := []byte("<html><body>not an image</body></html>")
+	bad := s.createFile(t, alice, "k3", "evil.png", "image/png", len(html))
+	expect(t, "upload", s.putContent(t, alice, "k4", bad, bytes.NewReader(html), int64(len(html))), http.StatusOK, "ok")
+	for _, task := range s.fileQueue.take() {
+		if err := s.files.Check(testCtx(t), task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sign := func(id string, at time.Time) string { p, _ := signer.Sign(s.tenant, id, at); return p }
+	goodPath := sign(good, time.Now())
+	for _, c := range []struct {
+		what, path string
+		status     int
+		reason     string
+	}{
+		{"a changed signature", strings.Replace(goodPath, "sig=", "sig=0", 1), http.StatusForbidden, rest.ReasonSignatureInvalid},
+		{"an expired URL", sign(good, time.Now().Add(-2*time.Minute)), http.StatusForbidden, rest.ReasonSignatureInvalid},
+		{"a rejected file", sign(bad, time.Now()), http.StatusForbidden, "file_rejected"},
+		{"an unknown file", sign("01a23b00-0000-7000-8000-000000000000", time.Now()), http.StatusNotFound, rest.ReasonNotFound},
+	} {
+		resp, err := srv.Client().Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		var env struct {
+			Code      int    `json:"code"`
+			Reason    string `json:"reason"`
+			Message   string `json:"message"`
+			RequestID string `json:"request_id"`
+		}
+		if err := json.Unmarshal(raw, &env); err != nil || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: not the envelope (%s): %q", c.what, resp.Header.Get("Content-Type"), raw)
+		}
+		if resp.StatusCode != c.status || env.Code != c.status || env.Reason != c.reason || env.Message == "" ||
+			env.RequestID == "" || env.RequestID != resp.Header.Get(rest.HeaderRequestID) {
+			t.Errorf("%s: %d %s, want %d %s", c.what, resp.StatusCode, raw, c.status, c.reason)
+		}
+		if r, ok := op.Responses[strconv.Itoa(resp.StatusCode)]; !ok || !slices.Contains(r.Reasons, env.Reason) {
+			t.Errorf("%s: %d %s is not documented: %+v", c.what, resp.StatusCode, env.Reason, op.Responses)
+		}
+	}
+	resp, err := srv.Client().Get(srv.URL + goodPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("signed download: %d %q", resp.StatusCode, got)
+	}
 }

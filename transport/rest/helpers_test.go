@@ -293,6 +293,7 @@ type req struct {
 	token              string
 	key                string // Idempotency-Key
 	headers            map[string]string
+	noType             bool // send the body without a Content-Type
 }
 
 func (s *stack) do(t testing.TB, r req) answer {
@@ -301,7 +302,7 @@ func (s *stack) do(t testing.TB, r req) answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.body != "" {
+	if r.body != "" && !r.noType {
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	if r.token != "" {

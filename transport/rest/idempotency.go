@@ -42,7 +42,7 @@ const (
 // bytes however many clients upload together.
 //
 // A claimed request runs with its answer buffered. Answers that a retry must not get again
-// (5xx, 408, 409, 425, 429) release the key; every other answer is stored for
+// (5xx, 408, 409, 425, 429, and 413 and 415, see storable) release the key; every other answer is stored for
 // Config.IdempotencyTTL and then sent exactly as stored, so the first answer and its replays are
 // byte-equal. When storing fails the answer is still sent, and the key frees itself after
 // Config.IdempotencyPendingTimeout.
@@ -137,9 +137,10 @@ func (a *API) idempotencyKey(ctx huma.Context) (IdempotencyKey, bool) {
 			"writes need an Idempotency-Key header", map[string]any{"header": HeaderIdempotencyKey}))
 		return IdempotencyKey{}, false
 	}
-	if len(key) > maxIdempotencyKeyLen || !printableASCII(key) {
+	if !validIdempotencyKey(key) {
 		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "malformed Idempotency-Key",
-			map[string]any{"field": HeaderIdempotencyKey, "reason": "bad_format", "detail": "1-255 printable ASCII characters"}))
+			map[string]any{"field": HeaderIdempotencyKey, "reason": "bad_format",
+				"detail": "1-255 printable ASCII characters (space included), not starting or ending with a space"}))
 		return IdempotencyKey{}, false
 	}
 	p := principal(c)
@@ -187,11 +188,15 @@ func (a *API) release(ctx context.Context, k IdempotencyKey, hash []byte) {
 }
 
 // storable reports whether an answer with status is kept for replays. Answers that ask the
-// client to try again are not.
+// client to try again are not, nor are 413 and 415: they judge how the request was sent (its
+// size, its Content-Type), which the request's hash does not hold, so the same key and body sent
+// right must run. The middleware before the claim gives those answers; this keeps one given by
+// a handler from being stored either.
 func storable(status int) bool {
 	switch {
 	case status >= 500, status == http.StatusRequestTimeout, status == http.StatusConflict,
-		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests,
+		status == http.StatusRequestEntityTooLarge, status == http.StatusUnsupportedMediaType:
 		return false
 	}
 	return true
@@ -254,9 +259,15 @@ func compactJSON(body []byte) []byte {
 	return b.Bytes()
 }
 
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
+// validIdempotencyKey reports whether key is 1-255 printable ASCII characters (0x20-0x7E, so
+// inner spaces are fine) that neither start nor end with a space: HTTP drops a header value's
+// outer spaces, so such a key could never arrive as the client wrote it.
+func validIdempotencyKey(key string) bool {
+	if key == "" || len(key) > maxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
 			return false
 		}
 	}

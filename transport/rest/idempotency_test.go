@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func TestIdempotencyKey(t *testing.T) {
 	reusedPath := s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp2/messages", body: `{"client_msg_id":"c-1","content":"hello"}`, key: "key-1", token: tok})
 	expect(t, "same key and body, other path", reusedPath, http.StatusConflict, rest.ReasonIdempotencyKeyReused)
 	expect(t, "no key", send("", `{"client_msg_id":"c-3","content":"x"}`), http.StatusBadRequest, rest.ReasonIdempotencyKeyRequired)
-	bad := send("bad key with spaces", `{"client_msg_id":"c-3","content":"x"}`)
+	bad := send("bad-key-\u00e9", `{"client_msg_id":"c-3","content":"x"}`)
 	expect(t, "malformed key", bad, http.StatusBadRequest, rest.ReasonInvalid)
 	if n := s.count(t, "SELECT count(*) FROM events"); n != 1 {
 		t.Fatalf("refused requests wrote events: %d, want 1", n)
@@ -183,4 +184,55 @@ func repeat(s string, n int) string {
 		out = append(out, s...)
 	}
 	return string(out)
+}
+
+// TestIdempotencyKeyTakesInnerSpaces: a key is 1-255 printable ASCII characters, the space
+// (0x20) included, as the README says; it is kept and replayed like any other.
+func TestIdempotencyKeyTakesInnerSpaces(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{})
+	tok := s.token(t, s.tenant, 7)
+	send := func(key string) answer {
+		return s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", body: `{"client_msg_id":"c-1","content":"x"}`, key: key, token: tok})
+	}
+	first := send("a key with spaces ~!")
+	expect(t, "a key with inner spaces", first, http.StatusCreated, "ok")
+	again := send("a key with spaces ~!")
+	if again.Raw != first.Raw || again.Header.Get(rest.HeaderIdempotentReplayed) != "true" {
+		t.Fatalf("the same key again: %d %s, want the first answer replayed", again.Status, again.Raw)
+	}
+	expect(t, "another key differing in a space", send("a key with  spaces ~!"), http.StatusOK, "ok") // a duplicate send, not a replay
+	expect(t, "a key past 255 characters", send(strings.Repeat("k", 256)), http.StatusBadRequest, rest.ReasonInvalid)
+}
+
+// TestContentTypeRefusalsAreNotStored: a JSON route takes application/json without a parameter
+// or with charset=utf-8 in any case; another charset, another media type (merge-patch+json
+// included) and a body without a Content-Type are 415 before the key is claimed, so the same key
+// and body sent right then run.
+func TestContentTypeRefusalsAreNotStored(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{})
+	tok := s.token(t, s.tenant, 7)
+	body := func(id string) string { return `{"client_msg_id":"` + id + `","content":"x"}` }
+	send := func(key, ct, id string, noType bool) answer {
+		return s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", body: body(id), key: key, token: tok,
+			headers: map[string]string{"Content-Type": ct}, noType: noType})
+	}
+	for i, ct := range []string{"text/plain", "application/json; charset=latin1", "application/json; charset=utf-16",
+		"application/merge-patch+json", "application/vnd.api+json", "application/json; foo=bar"} {
+		key, id := fmt.Sprintf("ct-%d", i), fmt.Sprintf("c-%d", i)
+		expect(t, "Content-Type "+ct, send(key, ct, id, false), http.StatusUnsupportedMediaType, rest.ReasonUnsupportedMediaType)
+		expect(t, "the same key and body as application/json after "+ct, send(key, "application/json", id, false), http.StatusCreated, "ok")
+	}
+	expect(t, "a body without a Content-Type", send("none", "", "c-none", true), http.StatusUnsupportedMediaType, rest.ReasonUnsupportedMediaType)
+	expect(t, "the same key and body as application/json", send("none", "application/json", "c-none", false), http.StatusCreated, "ok")
+	for i, ct := range []string{"application/json; charset=utf-8", "Application/JSON; Charset=UTF-8", "application/json;charset=\"utf-8\""} {
+		expect(t, "Content-Type "+ct, send(fmt.Sprintf("ok-%d", i), ct, fmt.Sprintf("ok-%d", i), false), http.StatusCreated, "ok")
+	}
+	a := s.do(t, req{method: http.MethodPatch, path: "/v1/im/users/me", token: tok, key: "mp", body: `{"nickname":"n"}`,
+		headers: map[string]string{"Content-Type": "application/merge-patch+json"}})
+	expect(t, "PATCH as merge-patch+json", a, http.StatusUnsupportedMediaType, rest.ReasonUnsupportedMediaType)
+	if n := s.count(t, `SELECT count(*) FROM events WHERE tenant_id = $1`, s.tenant.String()); n != 10 {
+		t.Fatalf("%d events, want 10: one per send that was accepted", n)
+	}
 }

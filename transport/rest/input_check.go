@@ -24,7 +24,12 @@ import (
 //   - a JSON body that holds invalid UTF-8, a lone surrogate escape ("\ud800"), \u0000, or a
 //     number that is not a finite double (1e400) is 400 invalid {field: <top-level member>,
 //     reason: bad_text or bad_number} (domain.CheckBodyText). encoding/json would turn the
-//     text into U+FFFD, so that two different passwords became one.
+//     text into U+FFFD, so that two different passwords became one;
+//   - the body of an operation that takes JSON is 415 unsupported_media_type unless its
+//     Content-Type is application/json (no parameter, or charset=utf-8 in any case); a body
+//     without a Content-Type is refused too, an empty one without is let through.
+//
+// It runs before the idempotency middleware, so none of these answers is stored for a key.
 //
 // The JSON body it reads is handed on in memory (bodyContext), so the idempotency middleware and
 // huma read the same bytes. Bodies of other media types (a file upload) pass unread.
@@ -51,8 +56,13 @@ func (a *API) checkInput(ctx huma.Context, next func(huma.Context)) {
 			return
 		}
 	}
-	if !jsonBody(ctx, op) {
+	if !takesJSON(op) {
 		next(ctx)
+		return
+	}
+	ct := ctx.Header("Content-Type")
+	if ct != "" && !jsonMediaType(ct) {
+		writeError(ctx, unsupportedMediaType(RequestID(c)))
 		return
 	}
 	limit := a.cfg.MaxBodyBytes
@@ -62,6 +72,10 @@ func (a *API) checkInput(ctx huma.Context, next func(huma.Context)) {
 	body, e := readBody(ctx, limit)
 	if e != nil {
 		writeError(ctx, e)
+		return
+	}
+	if ct == "" && len(body) > 0 {
+		writeError(ctx, unsupportedMediaType(RequestID(c)))
 		return
 	}
 	if err := domain.CheckBodyText(body); err != nil {
@@ -82,21 +96,35 @@ func badParamText(v string) string {
 	return ""
 }
 
-// jsonBody reports whether the request carries a body that huma decodes as JSON: the operation
-// takes one, and the request names JSON or no media type (huma then takes JSON too).
-func jsonBody(ctx huma.Context, op *huma.Operation) bool {
+// takesJSON reports whether the operation takes a JSON request body.
+func takesJSON(op *huma.Operation) bool {
 	if op.RequestBody == nil {
 		return false
 	}
-	if _, ok := op.RequestBody.Content["application/json"]; !ok {
+	_, ok := op.RequestBody.Content["application/json"]
+	return ok
+}
+
+// jsonMediaType reports whether a request's Content-Type names JSON as the API takes it:
+// application/json, with no parameter or charset=utf-8 (any case). JSON is UTF-8 (RFC 8259), so
+// another charset is refused rather than decoded as if it were UTF-8, and so are other media
+// types, application/merge-patch+json and other +json types included: no route documents them.
+func jsonMediaType(ct string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
 		return false
 	}
-	ct := ctx.Header("Content-Type")
-	if ct == "" {
-		return true
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return false
+		}
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+	return true
+}
+
+// unsupportedMediaType is the 415 answer of a JSON route whose body is not application/json.
+func unsupportedMediaType(requestID string) *Error {
+	return newError(requestID, http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "use application/json", nil)
 }
 
 // readBody reads the request body, at most limit bytes; a larger one is 413 too_large. A body
@@ -125,6 +153,16 @@ type bodyContext struct {
 }
 
 func (b *bodyContext) BodyReader() io.Reader { return bytes.NewReader(b.body) }
+
+// Header serves the request's headers, with the Content-Type checkInput accepted written as
+// application/json, so huma, whose format lookup is case-sensitive, decodes every accepted form
+// (Application/JSON; charset=UTF-8, or none with an empty body) as JSON.
+func (b *bodyContext) Header(name string) string {
+	if http.CanonicalHeaderKey(name) == "Content-Type" {
+		return "application/json"
+	}
+	return b.humaContext.Header(name)
+}
 
 // jsonFormat is huma's JSON format with decoding errors told in JSON's terms
 // (domain.DescribeJSONError) instead of encoding/json's, which name Go types.

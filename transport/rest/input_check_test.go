@@ -129,3 +129,36 @@ func TestJSONErrorsAreToldInJSONTerms(t *testing.T) {
 		}
 	}
 }
+
+// TestBadMentionIDsAreBadFormat: a send whose head mentions a string that is not a user id
+// ("abc", "0", "-1") is 400 invalid head.mentions/bad_format, as the README lists, and writes
+// nothing; a mention that is not a string is still head/bad_json.
+func TestBadMentionIDsAreBadFormat(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{})
+	tok := s.token(t, s.tenant, 7)
+	for i, m := range []string{`"abc"`, `"0"`, `"-1"`, `"8","x"`} {
+		a := s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", token: tok, key: "m" + string(rune('a'+i)),
+			body: `{"client_msg_id":"c` + string(rune('a'+i)) + `","content":"x","head":{"mentions":[` + m + `]}}`})
+		expectInvalid(t, "mentions "+m, a, "head.mentions", "bad_format")
+	}
+	a := s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", token: tok, key: "mn",
+		body: `{"client_msg_id":"cn","content":"x","head":{"mentions":[8]}}`})
+	expectInvalid(t, "mentions [8]", a, "head", "bad_json")
+	if n := s.count(t, `SELECT count(*) FROM events WHERE tenant_id = $1`, s.tenant.String()); n != 0 {
+		t.Fatalf("the refused sends wrote %d events", n)
+	}
+}
+
+// TestEmptyRequiredBodyIsRequired: a JSON route that requires a body and gets none is 400
+// invalid body/required, not a malformed-JSON answer.
+func TestEmptyRequiredBodyIsRequired(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{})
+	tok := s.token(t, s.tenant, 7)
+	for _, ct := range []string{"application/json", ""} {
+		a := s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", token: tok, key: "empty" + ct,
+			headers: map[string]string{"Content-Type": ct}})
+		expectInvalid(t, "an empty body as "+ct, a, "body", "required")
+	}
+}

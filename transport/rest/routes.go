@@ -3,6 +3,7 @@ package rest
 import (
 	"encoding/json"
 	"net/http"
+	"path"
 	"strings"
 )
 
@@ -15,6 +16,12 @@ import (
 // counts them under one fixed route label, not under the catch-all's pattern.
 func RouteErrors(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect && cleanPath(r.URL.Path) != r.URL.Path {
+			// The mux would answer a text/html redirect to the cleaned path ("/v1//im/unread",
+			// "/v1/im/topics/grp1/../grp2"): no route has such a path, so it is an unknown route.
+			writeRouteError(w, r, http.StatusNotFound, "")
+			return
+		}
 		if _, pattern := mux.Handler(r); pattern != "" && !strings.HasSuffix(pattern, "/") {
 			mux.ServeHTTP(w, r) // a specific route: its answer is its own (and may hijack)
 			return
@@ -50,15 +57,22 @@ func (w *routeErrorWriter) WriteHeader(code int) {
 			code, allow = http.StatusMethodNotAllowed, strings.Join(methods, ", ")
 		}
 	}
-	id := w.r.Header.Get(HeaderRequestID)
+	w.r.Pattern = "" // counted as unmatched, whatever catch-all pattern took it
+	writeRouteError(w.ResponseWriter, w.r, code, allow)
+}
+
+// writeRouteError answers r with the envelope of a 404 not_found or a 405 method_not_allowed
+// (header Allow: allow).
+func writeRouteError(w http.ResponseWriter, r *http.Request, code int, allow string) {
+	id := r.Header.Get(HeaderRequestID)
 	if !requestIDRe.MatchString(id) {
 		id = newRequestID()
 	}
 	var e *Error
 	if code == http.StatusNotFound {
-		e = newError(id, code, ReasonNotFound, "no such route: "+w.r.URL.Path, nil)
+		e = newError(id, code, ReasonNotFound, "no such route: "+r.URL.Path, nil)
 	} else {
-		e = newError(id, code, ReasonMethodNotAllowed, "method "+w.r.Method+" is not allowed here", map[string]any{"allow": allow})
+		e = newError(id, code, ReasonMethodNotAllowed, "method "+r.Method+" is not allowed here", map[string]any{"allow": allow})
 	}
 	body, _ := json.Marshal(e)
 	body = append(body, '\n') // as every answer ends
@@ -69,11 +83,30 @@ func (w *routeErrorWriter) WriteHeader(code int) {
 	if allow != "" {
 		h.Set("Allow", allow)
 	}
-	w.r.Pattern = "" // counted as unmatched, whatever catch-all pattern took it
-	w.ResponseWriter.WriteHeader(code)
-	if w.r.Method != http.MethodHead {
-		_, _ = w.ResponseWriter.Write(body)
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
 	}
+}
+
+// cleanPath is p as http.ServeMux cleans it before matching (its unexported cleanPath): rooted,
+// without "." and ".." elements or repeated slashes, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			np = p
+		} else {
+			np += "/"
+		}
+	}
+	return np
 }
 
 func (w *routeErrorWriter) Write(b []byte) (int, error) {

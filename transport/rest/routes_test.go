@@ -41,7 +41,9 @@ func TestRouteErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := srv.Client().Do(r)
+			client := *srv.Client()
+			client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			resp, err := client.Do(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,6 +59,12 @@ func TestRouteErrors(t *testing.T) {
 			{http.MethodGet, "/no/such/route", http.StatusNotFound, rest.ReasonNotFound},
 			{http.MethodPut, "/v1/im/things", http.StatusMethodNotAllowed, rest.ReasonMethodNotAllowed},
 			{http.MethodGet, "/v1/im/things", http.StatusMethodNotAllowed, rest.ReasonMethodNotAllowed},
+			// Paths the mux would clean and redirect (307/301 text/html): unknown routes, no redirect.
+			{http.MethodPost, "/v1//im/things", http.StatusNotFound, rest.ReasonNotFound},
+			{http.MethodPost, "/v1/im/x/../things", http.StatusNotFound, rest.ReasonNotFound},
+			{http.MethodDelete, "/v1/im/./things", http.StatusNotFound, rest.ReasonNotFound},
+			{http.MethodGet, "/v1/im/things/..", http.StatusNotFound, rest.ReasonNotFound},
+			{http.MethodGet, "//", http.StatusNotFound, rest.ReasonNotFound},
 		} {
 			status, h, body := do(tc.method, tc.path)
 			var env struct {
@@ -103,7 +111,7 @@ func TestRouteErrors(t *testing.T) {
 				counts[labels["route"]+" "+labels["code"]] += m.GetCounter().GetValue()
 			}
 		}
-		if counts["unmatched 404"] != 1 || counts["unmatched 405"] != 2 || counts["/ 404"] != 0 {
+		if counts["unmatched 404"] != 6 || counts["unmatched 405"] != 2 || counts["/ 404"] != 0 {
 			t.Errorf("catch-all %v: request counts by route and code: %v", catchAll, counts)
 		}
 	}

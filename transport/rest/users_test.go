@@ -103,3 +103,32 @@ func TestUpdateProfileConcurrentPatchesKeepEachOther(t *testing.T) {
 			fmt.Sprintf("https://a/%d.png", round), fmt.Sprintf("sig %d", round))
 	}
 }
+
+// TestAvatarMustBeAnHTTPURL: a user's or a group's avatar that is not an absolute http(s) URL
+// (javascript:, data:, a relative path) is 400 invalid avatar/bad_format and writes nothing.
+func TestAvatarMustBeAnHTTPURL(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{reads: true})
+	const user = domain.UserID(80)
+	tok := s.token(t, s.tenant, user)
+	events := func() int { return s.count(t, `SELECT count(*) FROM events WHERE tenant_id = $1`, s.tenant.String()) }
+	before := events()
+	for i, avatar := range []string{"javascript:alert(1)", "JAVASCRIPT:alert(1)", "data:image/png;base64,AAAA", "/a.png", "//cdn.example/a.png"} {
+		for _, r := range []req{
+			{method: http.MethodPatch, path: "/v1/im/users/me", body: fmt.Sprintf(`{"nickname":"n","avatar":%q}`, avatar)},
+			{method: http.MethodPost, path: "/v1/im/groups", body: fmt.Sprintf(`{"name":"g","avatar":%q}`, avatar)},
+		} {
+			r.token, r.key = tok, fmt.Sprintf("%s-%d", r.method, i)
+			a := s.do(t, r)
+			expect(t, r.method+" "+r.path+" avatar "+avatar, a, http.StatusBadRequest, rest.ReasonInvalid)
+			if a.Body.Details["field"] != "avatar" || a.Body.Details["reason"] != "bad_format" {
+				t.Errorf("%s %s avatar %s: details %v, want avatar/bad_format", r.method, r.path, avatar, a.Body.Details)
+			}
+		}
+	}
+	if n := events(); n != before {
+		t.Fatalf("the refused avatars wrote %d events", n-before)
+	}
+	expect(t, "an https avatar", s.do(t, req{method: http.MethodPatch, path: "/v1/im/users/me", token: tok, key: "ok",
+		body: `{"nickname":"n","avatar":"https://cdn.example/a.png"}`}), http.StatusOK, "ok")
+}
