@@ -201,9 +201,9 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 // ConsumeClaim reads one partition in batches until the session ends.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	c := h.c
-	var held *sarama.ConsumerMessage // a record that starts the next batch
+	var held *item // a record that starts the next batch
 	for {
-		batch := make([]*sarama.ConsumerMessage, 0, 16)
+		batch := make([]*item, 0, 16)
 		if held != nil {
 			batch, held = append(batch, held), nil
 		} else {
@@ -212,13 +212,13 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				if !ok {
 					return nil
 				}
-				batch = append(batch, m)
+				batch = append(batch, newItem(m))
 			case <-sess.Context().Done():
 				return nil
 			}
 		}
-		ids := map[string]bool{}
-		if id := recordEventID(batch[0]); id != "" {
+		ids := map[uuid.UUID]bool{}
+		if id := batch[0].cmd.EventID; id != uuid.Nil {
 			ids[id] = true
 		}
 	fill:
@@ -229,15 +229,17 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 					break fill
 				}
 				// A command produced twice in a row goes to the next batch, after the first
-				// is answered, so the repeat is answered from the ledger.
-				if id := recordEventID(m); id != "" {
+				// is answered, so the repeat is answered from the ledger. The envelope's
+				// event_id counts, not an event_id header: the ledger deduplicates on it.
+				it := newItem(m)
+				if id := it.cmd.EventID; id != uuid.Nil {
 					if ids[id] {
-						held = m
+						held = it
 						break fill
 					}
 					ids[id] = true
 				}
-				batch = append(batch, m)
+				batch = append(batch, it)
 			default:
 				break fill
 			}
@@ -245,21 +247,16 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		if !c.processBatch(sess.Context(), h.work, batch) {
 			return nil // the session ended mid-batch: the rest is redelivered
 		}
-		sess.MarkMessage(batch[len(batch)-1], "")
+		sess.MarkMessage(batch[len(batch)-1].msg, "")
 	}
 }
 
-// recordEventID returns the event_id of a command record's envelope, "" when it has none. The
-// body's id, not an event_id header: the ledger deduplicates on the body's, and two records of
-// one command may carry different headers.
-func recordEventID(m *sarama.ConsumerMessage) string {
-	var probe struct {
-		EventID uuid.UUID `json:"event_id"`
-	}
-	if json.Unmarshal(m.Value, &probe) != nil || probe.EventID == uuid.Nil {
-		return ""
-	}
-	return probe.EventID.String()
+// newItem decodes a command record, once: the batch's de-duplication and the command's run
+// both read the decoded envelope.
+func newItem(m *sarama.ConsumerMessage) *item {
+	it := &item{msg: m, key: string(m.Key)}
+	it.cmd, it.decErr = decodeCommand(m.Value)
+	return it
 }
 
 // item is one record of a batch on its way to its answer.
@@ -276,6 +273,8 @@ type item struct {
 	twin *item  // an earlier record of the same command in the batch, which answers for both
 
 	res      *domain.AdminResult // the answer, when there is one
+	reply    OutMessage          // the result record built for replyTo, within MaxResultBytes
+	replyTo  *domain.AdminResult // the res reply was built for; nil: none built
 	stored   bool                // res is the ledger's stored answer: publish only
 	unstored bool                // res is not the ledger's to keep (refused before or without a claim of its own)
 	kept     bool                // res was stored in the ledger by this batch
@@ -284,13 +283,11 @@ type item struct {
 
 // processBatch answers every record of batch. It reports false when the session ended before
 // every record was answered; nothing of the batch is then marked.
-func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.ConsumerMessage) bool {
-	items := make([]*item, len(batch))
+func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool {
 	var claimable []*item
 	byID := map[uuid.UUID]*item{}
-	for i, m := range batch {
-		it := &item{msg: m, key: string(m.Key), start: time.Now()}
-		it.cmd, it.decErr = decodeCommand(m.Value)
+	for _, it := range items {
+		it.start = time.Now()
 		switch first := byID[it.cmd.EventID]; {
 		case it.decErr != nil:
 			// Not a well-formed envelope: answered at once, nothing of it written.
@@ -303,7 +300,6 @@ func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.Cons
 			byID[it.cmd.EventID] = it
 			claimable = append(claimable, it)
 		}
-		items[i] = it
 	}
 	if len(claimable) > 0 {
 		if !c.claimBatch(sess, work, claimable) {
@@ -351,9 +347,12 @@ func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.Cons
 	for _, it := range items {
 		// A result too large to publish is stored and published as its small stand-in.
 		if it.done && it.res != nil && !it.stored {
-			if m := c.resultMessage(it.key, *it.res); messageSize(m) > c.cfg.MaxResultBytes {
-				r := c.tooLarge(it.cmd, *it.res, messageSize(m))
+			m := c.resultMessage(it.key, *it.res)
+			if size := messageSize(m); size > c.cfg.MaxResultBytes {
+				r := c.tooLarge(it.cmd, *it.res, size)
 				it.res = &r
+			} else {
+				it.reply, it.replyTo = m, it.res // answer sends it unless finishAll changes res
 			}
 		}
 	}
@@ -390,6 +389,9 @@ func (c *Consumer) processBatch(sess, work context.Context, batch []*sarama.Cons
 // stored before the limit was lowered) gives way to its small stand-in, and a record key too
 // large to answer under is cut to MaxEnvelopeString bytes.
 func (c *Consumer) answer(it *item) OutMessage {
+	if it.replyTo == it.res {
+		return it.reply
+	}
 	m := c.resultMessage(it.key, *it.res)
 	size := messageSize(m)
 	if size <= c.cfg.MaxResultBytes {
