@@ -302,18 +302,17 @@ func upsertStatusSQL(st Status, now time.Time) (string, []any) {
 		[]any{st.Tenant.String(), st.User.Int64(), st.Banned, nb, st.Version, now.UTC()}
 }
 
-// requireAccount answers domain.ErrNotFound unless user has a confirmed account in tenant: one
-// indexed lookup (credentials' unique (tenant_id, user_id)), so a governance command never writes
-// the events of a user that does not exist, or exists only in another tenant.
+// requireAccount answers domain.ErrNotFound unless user exists in tenant: its user stream holds
+// its registration (registered, the check a registration and a login make), so a governance
+// command never writes the events of a user that does not exist, or exists only in another
+// tenant.
 func (s *Service) requireAccount(ctx context.Context, tenant domain.TenantID, user domain.UserID) error {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM credentials WHERE tenant_id = $1 AND user_id = $2 AND confirmed)`,
-		tenant.String(), user.Int64()).Scan(&ok)
+	ok, err := s.registered(ctx, tenant, user)
 	if err != nil {
-		return dbErr("look up account", err)
+		return err
 	}
 	if !ok {
-		return fmt.Errorf("account %s/%s: %w", tenant, user, domain.ErrNotFound)
+		return fmt.Errorf("user %s/%s: %w", tenant, user, domain.ErrNotFound)
 	}
 	return nil
 }

@@ -71,14 +71,9 @@ func (f *fixedIDs) NewUserID(context.Context) (domain.UserID, error) {
 	return f.ids[len(f.ids)-1] + domain.UserID(i) - domain.UserID(len(f.ids)-1), nil
 }
 
-// accountsOf gives tenant a confirmed account for each of users, as a registration leaves it
-// (governance acts only on an account of its tenant).
+// accountsOf makes users exist in tenant, as a registration does (governance acts only on a
+// user of its tenant).
 func (e *env) accountsOf(t *testing.T, tenant domain.TenantID, users ...domain.UserID) {
 	t.Helper()
-	for _, u := range users {
-		if _, err := e.pool.Exec(testCtx(t), `INSERT INTO credentials (tenant_id, login, user_id, password_hash, confirmed)
-			VALUES ($1, 'u' || $2::bigint, $2::bigint, 'x', true)`, tenant.String(), u.Int64()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.RegisterUsers(t, e.store, tenant, users...)
 }

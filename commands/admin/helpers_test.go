@@ -373,14 +373,13 @@ func newTenantID(t *testing.T) domain.TenantID {
 	return domain.MustTenantID(strings.ReplaceAll(testenv.UniqueName("t"), "-", "_"))
 }
 
-// accountsOf gives tenant t a confirmed account for each of users, as a registration leaves it
-// (the user commands act only on an account of their tenant).
+// accountsOf makes users exist in tenant t, as a registration does (the user commands act only
+// on a user of their tenant).
 func (e *env) accountsOf(t domain.TenantID, users ...int64) {
 	e.t.Helper()
-	for _, u := range users {
-		if _, err := e.pool.Exec(testenv.Context(e.t), `INSERT INTO credentials (tenant_id, login, user_id, password_hash, confirmed)
-			VALUES ($1, 'u' || $2::bigint, $2::bigint, 'x', true)`, t.String(), u); err != nil {
-			e.t.Fatal(err)
-		}
+	ids := make([]domain.UserID, len(users))
+	for i, u := range users {
+		ids[i] = domain.UserID(u)
 	}
+	storetest.RegisterUsers(e.t, e.store, t, ids...)
 }

@@ -101,11 +101,7 @@ func TestGateAndNotifierAcrossNodes(t *testing.T) {
 		t.Fatalf("registration closed: %v", err)
 	}
 
-	// User 42's account, as its registration leaves it: governance acts only on an account.
-	if _, err := pool.Exec(ctx, `INSERT INTO credentials (tenant_id, login, user_id, password_hash, confirmed)
-		VALUES ($1, 'u42', 42, 'x', true)`, acme.String()); err != nil {
-		t.Fatal(err)
-	}
+	storetest.RegisterUsers(t, store, acme, 42) // governance acts only on a user of its tenant
 	issued := time.Now()
 	p := auth.Principal{Tenant: acme, User: 42, IssuedAt: issued}
 	if err := g2.Admit(ctx, p); err != nil {
