@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/kafka/adminclient"
@@ -76,6 +78,9 @@ func newBenchAdminCmd() *cobra.Command {
 					return err
 				}
 			}
+			if err := registerBenchUsers(ctx, n.store, t, domain.UserID(o.FirstUser), o.Users); err != nil {
+				return err
+			}
 			c, err := adminclient.New(adminclient.Config{Kafka: kcfg, Source: "imledger-bench", Actor: domain.Actor{Type: domain.ActorAdmin, ID: "bench"}})
 			if err != nil {
 				return err
@@ -104,4 +109,49 @@ func newBenchAdminCmd() *cobra.Command {
 	f.BoolVar(&inProcess, "in-process", false, "start a node in this process even when kafka.brokers is set")
 	f.StringVar(&pprof, "pprof", "", "serve this process's net/http/pprof profiles on this address")
 	return cmd
+}
+
+// registerBenchUsers makes the users the commands are about exist in tenant, as registrations
+// do (user.registered.v1 on each profile stream; the user commands refuse a user who does not
+// exist), in appends of up to 500 users; users who exist already are left as they are.
+func registerBenchUsers(ctx context.Context, store *eventstore.Store, t domain.TenantID, first domain.UserID, n int) error {
+	actor := domain.Actor{Type: domain.ActorSystem, ID: "imledger-bench"}
+	var parts []eventstore.StreamAppend
+	flush := func() error {
+		if len(parts) == 0 {
+			return nil
+		}
+		_, err := store.AppendStreams(ctx, t, parts)
+		parts = parts[:0]
+		return err
+	}
+	for u := first; u < first+domain.UserID(n); u++ {
+		if v, err := store.LastVersion(ctx, t, domain.ProfileStreamID(u)); err != nil {
+			return err
+		} else if v > 0 {
+			continue
+		}
+		login, err := domain.NewLogin("user" + u.String())
+		if err != nil {
+			return err
+		}
+		pending, err := domain.Register(t, u, login, domain.UserProfile{}, time.Now())
+		if err != nil {
+			return err
+		}
+		envs, err := domain.NewEnvelopes(t, actor, pending)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, eventstore.StreamAppend{StreamID: domain.ProfileStreamID(u), Events: envs})
+		if len(parts) == 500 {
+			if err := flush(); err != nil {
+				return fmt.Errorf("register the bench users: %w", err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("register the bench users: %w", err)
+	}
+	return nil
 }

@@ -62,3 +62,29 @@ func TestBenchWriteWithPolicy(t *testing.T) {
 		`(?m)^joins: 9 into 3 groups in \S+ \([1-9]\d* joins/s, 4 concurrent\)$`,
 		`(?m)^write: sends=60 errors=0 `)
 }
+
+// TestBenchAdmin runs a short closed loop of bench admin against an in-process node: every
+// ban and unban must succeed, so the users the commands are about must exist in the tenant.
+func TestBenchAdmin(t *testing.T) {
+	t.Parallel()
+	template := testenv.UniqueName("imbadm")
+	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
+	_, prefix := testenv.Redis(t)
+	yaml := fmt.Sprintf(`
+log: {level: warn}
+auth: {keys: [{id: k1, secret: %q}]}
+postgres: {url: %q}
+mysql: {server_dsn: %q, database_template: "%s_{tenant}"}
+redis: {key_prefix: %q}
+kafka: {embedded: {addr: "127.0.0.1:0", data_dir: memory}}
+`, testSecret, missingDatabaseURL(t), testenv.MySQLDSN, template, prefix)
+	file := filepath.Join(t.TempDir(), "bench.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, logs, err := runCLI(t, "bench", "admin", "--config", file, "--pairs", "40", "--concurrency", "8", "--users", "20")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, logs)
+	}
+	matchAll(t, out, logs, `(?m)^\s*succeeded 80, rejected 0, failed 0, no result 0$`)
+}
