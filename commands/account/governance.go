@@ -305,8 +305,16 @@ func upsertStatusSQL(st Status, now time.Time) (string, []any) {
 // requireAccount answers domain.ErrNotFound unless user exists in tenant: its user stream holds
 // its registration (registered, the check a registration and a login make), so a governance
 // command never writes the events of a user that does not exist, or exists only in another
-// tenant.
+// tenant. A user found once is remembered: a user never stops existing, so repeated commands
+// about the same users cost no lookup.
 func (s *Service) requireAccount(ctx context.Context, tenant domain.TenantID, user domain.UserID) error {
+	k := knownUser{tenant, user}
+	s.usersMu.Lock()
+	_, known := s.users[k]
+	s.usersMu.Unlock()
+	if known {
+		return nil
+	}
 	ok, err := s.registered(ctx, tenant, user)
 	if err != nil {
 		return err
@@ -314,6 +322,12 @@ func (s *Service) requireAccount(ctx context.Context, tenant domain.TenantID, us
 	if !ok {
 		return fmt.Errorf("user %s/%s: %w", tenant, user, domain.ErrNotFound)
 	}
+	s.usersMu.Lock()
+	if s.users == nil || len(s.users) >= maxKnownUsers {
+		s.users = make(map[knownUser]struct{})
+	}
+	s.users[k] = struct{}{}
+	s.usersMu.Unlock()
 	return nil
 }
 

@@ -75,7 +75,20 @@ type Service struct {
 
 	keysMu sync.Mutex
 	keys   map[[32]byte]cachedKey
+
+	// users holds users known to exist (requireAccount): a user never stops existing, so a
+	// positive answer is kept, up to maxKnownUsers (then the set starts again).
+	usersMu sync.Mutex
+	users   map[knownUser]struct{}
 }
+
+type knownUser struct {
+	tenant domain.TenantID
+	user   domain.UserID
+}
+
+// maxKnownUsers bounds Service.users.
+const maxKnownUsers = 100_000
 
 // New validates deps and cfg and returns a Service.
 func New(deps Deps, cfg Config) (*Service, error) {
