@@ -101,12 +101,19 @@ func TestOneToOneChatInTheBrowser(t *testing.T) {
 	bob.screenshot(shots, "1-chat")
 
 	// Alice edits her message; Bob sees the new text. Then she recalls it; Bob sees the placeholder.
+	// The page knows the version of a message it was sent live, so the edit does not wait for
+	// the message history, which may not hold the message yet: here it never answers.
+	srv.gate.trailHistory("alice", 1<<30)
 	alice.clickIn("hello bob", ".op-edit")
 	alice.waitFor("editing", `document.getElementById('message').value === 'hello bob' && document.getElementById('message-label').textContent.startsWith('Edit message #')`)
 	alice.do("change the text", chromedp.SendKeys(chromedp.ID("message"), ", how are you?"))
 	alice.pressEnter("message")
 	alice.waitFor("edited here", hasText("hello bob, how are you?"))
 	bob.waitFor("the edit reaches bob", hasText("hello bob, how are you?")+` && `+itemWith("hello bob, how are you?")+`.querySelector('.edited').textContent === '(edited)'`)
+	srv.gate.trailHistory("alice", 0)
+	if n := srv.gate.historyReads("alice"); n != 0 {
+		t.Fatalf("alice's page read the message history %d times to edit a message it was sent live", n)
+	}
 	alice.clickIn("hello bob, how are you?", ".op-recall")
 	alice.clickIn("hello bob, how are you?", ".op-recall") // the second click confirms
 	bob.waitFor("the recall reaches bob", hasText("(message recalled)")+` && !(`+hasText("hello bob, how are you?")+`)`)
@@ -177,4 +184,41 @@ func TestOneToOneChatInTheBrowser(t *testing.T) {
 		}
 	}
 	t.Logf("a 1:1 chat with an edit, a recall and a server restart in Chromium in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestEditWhileHistoryTrails: a message shown from history, whose content
+// version the page does not know, is edited with the version the message history answers; while
+// the history has not caught up with the message yet, the page asks again rather than give up.
+func TestEditWhileHistoryTrails(t *testing.T) {
+	srv := newChatServer(t)
+	alice := newPage(t, newBrowser(t), "alice", "imledger-browser-test alice")
+	alice.register(srv.url, "alice", "alice-password-1")
+	createGroup(t, alice)
+	alice.waitFor("alice connected", `document.getElementById('conn').textContent === 'Connected'`)
+	alice.do("type", chromedp.SendKeys(chromedp.ID("message"), "first draft"))
+	alice.pressEnter("message")
+	alice.waitFor("acked", itemWith("first draft")+`?.classList.contains('pending') === false`)
+	alice.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("room-open")))
+	alice.waitForLong("the message from history", hasText("first draft")+` && document.getElementById('conn').textContent === 'Connected'`)
+
+	srv.gate.trailHistory("alice", 2)
+	alice.clickIn("first draft", ".op-edit")
+	alice.waitFor("editing", `document.getElementById('message').value === 'first draft'`)
+	alice.do("change the text", chromedp.SendKeys(chromedp.ID("message"), ", revised"))
+	alice.pressEnter("message")
+	alice.waitFor("edited", hasText("first draft, revised")+` && document.getElementById('send-status').textContent.startsWith('Edited #')`)
+	if n := srv.gate.historyReads("alice"); n != 3 {
+		t.Fatalf("the page read the message history %d times, want 3 (two that had not caught up, then the message)", n)
+	}
+	// The edit is stored: a second edit from the version the first one answered is accepted.
+	alice.clickIn("first draft, revised", ".op-edit")
+	alice.do("change the text again", chromedp.SendKeys(chromedp.ID("message"), " twice"))
+	alice.pressEnter("message")
+	alice.waitFor("edited twice", hasText("first draft, revised twice")+` && document.getElementById('send-status').textContent.startsWith('Edited #')`)
+	if n := srv.gate.historyReads("alice"); n != 3 {
+		t.Fatalf("the second edit read the message history (%d reads in all); the first edit's answer gave its version", n)
+	}
+	if problems := alice.problemsSeen(); len(problems) > 0 {
+		t.Fatalf("the page reported problems: %q", problems)
+	}
 }

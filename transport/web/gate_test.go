@@ -22,11 +22,13 @@ type gate struct {
 	frozen  map[string]bool     // user agent words whose member lists lag behind
 	seen    map[string][]byte   // user agent + path -> the last member list it was answered
 	loads   map[string]int      // user agent -> member lists asked for
+	trail   map[string]int      // user agent word -> message history reads still to answer empty
+	reads   map[string]int      // user agent -> message history reads over REST
 }
 
 func newGate(next http.Handler) *gate {
 	return &gate{next: next, blocked: map[string]bool{}, agents: map[string]string{}, conns: map[string]net.Conn{}, stale: map[string]bool{},
-		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}}
+		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}, trail: map[string]int{}, reads: map[string]int{}}
 }
 
 // names reports whether the user agent ua contains one of words.
@@ -136,8 +138,43 @@ func (g *gate) memberLoads(word string) int {
 	return n
 }
 
-// lists sits in front of the REST API; it answers lagging agents' conversation lists and
-// frozen agents' member lists.
+// trailHistory makes the next n REST message history reads of agents containing word answer as
+// a read model that has not caught up yet: an empty page.
+func (g *gate) trailHistory(word string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trail[word] = n
+}
+
+// historyReads counts the REST message history reads of agents containing word.
+func (g *gate) historyReads(word string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for ua, c := range g.reads {
+		if strings.Contains(ua, word) {
+			n += c
+		}
+	}
+	return n
+}
+
+// trailing reports whether this history read of ua is to be answered empty, counting it.
+func (g *gate) trailing(ua string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reads[ua]++
+	for word, n := range g.trail {
+		if n > 0 && strings.Contains(ua, word) {
+			g.trail[word] = n - 1
+			return true
+		}
+	}
+	return false
+}
+
+// lists sits in front of the REST API; it answers lagging agents' conversation lists, frozen
+// agents' member lists and trailing agents' message histories.
 func (g *gate) lists(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ua := r.UserAgent()
@@ -151,7 +188,12 @@ func (g *gate) lists(next http.Handler) http.Handler {
 			g.loads[ua]++
 		}
 		g.mu.Unlock()
+		history := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/im/topics/") &&
+			strings.HasSuffix(r.URL.Path, "/messages")
 		switch {
+		case history && g.trailing(ua):
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"code":200,"data":{"messages":[]}}`))
 		case lag && r.Method == http.MethodGet && r.URL.Path == "/v1/im/conversations":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"conversations":[]}`))

@@ -865,6 +865,7 @@
     var gapFrom = r.maxSeq;
     li = messageItem(from, text);
     if (d.status === 'recalled') { li.classList.add('recalled'); }
+    if (live) { li.dataset.version = '1'; } // a live data frame is a message as sent
     setSeq(li, seq);
     setTime(li, d.ts);
     place(li, seq);
@@ -949,20 +950,36 @@
   }
   el.cancelEditBtn.addEventListener('click', function () { cancelEdit(); el.message.focus(); });
 
-  // saveEdit reads the message's current content version, then edits it with that version, so
-  // an edit made elsewhere meanwhile is refused (409) rather than overwritten.
+  // saveEdit edits a message with the content version the page last saw of it, so an edit made
+  // elsewhere meanwhile is refused (409) rather than overwritten. The page knows the version of a
+  // message that arrived live (1) or whose edit it was told of; for any other it reads the version
+  // from history, which trails the commits by a moment: a message shown live may not be there yet,
+  // so a missing one is asked for again with growing pauses before the edit gives up.
   function saveEdit(seq, text) {
     var topic = state.topic;
-    request('GET', api.messages(topic) + '?before_seq=' + (seq + 1) + '&limit=1').then(function (page) {
-      var m = (page.messages || [])[0];
-      if (!m || Number(m.seq) !== seq) { throw new Error('the message is gone'); }
-      return request('PATCH', api.message(topic, seq), { version: String(m.version), content: text });
-    }).then(function () {
-      var li = state.room && state.room.bySeq.get(seq);
-      if (li) { setText(li.querySelector('.text'), text); setText(li.querySelector('.edited'), '(edited)'); }
+    var li = state.room && state.room.bySeq.get(seq);
+    var known = li && li.dataset.version;
+    (known ? Promise.resolve(known) : storedVersion(topic, seq, 0)).then(function (version) {
+      return request('PATCH', api.message(topic, seq), { version: version, content: text });
+    }).then(function (changed) {
+      var li = state.room && state.room.topic === topic && state.room.bySeq.get(seq);
+      if (li) {
+        setText(li.querySelector('.text'), text); setText(li.querySelector('.edited'), '(edited)');
+        if (changed && changed.version) { li.dataset.version = String(changed.version); }
+      }
       setText(el.sendStatus, 'Edited #' + seq);
       cancelEdit();
     }).catch(function (err) { setText(el.sendStatus, 'Could not edit #' + seq + ': ' + describe(err)); });
+  }
+
+  function storedVersion(topic, seq, tries) {
+    return request('GET', api.messages(topic) + '?before_seq=' + (seq + 1) + '&limit=1').then(function (page) {
+      var m = (page.messages || [])[0];
+      if (m && Number(m.seq) === seq) { return String(m.version); }
+      if (tries + 1 >= LAG_RETRIES || state.topic !== topic) { throw new Error('the message is gone'); }
+      return new Promise(function (resolve) { later(tries, resolve); })
+        .then(function () { return storedVersion(topic, seq, tries + 1); });
+    });
   }
 
   // recall asks for a second click within a few seconds before it recalls.
@@ -1075,6 +1092,7 @@
       if (!shown.classList.contains('seen')) { setText(shown.querySelector('.state'), 'sent'); }
       return;
     }
+    if (!params.duplicate) { li.dataset.version = '1'; } // as sent; a stored duplicate may have been edited since
     setSeq(li, seq);
     setTime(li, params.ts);
     place(li, seq);
@@ -1279,6 +1297,7 @@
     } else {
       setText(li.querySelector('.text'), contentText(i.content));
       setText(li.querySelector('.edited'), '(edited)');
+      if (i.version) { li.dataset.version = String(i.version); }
     }
   }
 
