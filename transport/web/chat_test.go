@@ -295,3 +295,42 @@ func memberList(entries ...string) string {
 func onlineDot(uid string) string {
 	return `document.querySelector('.dot.on[data-user="` + uid + `"]') !== null`
 }
+
+// TestStalePresenceAnswer: a presence lookup answered after a pres frame about the same user does
+// not undo the frame. Alice's page asks for Bob's presence while Bob is offline, and the answer
+// (offline) is held back until Bob has come back and his pres frame has shown him online.
+func TestStalePresenceAnswer(t *testing.T) {
+	srv, alice, bob := aliceAndBob(t)
+	meetInAGroup(t, alice, bob)
+	bobID := bob.userID()
+	if n := srv.gate.cut("bob"); n == 0 {
+		t.Fatal("found no WebSocket connection of bob to cut")
+	}
+	bob.waitFor("bob notices", `document.getElementById('conn').textContent.startsWith('Disconnected')`)
+
+	srv.gate.holdPresence("alice")
+	defer srv.gate.releasePresence("alice")
+	alice.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("room-open")))
+	alice.waitForLong("alice back in the group", `document.getElementById('conn').textContent === 'Connected' && `+
+		memberList("alice (you) owner", "bob member")+` && !(`+onlineDot(bobID)+`)`)
+	waitUntil(t, "alice's presence lookup of bob, answered offline and held", func() bool { held, _ := srv.gate.presenceHeld("alice"); return held > 0 })
+
+	srv.gate.open("bob")
+	alice.waitForLong("bob's pres frame shows him online", onlineDot(bobID))
+	srv.gate.releasePresence("alice")
+	waitUntil(t, "the held presence answers written", func() bool { held, written := srv.gate.presenceHeld("alice"); return written == held })
+	time.Sleep(500 * time.Millisecond) // the page's turn to handle the answers
+	if !eval[bool](alice, "bob's dot", onlineDot(bobID)) {
+		t.Fatalf("an older presence answer showed bob offline after his pres frame: %s", alice.state())
+	}
+}
+
+// waitUntil polls cond for up to 15 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 15 s for %s", what)
+		}
+	}
+}

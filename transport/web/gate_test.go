@@ -15,20 +15,24 @@ import (
 type gate struct {
 	mu      sync.Mutex
 	next    http.Handler
-	blocked map[string]bool     // user agent words refused
-	agents  map[string]string   // remote address -> user agent of WebSocket requests
-	conns   map[string]net.Conn // remote address -> connection
-	stale   map[string]bool     // user agent words whose conversation list lags behind
-	frozen  map[string]bool     // user agent words whose member lists lag behind
-	seen    map[string][]byte   // user agent + path -> the last member list it was answered
-	loads   map[string]int      // user agent -> member lists asked for
-	trail   map[string]int      // user agent word -> message history reads still to answer empty
-	reads   map[string]int      // user agent -> message history reads over REST
+	blocked map[string]bool          // user agent words refused
+	agents  map[string]string        // remote address -> user agent of WebSocket requests
+	conns   map[string]net.Conn      // remote address -> connection
+	stale   map[string]bool          // user agent words whose conversation list lags behind
+	frozen  map[string]bool          // user agent words whose member lists lag behind
+	seen    map[string][]byte        // user agent + path -> the last member list it was answered
+	loads   map[string]int           // user agent -> member lists asked for
+	trail   map[string]int           // user agent word -> message history reads still to answer empty
+	reads   map[string]int           // user agent -> message history reads over REST
+	held    map[string]chan struct{} // user agent word -> closed when its held presence answers may go
+	holding map[string]int           // user agent -> presence answers read and held back
+	gone    map[string]int           // user agent -> held presence answers written
 }
 
 func newGate(next http.Handler) *gate {
 	return &gate{next: next, blocked: map[string]bool{}, agents: map[string]string{}, conns: map[string]net.Conn{}, stale: map[string]bool{},
-		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}, trail: map[string]int{}, reads: map[string]int{}}
+		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}, trail: map[string]int{}, reads: map[string]int{},
+		held: map[string]chan struct{}{}, holding: map[string]int{}, gone: map[string]int{}}
 }
 
 // names reports whether the user agent ua contains one of words.
@@ -173,6 +177,51 @@ func (g *gate) trailing(ua string) bool {
 	return false
 }
 
+// holdPresence makes the presence lookups of agents containing word read their answer at once
+// and write it only after releasePresence: an answer that reaches the page late, older than what
+// happened meanwhile.
+func (g *gate) holdPresence(word string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held[word] = make(chan struct{})
+}
+
+// releasePresence lets word's held presence answers go.
+func (g *gate) releasePresence(word string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.held[word]; ok {
+		close(c)
+		delete(g.held, word)
+	}
+}
+
+// presenceHeld counts the presence answers of agents containing word that were held back, and
+// of those the ones written since.
+func (g *gate) presenceHeld(word string) (held, written int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ua, c := range g.holding {
+		if strings.Contains(ua, word) {
+			held += c
+			written += g.gone[ua]
+		}
+	}
+	return held, written
+}
+
+// holdFor returns the channel that releases ua's presence answers, or nil.
+func (g *gate) holdFor(ua string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for word, c := range g.held {
+		if strings.Contains(ua, word) {
+			return c
+		}
+	}
+	return nil
+}
+
 // lists sits in front of the REST API; it answers lagging agents' conversation lists, frozen
 // agents' member lists and trailing agents' message histories.
 func (g *gate) lists(next http.Handler) http.Handler {
@@ -190,7 +239,30 @@ func (g *gate) lists(next http.Handler) http.Handler {
 		g.mu.Unlock()
 		history := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/im/topics/") &&
 			strings.HasSuffix(r.URL.Path, "/messages")
+		presence := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/im/users/") &&
+			strings.HasSuffix(r.URL.Path, "/presence")
+		var hold chan struct{}
+		if presence {
+			hold = g.holdFor(ua)
+		}
 		switch {
+		case hold != nil:
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			g.mu.Lock()
+			g.holding[ua]++
+			g.mu.Unlock()
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			g.mu.Lock()
+			g.gone[ua]++
+			g.mu.Unlock()
 		case history && g.trailing(ua):
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"code":200,"data":{"messages":[]}}`))

@@ -55,6 +55,7 @@
     subscribed: new Set(), // topics the current connection is subscribed to
     names: new Map(),      // user id -> nickname
     online: new Map(),     // user id -> true/false, from presence lookups and pres frames
+    presFrames: new Map(), // user id -> pres frames received about them
     friends: [], requests: [],
     topic: '',             // the open conversation
     room: null
@@ -160,7 +161,10 @@
     var last = presenceLookups.get(uid);
     if (last && Date.now() - last < REFRESH_MS) { return; }
     presenceLookups.set(uid, Date.now());
+    var frames = state.presFrames.get(uid) || 0;
     request('GET', api.presence(uid)).then(function (p) {
+      // A pres frame that arrived while the lookup was under way is newer than its answer.
+      if ((state.presFrames.get(uid) || 0) !== frames) { return; }
       var on = !!p.online;
       if (state.online.get(uid) !== on) { state.online.set(uid, on); renderPresence(); }
     }).catch(function () { /* unknown: leave the dot as it is */ });
@@ -1218,6 +1222,7 @@
     if (!p.src) { return; }
     var uid = String(p.src);
     if (uid === state.userId) { return; }
+    if (p.what === 'on' || p.what === 'off') { state.presFrames.set(uid, (state.presFrames.get(uid) || 0) + 1); }
     if (p.what === 'on') { state.online.set(uid, true); } else if (p.what === 'off') { state.online.set(uid, false); }
     renderPresence();
     var r = state.room;
