@@ -313,12 +313,12 @@ func TestStalePresenceAnswer(t *testing.T) {
 	alice.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("room-open")))
 	alice.waitForLong("alice back in the group", `document.getElementById('conn').textContent === 'Connected' && `+
 		memberList("alice (you) owner", "bob member")+` && !(`+onlineDot(bobID)+`)`)
-	waitUntil(t, "alice's presence lookup of bob, answered offline and held", func() bool { held, _ := srv.gate.presenceHeld("alice"); return held > 0 })
+	waitUntil(t, "alice's presence lookup of bob, answered offline and held", func() bool { held, done := srv.gate.presenceHeld("alice"); return held > done })
 
 	srv.gate.open("bob")
 	alice.waitForLong("bob's pres frame shows him online", onlineDot(bobID))
 	srv.gate.releasePresence("alice")
-	waitUntil(t, "the held presence answers written", func() bool { held, written := srv.gate.presenceHeld("alice"); return written == held })
+	waitUntil(t, "the held presence answers written", func() bool { held, done := srv.gate.presenceHeld("alice"); return done == held })
 	time.Sleep(500 * time.Millisecond) // the page's turn to handle the answers
 	if !eval[bool](alice, "bob's dot", onlineDot(bobID)) {
 		t.Fatalf("an older presence answer showed bob offline after his pres frame: %s", alice.state())

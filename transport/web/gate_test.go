@@ -26,7 +26,7 @@ type gate struct {
 	reads   map[string]int           // user agent -> message history reads over REST
 	held    map[string]chan struct{} // user agent word -> closed when its held presence answers may go
 	holding map[string]int           // user agent -> presence answers read and held back
-	gone    map[string]int           // user agent -> held presence answers written
+	gone    map[string]int           // user agent -> held presence answers written or given up
 }
 
 func newGate(next http.Handler) *gate {
@@ -197,7 +197,7 @@ func (g *gate) releasePresence(word string) {
 }
 
 // presenceHeld counts the presence answers of agents containing word that were held back, and
-// of those the ones written since.
+// of those the ones done with since: written, or given up when the page went away.
 func (g *gate) presenceHeld(word string) (held, written int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -254,12 +254,11 @@ func (g *gate) lists(next http.Handler) http.Handler {
 			g.mu.Unlock()
 			select {
 			case <-hold:
-			case <-r.Context().Done():
-				return
+				maps.Copy(w.Header(), rec.Header())
+				w.WriteHeader(rec.Code)
+				_, _ = w.Write(rec.Body.Bytes())
+			case <-r.Context().Done(): // the page went away (a reload) before the answer
 			}
-			maps.Copy(w.Header(), rec.Header())
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
 			g.mu.Lock()
 			g.gone[ua]++
 			g.mu.Unlock()
