@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/transport/httpserver"
@@ -104,9 +106,13 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		cfg.MaxFileBytes = n.pf.files.Config().MaxBytes
 		mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(n.pf.files, n.pf.urls))
 	}
-	if _, err := rest.New(mux, cfg, handlers); err != nil {
+	api, err := rest.New(mux, cfg, handlers)
+	if err != nil {
 		return err
 	}
+	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "imledger_rest_upload_bytes_held",
+		Help: "Bytes of upload bodies the node holds now; at most twice files.max_bytes."},
+		func() float64 { return float64(api.UploadBytesHeld()) }))
 	n.aux = append(n.aux, n.spawn(ctx, "idempotency purge", func(ctx context.Context) error {
 		return idem.RunPurge(ctx, h.IdempotencyPurgeInterval)
 	}))

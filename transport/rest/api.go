@@ -261,6 +261,10 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	return a, nil
 }
 
+// UploadBytesHeld is the bytes of upload bodies the node holds now, within Config.UploadMemory
+// (exported as imledger_rest_upload_bytes_held).
+func (a *API) UploadBytesHeld() int64 { return a.bodies.held(a.cfg.UploadMemory) }
+
 func checkHandlers(cfg Config, h Handlers) error {
 	var errs []error
 	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil || h.ActionTokens != nil

@@ -99,9 +99,20 @@ func TestUploadsBoundedByUploadMemory(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan answer, 1)
 	go func() { done <- s.putContent(t, alice, "u1", first, pr, 3*mib) }()
-	if _, err := pw.Write(make([]byte, mib)); err != nil { // the first upload is being read
+	if _, err := pw.Write(make([]byte, mib)); err != nil {
 		t.Fatal(err)
 	}
+	// The first upload holds its 3 MiB once its handler runs: the bytes written may still sit in
+	// the sockets' buffers before then.
+	waitHeld := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.api.UploadBytesHeld() != want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("uploads hold %d bytes after 10 s, want %d", s.api.UploadBytesHeld(), want)
+			}
+		}
+	}
+	waitHeld(3 * mib)
 	a := s.putContent(t, alice, "u2", second, bytes.NewReader(make([]byte, 2*mib)), 2*mib)
 	expect(t, "an upload beyond UploadMemory", a, http.StatusServiceUnavailable, rest.ReasonRetry)
 	if a.Header.Get("Retry-After") == "" {
@@ -112,6 +123,7 @@ func TestUploadsBoundedByUploadMemory(t *testing.T) {
 	}
 	_ = pw.Close()
 	expect(t, "the first upload", <-done, http.StatusOK, "ok")
+	waitHeld(0) // given back when the request ends
 	expect(t, "the second upload, retried", s.putContent(t, alice, "u2", second, bytes.NewReader(make([]byte, 2*mib)), 2*mib),
 		http.StatusOK, "ok")
 }

@@ -291,6 +291,13 @@ func (b *bodyBudget) take(n int64) bool {
 	return true
 }
 
+// held is the number of bytes taken now.
+func (b *bodyBudget) held(limit int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return limit - b.free
+}
+
 // give returns n bytes taken before.
 func (b *bodyBudget) give(n int64) {
 	b.mu.Lock()
