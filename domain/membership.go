@@ -242,6 +242,27 @@ func (g GroupState) AcceptInvite(p Principal, m MembershipState, maxMembers int,
 	return g.admit(m, JoinViaInvite, m.invitedBy, maxMembers, now)
 }
 
+// JoinOnLink decides p joining g on an invite link (a join_group action token) that inviter
+// issued: an invitation of inviter's, so it admits p with or without join approval while inviter
+// is still a member whose role may invite. Refusals: tenant_mismatch, group_dissolved,
+// already_member, banned, group_full (joiner side); not_member, not_admin, not_owner (inviter
+// side: the link died with the inviter's right to invite).
+func (g GroupState) JoinOnLink(p Principal, m, inviter MembershipState, maxMembers int, now time.Time) ([]PendingEvent, error) {
+	if err := g.checkJoiner(p, m); err != nil {
+		return nil, err
+	}
+	if err := g.MayInvite(Principal{Tenant: p.Tenant, User: inviter.user}, inviter, now); err != nil {
+		return nil, err
+	}
+	return g.admit(m, JoinViaInvite, inviter.user, maxMembers, now)
+}
+
+// MayInvite reports whether actor, p's membership, may invite users into g at now: nil, or the
+// refusal Invite would give (tenant_mismatch, group_dissolved, not_member, not_admin, not_owner).
+func (g GroupState) MayInvite(p Principal, actor MembershipState, now time.Time) error {
+	return g.authorize(p, actor, PermInvite, now)
+}
+
 // RequestJoin decides member.join_requested.v1 for a group that needs approval; a pending
 // request is replaced. Refusals: tenant_mismatch, group_dissolved, already_member, banned,
 // approval_not_required; a message over MaxJoinMessageLen characters is a *ValidationError.

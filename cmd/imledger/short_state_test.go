@@ -186,42 +186,133 @@ func TestCodesAndActionTokensOverREST(t *testing.T) {
 		`{"tenant":"acme","login":"eve","password":"correct horse battery","phone":"+8613800138000","code":%q}`, code)); a.status != http.StatusForbidden || a.Reason != "code_not_found" {
 		t.Fatalf("the code again: %d %s, want 403 code_not_found", a.status, a.raw)
 	}
+}
+
+// TestInviteLinksOverREST: an invite link (a join_group action token) is issued only by a member
+// who may invite; consuming it joins the group, with or without join approval, and of many
+// concurrent consumers exactly one gets in. A consumer the join would refuse (banned), or a link
+// whose issuer may no longer invite, is refused without spending the token.
+func TestInviteLinksOverREST(t *testing.T) {
+	t.Parallel()
+	s := newServeEnv(t, nil, true).start(t, "links")
+	issue := func(u user, key, gid string) answer {
+		return call(t, http.MethodPost, s.base+"/v1/im/action-tokens", u.token, key, fmt.Sprintf(`{"action":"join_group","subject":"grp%s"}`, gid))
+	}
+	consume := func(u user, key, token string) answer {
+		return call(t, http.MethodPost, s.base+"/v1/im/action-tokens/consume", u.token, key, fmt.Sprintf(`{"action":"join_group","token":%q}`, token))
+	}
+	tokenOf := func(a answer) string {
+		t.Helper()
+		token, _ := a.Data["token"].(string)
+		if a.status != http.StatusCreated || token == "" {
+			t.Fatalf("issue: %d %s", a.status, a.raw)
+		}
+		return token
+	}
+	// joined checks that u is a member of gid by the command side, which a join refuses as already_member.
+	probes := 0
+	joined := func(u user, gid string) bool {
+		probes++
+		a := call(t, http.MethodPost, s.base+"/v1/im/groups/"+gid+"/join", u.token, "probe-"+strconv.Itoa(probes), "")
+		return a.status == http.StatusForbidden && a.Reason == "already_member"
+	}
 
 	owner := signUp(t, s.base, "olive")
 	gid := createGroup(t, s.base, owner, "invite")
-	a := call(t, http.MethodPost, s.base+"/v1/im/action-tokens", owner.token, "invite-1", fmt.Sprintf(`{"action":"join_group","subject":"grp%s"}`, gid))
-	token, _ := a.Data["token"].(string)
-	if a.status != http.StatusCreated || token == "" {
-		t.Fatalf("issue: %d %s", a.status, a.raw)
+	if a := call(t, http.MethodPut, s.base+"/v1/im/groups/"+gid+"/settings", owner.token, "settings",
+		`{"join_approval":true,"who_may_invite":"admin","who_may_announce":"admin","mute_all":false}`); a.status != http.StatusOK {
+		t.Fatalf("settings: %d %s", a.status, a.raw)
 	}
+	token := tokenOf(issue(owner, "invite-1", gid))
 	outsider := signUp(t, s.base, "oscar")
-	if a := call(t, http.MethodPost, s.base+"/v1/im/action-tokens", outsider.token, "invite-2", fmt.Sprintf(`{"action":"join_group","subject":"grp%s"}`, gid)); a.status != http.StatusForbidden {
+	if a := issue(outsider, "invite-2", gid); a.status != http.StatusForbidden {
 		t.Fatalf("a non-member issues an invite: %d %s", a.status, a.raw)
 	}
-	const n = 20
+
+	const n = 12
+	users := make([]user, n)
+	for i := range users {
+		users[i] = signUp(t, s.base, "joiner"+strconv.Itoa(i))
+	}
 	var wg sync.WaitGroup
 	results := make([]answer, n)
 	for i := range n {
-		wg.Go(func() {
-			results[i] = call(t, http.MethodPost, s.base+"/v1/im/action-tokens/consume", outsider.token, "consume-"+strconv.Itoa(i),
-				fmt.Sprintf(`{"action":"join_group","token":%q}`, token))
-		})
+		wg.Go(func() { results[i] = consume(users[i], "consume-"+strconv.Itoa(i), token) })
 	}
 	wg.Wait()
-	ok := 0
-	for _, r := range results {
+	var winner *user
+	for i, r := range results {
 		switch {
 		case r.status == http.StatusOK:
-			ok++
-			if r.Data["subject"] != "grp"+gid {
-				t.Fatalf("consumed subject %v", r.Data["subject"])
+			if winner != nil {
+				t.Fatalf("two consumers succeeded: %s", r.raw)
+			}
+			winner = &users[i]
+			j, _ := r.Data["joined"].(map[string]any)
+			if r.Data["subject"] != "grp"+gid || j["group_id"] != gid || j["topic"] != "grp"+gid {
+				t.Fatalf("consumed: %s", r.raw)
 			}
 		case r.status == http.StatusForbidden && r.Reason == "action_token_used":
 		default:
 			t.Fatalf("concurrent consume: %d %s", r.status, r.raw)
 		}
 	}
-	if ok != 1 {
-		t.Fatalf("%d of %d concurrent consumers succeeded, want exactly 1", ok, n)
+	if winner == nil {
+		t.Fatalf("none of %d concurrent consumers succeeded", n)
+	}
+	if !joined(*winner, gid) {
+		t.Fatal("the link's consumer is not a member of a group that needs approval")
+	}
+	for _, u := range users {
+		if u.id != winner.id && joined(u, gid) {
+			t.Fatalf("user %s joined without the link", u.id)
+		}
+	}
+
+	// A member the settings do not let invite gets no link.
+	if a := issue(*winner, "invite-3", gid); a.status != http.StatusForbidden || a.Reason != "not_admin" {
+		t.Fatalf("a plain member issues a link where only admins invite: %d %s, want 403 not_admin", a.status, a.raw)
+	}
+
+	// A banned user's consume is refused and leaves the token for someone else.
+	banned := users[0]
+	if banned.id == winner.id {
+		banned = users[1]
+	}
+	if a := call(t, http.MethodPost, s.base+"/v1/im/groups/"+gid+"/join-requests", banned.token, "ask", `{"message":"hi"}`); a.status != http.StatusOK {
+		t.Fatalf("join request: %d %s", a.status, a.raw)
+	}
+	if a := call(t, http.MethodPost, s.base+"/v1/im/groups/"+gid+"/join-requests/"+banned.id+"/approve", owner.token, "approve", ""); a.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", a.status, a.raw)
+	}
+	if a := call(t, http.MethodDelete, s.base+"/v1/im/groups/"+gid+"/members/"+banned.id+"?ban=true", owner.token, "ban", ""); a.status != http.StatusOK {
+		t.Fatalf("remove with a ban: %d %s", a.status, a.raw)
+	}
+	second := tokenOf(issue(owner, "invite-4", gid))
+	if a := consume(banned, "consume-banned", second); a.status != http.StatusForbidden || a.Reason != "banned" {
+		t.Fatalf("a banned user consumes a link: %d %s, want 403 banned", a.status, a.raw)
+	}
+	late := signUp(t, s.base, "lena")
+	if a := consume(late, "consume-late", second); a.status != http.StatusOK || !joined(late, gid) {
+		t.Fatalf("the link a banned user could not use: %d %s", a.status, a.raw)
+	}
+
+	// A link dies with its issuer's right to invite, unspent.
+	admin := late
+	if a := call(t, http.MethodPut, s.base+"/v1/im/groups/"+gid+"/members/"+admin.id+"/role", owner.token, "promote", `{"role":"admin"}`); a.status != http.StatusOK {
+		t.Fatalf("promote: %d %s", a.status, a.raw)
+	}
+	third := tokenOf(issue(admin, "invite-5", gid))
+	if a := call(t, http.MethodPut, s.base+"/v1/im/groups/"+gid+"/members/"+admin.id+"/role", owner.token, "demote", `{"role":"member"}`); a.status != http.StatusOK {
+		t.Fatalf("demote: %d %s", a.status, a.raw)
+	}
+	if a := consume(outsider, "consume-demoted", third); a.status != http.StatusForbidden || a.Reason != "not_admin" || joined(outsider, gid) {
+		t.Fatalf("a link of an issuer who may no longer invite: %d %s, want 403 not_admin", a.status, a.raw)
+	}
+	if a := call(t, http.MethodPut, s.base+"/v1/im/groups/"+gid+"/members/"+admin.id+"/role", owner.token, "promote-again", `{"role":"admin"}`); a.status != http.StatusOK {
+		t.Fatalf("promote again: %d %s", a.status, a.raw)
+	}
+	if a := consume(outsider, "consume-promoted", third); a.status != http.StatusOK || !joined(outsider, gid) {
+		t.Fatalf("the link once its issuer may invite again: %d %s", a.status, a.raw)
 	}
 }

@@ -2,6 +2,7 @@ package actiontoken_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -174,5 +175,55 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	}
 	if _, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp9"}); !errors.Is(err, domain.ErrRetryable) {
 		t.Fatalf("issue with Redis down: %v, want retryable", err)
+	}
+}
+
+// TestConsumeIfLeavesARefusedTokenActive: a precondition that refuses keeps the token active for
+// a later consumer; the precondition sees the issuer, also for an entry cached without it (cached
+// before the issuer was kept there), which is read from MySQL instead.
+func TestConsumeIfLeavesARefusedTokenActive(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	svc, _ := newService(t, rdb, prefix)
+	iss, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp42", By: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := domain.Deny("banned")
+	var seen []actiontoken.Consumed
+	check := func(ok bool) func(actiontoken.Consumed) error {
+		return func(c actiontoken.Consumed) error {
+			seen = append(seen, c)
+			if !ok {
+				return refuse
+			}
+			return nil
+		}
+	}
+	if _, err := svc.ConsumeIf(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 5, check(false)); !errors.Is(err, refuse) {
+		t.Fatalf("refused precondition: %v", err)
+	}
+	// The cached entry as an earlier version wrote it: no issuer.
+	keys, _ := rdb.Keys(ctx, prefix+"*atoken*").Result()
+	if len(keys) != 1 {
+		t.Fatalf("redis keys %v, want the one token", keys)
+	}
+	old := fmt.Sprintf(`{"id":%q,"action":"join_group","subject":"grp42","exp":%d}`, iss.TokenID, iss.ExpiresAt.UnixMilli())
+	if err := rdb.Set(ctx, keys[0], old, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := svc.ConsumeIf(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 6, check(true))
+	if err != nil || c.Subject != "grp42" || c.IssuedBy != 7 {
+		t.Fatalf("consume after a refusal: %+v, %v", c, err)
+	}
+	if len(seen) != 2 || seen[0].IssuedBy != 7 || seen[1].IssuedBy != 7 || seen[1].TokenID != iss.TokenID {
+		t.Fatalf("the precondition saw %+v, want the token issued by 7 twice", seen)
+	}
+	if _, err := svc.ConsumeIf(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 8, check(true)); !denied(err, actiontoken.ReasonTokenUsed) {
+		t.Fatalf("consume after the success: %v, want action_token_used", err)
+	}
+	if len(seen) != 2 {
+		t.Fatal("the precondition ran for a used token")
 	}
 }

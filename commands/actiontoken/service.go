@@ -135,6 +135,7 @@ type Consumed struct {
 	TokenID    string
 	Action     Action
 	Subject    string
+	IssuedBy   domain.UserID // who issued it; 0 for the system
 	ConsumedAt time.Time
 }
 
@@ -143,7 +144,8 @@ type hot struct {
 	ID      string `json:"id"`
 	Action  Action `json:"action"`
 	Subject string `json:"subject"`
-	Exp     int64  `json:"exp"` // unix ms
+	By      *int64 `json:"by,omitempty"` // the issuer; absent in entries cached before it was kept
+	Exp     int64  `json:"exp"`          // unix ms
 }
 
 // Issue creates a token: MySQL first (the final word), then Redis. Bad input is a
@@ -183,7 +185,8 @@ func (s *Service) Issue(ctx context.Context, in Issue) (Issued, error) {
 		hash, id.String(), string(in.Action), in.Subject, StateActive, int64(in.By), now.UTC(), exp.UTC()); err != nil {
 		return Issued{}, domain.Retryable("action token", err)
 	}
-	v, _ := json.Marshal(hot{ID: id.String(), Action: in.Action, Subject: in.Subject, Exp: exp.UnixMilli()})
+	by := int64(in.By)
+	v, _ := json.Marshal(hot{ID: id.String(), Action: in.Action, Subject: in.Subject, By: &by, Exp: exp.UnixMilli()})
 	if err := s.rdb.Set(ctx, s.key(in.Tenant, hash), v, ttl).Err(); err != nil {
 		_, _ = db.ExecContext(ctx, `UPDATE im_action_tokens SET state = ?, finished_at = ? WHERE token_hash = ?`, StateRevoked, now.UTC(), hash)
 		return Issued{}, domain.Retryable("action token", err)
@@ -197,6 +200,14 @@ func (s *Service) Issue(ctx context.Context, in Issue) (Issued, error) {
 // Refusals (*domain.DeniedError): action_token_invalid, action_token_used, action_token_expired.
 // Redis down: a retryable error, nothing consumed (fail closed).
 func (s *Service) Consume(ctx context.Context, tenant domain.TenantID, token string, action Action, by domain.UserID) (Consumed, error) {
+	return s.ConsumeIf(ctx, tenant, token, action, by, nil)
+}
+
+// ConsumeIf is Consume with a precondition: check (when not nil) is given the token, found
+// active and unexpired, before it is consumed; an error from check is returned and the token
+// stays active. What the token is for can so be refused without spending it.
+func (s *Service) ConsumeIf(ctx context.Context, tenant domain.TenantID, token string, action Action, by domain.UserID,
+	check func(Consumed) error) (Consumed, error) {
 	if !strings.HasPrefix(token, "at_") || len(token) > 64 {
 		return Consumed{}, domain.Deny(ReasonTokenInvalid)
 	}
@@ -219,6 +230,11 @@ func (s *Service) Consume(ctx context.Context, tenant domain.TenantID, token str
 		if err := json.Unmarshal(raw, &h); err != nil {
 			return Consumed{}, fmt.Errorf("actiontoken: cached token: %w", err)
 		}
+		if h.By == nil {
+			if h, err = s.load(ctx, db, hash); err != nil {
+				return Consumed{}, err
+			}
+		}
 	}
 	now := s.now()
 	if h.Action != action {
@@ -226,6 +242,12 @@ func (s *Service) Consume(ctx context.Context, tenant domain.TenantID, token str
 	}
 	if now.UnixMilli() >= h.Exp {
 		return Consumed{}, domain.Deny(ReasonTokenExpired)
+	}
+	c := Consumed{TokenID: h.ID, Action: h.Action, Subject: h.Subject, IssuedBy: domain.UserID(*h.By)}
+	if check != nil {
+		if err := check(c); err != nil {
+			return Consumed{}, err
+		}
 	}
 	res, err := db.ExecContext(ctx, `UPDATE im_action_tokens SET state = ?, consumed_by = ?, finished_at = ?
 		WHERE token_hash = ? AND state = ? AND expires_at > ?`, StateConsumed, int64(by), now.UTC(), hash, StateActive, now.UTC())
@@ -238,7 +260,8 @@ func (s *Service) Consume(ctx context.Context, tenant domain.TenantID, token str
 	// The row decided; the cache only stops serving the token. A failure here costs a MySQL read
 	// on the next try, which the row refuses.
 	_ = s.rdb.Del(ctx, key).Err()
-	return Consumed{TokenID: h.ID, Action: h.Action, Subject: h.Subject, ConsumedAt: now}, nil
+	c.ConsumedAt = now
+	return c, nil
 }
 
 // load reads a token Redis does not hold from MySQL, refusing one that is not active.
@@ -247,9 +270,10 @@ func (s *Service) load(ctx context.Context, db *sql.DB, hash string) (hot, error
 		h     hot
 		state string
 		exp   time.Time
+		by    int64
 	)
-	err := db.QueryRowContext(ctx, `SELECT token_id, action, subject, state, expires_at FROM im_action_tokens WHERE token_hash = ?`, hash).
-		Scan(&h.ID, &h.Action, &h.Subject, &state, &exp)
+	err := db.QueryRowContext(ctx, `SELECT token_id, action, subject, state, created_by, expires_at FROM im_action_tokens WHERE token_hash = ?`, hash).
+		Scan(&h.ID, &h.Action, &h.Subject, &state, &by, &exp)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return hot{}, domain.Deny(ReasonTokenInvalid)
@@ -258,7 +282,7 @@ func (s *Service) load(ctx context.Context, db *sql.DB, hash string) (hot, error
 	case state != StateActive:
 		return hot{}, domain.Deny(ReasonTokenUsed)
 	}
-	h.Exp = exp.UnixMilli()
+	h.Exp, h.By = exp.UnixMilli(), &by
 	return h, nil
 }
 

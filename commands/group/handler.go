@@ -64,6 +64,7 @@ type Handlers struct {
 	ApproveJoin         ApproveJoinHandler
 	RejectJoin          RejectJoinHandler
 	JoinGroup           JoinGroupHandler
+	JoinOnLink          JoinOnLinkHandler
 	LeaveGroup          LeaveGroupHandler
 	RemoveMember        RemoveMemberHandler
 	UnbanMember         UnbanMemberHandler
@@ -125,6 +126,7 @@ func New(deps Deps, cfg Config) (*Handlers, error) {
 		UpdateGroupSettings: UpdateGroupSettingsHandler{c}, UpdateAnnouncement: UpdateAnnouncementHandler{c},
 		InviteMember: InviteMemberHandler{c}, AcceptInvite: AcceptInviteHandler{c}, RequestJoin: RequestJoinHandler{c},
 		ApproveJoin: ApproveJoinHandler{c}, RejectJoin: RejectJoinHandler{c}, JoinGroup: JoinGroupHandler{c},
+		JoinOnLink: JoinOnLinkHandler{c},
 		LeaveGroup: LeaveGroupHandler{c}, RemoveMember: RemoveMemberHandler{c}, UnbanMember: UnbanMemberHandler{c},
 		SetRole: SetRoleHandler{c}, TransferOwnership: TransferOwnershipHandler{c}, MuteMember: MuteMemberHandler{c},
 		UnmuteMember: UnmuteMemberHandler{c}, DissolveGroup: DissolveGroupHandler{c},

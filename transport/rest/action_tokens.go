@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/imledger/imledger/commands/actiontoken"
+	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -15,7 +16,8 @@ import (
 // implements it.
 type ActionTokenService interface {
 	Issue(ctx context.Context, in actiontoken.Issue) (actiontoken.Issued, error)
-	Consume(ctx context.Context, tenant domain.TenantID, token string, action actiontoken.Action, by domain.UserID) (actiontoken.Consumed, error)
+	ConsumeIf(ctx context.Context, tenant domain.TenantID, token string, action actiontoken.Action, by domain.UserID,
+		check func(actiontoken.Consumed) error) (actiontoken.Consumed, error)
 }
 
 var _ ActionTokenService = (*actiontoken.Service)(nil)
@@ -42,10 +44,11 @@ type ConsumeActionTokenRequest struct {
 
 // ActionTokenConsumed is the data of a consumed token.
 type ActionTokenConsumed struct {
-	TokenID    string `json:"token_id"`
-	Action     string `json:"action"`
-	Subject    string `json:"subject"`
-	ConsumedAt string `json:"consumed_at" doc:"UTC RFC 3339"`
+	TokenID    string         `json:"token_id"`
+	Action     string         `json:"action"`
+	Subject    string         `json:"subject"`
+	ConsumedAt string         `json:"consumed_at" doc:"UTC RFC 3339"`
+	Joined     *CommandResult `json:"joined,omitempty" doc:"join_group: the group the caller joined on the link"`
 }
 
 type issueActionTokenInput struct {
@@ -63,8 +66,8 @@ func (a *API) registerActionTokens() {
 		summary: "Issue a one-time action token", tag: "action-tokens", status: http.StatusCreated,
 		errs: []int{http.StatusForbidden},
 		desc: "Issues a token for a sensitive action, to be consumed once. Over REST: join_group for a group topic the " +
-			"caller may read (an invite link). 403 forbidden for other actions; 403 not_member when the caller does not " +
-			"read the group."}),
+			"caller may invite into (an invite link). 403 forbidden for other actions; 403 not_member when the caller does " +
+			"not read the group, not_admin or not_owner when the group's who_may_invite leaves the caller out."}),
 		func(ctx context.Context, in *issueActionTokenInput) (*reply[ActionTokenIssued], error) {
 			p := principal(ctx)
 			action, err := actiontoken.ParseAction(in.Body.Action)
@@ -84,6 +87,12 @@ func (a *API) registerActionTokens() {
 			if err := a.h.ReadPolicy.CanRead(ctx, p.Tenant, p.User, topic); err != nil {
 				return nil, a.fail(ctx, err)
 			}
+			if a.h.Groups != nil {
+				// A link is an invitation of the issuer's: one who may not invite gets none.
+				if err := a.h.Groups.JoinOnLink.CheckInviter(ctx, p.domain(), domain.GroupID(topic.GroupID())); err != nil {
+					return nil, a.fail(ctx, err)
+				}
+			}
 			if in.Body.TTLSeconds < 0 {
 				return nil, a.fail(ctx, &domain.ValidationError{Field: "ttl_seconds", Reason: "out_of_range", Detail: "positive"})
 			}
@@ -98,6 +107,9 @@ func (a *API) registerActionTokens() {
 		summary: "Consume a one-time action token", tag: "action-tokens", errs: []int{http.StatusForbidden},
 		desc: "Consumes the token for the action, once: of any number of concurrent consumers exactly one succeeds. " +
 			"403 action_token_invalid (unknown, or of another action), action_token_used, action_token_expired. " +
+			"join_group: the caller joins the link's group, with or without join approval, as on an invitation of the " +
+			"issuer's (answer: joined); 403 already_member, banned, group_full, group_dissolved, and not_member, not_admin " +
+			"or not_owner when the issuer may no longer invite: the token is then not spent. " +
 			"503 retry when Redis is down: tokens fail closed."}),
 		func(ctx context.Context, in *consumeActionTokenInput) (*reply[ActionTokenConsumed], error) {
 			p := principal(ctx)
@@ -105,11 +117,34 @@ func (a *API) registerActionTokens() {
 			if err != nil {
 				return nil, a.fail(ctx, err)
 			}
-			c, err := a.h.ActionTokens.Consume(ctx, p.Tenant, in.Body.Token, action, p.User)
+			var (
+				check func(actiontoken.Consumed) error
+				join  group.JoinOnLink
+			)
+			if action == actiontoken.ActionJoinGroup && a.h.Groups != nil {
+				// The token is spent only on a join that can happen now: one refused for a ban,
+				// a full group or an inviter who may no longer invite leaves it active.
+				check = func(c actiontoken.Consumed) error {
+					topic, err := domain.ParseTopic(c.Subject)
+					if err != nil || topic.Kind() != domain.TopicGroup || c.IssuedBy <= 0 {
+						return domain.Deny(actiontoken.ReasonTokenInvalid)
+					}
+					join = group.JoinOnLink{Actor: p.domain(), Group: domain.GroupID(topic.GroupID()), Inviter: c.IssuedBy, Meta: meta(ctx)}
+					return a.h.Groups.JoinOnLink.Check(ctx, join)
+				}
+			}
+			c, err := a.h.ActionTokens.ConsumeIf(ctx, p.Tenant, in.Body.Token, action, p.User, check)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
 			}
-			return respond(ctx, http.StatusOK, ActionTokenConsumed{TokenID: c.TokenID, Action: string(c.Action),
-				Subject: c.Subject, ConsumedAt: rfc3339(c.ConsumedAt)}), nil
+			out := ActionTokenConsumed{TokenID: c.TokenID, Action: string(c.Action), Subject: c.Subject, ConsumedAt: rfc3339(c.ConsumedAt)}
+			if check != nil {
+				res, err := a.h.Groups.JoinOnLink.Handle(ctx, join)
+				if err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+				}
+				out.Joined = &CommandResult{GroupID: res.Group.String(), Topic: res.Topic.String(), Unchanged: res.Unchanged}
+			}
+			return respond(ctx, http.StatusOK, out), nil
 		})
 }
