@@ -103,7 +103,8 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	}
 	if n.pf.files != nil {
 		handlers.Files, handlers.FileRefs, handlers.FileURLs = n.pf.files, n.pf.filedb, n.pf.urls
-		cfg.MaxFileBytes = n.pf.files.Config().MaxBytes
+		fc := n.pf.files.Config()
+		cfg.MaxFileBytes, cfg.UploadMemory, cfg.UploadIdleTimeout = fc.MaxBytes, fc.UploadMemory, fc.UploadIdleTimeout
 		mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(n.pf.files, n.pf.urls))
 	}
 	api, err := rest.New(mux, cfg, handlers)
@@ -111,7 +112,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		return err
 	}
 	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "imledger_rest_upload_bytes_held",
-		Help: "Bytes of upload bodies the node holds now; at most twice files.max_bytes."},
+		Help: "Bytes of upload bodies the node holds now; at most files.upload_memory."},
 		func() float64 { return float64(api.UploadBytesHeld()) }))
 	n.aux = append(n.aux, n.spawn(ctx, "idempotency purge", func(ctx context.Context) error {
 		return idem.RunPurge(ctx, h.IdempotencyPurgeInterval)

@@ -32,6 +32,12 @@ type Config struct {
 	GCInterval time.Duration `koanf:"gc_interval"`
 	// CheckGroup is the Kafka consumer group of the security check. Default "imledger.files.security.v1".
 	CheckGroup string `koanf:"check_group"`
+	// UploadMemory bounds the bytes of upload bodies a node holds while they arrive (the REST
+	// API's, see rest.Config.UploadMemory). 0: twice MaxBytes; at least MaxBytes.
+	UploadMemory int64 `koanf:"upload_memory"`
+	// UploadIdleTimeout ends an upload whose body stops arriving this long (the REST API's,
+	// see rest.Config.UploadIdleTimeout). 0: 30 s; negative: no limit.
+	UploadIdleTimeout time.Duration `koanf:"upload_idle_timeout"`
 }
 
 func (c *Config) setDefaults() {
@@ -60,6 +66,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.MaxBytes < 0 || c.URLTTL < 0 || c.GCGrace < 0 || c.GCInterval < 0 {
 		errs = append(errs, errors.New("files: max_bytes, url_ttl, gc_grace and gc_interval must not be negative"))
+	}
+	if c.UploadMemory != 0 && c.UploadMemory < c.MaxBytes {
+		errs = append(errs, errors.New("files.upload_memory must not be below files.max_bytes"))
 	}
 	for _, t := range c.AllowedTypes {
 		if !strings.Contains(t, "/") {

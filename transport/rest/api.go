@@ -77,9 +77,13 @@ type Config struct {
 	// UploadMemory bounds the bytes of upload bodies (bodies over MaxBodyBytes) the node holds
 	// in memory at once: each is read whole before it runs, for its Idempotency-Key's request
 	// hash, and counts at its Content-Length (MaxFileBytes without one) until its request ends.
-	// An upload that does not fit is refused at once with 503 retry. At least MaxFileBytes.
-	// Default 2 × MaxFileBytes.
+	// An upload that does not fit is refused at once with 503 retry; one user holds at most
+	// MaxFileBytes of it and one tenant at most half of it (at least MaxFileBytes), beyond which
+	// the upload is refused with 429 rate_limited. At least MaxFileBytes. Default 2 × MaxFileBytes.
 	UploadMemory int64
+	// UploadIdleTimeout ends an upload whose body stops arriving for this long with 408
+	// request_timeout, giving its share of UploadMemory back. Default 30 s; negative: no limit.
+	UploadIdleTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -127,6 +131,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.UploadMemory == 0 {
 		c.UploadMemory = 2 * c.MaxFileBytes
+	}
+	if c.UploadIdleTimeout == 0 {
+		c.UploadIdleTimeout = 30 * time.Second
 	}
 }
 
@@ -241,7 +248,7 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 	if err := checkHandlers(cfg, h); err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, h: h, huma: humago.New(mux, humaConfig(cfg)), bodies: &bodyBudget{free: cfg.UploadMemory}}
+	a := &API{cfg: cfg, h: h, huma: humago.New(mux, humaConfig(cfg)), bodies: newBodyBudget(cfg.UploadMemory, cfg.MaxFileBytes)}
 	if h.Redis != nil {
 		a.limiter = redis_rate.NewLimiter(h.Redis)
 	}
@@ -263,7 +270,7 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 
 // UploadBytesHeld is the bytes of upload bodies the node holds now, within Config.UploadMemory
 // (exported as imledger_rest_upload_bytes_held).
-func (a *API) UploadBytesHeld() int64 { return a.bodies.held(a.cfg.UploadMemory) }
+func (a *API) UploadBytesHeld() int64 { return a.bodies.held() }
 
 func checkHandlers(cfg Config, h Handlers) error {
 	var errs []error

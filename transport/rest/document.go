@@ -43,6 +43,7 @@ var reasonDocs = []ReasonDoc{
 	{http.StatusConflict, ReasonConflict, "concurrent modification (a stale edit version, a lost race); retryable"},
 	{http.StatusConflict, ReasonInProgress, "a request with the same Idempotency-Key is still running; retryable"},
 	{http.StatusConflict, ReasonIdempotencyKeyReused, "the Idempotency-Key was used with another request; details {header}"},
+	{http.StatusRequestTimeout, ReasonRequestTimeout, "a file upload's body stopped arriving for files.upload_idle_timeout; retryable"},
 	{http.StatusRequestEntityTooLarge, ReasonTooLarge, "the body is over the server's limit (http.max_body_bytes)"},
 	{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "the body is not application/json"},
 	{http.StatusTooManyRequests, ReasonRateLimited, "too many attempts; header Retry-After says when to try again"},
@@ -111,6 +112,8 @@ func (a *API) operationReasons(o *huma.Operation) map[int][]string {
 			add(s, ReasonConflict)
 		case http.StatusTooManyRequests:
 			add(s, ReasonRateLimited)
+		case http.StatusRequestTimeout:
+			add(s, ReasonRequestTimeout)
 		}
 	}
 	if a.h.Limiter != nil {

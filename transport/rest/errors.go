@@ -30,6 +30,7 @@ const (
 	ReasonConflict               = "conflict"                 // 409: concurrent change; retryable
 	ReasonInProgress             = "request_in_progress"      // 409: the same request is still running; retryable
 	ReasonIdempotencyKeyReused   = "idempotency_key_reused"   // 409: the key was used with another request
+	ReasonRequestTimeout         = "request_timeout"          // 408: an upload's body stopped arriving; retryable
 	ReasonTooLarge               = "too_large"                // 413: body over the limit
 	ReasonUnsupportedMediaType   = "unsupported_media_type"   // 415/406
 	ReasonRateLimited            = "rate_limited"             // 429: Retry-After says when

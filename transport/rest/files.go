@@ -145,8 +145,13 @@ func (a *API) registerFiles() {
 			return respond(ctx, http.StatusCreated, fileData(f)), nil
 		})
 	up := a.build(op{id: "upload-file", method: http.MethodPut, path: "/v1/im/files/{id}/content",
-		summary: "Upload a file's bytes", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
-		desc: "Exactly the declared size, at most files.max_bytes; the uploader only. Completes the file and queues its security check. Of uploads of one file that overlap, one is recorded and the others are 409 conflict; 503 retry while the node holds its limit of upload bodies."})
+		summary: "Upload a file's bytes", tag: "files",
+		errs: []int{http.StatusForbidden, http.StatusNotFound, http.StatusTooManyRequests, http.StatusRequestTimeout},
+		desc: "Exactly the declared size, at most files.max_bytes; the uploader only. Completes the file and queues its security check. " +
+			"Of uploads of one file that overlap, one is recorded and the others are 409 conflict. Upload bodies are held in the " +
+			"node's memory while they arrive: 503 retry while the node holds its limit of them, 429 rate_limited (limit " +
+			"upload_memory_user or upload_memory_tenant) while the caller, or the caller's tenant, holds its share; 408 " +
+			"request_timeout when the body stops arriving for files.upload_idle_timeout."})
 	// The idempotency middleware enforces this limit (huma reads no body for this input).
 	up.MaxBodyBytes = a.cfg.MaxFileBytes
 	up.RequestBody = &huma.RequestBody{Required: true, Description: "The file's bytes, exactly its declared size, at most files.max_bytes",

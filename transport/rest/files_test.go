@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/rest"
 )
 
@@ -94,26 +95,17 @@ func TestUploadsBoundedByUploadMemory(t *testing.T) {
 	const mib = 1 << 20
 	s := newStack(t, rest.Config{MaxFileBytes: 3 * mib, UploadMemory: 4 * mib}, stackOpts{reads: true, files: true})
 	_, alice := s.user(t, "alice")
+	carol := s.otherTenantUser(t, "carol") // within her user's and her tenant's share
 	first := s.createFile(t, alice, "c1", "a.bin", "application/octet-stream", 3*mib)
-	second := s.createFile(t, alice, "c2", "b.bin", "application/octet-stream", 2*mib)
+	second := s.createFile(t, carol, "c2", "b.bin", "application/octet-stream", 2*mib)
 	pr, pw := io.Pipe()
 	done := make(chan answer, 1)
 	go func() { done <- s.putContent(t, alice, "u1", first, pr, 3*mib) }()
 	if _, err := pw.Write(make([]byte, mib)); err != nil {
 		t.Fatal(err)
 	}
-	// The first upload holds its 3 MiB once its handler runs: the bytes written may still sit in
-	// the sockets' buffers before then.
-	waitHeld := func(want int64) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); s.api.UploadBytesHeld() != want; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("uploads hold %d bytes after 10 s, want %d", s.api.UploadBytesHeld(), want)
-			}
-		}
-	}
-	waitHeld(3 * mib)
-	a := s.putContent(t, alice, "u2", second, bytes.NewReader(make([]byte, 2*mib)), 2*mib)
+	waitHeld(t, s, 3*mib)
+	a := s.putContent(t, carol, "u2", second, bytes.NewReader(make([]byte, 2*mib)), 2*mib)
 	expect(t, "an upload beyond UploadMemory", a, http.StatusServiceUnavailable, rest.ReasonRetry)
 	if a.Header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
@@ -123,8 +115,8 @@ func TestUploadsBoundedByUploadMemory(t *testing.T) {
 	}
 	_ = pw.Close()
 	expect(t, "the first upload", <-done, http.StatusOK, "ok")
-	waitHeld(0) // given back when the request ends
-	expect(t, "the second upload, retried", s.putContent(t, alice, "u2", second, bytes.NewReader(make([]byte, 2*mib)), 2*mib),
+	waitHeld(t, s, 0)
+	expect(t, "the second upload, retried", s.putContent(t, carol, "u2", second, bytes.NewReader(make([]byte, 2*mib)), 2*mib),
 		http.StatusOK, "ok")
 }
 
@@ -342,5 +334,110 @@ func TestDownloadRouteIsDocumentedAndAnswersTheEnvelope(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, body) {
 		t.Fatalf("signed download: %d %q", resp.StatusCode, got)
+	}
+}
+
+// TestUploadMemoryIsSharedFairly: one user holds at most one largest upload's worth of the
+// node's upload memory and one tenant at most half of it, so a user's or a tenant's uploads that
+// arrive slowly never keep another tenant's uploads out; beyond its share an upload is 429
+// rate_limited at once, and nothing of it is stored.
+func TestUploadMemoryIsSharedFairly(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	s := newStack(t, rest.Config{MaxFileBytes: 4 * mib, UploadMemory: 12 * mib}, stackOpts{reads: true, files: true})
+	_, alice := s.user(t, "alice")
+	_, bob := s.user(t, "bob")
+	slow := s.createFile(t, alice, "c1", "slow.bin", "application/octet-stream", 4*mib)
+	pr, pw := io.Pipe()
+	done := make(chan answer, 1)
+	go func() { done <- s.putContent(t, alice, "u1", slow, pr, 4*mib) }()
+	if _, err := pw.Write(make([]byte, mib)); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, s, 4*mib)
+
+	limited := func(what string, a answer, limit string) {
+		t.Helper()
+		expect(t, what, a, http.StatusTooManyRequests, rest.ReasonRateLimited)
+		if a.Body.Details["limit"] != limit || a.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %s, want limit %s and Retry-After", what, a.Raw, limit)
+		}
+	}
+	more := s.createFile(t, alice, "c2", "more.bin", "application/octet-stream", 2*mib)
+	limited("alice's second upload", s.putContent(t, alice, "u2", more, bytes.NewReader(make([]byte, 2*mib)), 2*mib), "upload_memory_user")
+	big := s.createFile(t, bob, "c3", "big.bin", "application/octet-stream", 3*mib)
+	limited("bob's upload over the tenant's half", s.putContent(t, bob, "u3", big, bytes.NewReader(make([]byte, 3*mib)), 3*mib), "upload_memory_tenant")
+	small := s.createFile(t, bob, "c4", "small.bin", "application/octet-stream", 2*mib)
+	expect(t, "bob's upload within the tenant's half", s.putContent(t, bob, "u4", small, bytes.NewReader(make([]byte, 2*mib)), 2*mib), http.StatusOK, "ok")
+
+	// Another tenant uploads as much as one user may while the first tenant holds its half.
+	carol := s.otherTenantUser(t, "carol")
+	theirs := s.createFile(t, carol, "c5", "theirs.bin", "application/octet-stream", 4*mib)
+	expect(t, "another tenant's upload", s.putContent(t, carol, "u5", theirs, bytes.NewReader(make([]byte, 4*mib)), 4*mib), http.StatusOK, "ok")
+
+	if _, err := pw.Write(make([]byte, 3*mib)); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	expect(t, "alice's slow upload", <-done, http.StatusOK, "ok")
+	waitHeld(t, s, 0)
+	expect(t, "alice's second upload, retried", s.putContent(t, alice, "u2", more, bytes.NewReader(make([]byte, 2*mib)), 2*mib), http.StatusOK, "ok")
+}
+
+// TestStalledUploadEnds: an upload whose body stops arriving for the idle timeout ends with 408
+// request_timeout, gives its memory back and stores nothing; the file can be uploaded again.
+func TestStalledUploadEnds(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	s := newStack(t, rest.Config{MaxFileBytes: 2 * mib, UploadIdleTimeout: 300 * time.Millisecond}, stackOpts{reads: true, files: true})
+	_, alice := s.user(t, "alice")
+	id := s.createFile(t, alice, "c1", "stalled.bin", "application/octet-stream", 2*mib)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	done := make(chan answer, 1)
+	go func() { done <- s.putContent(t, alice, "u1", id, pr, 2*mib) }()
+	if _, err := pw.Write(make([]byte, mib)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case a := <-done:
+		expect(t, "a stalled upload", a, http.StatusRequestTimeout, rest.ReasonRequestTimeout)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stalled upload still runs 10 s after its body stopped")
+	}
+	t.Logf("ended %s after the body stopped", time.Since(start).Round(time.Millisecond))
+	waitHeld(t, s, 0)
+	a := s.do(t, req{method: http.MethodGet, path: "/v1/im/files/" + id, token: alice})
+	if a.Status != http.StatusOK || a.data(t)["status"] != domain.FileStatusPending {
+		t.Fatalf("the file after a stalled upload: %s, want it still pending", a.Raw)
+	}
+	expect(t, "the upload again", s.putContent(t, alice, "u2", id, bytes.NewReader(make([]byte, 2*mib)), 2*mib), http.StatusOK, "ok")
+}
+
+// otherTenantUser registers login in a tenant of its own, provisioned for reads and files, and
+// returns the user's token.
+func (s *stack) otherTenantUser(t *testing.T, login string) string {
+	t.Helper()
+	other := domain.MustTenantID(testenv.UniqueName("rest"))
+	if err := s.router.Provision(testCtx(t), other); err != nil {
+		t.Fatal(err)
+	}
+	creds := `{"tenant":"` + other.String() + `","login":"` + login + `","password":"password-` + login + `"}`
+	expect(t, "register "+login, s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/register", body: creds}), http.StatusCreated, "ok")
+	a := s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds})
+	expect(t, "login "+login, a, http.StatusOK, "ok")
+	return a.data(t)["token"].(string)
+}
+
+// waitHeld waits until the node's uploads hold want bytes: an upload takes its share once its
+// handler runs (the bytes a client wrote may still sit in socket buffers before), and gives it
+// back when its request ends.
+func waitHeld(t *testing.T, s *stack, want int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.api.UploadBytesHeld() != want; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("uploads hold %d bytes after 10 s, want %d", s.api.UploadBytesHeld(), want)
+		}
 	}
 }

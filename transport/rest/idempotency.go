@@ -5,13 +5,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/imledger/imledger/domain"
 )
 
 // Idempotency headers.
@@ -39,7 +44,10 @@ const (
 // whole node, counted at their Content-Length (at the cap without one) from before they are read
 // until their request ends; an upload that does not fit is refused at once with 503 retry and
 // Retry-After, before a byte of it is read, so a node never holds more than that many upload
-// bytes however many clients upload together.
+// bytes however many clients upload together. One user holds at most one largest upload's worth
+// of it and one tenant at most half (429 rate_limited beyond), and a body that stops arriving for
+// Config.UploadIdleTimeout ends with 408 request_timeout, so slow or stalled uploads of one user
+// or tenant never keep another tenant's uploads out.
 //
 // A claimed request runs with its answer buffered. Answers that a retry must not get again
 // (5xx, 408, 409, 425, 429, and 413 and 415, see storable) release the key; every other answer is stored for
@@ -77,21 +85,26 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 			size, known = cl, true
 		}
 		large = limit > a.cfg.MaxBodyBytes
+		var src io.Reader = ctx.BodyReader()
 		if large && size > a.cfg.MaxBodyBytes {
-			if !a.bodies.take(size) {
-				e := newError(RequestID(c), http.StatusServiceUnavailable, ReasonRetry,
-					"too many large uploads in progress on this node, retry", map[string]any{"retryable": true})
-				e.headers.Set("Retry-After", "1")
+			if e := a.bodies.take(k.Tenant, k.User, size); e != nil {
+				e.RequestID = RequestID(c)
 				writeError(ctx, e)
 				return
 			}
-			defer a.bodies.give(size)
+			defer a.bodies.give(k.Tenant, k.User, size)
+			src = a.pacedBody(ctx, src)
 		}
 		var buf bytes.Buffer
 		if known {
 			buf.Grow(int(size) + bytes.MinRead) // read it without growing (and copying) as it comes
 		}
-		if _, err := buf.ReadFrom(io.LimitReader(ctx.BodyReader(), size+1)); err != nil {
+		if _, err := buf.ReadFrom(io.LimitReader(src, size+1)); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				writeError(ctx, newError(RequestID(c), http.StatusRequestTimeout, ReasonRequestTimeout,
+					"the upload stopped arriving", map[string]any{"retryable": true}))
+				return
+			}
 			writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
 				map[string]any{"field": "body", "reason": "unreadable"}))
 			return
@@ -274,33 +287,97 @@ func validIdempotencyKey(key string) bool {
 	return true
 }
 
-// bodyBudget bounds the bytes of large request bodies (uploads) held in memory at once.
+// bodyBudget is the node's memory for upload bodies (Config.UploadMemory), shared fairly: one
+// user holds at most one largest upload's worth (Config.MaxFileBytes) and one tenant at most
+// half of it (or one largest upload, when that is more), so no user, and no tenant, can take
+// the memory every other tenant's uploads need, however slowly its bodies arrive.
 type bodyBudget struct {
-	mu   sync.Mutex
-	free int64
+	mu        sync.Mutex
+	free      int64
+	limit     int64
+	perUser   int64
+	perTenant int64
+	users     map[IdempotencyKey]int64 // Key unset: per tenant and user
+	tenants   map[domain.TenantID]int64
 }
 
-// take reserves n bytes and reports whether they were free; it never waits.
-func (b *bodyBudget) take(n int64) bool {
+func newBodyBudget(limit, maxFile int64) *bodyBudget {
+	return &bodyBudget{free: limit, limit: limit, perUser: maxFile, perTenant: max(limit/2, maxFile),
+		users: map[IdempotencyKey]int64{}, tenants: map[domain.TenantID]int64{}}
+}
+
+// take reserves n bytes for an upload of user in tenant; it never waits. It refuses with 429
+// rate_limited (limit upload_memory_user or upload_memory_tenant) when the user or the tenant
+// holds its share, and with 503 retry when the node's memory is taken.
+func (b *bodyBudget) take(tenant domain.TenantID, user domain.UserID, n int64) *Error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n > b.free {
-		return false
+	u := IdempotencyKey{Tenant: tenant, User: user}
+	var limit string
+	switch {
+	case b.users[u]+n > b.perUser:
+		limit = "upload_memory_user"
+	case b.tenants[tenant]+n > b.perTenant:
+		limit = "upload_memory_tenant"
+	case n > b.free:
+		e := newError("", http.StatusServiceUnavailable, ReasonRetry,
+			"too many large uploads in progress on this node, retry", map[string]any{"retryable": true})
+		e.headers.Set("Retry-After", "1")
+		return e
+	default:
+		b.free -= n
+		b.users[u] += n
+		b.tenants[tenant] += n
+		return nil
 	}
-	b.free -= n
-	return true
+	e := newError("", http.StatusTooManyRequests, ReasonRateLimited, "too many uploads in progress, finish one first",
+		map[string]any{"limit": limit, "retry_after_ms": 1000, "retryable": true})
+	e.headers.Set("Retry-After", "1")
+	return e
 }
 
 // held is the number of bytes taken now.
-func (b *bodyBudget) held(limit int64) int64 {
+func (b *bodyBudget) held() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return limit - b.free
+	return b.limit - b.free
 }
 
-// give returns n bytes taken before.
-func (b *bodyBudget) give(n int64) {
+// give returns n bytes taken before for user in tenant.
+func (b *bodyBudget) give(tenant domain.TenantID, user domain.UserID, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.free += n
+	u := IdempotencyKey{Tenant: tenant, User: user}
+	if b.users[u] -= n; b.users[u] <= 0 {
+		delete(b.users, u)
+	}
+	if b.tenants[tenant] -= n; b.tenants[tenant] <= 0 {
+		delete(b.tenants, tenant)
+	}
+}
+
+// pacedBody reads an upload body with a read deadline Config.UploadIdleTimeout past the start
+// of each read, so a body that stops arriving ends its request, and gives its memory back,
+// instead of holding it for as long as the client likes.
+func (a *API) pacedBody(ctx huma.Context, r io.Reader) io.Reader {
+	if a.cfg.UploadIdleTimeout <= 0 {
+		return r
+	}
+	_, w := humago.Unwrap(ctx)
+	return &pacedReader{r: r, rc: http.NewResponseController(w), idle: a.cfg.UploadIdleTimeout}
+}
+
+type pacedReader struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+	off  bool // the connection takes no deadline (not HTTP/1): read without
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if !p.off && p.rc.SetReadDeadline(time.Now().Add(p.idle)) != nil {
+		p.off = true
+	}
+	return p.r.Read(b)
 }
