@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
 	"github.com/imledger/imledger/commands/eventstore"
@@ -30,6 +31,7 @@ type fixture struct {
 	store  *eventstore.Store
 	db     *filedb.Store
 	svc    *files.Service
+	bucket *blob.Bucket
 	queue  *queue
 	told   *notifier
 	now    time.Time
@@ -87,6 +89,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bucket.Close() })
+	f.bucket = bucket
 	if f.svc, err = files.New(files.Deps{Bucket: bucket, Records: f.db, Events: f.store, Queue: f.queue, Notifier: f.told,
 		Now: f.clock}, files.Config{GCGrace: time.Hour, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
@@ -398,5 +401,73 @@ func TestConcurrentUploadsOneWins(t *testing.T) {
 	b, served := f.storedDigest(t, rec.ID)
 	if recorded := f.uploadedDigest(t, rec.ID); won != 1 || served != recorded {
 		t.Fatalf("%d uploads succeeded, want 1; served %q (sha256 %s), file.uploaded.v1 says %s", won, b, served, recorded)
+	}
+}
+
+// objects lists the keys of the bucket's objects under prefix.
+func (f *fixture) objects(t *testing.T, prefix string) []string {
+	t.Helper()
+	var keys []string
+	it := f.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(f.ctx)
+		if errors.Is(err, io.EOF) {
+			return keys
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, obj.Key)
+	}
+}
+
+// TestLeftoverObjectsAreSwept: objects of a file's uploads that were never recorded (an upload a
+// crash stopped after writing its object, a direct upload never completed) are deleted once the
+// file's bytes are recorded, and every object of a file goes when the file is collected; another
+// file's objects stay.
+func TestLeftoverObjectsAreSwept(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	put := func(key, body string) {
+		t.Helper()
+		if err := f.bucket.WriteAll(f.ctx, key, []byte(body), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := f.svc.Create(f.ctx, files.CreateFile{Tenant: f.tenant, Uploader: 42, Name: "a.txt", ContentType: "text/plain", Size: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := rec.ObjectKey
+	other := f.upload(t, 42, "b.txt", "text/plain", []byte("other"))
+	put(base, "direct")                                        // a direct upload never completed
+	put(base+".01a23b00-0000-7000-8000-000000000000", "crash") // an upload stopped by a crash
+	if rec, err = f.svc.Upload(f.ctx, f.tenant, 42, rec.ID, strings.NewReader("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.objects(t, base); len(got) != 1 || got[0] != rec.ObjectKey {
+		t.Fatalf("objects of the uploaded file %q, want only the recorded %q", got, rec.ObjectKey)
+	}
+	_, r, err := f.svc.Open(f.ctx, f.tenant, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r)
+	r.Close()
+	if string(body) != "hello" {
+		t.Fatalf("served %q, want the uploaded bytes", body)
+	}
+
+	put(rec.ObjectKey+".leftover", "late") // written after the sweep
+	f.reference(t, "grp9", 1, 42, other.ID)
+	f.advance(2 * time.Hour)
+	if n, err := f.svc.Collect(f.ctx, f.tenant); err != nil || n != 1 {
+		t.Fatalf("collect: %d, %v; want 1", n, err)
+	}
+	if got := f.objects(t, base); len(got) != 0 {
+		t.Fatalf("objects of a collected file %q, want none", got)
+	}
+	if got := f.objects(t, other.ObjectKey); len(got) != 1 {
+		t.Fatalf("objects of the referenced file %q, want its one", got)
 	}
 }

@@ -182,7 +182,7 @@ func (s *Service) Create(ctx context.Context, c CreateFile) (domain.FileRecord, 
 	}
 	now := s.deps.Now().UTC().Truncate(time.Millisecond)
 	f := domain.FileRecord{ID: id.String(), Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size,
-		ObjectKey: c.Tenant.String() + "/" + id.String(), Status: domain.FileStatusPending, Audit: domain.FileAuditPending,
+		ObjectKey: objectKey(c.Tenant, id.String()), Status: domain.FileStatusPending, Audit: domain.FileAuditPending,
 		Version: 1, CreatedAt: now}
 	if err := s.append(ctx, c.Tenant, f.ID, 0, c.Uploader, domain.EventFileCreated, domain.FileCreated{FileID: f.ID,
 		Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size, ObjectKey: f.ObjectKey, CreatedAt: now}); err != nil {
@@ -280,6 +280,39 @@ func (s *Service) discard(ctx context.Context, tenant domain.TenantID, id, key s
 	}
 }
 
+// sweep deletes the objects of file id other than keep: every upload writes an object of its
+// own (the file's key, or the key with a suffix), and one that a crash stopped between writing
+// it and recording it, or a direct upload that was never completed, would otherwise stay in the
+// bucket for good. It runs once a file's bytes are recorded (keep: the recorded object) and when
+// the file is collected (keep: none). Failures are logged; the next sweep of the file, if any,
+// or an operator's listing of the bucket finds what is left.
+func (s *Service) sweep(ctx context.Context, tenant domain.TenantID, id, keep string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	base := objectKey(tenant, id)
+	it := s.deps.Bucket.List(&blob.ListOptions{Prefix: base})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "files: list a file's objects", "tenant_id", tenant.String(), "file_id", id, "err", err)
+			return
+		}
+		if obj.IsDir || obj.Key == keep || obj.Key != base && !strings.HasPrefix(obj.Key, base+".") {
+			continue
+		}
+		if err := s.deps.Bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			s.log.WarnContext(ctx, "files: delete object", "tenant_id", tenant.String(), "file_id", id, "key", obj.Key, "err", err)
+		}
+	}
+}
+
+// objectKey is the object key of file id of tenant; each upload's object is this key with a
+// suffix of its own.
+func objectKey(tenant domain.TenantID, id string) string { return tenant.String() + "/" + id }
+
 // Complete is the completion callback: the object must be in the bucket, at the file's object
 // key, with the declared size. It records the upload (file.uploaded.v1) and queues the security
 // check. Completing a file completed already answers its record; losing to a completion or
@@ -329,6 +362,7 @@ func (s *Service) complete(ctx context.Context, tenant domain.TenantID, uploader
 		return f, true, err
 	}
 	f.Status, f.SHA256, f.ObjectKey, f.UploadedAt, f.Version = domain.FileStatusUploaded, sum, key, now, f.Version+1
+	s.sweep(ctx, tenant, f.ID, key)
 	if err := s.deps.Queue.EnqueueCheck(ctx, CheckTask{TenantID: tenant, FileID: f.ID, ObjectKey: key,
 		ContentType: f.ContentType, Size: f.Size}); err != nil {
 		// The file stays pending audit; the collector's sweep queues it again.
@@ -453,9 +487,7 @@ func (s *Service) Collect(ctx context.Context, tenant domain.TenantID) (int, err
 		if !ok {
 			continue // referenced meanwhile: the event stands, the record and bytes stay
 		}
-		if err := s.deps.Bucket.Delete(ctx, f.ObjectKey); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			s.log.WarnContext(ctx, "files: delete object", "tenant_id", tenant.String(), "file_id", f.ID, "err", err)
-		}
+		s.sweep(ctx, tenant, f.ID, "")
 		n++
 	}
 	return n, nil
