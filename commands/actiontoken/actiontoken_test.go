@@ -227,3 +227,36 @@ func TestConsumeIfLeavesARefusedTokenActive(t *testing.T) {
 		t.Fatal("the precondition ran for a used token")
 	}
 }
+
+// TestUnconsumeGivesBackTheConsumersToken: a token given back by its consumer serves the next
+// consumer (read from MySQL, Redis no longer holding it); nobody else gives it back, nor a token
+// not consumed.
+func TestUnconsumeGivesBackTheConsumersToken(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	svc, _ := newService(t, rdb, prefix)
+	iss, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp42", By: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Unconsume(ctx, tenant, iss.TokenID, 5); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("give back an active token: %v, want not found", err)
+	}
+	c, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Unconsume(ctx, tenant, c.TokenID, 6); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("give back another user's token: %v, want not found", err)
+	}
+	if err := svc.Unconsume(ctx, tenant, c.TokenID, 5); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 6); err != nil || c.IssuedBy != 7 {
+		t.Fatalf("consume a token given back: %+v, %v", c, err)
+	}
+	if _, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 8); !denied(err, actiontoken.ReasonTokenUsed) {
+		t.Fatalf("consume it again: %v, want action_token_used", err)
+	}
+}

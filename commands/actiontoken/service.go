@@ -264,6 +264,27 @@ func (s *Service) ConsumeIf(ctx context.Context, tenant domain.TenantID, token s
 	return c, nil
 }
 
+// Unconsume gives back a token that by consumed (tokenID is Consumed.TokenID) when what it was
+// spent on did not happen: a join on an invite link refused when it was written, after the
+// precondition had passed. The row goes from consumed by by back to active, so the token serves
+// the next consumer until it expires (Redis no longer holds it: a consume reads it from MySQL).
+// domain.ErrNotFound when no such consumed token exists; a store failure is retryable.
+func (s *Service) Unconsume(ctx context.Context, tenant domain.TenantID, tokenID string, by domain.UserID) error {
+	db, err := s.dbs.DB(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	res, err := db.ExecContext(ctx, `UPDATE im_action_tokens SET state = ?, consumed_by = NULL, finished_at = NULL
+		WHERE token_id = ? AND state = ? AND consumed_by = ?`, StateActive, tokenID, StateConsumed, int64(by))
+	if err != nil {
+		return domain.Retryable("action token", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return domain.ErrNotFound
+	}
+	return nil
+}
+
 // load reads a token Redis does not hold from MySQL, refusing one that is not active.
 func (s *Service) load(ctx context.Context, db *sql.DB, hash string) (hot, error) {
 	var (

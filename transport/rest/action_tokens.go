@@ -2,6 +2,8 @@ package rest
 
 import (
 	"context"
+	"errors"
+	"math"
 	"net/http"
 	"time"
 
@@ -18,9 +20,17 @@ type ActionTokenService interface {
 	Issue(ctx context.Context, in actiontoken.Issue) (actiontoken.Issued, error)
 	ConsumeIf(ctx context.Context, tenant domain.TenantID, token string, action actiontoken.Action, by domain.UserID,
 		check func(actiontoken.Consumed) error) (actiontoken.Consumed, error)
+	Unconsume(ctx context.Context, tenant domain.TenantID, tokenID string, by domain.UserID) error
 }
 
 var _ ActionTokenService = (*actiontoken.Service)(nil)
+
+// linkJoinTimeout bounds the join a spent invite link pays for, which outlives its request;
+// unconsumeTimeout bounds giving back a token whose join failed.
+const (
+	linkJoinTimeout  = 10 * time.Second
+	unconsumeTimeout = 5 * time.Second
+)
 
 // IssueActionTokenRequest is the body of POST /v1/im/action-tokens.
 type IssueActionTokenRequest struct {
@@ -96,8 +106,12 @@ func (a *API) registerActionTokens() {
 			if in.Body.TTLSeconds < 0 {
 				return nil, a.fail(ctx, &domain.ValidationError{Field: "ttl_seconds", Reason: "out_of_range", Detail: "positive"})
 			}
+			ttl := time.Duration(in.Body.TTLSeconds) * time.Second
+			if int64(in.Body.TTLSeconds) > math.MaxInt64/int64(time.Second) {
+				ttl = math.MaxInt64 // past any duration, so past the maximum: not the product wrapped around
+			}
 			iss, err := a.h.ActionTokens.Issue(ctx, actiontoken.Issue{Tenant: p.Tenant, Action: action, Subject: topic.String(),
-				By: p.User, TTL: time.Duration(in.Body.TTLSeconds) * time.Second})
+				By: p.User, TTL: ttl})
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
 			}
@@ -139,12 +153,38 @@ func (a *API) registerActionTokens() {
 			}
 			out := ActionTokenConsumed{TokenID: c.TokenID, Action: string(c.Action), Subject: c.Subject, ConsumedAt: rfc3339(c.ConsumedAt)}
 			if check != nil {
-				res, err := a.h.Groups.JoinOnLink.Handle(ctx, join)
+				// The token is spent: the join runs to its end even when the client goes away, or
+				// the token would be lost with it.
+				jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), linkJoinTimeout)
+				res, err := a.h.Groups.JoinOnLink.Handle(jctx, join)
+				cancel()
 				if err != nil {
+					// The join was checked but refused when written (a request between the two took
+					// the last seat, dissolved the group, banned the consumer): the token was spent
+					// on nothing, so it is given back.
+					a.unconsume(ctx, c, err)
 					return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
 				}
 				out.Joined = &CommandResult{GroupID: res.Group.String(), Topic: res.Topic.String(), Unchanged: res.Unchanged}
 			}
 			return respond(ctx, http.StatusOK, out), nil
 		})
+}
+
+// unconsume gives back the token c of the caller when the join it paid for failed with err and
+// nothing was written: a refusal or every attempt lost to another writer. A join that failed on
+// the store or ran out of time may have been written, so its token stays spent: a link never
+// admits two.
+func (a *API) unconsume(ctx context.Context, c actiontoken.Consumed, err error) {
+	if errors.Is(err, domain.ErrRetryable) || !errors.Is(err, domain.ErrForbidden) &&
+		!errors.Is(err, domain.ErrConcurrency) && !errors.Is(err, domain.ErrNotFound) {
+		return
+	}
+	p := principal(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unconsumeTimeout)
+	defer cancel()
+	if err := a.h.ActionTokens.Unconsume(ctx, p.Tenant, c.TokenID, p.User); err != nil {
+		a.cfg.Logger.WarnContext(ctx, "could not give back an action token whose join failed", "request_id", RequestID(ctx),
+			"tenant_id", p.Tenant.String(), "token_id", c.TokenID, "err", err)
+	}
 }

@@ -73,6 +73,9 @@ type stackOpts struct {
 	more    bool                     // with reads: push settings and action tokens too
 	gateFor func(s *stack) rest.Gate // optional: the gate, built over the stack's stores
 	files   bool                     // with reads: the file endpoints and the send path's head.files check
+	groups  group.Config             // the group handlers' configuration
+	// tokens, when set, wraps the action token service (more) the API uses.
+	tokens func(rest.ActionTokenService) rest.ActionTokenService
 }
 
 func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
@@ -97,7 +100,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups, err := group.New(group.Deps{Store: s.store, Loader: loader}, group.Config{})
+	groups, err := group.New(group.Deps{Store: s.store, Loader: loader}, o.groups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +182,9 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 		h.Push = pushdb.New(router)
 		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"}, s.rdb, router); err != nil {
 			t.Fatal(err)
+		}
+		if o.tokens != nil {
+			h.ActionTokens = o.tokens(h.ActionTokens)
 		}
 	}
 }
