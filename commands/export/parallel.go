@@ -41,7 +41,7 @@ func scanParallel(ctx context.Context, r Reader, sp Splitter, rng eventstore.Ran
 			select {
 			case tokens <- struct{}{}:
 			case <-ctx.Done():
-				splitErr <- nil
+				splitErr <- context.Cause(ctx) // the stretches after this one were never read
 				return
 			}
 			c := &chunk{rng: eventstore.Range{From: from, To: rng.To, Horizon: rng.Horizon},
