@@ -60,6 +60,19 @@ type Range struct {
 	Horizon uint64
 }
 
+// CheckFrom returns an error wrapping domain.ErrInvalid when r.From is past
+// HorizonCursor(r.Horizon). Every cursor a scan of this store ends at is at or before the horizon
+// of its time, and the horizon never moves back, so such a cursor was made up, edited, or comes
+// from another database: a scan from it would find nothing and end at it, skipping every event
+// written until the log reached it.
+func (r Range) CheckFrom() error {
+	if end := HorizonCursor(r.Horizon); end.Before(r.From) {
+		return invalid("cursor", "ahead_of_log", "cursor "+r.From.String()+" is past the end of this event store's log ("+
+			end.String()+"): it does not come from a scan of this database")
+	}
+	return nil
+}
+
 // where renders r as conditions over args, appending its parameters.
 func (r Range) where(args []any) (string, []any) {
 	param := func(v any) string {

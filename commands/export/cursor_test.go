@@ -3,6 +3,8 @@ package export_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,5 +187,189 @@ func TestInterruptedCommitKeepsCursorAndFilesTogether(t *testing.T) {
 	next, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA})
 	if err != nil || next.Events != 0 {
 		t.Fatalf("resumed export: %d events, %v", next.Events, err)
+	}
+}
+
+// A .next the export was stopped while writing (empty, or cut short) was never complete, so no
+// file was renamed after it: it is dropped and the cursor before it stays.
+func TestAnUnfinishedCursorNextKeepsTheCursor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 3; seq++ {
+		env := sentEvent(t, tenantA, "grp1", seq)
+		if _, err := e.store.Append(e.ctx, tenantA, "grp1", seq-1, []domain.Envelope{env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle(t)
+	dir := t.TempDir()
+	first, err := export.Run(e.ctx, e.store, export.Config{Out: dir + "/", Tenant: tenantA})
+	if err != nil || first.Events != 3 {
+		t.Fatalf("first export: %d events, %v", first.Events, err)
+	}
+	whole := eventstore.Cursor{TxID: first.Cursor.TxID + 1000, Position: 12}.String() + "\npart-000001.jsonl\n1 1\n"
+	want := first.Cursor
+	for _, partial := range []string{"", whole[:3], whole[:len(whole)-len("2\npart-000001.jsonl\n1 1\n")]} {
+		writeFile(t, dir+"/cursor.next", partial)
+		if c, ok, err := export.SavedCursor(dir); err != nil || !ok || c != want {
+			t.Fatalf("after a .next cut to %q the cursor is %s %v (%v), want %s", partial, c, ok, err, want)
+		}
+		writeFile(t, dir+"/cursor.next", partial)
+		next, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA})
+		if err != nil || next.Events != 0 {
+			t.Fatalf("resumed export after a .next cut to %q: %d events, %v", partial, next.Events, err)
+		}
+		want = next.Cursor
+	}
+}
+
+// A cursor past the end of the log (edited, or from another database) is refused, whether it is
+// given or saved in the directory, and nothing is written: an export from it would find nothing,
+// save it, and every later export would skip the events written until the log reached it.
+func TestACursorPastTheLogIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	env := sentEvent(t, tenantA, "grp1", 1)
+	if _, err := e.store.Append(e.ctx, tenantA, "grp1", 0, []domain.Envelope{env}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(t)
+	h, err := e.store.Horizon(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := eventstore.Cursor{TxID: h + 1_000_000, Position: 1}
+	file := filepath.Join(t.TempDir(), "out.jsonl")
+	if _, err := export.Run(e.ctx, e.store, export.Config{Out: file, From: ahead}); !errors.Is(err, domain.ErrInvalid) {
+		t.Errorf("an export from %s (horizon %d): %v, want an invalid cursor", ahead, h, err)
+	}
+	if got := glob(t, filepath.Dir(file), "*"); len(got) != 1 || got[0] != file+".cursor.lock" {
+		t.Errorf("the refused export left %v, want its lock file only", got)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir+"/cursor", ahead.String()+"\n\n")
+	if _, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA}); !errors.Is(err, domain.ErrInvalid) {
+		t.Errorf("an export into a directory whose cursor is %s (horizon %d): %v, want an invalid cursor", ahead, h, err)
+	}
+	if c, _, err := export.SavedCursor(dir); err != nil || c != ahead {
+		t.Errorf("the directory's cursor became %s (%v)", c, err)
+	}
+	// The horizon itself is where an export of everything ends: an export from it is fine.
+	if res, err := export.Run(e.ctx, e.store, export.Config{Out: file, From: eventstore.HorizonCursor(h)}); err != nil || res.Events != 0 {
+		t.Errorf("an export from the horizon: %d events, %v", res.Events, err)
+	}
+}
+
+// gatedStore is the event store with every scan held until gate is closed: an export that is
+// still running.
+type gatedStore struct {
+	*eventstore.Store
+	started chan struct{}
+	gate    chan struct{}
+}
+
+func (g gatedStore) ScanCommitted(ctx context.Context, r eventstore.Range, f eventstore.Filter, page int, fn func([]eventstore.Record) error) error {
+	select {
+	case g.started <- struct{}{}:
+	default:
+	}
+	<-g.gate
+	return g.Store.ScanCommitted(ctx, r, f, page, fn)
+}
+
+// A second export into a directory (or file) another export is still writing is refused before it
+// touches anything: the two would resume from the same cursor, write the same part names and
+// commit each other's cursor.
+func TestAnExportIntoAnOutputInUseIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 7; seq++ {
+		env := sentEvent(t, tenantA, "grp1", seq)
+		if _, err := e.store.Append(e.ctx, tenantA, "grp1", seq-1, []domain.Envelope{env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle(t)
+	for _, out := range []string{t.TempDir() + "/", filepath.Join(t.TempDir(), "out.jsonl")} {
+		g := gatedStore{Store: e.store, started: make(chan struct{}, 1), gate: make(chan struct{})}
+		first := make(chan error, 1)
+		go func() {
+			_, err := export.Run(e.ctx, g, export.Config{Out: out, Tenant: tenantA, PartEvents: 3})
+			first <- err
+		}()
+		<-g.started
+		_, err := export.Run(e.ctx, e.store, export.Config{Out: out, Tenant: tenantA, PartEvents: 3})
+		close(g.gate)
+		if err == nil || !strings.Contains(err.Error(), "another export") {
+			t.Errorf("%s: a second export while the first runs: %v, want a refusal", out, err)
+		}
+		if err := <-first; err != nil {
+			t.Fatalf("%s: the first export: %v", out, err)
+		}
+		var files []string
+		if strings.HasSuffix(out, "/") {
+			files = glob(t, out, "part-*.jsonl")
+		} else {
+			files = []string{out}
+		}
+		if got := readJSONL(t, files...); len(got) != 7 {
+			t.Errorf("%s holds %d events, want 7", out, len(got))
+		}
+	}
+}
+
+// A directory remembers the filters of the export that filled it: resuming it with others (a
+// tenant, types or times the cursor was not reached with) is refused and writes nothing, since
+// the cursor would skip every event of the new filters before it; the same filters resume, and a
+// cursor file written before the filters were recorded resumes as before.
+func TestResumeWithOtherFiltersIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 4; seq++ {
+		for _, tn := range []domain.TenantID{tenantA, tenantB} {
+			env := sentEvent(t, tn, "grp1", seq)
+			if _, err := e.store.Append(e.ctx, tn, "grp1", seq-1, []domain.Envelope{env}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.settle(t)
+	dir := t.TempDir() + "/"
+	first, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, Types: []string{"message.*"}})
+	if err != nil || first.Events != 4 {
+		t.Fatalf("first export: %d events, %v", first.Events, err)
+	}
+	for _, cfg := range []export.Config{
+		{Out: dir, Tenant: tenantB, Types: []string{"message.*"}},
+		{Out: dir, Types: []string{"message.*"}},
+		{Out: dir, Tenant: tenantA},
+		{Out: dir, Tenant: tenantA, Types: []string{"message.*"}, Since: time.Now().Add(-time.Hour)},
+	} {
+		res, err := export.Run(e.ctx, e.store, cfg)
+		if !errors.Is(err, domain.ErrInvalid) || !strings.Contains(err.Error(), "filters_differ") {
+			t.Fatalf("resume with %+v: %d events, %v; want invalid filters_differ", cfg, res.Events, err)
+		}
+	}
+	if c, _, err := export.SavedCursor(dir); err != nil || c != first.Cursor {
+		t.Fatalf("cursor after the refusals %s (%v), want %s", c, err, first.Cursor)
+	}
+	if parts, _ := filepath.Glob(dir + "part-*"); len(parts) != 1 {
+		t.Fatalf("parts after the refusals: %q, want the first export's one", parts)
+	}
+	// The same filters, in another order: resumed.
+	for seq := int64(5); seq <= 6; seq++ {
+		if _, err := e.store.Append(e.ctx, tenantA, "grp1", seq-1, []domain.Envelope{sentEvent(t, tenantA, "grp1", seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle(t)
+	next, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, Types: []string{"message.*", "message.*"}})
+	if err != nil || next.Events != 2 {
+		t.Fatalf("resume with the same filters: %d events, %v; want the 2 new ones", next.Events, err)
+	}
+	// A cursor file without the filters line (written before they were recorded) resumes.
+	writeFile(t, dir+"cursor", next.Cursor.String()+"\n\n")
+	if last, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantB}); err != nil || last.Events != 0 {
+		t.Fatalf("resume of an old cursor file: %d events, %v", last.Events, err)
 	}
 }

@@ -2,7 +2,10 @@ package export
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -31,7 +34,8 @@ type Reader interface {
 // filters. Reading runs ahead of writing by four pages, so memory holds about five pages plus,
 // for Parquet, one row group, whatever the number of events.
 //
-// Errors: the configuration's (domain.ErrInvalid for bad type globs), the store's (wrapping
+// Errors: the configuration's (domain.ErrInvalid for bad type globs, and for a start cursor past
+// the end of the log: eventstore.Range.CheckFrom), the store's (wrapping
 // domain.ErrRetryable when PostgreSQL is unreachable), file system errors, and a payload an
 // upcaster cannot read. A failed export removes its unfinished file; parts of a directory
 // committed before the failure stay, with the cursor after them.
@@ -49,11 +53,19 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	defer t.release()
 	from := cfg.From
 	if from.IsZero() && t.dir != "" {
-		if c, ok, err := ReadCursorFile(t.cursor); err != nil {
+		if c, filters, ok, err := readCursorFile(t.cursor); err != nil {
 			return Result{}, err
 		} else if ok {
+			if filters != "" && filters != cfg.filters() {
+				// Its cursor says where that export stopped, which events of these filters
+				// before it were never read: resuming from it would skip them.
+				return Result{}, &domain.ValidationError{Field: "out", Reason: "filters_differ", Detail: fmt.Sprintf(
+					"%s holds an export with filters %s, not %s: resume it with the same filters, or export into another directory",
+					t.dir, filters, cfg.filters())}
+			}
 			from = c
 			cfg.Logger.InfoContext(ctx, "resuming the export of a directory", "dir", t.dir, "cursor", c.String())
 		}
@@ -63,6 +75,9 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("export: %w", err)
 	}
 	rng := eventstore.Range{From: from, To: cfg.To, Horizon: horizon}
+	if err := rng.CheckFrom(); err != nil {
+		return Result{}, fmt.Errorf("export: %w", err)
+	}
 	filter := eventstore.Filter{Tenant: cfg.Tenant, EventTypes: types, Since: cfg.Since, Until: cfg.Until}
 	var bar *progressbar.ProgressBar
 	if cfg.Progress != nil {
@@ -147,4 +162,28 @@ func pump(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filt
 		return events, fmt.Errorf("export: %w", rerr)
 	}
 	return events, werr
+}
+
+// filters is the record of the filters of c that a resumed export must repeat, as a line of JSON.
+func (c Config) filters() string {
+	types := slices.Clone(c.Types)
+	slices.Sort(types)
+	f := struct {
+		Tenant   string   `json:"tenant,omitempty"`
+		Types    []string `json:"types,omitempty"`
+		Since    string   `json:"since,omitempty"`
+		Until    string   `json:"until,omitempty"`
+		AsStored bool     `json:"as_stored,omitempty"`
+	}{Types: slices.Compact(types), AsStored: c.AsStored}
+	if !c.Tenant.IsZero() {
+		f.Tenant = c.Tenant.String()
+	}
+	if !c.Since.IsZero() {
+		f.Since = c.Since.UTC().Format(time.RFC3339Nano)
+	}
+	if !c.Until.IsZero() {
+		f.Until = c.Until.UTC().Format(time.RFC3339Nano)
+	}
+	b, _ := json.Marshal(f)
+	return string(b)
 }

@@ -30,6 +30,7 @@ type target struct {
 	file   string // file mode
 	cursor string // the cursor file; "" for Stdout
 	next   int    // number of the next part (directory mode)
+	unlock func() // ends the lock on the output; nil for Stdout
 
 	cur     partWriter
 	f       *os.File
@@ -39,8 +40,9 @@ type target struct {
 	files   []string
 }
 
-// openTarget resolves cfg.Out, creating a directory when Out ends in "/", and finishes a commit
-// an earlier export left half done.
+// openTarget resolves cfg.Out, creating a directory when Out ends in "/", locks it against other
+// exports (the cursor file's ".lock"; release with t.release) and finishes a commit an earlier
+// export left half done.
 func openTarget(cfg Config) (*target, error) {
 	t := &target{cfg: cfg}
 	if cfg.Out == Stdout {
@@ -57,19 +59,32 @@ func openTarget(cfg Config) (*target, error) {
 	if isDir {
 		t.dir = filepath.Clean(cfg.Out)
 		t.cursor = filepath.Join(t.dir, "cursor")
-		n, err := nextPart(t.dir)
-		if err != nil {
-			return nil, err
-		}
-		t.next = n
 	} else {
 		t.file = cfg.Out
 		t.cursor = cfg.Out + ".cursor"
 	}
+	if t.unlock, err = lockOutput(t.cursor+".lock", cfg.Out); err != nil {
+		return nil, err
+	}
+	if t.dir != "" {
+		if t.next, err = nextPart(t.dir); err != nil {
+			t.release()
+			return nil, err
+		}
+	}
 	if err := recoverCommit(t.cursor); err != nil {
+		t.release()
 		return nil, err
 	}
 	return t, nil
+}
+
+// release ends the lock on the output.
+func (t *target) release() {
+	if t.unlock != nil {
+		t.unlock()
+		t.unlock = nil
+	}
 }
 
 // partName is the name of part n.
@@ -107,7 +122,11 @@ func recoverCommit(cursorFile string) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	lines := strings.Split(string(raw), "\n")
-	if len(lines) >= 3 && lines[1] != "" {
+	if _, err := eventstore.ParseCursor(lines[0]); err != nil || len(lines) < 3 || lines[len(lines)-1] != "" {
+		// Written in part (an export stopped while writing it): no file was renamed after it.
+		return os.Remove(cursorFile + ".next")
+	}
+	if lines[1] != "" {
 		st, err := os.Stat(filepath.Join(filepath.Dir(cursorFile), lines[1]))
 		if err != nil || fileStamp(st) != lines[2] {
 			// The file was not renamed: the cursor must not claim it.
@@ -139,19 +158,34 @@ func SavedCursor(out string) (eventstore.Cursor, bool, error) {
 // ReadCursorFile reads a cursor file (its first line). A missing file is the zero Cursor and
 // false.
 func ReadCursorFile(path string) (eventstore.Cursor, bool, error) {
+	c, _, ok, err := readCursorFile(path)
+	return c, ok, err
+}
+
+// filtersPrefix starts the line of a cursor file that records the export's filters (the fourth;
+// cursor files written before it have none).
+const filtersPrefix = "filters "
+
+// readCursorFile reads a cursor file: the cursor and the filters of the export that wrote it
+// ("" when the file does not record them).
+func readCursorFile(path string) (eventstore.Cursor, string, bool, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return eventstore.Cursor{}, false, nil
+		return eventstore.Cursor{}, "", false, nil
 	}
 	if err != nil {
-		return eventstore.Cursor{}, false, fmt.Errorf("export: %w", err)
+		return eventstore.Cursor{}, "", false, fmt.Errorf("export: %w", err)
 	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	c, err := eventstore.ParseCursor(line)
+	lines := strings.Split(string(raw), "\n")
+	c, err := eventstore.ParseCursor(lines[0])
 	if err != nil {
-		return eventstore.Cursor{}, false, fmt.Errorf("export: cursor file %s: %w", path, err)
+		return eventstore.Cursor{}, "", false, fmt.Errorf("export: cursor file %s: %w", path, err)
 	}
-	return c, true, nil
+	filters := ""
+	if len(lines) > 3 {
+		filters, _ = strings.CutPrefix(lines[3], filtersPrefix)
+	}
+	return c, filters, true, nil
 }
 
 // open starts the next part (or the file, or Stdout).
@@ -247,7 +281,11 @@ func (t *target) commit(c eventstore.Cursor) error {
 		}
 		name = filepath.Base(t.final) + "\n" + fileStamp(st)
 	}
-	if err := writeFileSync(t.cursor+".next", c.String()+"\n"+name+"\n"); err != nil {
+	file := name
+	if file == "" {
+		file = "\n" // no file, no stamp
+	}
+	if err := writeFileSync(t.cursor+".next", c.String()+"\n"+file+"\n"+filtersPrefix+t.cfg.filters()+"\n"); err != nil {
 		return err
 	}
 	if name != "" {

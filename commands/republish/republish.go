@@ -44,7 +44,8 @@ type Producer interface {
 // delivery is at least once, and consumers dedupe on event_id as on the live topics. The events
 // are sent as stored; old versions are not upcast (consumers upcast, as on the live topics).
 //
-// Errors: ErrLiveTopic and other configuration errors, the store's (domain.ErrRetryable when
+// Errors: ErrLiveTopic and other configuration errors, domain.ErrInvalid for a start cursor
+// (given or checkpointed) past the end of the log (eventstore.Range.CheckFrom), the store's (domain.ErrRetryable when
 // PostgreSQL is unreachable), the producer's, and checkpoint file errors.
 func Run(ctx context.Context, r Reader, p Producer, cfg Config) (Result, error) {
 	return run(ctx, r, cfg, func(s *sender) batchSender { return &syncSender{p: p, s: s} })
@@ -81,6 +82,9 @@ func run(ctx context.Context, r Reader, cfg Config, newSender func(*sender) batc
 		return Result{}, fmt.Errorf("republish: %w", err)
 	}
 	rng := eventstore.Range{From: from, To: cfg.To, Horizon: horizon}
+	if err := rng.CheckFrom(); err != nil {
+		return Result{}, fmt.Errorf("republish: %w", err)
+	}
 	filter := eventstore.Filter{Tenant: cfg.Tenant}
 	var bar *progressbar.ProgressBar
 	if cfg.Progress != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -418,5 +419,35 @@ func TestRepublishAsyncKeepsOrderWithBatchesInFlight(t *testing.T) {
 	again, err := republish.RunAsync(e.ctx, e.store, p, republish.Config{Topic: target, Tenant: tenantA, Checkpoint: cp})
 	if err != nil || again.Events != 0 || again.Cursor.Before(got.Cursor) {
 		t.Errorf("a run from the checkpoint sent %d events, cursor %s (first run's %s) (%v)", again.Events, again.Cursor, got.Cursor, err)
+	}
+}
+
+// A checkpoint past the end of the log (edited, or from another database) is refused and left as
+// it is, and nothing is sent: a run from it would send nothing and move it on, so that later runs
+// skip every event written until the log reached it.
+func TestRepublishRefusesACheckpointPastTheLog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scenario.Write(e.ctx, t, e.sc, tenantA, 3)
+	e.settle(t)
+	h, err := e.store.Horizon(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := e.kcfg.Topic("im.replay.ahead")
+	if err := kafka.EnsureTopic(e.ctx, e.kcfg, target); err != nil {
+		t.Fatal(err)
+	}
+	ahead := eventstore.Cursor{TxID: h + 1_000_000}.String() + "\n"
+	cp := filepath.Join(t.TempDir(), "replay.cursor")
+	if err := os.WriteFile(cp, []byte(ahead), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := republish.Run(e.ctx, e.store, e.producer, republish.Config{Topic: target, Tenant: tenantA, Checkpoint: cp})
+	if !errors.Is(err, domain.ErrInvalid) || res.Events != 0 {
+		t.Errorf("a run from checkpoint %q (horizon %d) sent %d events: %v, want an invalid cursor", ahead, h, res.Events, err)
+	}
+	if raw, err := os.ReadFile(cp); err != nil || string(raw) != ahead {
+		t.Errorf("the checkpoint became %q (%v), want %q", raw, err, ahead)
 	}
 }
