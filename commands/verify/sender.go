@@ -78,10 +78,15 @@ func NewHTTPSender(cfg HTTPSenderConfig) (*HTTPSender, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	return &HTTPSender{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout}}, nil
+	// A redirect is not followed: it would post the code and the number again to wherever it
+	// points (with the token, on the same host), or turn into a GET whose 2xx counted as
+	// delivered. It is answered like any other non-2xx.
+	return &HTTPSender{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
 }
 
-// Send posts d to the gateway. A non-2xx answer or a transport failure is a retryable error.
+// Send posts d to the gateway. A non-2xx answer (a redirect included) or a transport failure is
+// a retryable error.
 func (s *HTTPSender) Send(ctx context.Context, d Delivery) error {
 	body, err := json.Marshal(map[string]any{"tenant_id": d.Tenant.String(), "scene": d.Scene, "channel": d.Channel,
 		"to": d.To, "code": d.Code, "ttl_seconds": int(d.TTL.Seconds())})

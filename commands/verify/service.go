@@ -164,15 +164,24 @@ func (s *Service) Create(ctx context.Context, tenant domain.TenantID, scene Scen
 	}
 	old := res[2]
 	iss := Issued{CodeID: id.String(), ExpiresAt: now.Add(s.cfg.TTL), ResendAt: now.Add(s.cfg.ResendInterval), Resent: old != ""}
-	withdraw := func() { _, _ = checkAndDelete(ctx, s.rdb, active, id.String()) }
+	// A code that did not go out is withdrawn even when the caller is gone (its request ended
+	// while the gateway was slow): else it would stay active, unreceived, and refuse the next
+	// try as code_resend.
+	withdraw := func(undelivered bool) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+		defer cancel()
+		_, _ = checkAndDelete(wctx, s.rdb, active, id.String())
+		if undelivered {
+			_ = s.finish(wctx, db, id.String(), StateUndelivered, 0)
+		}
+	}
 	if err := s.record(ctx, db, scene, hash, target.channel, id.String(), old, now, iss.ExpiresAt); err != nil {
-		withdraw()
+		withdraw(false)
 		return Issued{}, err
 	}
 	if err := s.sender.Send(ctx, Delivery{Tenant: tenant, Scene: scene, Channel: target.channel, To: target.value,
 		TargetHash: hash, Code: code, TTL: s.cfg.TTL}); err != nil {
-		withdraw()
-		_ = s.finish(ctx, db, id.String(), StateUndelivered, 0)
+		withdraw(true)
 		return Issued{}, domain.Retryable("verification code delivery", err)
 	}
 	return iss, nil
@@ -287,6 +296,9 @@ func (s *Service) check(ctx context.Context, tenant domain.TenantID, scene Scene
 	}
 	return nil
 }
+
+// withdrawTimeout bounds withdrawing a code that did not go out, which outlives its request.
+const withdrawTimeout = 5 * time.Second
 
 // checkAndDelete deletes the active code key when it still holds code id (a withdrawn code).
 func checkAndDelete(ctx context.Context, rdb redis.UniversalClient, key, id string) (bool, error) {

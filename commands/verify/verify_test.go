@@ -381,3 +381,98 @@ func TestGatewayFailureWithdrawsTheCode(t *testing.T) {
 		t.Fatalf("audit state %q, %v; want undelivered", state, err)
 	}
 }
+
+// A gateway that holds the request until the caller gives up (the client went away, or its
+// deadline passed): the code is withdrawn and recorded undelivered all the same, so the target is
+// not left with an active code nobody received, blocking a new one for the resend interval.
+func TestCallerGoneWhileGatewayHangsWithdrawsTheCode(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	f := newFixture(t, rdb, prefix)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); slow.Close() })
+	sender, err := verify.NewHTTPSender(verify.HTTPSenderConfig{URL: slow.URL, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := verify.New(verify.Config{HashKey: []byte("0123456789abcdef0123"), KeyPrefix: prefix}, rdb, dbsOf{f.db}, sender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := target(t, "13900000021")
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := svc.Create(rctx, f.tenant, verify.SceneLogin, to); !errors.Is(err, domain.ErrRetryable) {
+		t.Fatalf("create with the caller gone: %v, want retryable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("create took %s after its caller left", d)
+	}
+	if act, err := svc.GetActive(ctx, f.tenant, verify.SceneLogin, to); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("a code that never went out is active: %+v, %v", act, err)
+	}
+	var state string
+	if err := f.db.QueryRow(`SELECT state FROM im_verification_codes WHERE target_hash = ?`, svc.TargetHash(to)).Scan(&state); err != nil || state != verify.StateUndelivered {
+		t.Errorf("audit state %q, %v; want undelivered", state, err)
+	}
+	// The gateway still hangs: a new code must be tried again, not refused code_resend.
+	rctx2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	var rl *domain.RateLimitedError
+	if _, err := svc.Create(rctx2, f.tenant, verify.SceneLogin, to); errors.As(err, &rl) {
+		t.Errorf("a new code after an undelivered one: %v, want the gateway tried again", err)
+	}
+}
+
+// A gateway that redirects is not followed: the code and the number go to the configured URL
+// only (a 307/308 would post them again to wherever it points, a 302 would turn into a GET whose
+// 2xx counted as delivered), and the code is withdrawn as undelivered.
+func TestGatewayRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	f := newFixture(t, rdb, prefix)
+	var mu sync.Mutex
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Method+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(other.Close)
+	for i, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound, http.StatusMovedPermanently} {
+		redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/steal", status)
+		}))
+		t.Cleanup(redirecting.Close)
+		sender, err := verify.NewHTTPSender(verify.HTTPSenderConfig{URL: redirecting.URL, Token: "gw-secret"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := verify.New(verify.Config{HashKey: []byte("0123456789abcdef0123"), KeyPrefix: prefix}, rdb, dbsOf{f.db}, sender)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := target(t, "1390000003"+string(rune('0'+i)))
+		if _, err := svc.Create(ctx, f.tenant, verify.SceneLogin, to); !errors.Is(err, domain.ErrRetryable) {
+			t.Errorf("HTTP %d from the gateway: %v, want retryable", status, err)
+		}
+		if _, err := svc.GetActive(ctx, f.tenant, verify.SceneLogin, to); !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("HTTP %d from the gateway left the code active: %v", status, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(elsewhere) != 0 {
+		t.Errorf("the redirect target got %v", elsewhere)
+	}
+}
