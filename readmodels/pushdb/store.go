@@ -217,10 +217,9 @@ func (s *Store) AppendLog(ctx context.Context, tenant domain.TenantID, entries [
 			if e.Sent {
 				status = "sent"
 			}
-			errText := e.Error
-			if len(errText) > 512 {
-				errText = errText[:512]
-			}
+			// A provider's answer quoted in the error may be any bytes: MySQL refuses a row (and
+			// with it the chunk) whose text is not UTF-8.
+			errText := fitError(e.Error)
 			args = append(args, int64(e.UserID), e.DeviceID, e.Provider, e.Topic, e.Seq, e.Count, e.Attempts, status, errText, e.At.UTC())
 		}
 		q := "INSERT INTO im_push_log (user_id, device_id, provider, topic, seqid, message_count, attempts, status, error, created_at) VALUES " +
@@ -255,4 +254,17 @@ func (s *Store) Log(ctx context.Context, tenant domain.TenantID, uid domain.User
 		out = append(out, e)
 	}
 	return out, tenantdb.WrapErr("read push log", rows.Err())
+}
+
+// fitError returns s as valid UTF-8 of at most 512 characters, the size of im_push_log.error.
+func fitError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	i := 0
+	for pos := range s {
+		if i == 512 {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
 }

@@ -38,7 +38,8 @@ type Config struct {
 	// QueueSize bounds the committed messages waiting for the producer; past it a message's
 	// reminders are dropped and counted. Default 1024.
 	QueueSize int `koanf:"queue_size"`
-	// Concurrency bounds the provider calls the worker makes at once. Default 64.
+	// Concurrency bounds the provider calls the worker makes at once for one tenant's reminders
+	// of a window (tenants of a window are sent at the same time). Default 64.
 	Concurrency int `koanf:"concurrency"`
 	// MaxPending flushes the worker's window early once it holds this many tasks. Default 100000.
 	MaxPending int `koanf:"max_pending"`

@@ -174,8 +174,9 @@ func (f *fixture) tasks(t *testing.T, want int) []push.Task {
 	return out
 }
 
-// newWorker starts a worker over the fixture's topic with the given providers.
-func (f *fixture) startWorker(t *testing.T, cfg push.Config, providers map[string]push.Provider) {
+// startWorker starts a worker over the fixture's topic with the given providers; stop ends it
+// (as a shutdown or a rebalance would), and the test's end does if it was not called.
+func (f *fixture) startWorker(t *testing.T, cfg push.Config, providers map[string]push.Provider) (stop func()) {
 	t.Helper()
 	sc, err := kafka.NewSaramaConfig(kafka.Config{Brokers: f.brokers})
 	if err != nil {
@@ -195,7 +196,9 @@ func (f *fixture) startWorker(t *testing.T, cfg push.Config, providers map[strin
 	ctx, cancel := context.WithCancel(context.WithoutCancel(f.ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 // devices registers one webhook device per user.

@@ -49,7 +49,7 @@ func (n Notification) payload() map[string]string {
 }
 
 // post sends body and classifies the answer: 2xx is success; 408, 429 and 5xx are retryable;
-// other statuses are permanent.
+// other statuses (a redirect included) are permanent.
 func post(ctx context.Context, c *http.Client, req *http.Request) error {
 	resp, err := c.Do(req.WithContext(ctx))
 	if err != nil {
@@ -84,11 +84,14 @@ func NewJPush(cfg JPushConfig) *JPush {
 
 // newClient is an HTTP client for one push service: the worker calls it Concurrency at a time,
 // so it keeps that many connections open instead of the default two (which would open and close
-// a connection per call under load and run out of ports).
+// a connection per call under load and run out of ports). A redirect is not followed: it would
+// post the reminder (the device token, the JPush credentials on the same host) again to wherever
+// it points, or turn into a GET whose 2xx counted as sent; post answers it as a refusal.
 func newClient(timeout time.Duration) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
-	return &http.Client{Timeout: timeout, Transport: t}
+	return &http.Client{Timeout: timeout, Transport: t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Name implements Provider.

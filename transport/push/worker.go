@@ -133,8 +133,8 @@ type reminder struct {
 	topics map[string]bool
 }
 
-// Process sends the reminders of a window of records. Failures are logged, counted and
-// recorded; it never fails.
+// Process sends the reminders of a window of records, the tenants' at the same time. Failures
+// are logged, counted and recorded; it never fails.
 func (w *Worker) Process(ctx context.Context, msgs []*sarama.ConsumerMessage) {
 	byTenant := map[domain.TenantID][]Task{}
 	var order []domain.TenantID
@@ -149,9 +149,13 @@ func (w *Worker) Process(ctx context.Context, msgs []*sarama.ConsumerMessage) {
 		}
 		byTenant[t.TenantID] = append(byTenant[t.TenantID], t)
 	}
+	// Tenants go at once, each with its own Config.Concurrency: one whose provider hangs or
+	// retries does not hold another's reminders of the window for its whole retry schedule.
+	var wg sync.WaitGroup
 	for _, tenant := range order {
-		w.processTenant(ctx, tenant, byTenant[tenant])
+		wg.Go(func() { w.processTenant(ctx, tenant, byTenant[tenant]) })
 	}
+	wg.Wait()
 }
 
 // processTenant handles one tenant's tasks: a failure of this tenant's stores touches no other.
@@ -174,13 +178,51 @@ func (w *Worker) processTenant(ctx context.Context, tenant domain.TenantID, task
 	if err != nil {
 		w.log.WarnContext(ctx, "push: read devices", "tenant_id", tenant.String(), "err", err)
 		w.deps.Metrics.Failed.Add(float64(len(rems)))
+		if ctx.Err() != nil {
+			w.release(ctx, tenant, fresh, nil)
+		}
 		return
 	}
 	entries := w.send(ctx, tenant, rems, devices)
-	if err := w.deps.Store.AppendLog(ctx, tenant, entries); err != nil {
+	if ctx.Err() != nil {
+		// The window ends unmarked (a shutdown, a rebalance, typically while a slow provider held
+		// its calls): the next worker gets these tasks again, and must send what was not sent.
+		unsent := map[domain.UserID]bool{}
+		for _, e := range entries {
+			if !e.Sent {
+				unsent[e.UserID] = true
+			}
+		}
+		w.release(ctx, tenant, fresh, unsent)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := w.deps.Store.AppendLog(lctx, tenant, entries); err != nil {
 		w.log.WarnContext(ctx, "push: record reminders", "tenant_id", tenant.String(), "reminders", len(entries), "err", err)
 	}
 	w.markReminded(ctx, tenant, rems)
+}
+
+// recordTimeout bounds the writes that follow a window's sends (the reminder log, released dedupe
+// keys), which outlive a worker stopped meanwhile.
+const recordTimeout = 5 * time.Second
+
+// release deletes the dedupe keys of the tasks of the users in only (of every task when only is
+// nil), so that a redelivery sends their reminders.
+func (w *Worker) release(ctx context.Context, tenant domain.TenantID, tasks []Task, only map[domain.UserID]bool) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	_, err := w.deps.Redis.Pipelined(rctx, func(p redis.Pipeliner) error {
+		for _, t := range tasks {
+			if only == nil || only[t.UserID] {
+				p.Del(rctx, w.keys.dedup(t))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		w.log.WarnContext(ctx, "push: release dedupe keys", "tenant_id", tenant.String(), "err", err)
+	}
 }
 
 // dedupe keeps the tasks whose dedupe key it could create (SET NX with Config.DedupTTL).
