@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -371,5 +372,40 @@ func TestResumeWithOtherFiltersIsRefused(t *testing.T) {
 	writeFile(t, dir+"cursor", next.Cursor.String()+"\n\n")
 	if last, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantB}); err != nil || last.Events != 0 {
 		t.Fatalf("resume of an old cursor file: %d events, %v", last.Events, err)
+	}
+}
+
+// A cursor file read to chain exports (--from-cursor FILE.cursor) of an export stopped between
+// renaming its file and its cursor gives the cursor after that file, not the one before: the
+// next export would write the file's events again.
+func TestCursorFileOfAnUnfinishedCommitIsTheCommittedOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 3; seq++ {
+		if _, err := e.store.Append(e.ctx, tenantA, "grp1", seq-1, []domain.Envelope{sentEvent(t, tenantA, "grp1", seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle(t)
+	dir := t.TempDir()
+	first, err := export.Run(e.ctx, e.store, export.Config{Out: dir + "/a.jsonl", Tenant: tenantA})
+	if err != nil || first.Events != 3 {
+		t.Fatalf("first export: %d events, %v", first.Events, err)
+	}
+	// Stopped after renaming a.jsonl, before renaming a.jsonl.cursor.next over the cursor an
+	// earlier export into a.jsonl left.
+	committed, err := os.ReadFile(dir + "/a.jsonl.cursor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir+"/a.jsonl.cursor.next", string(committed))
+	writeFile(t, dir+"/a.jsonl.cursor", "0:0\n\n")
+	if c, ok, err := export.ReadCursorFile(dir + "/a.jsonl.cursor"); err != nil || !ok || c != first.Cursor {
+		t.Fatalf("cursor file of an unfinished commit: %s %v (%v), want the committed %s", c, ok, err, first.Cursor)
+	}
+	// A .next whose file was not renamed does not count.
+	writeFile(t, dir+"/a.jsonl.cursor.next", first.Cursor.String()+"\nb.jsonl\n1 1\n")
+	if c, _, err := export.ReadCursorFile(dir + "/a.jsonl.cursor"); err != nil || !c.IsZero() {
+		t.Fatalf("cursor file beside a .next that claims no renamed file: %s (%v), want 0:0", c, err)
 	}
 }

@@ -114,26 +114,39 @@ func nextPart(dir string) (int, error) {
 
 // recoverCommit completes or drops the half-done commit of cursorFile's ".next".
 func recoverCommit(cursorFile string) error {
-	raw, err := os.ReadFile(cursorFile + ".next")
-	if errors.Is(err, os.ErrNotExist) {
+	done, err := committedNext(cursorFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("export: %w", err)
+	case done:
+		return os.Rename(cursorFile+".next", cursorFile)
+	default:
+		return os.Remove(cursorFile + ".next")
+	}
+}
+
+// committedNext reports whether cursorFile's ".next" (os.ErrNotExist when there is none)
+// belongs to a commit that happened: written whole, and the file it names (if any) renamed into
+// place. One written in part (an export stopped while writing it) was followed by no rename; one
+// whose file is not in place must not claim it.
+func committedNext(cursorFile string) (bool, error) {
+	raw, err := os.ReadFile(cursorFile + ".next")
+	if err != nil {
+		return false, err
 	}
 	lines := strings.Split(string(raw), "\n")
 	if _, err := eventstore.ParseCursor(lines[0]); err != nil || len(lines) < 3 || lines[len(lines)-1] != "" {
-		// Written in part (an export stopped while writing it): no file was renamed after it.
-		return os.Remove(cursorFile + ".next")
+		return false, nil
 	}
 	if lines[1] != "" {
 		st, err := os.Stat(filepath.Join(filepath.Dir(cursorFile), lines[1]))
 		if err != nil || fileStamp(st) != lines[2] {
-			// The file was not renamed: the cursor must not claim it.
-			return os.Remove(cursorFile + ".next")
+			return false, nil
 		}
 	}
-	return os.Rename(cursorFile+".next", cursorFile)
+	return true, nil
 }
 
 // fileStamp identifies one version of a file: its size and modification time. A file renamed
@@ -155,8 +168,8 @@ func SavedCursor(out string) (eventstore.Cursor, bool, error) {
 	return ReadCursorFile(path)
 }
 
-// ReadCursorFile reads a cursor file (its first line). A missing file is the zero Cursor and
-// false.
+// ReadCursorFile reads a cursor file (its first line), or the ".next" of a commit an export
+// stopped before finishing. A missing file is the zero Cursor and false.
 func ReadCursorFile(path string) (eventstore.Cursor, bool, error) {
 	c, _, ok, err := readCursorFile(path)
 	return c, ok, err
@@ -169,6 +182,11 @@ const filtersPrefix = "filters "
 // readCursorFile reads a cursor file: the cursor and the filters of the export that wrote it
 // ("" when the file does not record them).
 func readCursorFile(path string) (eventstore.Cursor, string, bool, error) {
+	if done, _ := committedNext(path); done {
+		// An export stopped between its commit's two renames: the cursor is the one after the
+		// file it renamed (read only: the export that resumes the output finishes the commit).
+		path += ".next"
+	}
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return eventstore.Cursor{}, "", false, nil
