@@ -27,12 +27,27 @@ func StartPrivateRedis(t testing.TB) *PrivateRedis {
 		t.Fatalf("redis-server not found (%v): install Redis (apt-get install redis-server) for tests that stop their own Redis", err)
 	}
 	r := &PrivateRedis{t: t, port: freePort(t)}
+	t.Cleanup(r.Stop)
+	r.start()
+	return r
+}
+
+// Restart stops the server and starts an empty one on the same port (a Redis restart without
+// persistence), and waits until it answers.
+func (r *PrivateRedis) Restart() {
+	r.t.Helper()
+	r.Stop()
+	r.start()
+}
+
+func (r *PrivateRedis) start() {
+	t := r.t
+	t.Helper()
 	r.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
 		"--save", "", "--appendonly", "no")
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
-	t.Cleanup(r.Stop)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
@@ -41,7 +56,7 @@ func StartPrivateRedis(t testing.TB) *PrivateRedis {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return r
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("private redis-server on %s did not answer: %v", r.Addr(), err)

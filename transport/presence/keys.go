@@ -13,6 +13,7 @@ import (
 //	<p><t>:topic:{<topic>}:online_members                 zset: uid -> deadline
 //	<p><t>:topic:{<topic>}:node:<node>:online_members     zset: uid -> deadline, this node only
 //	<p><t>:topic:{<topic>}:online_nodes                   zset: node -> deadline, nodes with members online
+//	<p>presence:node:<node>:marker                        string, TTL: Store.Run's sign that Redis kept this node's keys
 //
 // The sets seed 000 names "set" are sorted sets scored by deadline, so a crashed node's entries
 // lapse one by one without a sweeper. last_active_at and last_seen_at are Unix milliseconds.
@@ -25,6 +26,8 @@ func (k keys) user(t domain.TenantID, u domain.UserID) string {
 func (k keys) userSessions(t domain.TenantID, u domain.UserID) string {
 	return k.user(t, u) + ":sessions"
 }
+
+func (k keys) node(node string) string { return k.prefix + "presence:node:" + node + ":marker" }
 
 func (k keys) nodeUsers(t domain.TenantID, node string) string {
 	return k.prefix + t.String() + ":presence:node:" + node + ":users"

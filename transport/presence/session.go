@@ -99,6 +99,13 @@ func (s *Session) due(now time.Time) ([]domain.Topic, bool) {
 	return topics, true
 }
 
+// markDue makes the session due for its next refresh: Redis missed a write of it.
+func (s *Session) markDue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastTouch = time.Time{}
+}
+
 // writeRefresh queues the session's online script, node set and topic memberships.
 func (s *Session) writeRefresh(ctx context.Context, b *redisscript.Batch, topics []domain.Topic) {
 	s.writeOnline(ctx, b, s.st.cfg.NodeID, s.ua)
@@ -187,12 +194,17 @@ func (s *Session) Logout(ctx context.Context) error {
 	return s.fail(ctx, "logout", err)
 }
 
-// fail counts a Redis failure and wraps it as retryable; nil stays nil.
+// fail counts a Redis failure and wraps it as retryable; nil stays nil. A failed login or join
+// makes the session due, so the next refresh writes it again (Store.Run's next round, within a
+// second, or without Run the next Touch) rather than TouchInterval later.
 func (s *Session) fail(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	s.st.errs.WithLabelValues(op).Inc()
+	if op == "login" || op == "join" {
+		s.markDue()
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

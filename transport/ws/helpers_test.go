@@ -148,7 +148,8 @@ type node struct {
 type nodeOpts struct {
 	cfg         ws.Config
 	presenceTTL time.Duration
-	rdb         *redis.Client                   // default: the cluster's
+	rdb         *redis.Client                   // presence and fanout; default: the cluster's
+	sendRedis   *redis.Client                   // the node's own handler's sequencer; default: the cluster's
 	sender      ws.MessageSender                // default: the node's own handler
 	sendStore   commands.MessageStore           // the node's own handler's store; default: the cluster's
 	history     ws.HistoryReader                // default: storeHistory
@@ -189,7 +190,11 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	if o.sendStore != nil {
 		store = o.sendStore
 	}
-	n.send = c.sendHandlerOver(t, store, c.rdb, commits)
+	sendRedis := c.rdb
+	if o.sendRedis != nil {
+		sendRedis = o.sendRedis
+	}
+	n.send = c.sendHandlerOver(t, store, sendRedis, commits)
 	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: c.store, Listener: commits}, commands.MessageOpsConfig{}); err != nil {
 		t.Fatal(err)
 	}
