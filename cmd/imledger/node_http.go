@@ -105,7 +105,11 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		handlers.Files, handlers.FileRefs, handlers.FileURLs = n.pf.files, n.pf.filedb, n.pf.urls
 		fc := n.pf.files.Config()
 		cfg.MaxFileBytes, cfg.UploadMemory, cfg.UploadIdleTimeout = fc.MaxBytes, fc.UploadMemory, fc.UploadIdleTimeout
-		mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(n.pf.files, n.pf.urls))
+		var tenants rest.TenantChecker
+		if n.gate != nil {
+			tenants = n.gate
+		}
+		mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(n.pf.files, n.pf.urls, tenants))
 	}
 	api, err := rest.New(mux, cfg, handlers)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 )
 
 // MySQL server error numbers that mean "try again": the statement did nothing lasting.
@@ -28,10 +29,16 @@ var transientCodes = map[uint16]bool{
 // errUnknownDatabase is ER_BAD_DB_ERROR.
 const errUnknownDatabase = 1049
 
+// errNoSuchTable is ER_NO_SUCH_TABLE, which a connection opened before its database was dropped
+// answers.
+const errNoSuchTable = 1146
+
 // WrapErr names the operation op in err and classifies it: an unreachable server, a lost
 // connection, a deadlock or lock wait timeout becomes a domain.RetryableError (errors.Is(err,
 // domain.ErrRetryable)), so a projector retries instead of parking the event. Context
-// cancellation and every other error are wrapped as they are. WrapErr(op, nil) is nil.
+// cancellation and every other error are wrapped as they are; a database or table that does not
+// exist (the tenant's database was never made, was dropped or is broken) also wraps
+// readmodels.ErrNotProvisioned. WrapErr(op, nil) is nil.
 func WrapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -41,6 +48,9 @@ func WrapErr(op string, err error) error {
 	}
 	if IsTransient(err) {
 		return domain.Retryable(op, err)
+	}
+	if IsMySQLError(err, errUnknownDatabase) || IsMySQLError(err, errNoSuchTable) {
+		return fmt.Errorf("%s: %w: %w", op, readmodels.ErrNotProvisioned, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

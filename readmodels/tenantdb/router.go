@@ -15,6 +15,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/migrations"
+	"github.com/imledger/imledger/readmodels"
 )
 
 // dialTimeout bounds connecting to the server, so an unreachable server fails fast and retryably.
@@ -130,8 +131,8 @@ func (r *Router) Provision(ctx context.Context, tenant domain.TenantID) error {
 // DB returns the connection pool of tenant's database, opening it on first use. The pool belongs
 // to the Router: callers must not close it, and should call DB again for each piece of work
 // rather than keep the pool (a pool unused for Config.PoolIdleTimeout is evicted, and closed after
-// as long again). If the database does not exist the error wraps domain.ErrNotFound; if the
-// server is unreachable, domain.ErrRetryable.
+// as long again). If the database does not exist the error wraps domain.ErrNotFound and
+// readmodels.ErrNotProvisioned; if the server is unreachable, domain.ErrRetryable.
 func (r *Router) DB(ctx context.Context, tenant domain.TenantID) (*sql.DB, error) {
 	name, err := r.dbName(tenant)
 	if err != nil {
@@ -159,7 +160,7 @@ func (r *Router) DB(ctx context.Context, tenant domain.TenantID) (*sql.DB, error
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		if IsMySQLError(err, errUnknownDatabase) {
-			return nil, fmt.Errorf("tenant %s: database %s is not provisioned: %w", tenant, name, domain.ErrNotFound)
+			return nil, fmt.Errorf("tenant %s: database %s: %w: %w", tenant, name, readmodels.ErrNotProvisioned, domain.ErrNotFound)
 		}
 		return nil, WrapErr("tenant database "+name, err)
 	}

@@ -2,6 +2,7 @@ package tenantdb_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -162,5 +164,56 @@ func TestUnreachableServerIsRetryable(t *testing.T) {
 	}
 	if err := r.Provision(ctx, tenant); !errors.Is(err, domain.ErrRetryable) {
 		t.Fatalf("Provision on a closed port = %v, want ErrRetryable", err)
+	}
+}
+
+// TestDroppedDatabaseIsNotProvisioned: once a tenant's database is dropped, both a connection
+// opened before (ER_NO_SUCH_TABLE) and a new one (ER_BAD_DB_ERROR, or DB on a fresh router) fail
+// with readmodels.ErrNotProvisioned, not as an unclassified error; provisioning it again heals
+// the router's pool.
+func TestDroppedDatabaseIsNotProvisioned(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newRouter(t)
+	tenant := domain.MustTenantID("acme")
+	if err := r.Provision(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	count := func(db *sql.DB) error {
+		var n int
+		return tenantdb.WrapErr("count", db.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_messages").Scan(&n))
+	}
+	db, err := r.DB(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := count(db); err != nil {
+		t.Fatal(err)
+	}
+	server, err := sql.Open("mysql", testenv.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if _, err := server.ExecContext(ctx, "DROP DATABASE `"+r.DatabaseName(tenant)+"`"); err != nil {
+		t.Fatal(err)
+	}
+	if err := count(db); !errors.Is(err, readmodels.ErrNotProvisioned) || errors.Is(err, domain.ErrRetryable) {
+		t.Fatalf("a connection opened before the drop: %v, want ErrNotProvisioned, not retryable", err)
+	}
+	db.SetMaxIdleConns(0) // the next query opens a new connection
+	if err := count(db); !errors.Is(err, readmodels.ErrNotProvisioned) {
+		t.Fatalf("a connection opened after the drop: %v, want ErrNotProvisioned", err)
+	}
+	fresh := newRouter(t)
+	if _, err := fresh.DB(ctx, domain.MustTenantID("nobody")); !errors.Is(err, readmodels.ErrNotProvisioned) || !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("DB of a missing database: %v, want ErrNotProvisioned and ErrNotFound", err)
+	}
+	if err := r.Provision(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := count(db); err != nil {
+		t.Fatalf("after provisioning again: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/auth"
 )
 
@@ -48,6 +49,7 @@ const (
 //	account.ErrTokenRevoked        → 401 token_revoked
 //	*domain.DeniedError            → 403 with the refusal's reason (e.g. not_member)
 //	domain.ErrForbidden            → 403 forbidden
+//	readmodels.ErrNotProvisioned   → 503 retry   details {retryable: true}, Retry-After: 1 (the tenant's database is missing)
 //	domain.ErrNotFound             → 404 not_found
 //	domain.ErrConcurrency          → 409 conflict              details {retryable: true}
 //	domain.ErrInProgress           → 409 request_in_progress   details {retryable: true}
@@ -92,6 +94,12 @@ func mapError(requestID string, err error) *Error {
 		return newError(requestID, http.StatusForbidden, denied.Reason, "forbidden: "+denied.Reason, nil)
 	case errors.Is(err, domain.ErrForbidden):
 		return newError(requestID, http.StatusForbidden, ReasonForbidden, "forbidden", nil)
+	case errors.Is(err, readmodels.ErrNotProvisioned):
+		// The tenant passed the registry but its read model is missing: the server's fault, not
+		// an unknown entity; the operator provisions it again.
+		e := newError(requestID, http.StatusServiceUnavailable, ReasonRetry, "temporarily unavailable, retry", retry)
+		e.headers.Set("Retry-After", "1")
+		return e
 	case errors.Is(err, domain.ErrNotFound):
 		return newError(requestID, http.StatusNotFound, ReasonNotFound, "not found", nil)
 	case errors.Is(err, domain.ErrConcurrency):

@@ -12,6 +12,7 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/rest"
 )
@@ -41,6 +42,8 @@ func TestMapError(t *testing.T) {
 		{"lost race", &group.ConflictError{Op: "transfer", Err: domain.ErrConcurrency}, 409, rest.ReasonConflict, nil, false},
 		{"in progress", domain.ErrInProgress, 409, rest.ReasonInProgress, map[string]any{"retryable": true}, false},
 		{"retryable", domain.Retryable("pg", secret), 503, rest.ReasonRetry, map[string]any{"retryable": true}, true},
+		{"tenant database missing", fmt.Errorf("read: %w: %w", readmodels.ErrNotProvisioned, domain.ErrNotFound), 503, rest.ReasonRetry,
+			map[string]any{"retryable": true}, true},
 		{"canceled", context.Canceled, 503, rest.ReasonRetry, nil, true},
 		{"unknown", secret, 500, rest.ReasonInternal, nil, false},
 		{"nil", nil, 500, rest.ReasonInternal, nil, false},

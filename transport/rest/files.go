@@ -230,9 +230,12 @@ func (a *API) readableFile(ctx context.Context, p Principal, id string) (domain.
 // FileDownload serves GET /v1/im/files/{id}/content with a signed query and no token: the bytes
 // of an uploaded file that was not rejected, with its content type. Its errors are the JSON
 // envelope: a bad or expired signature is 403 signature_invalid, a rejected file 403
-// file_rejected, an unknown or collected one 404 not_found, a store that fails 503 retry. The
-// API's OpenAPI document describes it (operation download-file) when the file endpoints are on.
-func FileDownload(fs FileService, signer FileURLSigner) http.Handler {
+// file_rejected, an unknown or collected one 404 not_found, a store that fails 503 retry. A URL
+// signed before its tenant was suspended (or removed) is refused as every request of the tenant
+// is: tenants (the Gate; nil checks nothing) answers 403 tenant_suspended or tenant_not_found.
+// The API's OpenAPI document describes it (operation download-file) when the file endpoints are
+// on.
+func FileDownload(fs FileService, signer FileURLSigner, tenants TenantChecker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, q := r.PathValue("id"), r.URL.Query()
 		rid := r.Header.Get(HeaderRequestID)
@@ -249,6 +252,12 @@ func FileDownload(fs FileService, signer FileURLSigner) http.Handler {
 			writeHTTPError(w, r, newError(rid, http.StatusBadRequest, ReasonInvalid, "invalid tenant",
 				map[string]any{"field": "tenant", "reason": "bad_format"}))
 			return
+		}
+		if tenants != nil {
+			if err := tenants.CheckTenant(r.Context(), tenant); err != nil {
+				writeHTTPError(w, r, mapError(rid, err))
+				return
+			}
 		}
 		f, rc, err := fs.Open(r.Context(), tenant, id)
 		switch {
@@ -270,6 +279,11 @@ func FileDownload(fs FileService, signer FileURLSigner) http.Handler {
 		w.Header().Set("Content-Disposition", attachment(f.Name))
 		_, _ = io.Copy(w, rc)
 	})
+}
+
+// TenantChecker refuses a tenant that does not exist or is suspended (Gate.CheckTenant).
+type TenantChecker interface {
+	CheckTenant(ctx context.Context, tenant domain.TenantID) error
 }
 
 // DownloadPath is the route of FileDownload, which the caller mounts on the mux beside the API.
@@ -314,7 +328,8 @@ func (a *API) documentDownload() {
 					"Content-Disposition": {Description: "attachment with the file's name", Schema: &huma.Schema{Type: huma.TypeString}},
 				}},
 			"400": resp(http.StatusBadRequest, ReasonInvalid),
-			"403": resp(http.StatusForbidden, ReasonSignatureInvalid, files.ErrRejected.Reason),
+			"403": resp(http.StatusForbidden, ReasonSignatureInvalid, files.ErrRejected.Reason, domain.ReasonTenantNotFound,
+				domain.ReasonTenantSuspended),
 			"404": resp(http.StatusNotFound, ReasonNotFound),
 			"503": resp(http.StatusServiceUnavailable, ReasonRetry),
 		},

@@ -101,7 +101,7 @@ func TestSignedDownloadIsByteEqual(t *testing.T) {
 	}
 	signer := rest.FileURLSigner{Key: []byte("k"), TTL: time.Minute}
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(svc, signer))
+	mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(svc, signer, nil))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	get := func(path string) (int, []byte) {
@@ -139,7 +139,7 @@ func TestDownloadHeadersCarryNameAndTypeSafely(t *testing.T) {
 	svc, tenant, _ := downloadService(t)
 	signer := rest.FileURLSigner{Key: []byte("k"), TTL: time.Minute}
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(svc, signer))
+	mux.Handle("GET /v1/im/files/{id}/content", rest.FileDownload(svc, signer, nil))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	body := []byte("plain text bytes\n")
@@ -168,5 +168,67 @@ func TestDownloadHeadersCarryNameAndTypeSafely(t *testing.T) {
 		if err != nil || disp != "attachment" || params["filename"] != name {
 			t.Errorf("download %q: Content-Disposition %q reads as %q %q (%v)", name, cd, disp, params["filename"], err)
 		}
+	}
+}
+
+// tenantStatus is a rest.TenantChecker whose answer the test sets.
+type tenantStatus struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *tenantStatus) CheckTenant(context.Context, domain.TenantID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *tenantStatus) set(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+// TestSignedDownloadOfSuspendedTenantIsRefused: a URL signed while its tenant was active serves
+// nothing once the tenant is suspended (403 tenant_suspended, without the bytes), and serves the
+// file again once it is resumed.
+func TestSignedDownloadOfSuspendedTenantIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	svc, tenant, _ := downloadService(t)
+	body := []byte("tenant file bytes\n")
+	f, err := svc.Create(ctx, files.CreateFile{Tenant: tenant, Uploader: 7, Name: "a.txt", ContentType: "text/plain", Size: int64(len(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Upload(ctx, tenant, 7, f.ID, bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	signer := rest.FileURLSigner{Key: []byte("k"), TTL: time.Minute}
+	status := &tenantStatus{}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(svc, signer, status))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	path, _ := signer.Sign(tenant, f.ID, time.Now())
+	get := func() (int, []byte) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, got := get(); code != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("active tenant: %d %q, want 200 and the bytes", code, got)
+	}
+	status.set(domain.Deny(domain.ReasonTenantSuspended))
+	if code, got := get(); code != http.StatusForbidden || !bytes.Contains(got, []byte(`"tenant_suspended"`)) || bytes.Contains(got, body) {
+		t.Fatalf("suspended tenant: %d %q, want 403 tenant_suspended without the bytes", code, got)
+	}
+	status.set(nil)
+	if code, got := get(); code != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("resumed tenant: %d %q, want 200 and the bytes", code, got)
 	}
 }

@@ -275,7 +275,7 @@ func TestDownloadRouteIsDocumentedAndAnswersTheEnvelope(t *testing.T) {
 	}
 	signer := rest.FileURLSigner{Key: []byte("file-url-key"), TTL: time.Minute} // the stack's
 	mux := http.NewServeMux()
-	mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(s.files, signer))
+	mux.Handle("GET "+rest.DownloadPath, rest.FileDownload(s.files, signer, nil))
 	srv := httptest.NewServer(rest.RouteErrors(mux))
 	t.Cleanup(srv.Close)
 

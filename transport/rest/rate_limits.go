@@ -17,7 +17,10 @@ type RateLimiter interface {
 }
 
 // limitRequest applies the request limits: per user for every authenticated request, per API
-// key for every request carrying one (the key's id, never the key, names the counter).
+// key for every request carrying one (the key's id, never the key, names the counter). A public
+// request's key counts against its tenant's limit too, in the same counter as the tenant's
+// authenticated requests with it; a key that does not verify counts node-wide (the handler
+// refuses it).
 func (a *API) limitRequest(ctx huma.Context, p *Principal) error {
 	if a.h.Limiter == nil {
 		return nil
@@ -27,6 +30,8 @@ func (a *API) limitRequest(ctx huma.Context, p *Principal) error {
 		var tenant domain.TenantID
 		if p != nil {
 			tenant = p.Tenant
+		} else if a.h.APIKeys != nil {
+			tenant, _ = a.h.APIKeys.VerifyAPIKey(c, key) // cached; the handler verifies it again
 		}
 		if err := a.h.Limiter.Allow(c, tenant, domain.RateRESTAPIKey, account.APIKeyID(key)); err != nil {
 			return err

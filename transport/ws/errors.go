@@ -7,6 +7,7 @@ import (
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/transport/auth"
 )
 
@@ -43,6 +44,7 @@ func errCtrl(id string, code int, reason, text string) ctrl {
 //	auth.ErrTokenExpired      → 401 token_expired
 //	account.ErrTokenRevoked   → 401 token_revoked
 //	auth.ErrTokenInvalid      → 401 token_invalid
+//	readmodels.ErrNotProvisioned → 503 retry          params {retryable: true} (the tenant's database is missing)
 //	domain.ErrNotFound        → 404 not_found
 //	domain.ErrInProgress      → 409 in_progress       params {retryable: true}
 //	domain.ErrConcurrency     → 409 conflict          params {retryable: true}
@@ -78,6 +80,10 @@ func mapError(id string, err error) ctrl {
 		return errCtrl(id, http.StatusUnauthorized, ReasonTokenRevoked, "token revoked, login again")
 	case errors.Is(err, auth.ErrTokenInvalid):
 		return errCtrl(id, http.StatusUnauthorized, ReasonTokenInvalid, "token invalid")
+	case errors.Is(err, readmodels.ErrNotProvisioned): // the tenant's read model is missing: the server's fault
+		c := errCtrl(id, http.StatusServiceUnavailable, ReasonRetry, "temporarily unavailable, retry")
+		c.Params = retry
+		return c
 	case errors.Is(err, domain.ErrNotFound):
 		return errCtrl(id, http.StatusNotFound, ReasonNotFound, "not found")
 	case errors.Is(err, domain.ErrInProgress):
