@@ -189,6 +189,14 @@ func TestRelayLingerJoinsTheCommitsOfAWindow(t *testing.T) {
 	r := e.newRelay(cfg, nil)
 	start(t, e.ctx, r)
 	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Active })
+	// A commit the relay's first read of its term finds goes out at once, and so does one its
+	// read-ahead after a batch finds: only a relay that found nothing new waits. One event
+	// relayed, then a pause for the read-ahead to come back empty, and the relay is idle.
+	warm := e.appendEvents(acme, "grp-warm", domain.EventGroupMessageSent, 1, "")
+	e.collector().waitFor(e.ctx, warm, 20*time.Second)
+	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Events == 1 })
+	time.Sleep(200 * time.Millisecond)
+	before := r.Stats().Batches
 	var want []domain.Envelope
 	began := time.Now()
 	for i := range 5 {
@@ -198,13 +206,13 @@ func TestRelayLingerJoinsTheCommitsOfAWindow(t *testing.T) {
 	took := time.Since(began)
 	c := e.collector()
 	c.waitFor(e.ctx, want, 20*time.Second)
-	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Events == 5 }) // checkpointed
+	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Events == 6 }) // checkpointed
 	// The five commits take about 75 ms on an idle machine: a read falls inside that window at
 	// most once, and each further Linger the appends took on a loaded one adds at most one batch.
 	// Without the linger each commit would be a batch of its own.
 	most := 2 + int64(took/cfg.Linger)
-	if st := r.Stats(); st.Events != 5 || st.Batches > most {
-		t.Fatalf("5 commits 15 ms apart, appended in %v, went out in %d batches (%d events), want at most %d",
-			took, st.Batches, st.Events, most)
+	if st := r.Stats(); st.Events != 6 || st.Batches-before > most {
+		t.Fatalf("5 commits 15 ms apart, appended in %v, went out in %d batches (%d events with the first), want at most %d",
+			took, st.Batches-before, st.Events, most)
 	}
 }
