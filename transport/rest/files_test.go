@@ -420,6 +420,7 @@ func TestStalledUploadEnds(t *testing.T) {
 func (s *stack) otherTenantUser(t *testing.T, login string) string {
 	t.Helper()
 	other := domain.MustTenantID(testenv.UniqueName("rest"))
+	testenv.DropMySQLDatabasesAtCleanup(t, s.router.DatabaseName(other))
 	if err := s.router.Provision(testCtx(t), other); err != nil {
 		t.Fatal(err)
 	}
