@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 )
 
 // A business event carries text the domain bounds (names, intros, request messages, profiles)
@@ -38,21 +39,7 @@ var (
 )
 
 // fitChars returns s as valid UTF-8 of at most n characters.
-func fitChars(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i, count := 0, 0
-	for i < len(s) && count < n {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		count++
-	}
-	return s[:i]
-}
+func fitChars(s string, n int) string { return readmodels.FitChars(s, n) }
 
 // fitBytes returns s as valid UTF-8 of at most n bytes, cut at a character boundary.
 func fitBytes(s string, n int) string {

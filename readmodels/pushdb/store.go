@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
@@ -219,7 +220,7 @@ func (s *Store) AppendLog(ctx context.Context, tenant domain.TenantID, entries [
 			}
 			// A provider's answer quoted in the error may be any bytes: MySQL refuses a row (and
 			// with it the chunk) whose text is not UTF-8.
-			errText := fitError(e.Error)
+			errText := readmodels.FitChars(e.Error, 512)
 			args = append(args, int64(e.UserID), e.DeviceID, e.Provider, e.Topic, e.Seq, e.Count, e.Attempts, status, errText, e.At.UTC())
 		}
 		q := "INSERT INTO im_push_log (user_id, device_id, provider, topic, seqid, message_count, attempts, status, error, created_at) VALUES " +
@@ -254,17 +255,4 @@ func (s *Store) Log(ctx context.Context, tenant domain.TenantID, uid domain.User
 		out = append(out, e)
 	}
 	return out, tenantdb.WrapErr("read push log", rows.Err())
-}
-
-// fitError returns s as valid UTF-8 of at most 512 characters, the size of im_push_log.error.
-func fitError(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	i := 0
-	for pos := range s {
-		if i == 512 {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,21 +72,8 @@ func decodeOne(_ int, env domain.Envelope) (op, error) {
 		o.at = env.OccurredAt
 	}
 	o.at = readmodels.Millis(o.at)
-	o.userAgent = truncate(o.userAgent, maxUserAgent)
+	o.userAgent = readmodels.FitChars(o.userAgent, maxUserAgent)
 	return o, nil
-}
-
-// truncate cuts s, made valid UTF-8, to at most n characters.
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
 }
 
 // ApplyBatch applies one tenant's session events to tables in one transaction and returns how
