@@ -297,13 +297,13 @@ type bodyBudget struct {
 	limit     int64
 	perUser   int64
 	perTenant int64
-	users     map[IdempotencyKey]int64 // Key unset: per tenant and user
+	users     map[Principal]int64
 	tenants   map[domain.TenantID]int64
 }
 
 func newBodyBudget(limit, maxFile int64) *bodyBudget {
 	return &bodyBudget{free: limit, limit: limit, perUser: maxFile, perTenant: max(limit/2, maxFile),
-		users: map[IdempotencyKey]int64{}, tenants: map[domain.TenantID]int64{}}
+		users: map[Principal]int64{}, tenants: map[domain.TenantID]int64{}}
 }
 
 // take reserves n bytes for an upload of user in tenant; it never waits. It refuses with 429
@@ -312,7 +312,7 @@ func newBodyBudget(limit, maxFile int64) *bodyBudget {
 func (b *bodyBudget) take(tenant domain.TenantID, user domain.UserID, n int64) *Error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	u := IdempotencyKey{Tenant: tenant, User: user}
+	u := Principal{Tenant: tenant, User: user}
 	var limit string
 	switch {
 	case b.users[u]+n > b.perUser:
@@ -348,7 +348,7 @@ func (b *bodyBudget) give(tenant domain.TenantID, user domain.UserID, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.free += n
-	u := IdempotencyKey{Tenant: tenant, User: user}
+	u := Principal{Tenant: tenant, User: user}
 	if b.users[u] -= n; b.users[u] <= 0 {
 		delete(b.users, u)
 	}
