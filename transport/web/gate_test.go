@@ -133,13 +133,7 @@ func (g *gate) thawMembers(word string) {
 func (g *gate) memberLoads(word string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := 0
-	for ua, c := range g.loads {
-		if strings.Contains(ua, word) {
-			n += c
-		}
-	}
-	return n
+	return countFor(g.loads, word)
 }
 
 // trailHistory makes the next n REST message history reads of agents containing word answer as
@@ -154,13 +148,7 @@ func (g *gate) trailHistory(word string, n int) {
 func (g *gate) historyReads(word string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := 0
-	for ua, c := range g.reads {
-		if strings.Contains(ua, word) {
-			n += c
-		}
-	}
-	return n
+	return countFor(g.reads, word)
 }
 
 // trailing reports whether this history read of ua is to be answered empty, counting it.
@@ -201,13 +189,18 @@ func (g *gate) releasePresence(word string) {
 func (g *gate) presenceHeld(word string) (held, written int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for ua, c := range g.holding {
+	return countFor(g.holding, word), countFor(g.gone, word)
+}
+
+// countFor adds up the counts of the user agents containing word.
+func countFor(counts map[string]int, word string) int {
+	n := 0
+	for ua, c := range counts {
 		if strings.Contains(ua, word) {
-			held += c
-			written += g.gone[ua]
+			n += c
 		}
 	}
-	return held, written
+	return n
 }
 
 // holdFor returns the channel that releases ua's presence answers, or nil.
