@@ -3,6 +3,7 @@ package msgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/internal/tableset"
@@ -18,6 +19,8 @@ type HotCheck struct {
 	To     int64         // last seq of the span, inclusive
 	Seqs   []int64       // the seqs the cache holds in the span, messages and seq-skip markers
 	Live   []int64       // those of Seqs the cache holds as not recalled
+	// Versions are the content versions the cache holds for Live, one each; nil compares none.
+	Versions []int64
 	// Beyond is the seq of the cached message just past the page (0 if none), which tells the
 	// reader there is more; the viewer's deletions are counted up to it too, so a deleted one
 	// cannot make a page claim more than there is.
@@ -27,7 +30,7 @@ type HotCheck struct {
 // HotCheckResult is what MySQL says about a HotCheck.
 type HotCheckResult struct {
 	Missing   int64 // messages or markers in the span the cache does not hold
-	Recalled  int64 // messages of Live that MySQL has as recalled (the cache is behind) or blocked (content MySQL refused, which the cache must not show either)
+	Recalled  int64 // messages of Live that MySQL has as recalled or at a newer version than Versions (the cache is behind), or blocked (content MySQL refused, which the cache must not show either)
 	Deleted   int64 // the viewer's delete-for-me rows in the span
 	Watermark int64 // the topic's watermark in MySQL (see Store.Watermark)
 }
@@ -35,13 +38,13 @@ type HotCheckResult struct {
 // OK reports whether the cache's page is complete and shows nothing MySQL hides.
 func (r HotCheckResult) OK() bool { return r.Missing == 0 && r.Recalled == 0 && r.Deleted == 0 }
 
-// CheckHot answers, in one round trip of index-only lookups, whether a page a cache holds may be
+// CheckHot answers, in one round trip of indexed lookups, whether a page a cache holds may be
 // served as it is: MySQL holds nothing in the span the cache lacks, no message in it was recalled
-// behind the cache's back or holds content MySQL refused (status blocked: the page is then read
-// from MySQL, which shows the placeholder), and the viewer deleted none of it; it also returns the
-// topic's watermark. It reads no message content, which is what makes a cached page cheaper than
-// reading the page from MySQL. A seq that neither holds is not confirmed as a hole: only a
-// seq-skip marker makes one final, and the caller must see it in the cache.
+// or edited behind the cache's back or holds content MySQL refused (status blocked: the page is
+// then read from MySQL, which shows the placeholder), and the viewer deleted none of it; it also
+// returns the topic's watermark. It sends no message content back, which is what makes a cached
+// page cheaper than reading the page from MySQL. A seq that neither holds is not confirmed as a
+// hole: only a seq-skip marker makes one final, and the caller must see it in the cache.
 func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tables, c HotCheck) (HotCheckResult, error) {
 	var res HotCheckResult
 	if c.Topic.IsZero() || c.From < 1 || c.To < c.From {
@@ -62,14 +65,24 @@ func (s *Store) CheckHot(ctx context.Context, tenant domain.TenantID, tables Tab
 	}
 	recalled := "0"
 	if len(c.Live) > 0 {
+		changed := "status IN ('recalled', 'blocked')"
+		var versions []any
+		if len(c.Versions) == len(c.Live) {
+			// An edit the cache has not applied yet: MySQL holds a newer version.
+			changed = "(" + changed + " OR version > CASE seqid" + strings.Repeat(" WHEN ? THEN ?", len(c.Live)) + " END)"
+			for i, seq := range c.Live {
+				versions = append(versions, seq, c.Versions[i])
+			}
+		}
 		if c.Topic.Kind() == domain.TopicGroup {
-			// idx_im_group_messages_group_status_seq covers this.
-			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND status IN ('recalled', 'blocked') AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
+			// uk_im_group_messages_group_seq finds the rows.
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE group_id = ? AND " + changed + " AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
 			args = append(args, c.Topic.GroupID())
 		} else {
-			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND status IN ('recalled', 'blocked') AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
+			recalled = "SELECT COUNT(*) FROM " + table + " WHERE topic = ? AND " + changed + " AND seqid IN (" + tableset.Placeholders(len(c.Live)) + ")"
 			args = append(args, topic)
 		}
+		args = append(args, versions...)
 		args = appendInt64s(args, c.Live)
 	}
 	deleted := "0"

@@ -180,6 +180,7 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 		check.Seqs = append(check.Seqs, e.seq)
 		if e.msg != nil && !e.msg.Recalled() {
 			check.Live = append(check.Live, e.seq)
+			check.Versions = append(check.Versions, e.msg.Version)
 		}
 	}
 	// Every seq of the span must be a cached message or marker: a seq the cache lacks may be

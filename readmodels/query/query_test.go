@@ -142,6 +142,29 @@ func TestRecallNotYetInRedisIsServedFromMySQL(t *testing.T) {
 	}
 }
 
+// An edit the Redis projector has not applied yet is not served from the cache: a client that
+// catches up takes the page as final and would keep the old content and version for good.
+func TestEditNotYetInRedisIsServedFromMySQL(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	f.both(ctx, t, rmtest.Sent(t, f.tenant, "grp7", 1, 10, "typo"), rmtest.Sent(t, f.tenant, "grp7", 2, 10, "x"))
+	f.mysqlOnly(ctx, t, rmtest.Edited(t, f.tenant, "grp7", 1, 10, 2, "fixed")) // the Redis projector lags
+	for _, q := range []query.HistoryQuery{{}, {BeforeSeq: 2, Limit: 1}} {
+		p := f.history(ctx, t, f.cached, "grp7", 20, q)
+		if len(p.Messages) == 0 {
+			t.Fatalf("%+v: empty page", q)
+		}
+		if m := p.Messages[0]; contentOf(m) != "fixed" || m.Version != 2 {
+			t.Fatalf("%+v: stale edit served from %s: content %s, version %d", q, p.Source, m.Content, m.Version)
+		}
+	}
+	// Once Redis has the edit too, the cache serves the page again.
+	f.redisOnly(ctx, t, rmtest.Edited(t, f.tenant, "grp7", 1, 10, 2, "fixed"))
+	if p := f.history(ctx, t, f.cached, "grp7", 20, query.HistoryQuery{}); p.Source != query.SourceRedis || contentOf(p.Messages[0]) != "fixed" {
+		t.Fatalf("after Redis caught up: source %s, content %s", p.Source, p.Messages[0].Content)
+	}
+}
+
 // A seq given up with a seq-skip marker is a final hole: pages step over it and last_seq goes
 // past it, from Redis and from MySQL alike.
 func TestHistoryAcrossASeqHole(t *testing.T) {
@@ -316,6 +339,28 @@ func TestUnreadReloadsExpiredRedisState(t *testing.T) {
 	}
 	if read, found, _ := f.hot.ReadSeq(ctx, f.tenant, 20, rmtest.Topic(t, "grp7")); !found || read != 1 {
 		t.Fatalf("read seq not written back: %d %v", read, found)
+	}
+}
+
+// A 1:1 message gives its receiver a read-seq field of 0 in Redis; when Redis had lost the
+// receiver's read seqs (expired after StateTTL, a restart), that 0 is not the read mark MySQL
+// holds, and the topic's unread count does not start over from the first message.
+func TestUnreadOfAReceiverWhoseRedisStateExpired(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	for seq := int64(1); seq <= 3; seq++ {
+		f.mysqlOnly(ctx, t, rmtest.Sent(t, f.tenant, "p2p20_30", seq, 30, "m")) // Redis lost these
+	}
+	f.mysqlOnly(ctx, t, rmtest.ReadMarked(t, f.tenant, "p2p20_30", 20, 3, 3))
+	f.both(ctx, t, rmtest.Sent(t, f.tenant, "p2p20_30", 4, 30, "new"))
+	topic := rmtest.Topic(t, "p2p20_30")
+	for name, r := range map[string]*query.Reader{"cached": f.cached, "mysql": f.mysql} {
+		if n, err := r.Unread(ctx, f.tenant, 20, topic); err != nil || n != 1 {
+			t.Errorf("%s: unread %d %v, want 1", name, n, err)
+		}
+		if total, _, err := r.UnreadTotal(ctx, f.tenant, 20); err != nil || total != 1 {
+			t.Errorf("%s: unread total %d %v, want 1", name, total, err)
+		}
 	}
 }
 

@@ -111,12 +111,14 @@ func (c *cacheUse) watermark(ctx context.Context, topic domain.Topic) (int64, er
 }
 
 // readSeq is user's read seq in topic from Redis, or from MySQL (written back) when not cached.
+// A cached 0 is not trusted: a 1:1 message creates its receiver's field at 0 even when Redis has
+// lost the receiver's read seqs (expired, restarted) and MySQL holds a higher one.
 func (c *cacheUse) readSeq(ctx context.Context, user domain.UserID, topic domain.Topic) (int64, error) {
 	if c.hot != nil {
 		n, found, err := c.hot.ReadSeq(ctx, c.tenant, user, topic)
 		if err != nil {
 			c.failed(ctx, "read seq", err)
-		} else if found {
+		} else if found && n > 0 {
 			return n, nil
 		}
 	}
