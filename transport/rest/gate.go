@@ -24,7 +24,7 @@ type Gate interface {
 	MaxContentBytes(ctx context.Context, tenant domain.TenantID) int
 }
 
-// contentLimit is tenant's limit on a sent message's content: the Gate's, capped by
+// contentLimit is tenant's limit on a message's content, sent or edited: the Gate's, capped by
 // Config.MaxContentBytes.
 func (a *API) contentLimit(ctx context.Context, tenant domain.TenantID) int {
 	limit := a.cfg.MaxContentBytes

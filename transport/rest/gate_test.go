@@ -88,3 +88,40 @@ func TestTheGateRefusesWhatTheRegistryAndGovernanceSay(t *testing.T) {
 	expect(t, "login into a suspended tenant", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds}),
 		http.StatusForbidden, "tenant_suspended")
 }
+
+// TestEditKeepsTheTenantContentLimit: an edit's content is held to the tenant's limit as a
+// send's is, so a message refused as too large cannot be written by editing a small one.
+func TestEditKeepsTheTenantContentLimit(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	var cache *tenant.Cache
+	s := newStack(t, rest.Config{}, stackOpts{gateFor: func(s *stack) rest.Gate {
+		reg, _ := tenant.New(tenant.Deps{Pool: s.pool, Store: s.store})
+		cache, _ = tenant.NewCache(reg, tenant.CacheConfig{MissTTL: time.Nanosecond}, nil)
+		guard, _ := account.NewGuard(s.pool, account.GuardConfig{}, nil)
+		gate, _ := access.NewGate(cache, guard, 0)
+		return gate
+	}})
+	reg := storetest.ProvisionTenant(t, s.pool, s.store, s.tenant)
+	res, err := reg.SetConfig(ctx, s.tenant, map[string]json.RawMessage{"max_content_bytes": json.RawMessage(`16`)}, tenant.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.Apply(res.Info)
+	token := s.token(t, s.tenant, 5)
+	sent := s.do(t, req{method: http.MethodPost, path: "/v1/im/topics/grp1/messages", token: token, key: "k1",
+		body: `{"client_msg_id":"m1","content":"short"}`})
+	expect(t, "send within the limit", sent, http.StatusCreated, "ok")
+	big := `{"version":"1","content":"` + strings.Repeat("x", 20) + `"}`
+	edit := s.do(t, req{method: http.MethodPatch, path: "/v1/im/topics/grp1/messages/1", token: token, key: "k2", body: big})
+	if edit.Status != http.StatusBadRequest || edit.Body.Details["field"] != "content" || edit.Body.Details["reason"] != "too_large" {
+		t.Fatalf("edit to 20 bytes over the tenant's 16: %d %s", edit.Status, edit.Raw)
+	}
+	topic, _ := domain.GroupTopic(1)
+	if n := s.count(t, "SELECT count(*) FROM events WHERE stream_id = $1", domain.MessageOpsStreamID(topic, 1)); n != 0 {
+		t.Fatalf("the refused edit wrote %d events", n)
+	}
+	ok := s.do(t, req{method: http.MethodPatch, path: "/v1/im/topics/grp1/messages/1", token: token, key: "k3",
+		body: `{"version":"1","content":"fixed"}`})
+	expect(t, "edit within the limit", ok, http.StatusOK, "ok")
+}

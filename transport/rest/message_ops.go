@@ -106,7 +106,7 @@ func (a *API) registerMessageOps() {
 			if cmd.Version, err = positive("version", in.Body.Version); err != nil {
 				return nil, a.fail(ctx, err)
 			}
-			if cmd.Content, err = domain.NewContent(in.Body.Content, a.cfg.MaxContentBytes); err != nil {
+			if cmd.Content, err = domain.NewContent(in.Body.Content, a.contentLimit(ctx, ref.Tenant)); err != nil {
 				return nil, a.fail(ctx, err)
 			}
 			res, err := a.h.MessageOps.Edit(ctx, cmd)
