@@ -66,10 +66,12 @@ type Publisher interface {
 	Publish(m *fanout.Message)
 }
 
-// Policy decides who may subscribe to (and read) a topic, and who may post to it. A refusal is
-// a *domain.DeniedError, answered 403 with its reason; a retryable error is answered 503.
+// Policy decides who may subscribe to a topic, who may read it (its history, a read mark in it)
+// and who may post to it. A refusal is a *domain.DeniedError, answered 403 with its reason; a
+// retryable error is answered 503.
 type Policy interface {
 	CanSubscribe(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error
+	CanRead(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error
 	CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error
 }
 
@@ -84,6 +86,11 @@ func (DefaultPolicy) CanSubscribe(_ context.Context, _ domain.TenantID, user dom
 		return domain.Deny(ReasonNotMember)
 	}
 	return nil
+}
+
+// CanRead implements Policy.
+func (p DefaultPolicy) CanRead(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	return p.CanSubscribe(ctx, tenant, user, topic)
 }
 
 // CanPublish implements Policy.
@@ -116,6 +123,11 @@ func (p MemberPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, 
 		return p.Send.CanSend(ctx, tenant, user, topic)
 	}
 	return nil
+}
+
+// CanRead implements Policy: the read policy alone, as REST reads answer it.
+func (p MemberPolicy) CanRead(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
+	return p.Read.CanRead(ctx, tenant, user, topic)
 }
 
 // CanPublish implements Policy.

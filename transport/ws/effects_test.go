@@ -328,3 +328,49 @@ func TestSubRacingARemovalDoesNotOutliveIt(t *testing.T) {
 		t.Errorf("removed user received %q", got)
 	}
 }
+
+// TestBlockedPeerStillReadsTheDirectHistory: a user the peer blocks may no longer subscribe to
+// their 1:1 topic, yet may still read its history and move their read mark in it, as over REST.
+func TestBlockedPeerStillReadsTheDirectHistory(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	a := c.fullNode(t, "node-a")
+	const blocker, blocked domain.UserID = 5, 6
+	topic, err := domain.DirectTopic(blocker, blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2p := topic.String()
+	u5, u6 := dial(t, a.node, "blocker", dialOpts{}), dial(t, a.node, "blocked", dialOpts{})
+	u5.login(c, blocker)
+	u6.login(c, blocked)
+	if r := u5.pub("hello", p2p, "hello"); r.Code != 202 {
+		t.Fatalf("pub before the block = %+v", r)
+	}
+	if _, err := a.groups.BlockUser.Handle(testCtx(t), group.BlockUser{Actor: who(acme, blocker), Peer: blocked}); err != nil {
+		t.Fatal(err)
+	}
+	if r := u6.call("s", fmt.Sprintf(`{"sub":{"id":"s","topic":%q}}`, p2p)); r.Code != 403 || r.Reason != "blocked" {
+		t.Fatalf("blocked user's sub = %+v, want 403 blocked", r)
+	}
+	r := u6.call("g", fmt.Sprintf(`{"get":{"id":"g","topic":%q,"after_seq":"0"}}`, p2p))
+	if r.Code != 200 || r.Params["count"] != float64(1) {
+		t.Fatalf("blocked user's get = %+v, want the one message from before the block", r)
+	}
+	if got := u6.data(); len(got) != 1 || string(got[0].Content) != `"hello"` {
+		t.Fatalf("history frames = %+v", got)
+	}
+	u6.write(fmt.Sprintf(`{"note":{"topic":%q,"what":"read","seq":"1"}}`, p2p))
+	if r := u6.call("pg", `{"ping":{"id":"pg"}}`); r.Code != 200 {
+		t.Fatal(r)
+	}
+	for _, f := range u6.snapshot() {
+		if f.Ctrl != nil && f.Ctrl.ID == "" && f.Ctrl.Code >= 400 {
+			t.Fatalf("blocked user's read note refused: %+v", *f.Ctrl)
+		}
+	}
+	marks, err := c.store.ReadStream(testCtx(t), acme, domain.ReadMarksStreamID(topic, blocked), 0, 10)
+	if err != nil || len(marks) != 1 {
+		t.Fatalf("read marks of the blocked user = %d events, %v", len(marks), err)
+	}
+}

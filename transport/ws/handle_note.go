@@ -59,7 +59,7 @@ func (s *session) onMark(ctx context.Context, t domain.Topic, f noteFrame) {
 		s.refuse(errCtrl("", http.StatusNotImplemented, ReasonNotImplemented, "read marks are not served here"))
 		return
 	}
-	if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
+	if err := s.g.deps.Policy.CanRead(ctx, s.tenant, s.user, t); err != nil {
 		s.fail(ctx, "", err)
 		return
 	}

@@ -111,7 +111,7 @@ func (s *session) onGet(ctx context.Context, f getFrame) {
 	case limit > s.g.cfg.HistoryMaxLimit:
 		limit = s.g.cfg.HistoryMaxLimit
 	}
-	if err := s.g.deps.Policy.CanSubscribe(ctx, s.tenant, s.user, t); err != nil {
+	if err := s.g.deps.Policy.CanRead(ctx, s.tenant, s.user, t); err != nil {
 		s.fail(ctx, f.ID, err)
 		return
 	}
