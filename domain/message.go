@@ -180,8 +180,11 @@ func (h *Head) Validate() error {
 		}
 	}
 	h.Mentions = out
-	if h.ReplySeq < 0 || h.RootSeq < 0 {
+	if h.ReplySeq < 0 {
 		return invalid("head.reply_seq", "bad_format", "non-negative")
+	}
+	if h.RootSeq < 0 {
+		return invalid("head.root_seq", "bad_format", "non-negative")
 	}
 	if len(h.Files) > 0 {
 		files, err := ValidateFileRefs(h.Files)

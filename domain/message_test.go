@@ -44,3 +44,25 @@ func TestHeadMentionsThatAreNotUserIDsAreBadFormat(t *testing.T) {
 		t.Fatalf("encoded head %s %v", out, err)
 	}
 }
+
+// TestHeadNegativeSeqsNameTheirField: a negative reply_seq or root_seq is bad_format of the
+// field the client got wrong.
+func TestHeadNegativeSeqsNameTheirField(t *testing.T) {
+	t.Parallel()
+	for raw, field := range map[string]string{
+		`{"reply_seq":"-1"}`:                 "head.reply_seq",
+		`{"root_seq":"-1"}`:                  "head.root_seq",
+		`{"reply_seq":"3","root_seq":"-2"}`:  "head.root_seq",
+		`{"reply_seq":"-3","root_seq":"-2"}`: "head.reply_seq",
+	} {
+		var h domain.Head
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		err := h.Validate()
+		var ve *domain.ValidationError
+		if !errors.As(err, &ve) || ve.Field != field || ve.Reason != "bad_format" {
+			t.Errorf("%s: %v, want %s/bad_format", raw, err, field)
+		}
+	}
+}
