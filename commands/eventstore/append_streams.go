@@ -10,7 +10,10 @@ import (
 )
 
 // StreamAppend is one stream's part of an AppendStreams call: events appended at
-// ExpectedVersion+1, ExpectedVersion+2, …
+// ExpectedVersion+1, ExpectedVersion+2, … A part without events writes nothing to its stream
+// but checks that the stream is still at ExpectedVersion when the other parts are written: a
+// command decided on a stream it does not change (the actor's own role) commits only if that
+// stream did not move meanwhile.
 type StreamAppend struct {
 	StreamID        string
 	ExpectedVersion int64
@@ -23,8 +26,10 @@ type StreamAppend struct {
 // that the group stream's version serialises the joins. Streams are written in the order given;
 // callers that may touch the same streams in different orders should sort them to avoid deadlocks.
 //
-// Errors and the returned envelopes are as for Append; the returned slice follows the order of
-// parts and, inside a part, of its events.
+// A part without events is checked in the same transaction after the writes; a call whose parts
+// hold no events at all writes and checks nothing. Errors and the returned envelopes are as for
+// Append (a checked stream that moved is domain.ErrConcurrency); the returned slice follows the
+// order of parts and, inside a part, of its events.
 func (s *Store) AppendStreams(ctx context.Context, tenant domain.TenantID, parts []StreamAppend) ([]domain.Envelope, error) {
 	const op = "append to streams"
 	total := 0
@@ -43,12 +48,17 @@ func (s *Store) AppendStreams(ctx context.Context, tenant domain.TenantID, parts
 		args []any
 	}
 	preps := make([]prepared, 0, len(parts))
+	var checks []StreamAppend
 	for _, p := range parts {
-		if len(p.Events) == 0 {
-			continue
-		}
 		if p.ExpectedVersion < 0 {
 			return nil, fmt.Errorf("%s: %w", op, invalid("expected_version", "bad_format", "not negative"))
+		}
+		if len(p.Events) == 0 {
+			if p.StreamID == "" {
+				return nil, fmt.Errorf("%s: %w", op, invalid("stream_id", "required", ""))
+			}
+			checks = append(checks, p)
+			continue
 		}
 		out, arrays, err := prepareStream(tenant, p.StreamID, p.ExpectedVersion, p.Events)
 		if err != nil {
@@ -69,6 +79,16 @@ func (s *Store) AppendStreams(ctx context.Context, tenant domain.TenantID, parts
 			}
 			for i := range p.out {
 				p.out[i].Position = positions[p.out[i].EventID]
+			}
+		}
+		for _, c := range checks {
+			failed = c
+			actual, err := lastVersion(ctx, tx, tenant, c.StreamID)
+			if err != nil {
+				return err
+			}
+			if actual != c.ExpectedVersion {
+				return &errVersionMismatch{actual: actual}
 			}
 		}
 		return s.notify(ctx, tx)

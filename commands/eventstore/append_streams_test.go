@@ -82,3 +82,38 @@ func TestAppendStreamsSerialisesOnSharedStream(t *testing.T) {
 		t.Fatalf("%d events stored, want 2", n)
 	}
 }
+
+// A part without events writes nothing but checks its stream: the call commits while that
+// stream is at the expected version and fails with ErrConcurrency, writing nothing, once it moved.
+func TestAppendStreamsChecksPartsWithoutEvents(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t, eventstore.Config{})
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("multi")
+	ev := func(stream string) domain.Envelope { return event(tenant, stream, 0, "") }
+	if _, err := store.Append(ctx, tenant, "member:1:2", 0, []domain.Envelope{ev("member:1:2")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := store.AppendStreams(ctx, tenant, []eventstore.StreamAppend{
+		{StreamID: "member:1:2", ExpectedVersion: 1},
+		{StreamID: "member:1:3", ExpectedVersion: 0, Events: []domain.Envelope{ev("member:1:3")}},
+	})
+	if err != nil || len(out) != 1 || out[0].StreamID != "member:1:3" {
+		t.Fatalf("append beside an unchanged stream: %+v, %v", out, err)
+	}
+	if _, err := store.Append(ctx, tenant, "member:1:2", 1, []domain.Envelope{ev("member:1:2")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.AppendStreams(ctx, tenant, []eventstore.StreamAppend{
+		{StreamID: "member:1:2", ExpectedVersion: 1},
+		{StreamID: "member:1:3", ExpectedVersion: 1, Events: []domain.Envelope{ev("member:1:3")}},
+	})
+	if !errors.Is(err, domain.ErrConcurrency) {
+		t.Fatalf("append beside a stream that moved: %v, want ErrConcurrency", err)
+	}
+	for stream, want := range map[string]int64{"member:1:2": 2, "member:1:3": 1} {
+		if v, _ := store.LastVersion(ctx, tenant, stream); v != want {
+			t.Errorf("%s at version %d, want %d", stream, v, want)
+		}
+	}
+}

@@ -21,6 +21,10 @@ type decision struct {
 	// race is always retried. It is set even when the attempt ends in a refusal, so a refusal
 	// caused by a concurrent change is reported as the lost race it is.
 	guard []int64
+	// reads are the streams the decision was made on, at the versions it saw: a stream among
+	// them that the events do not write is checked at the append, so a decision taken on an
+	// actor's role that changed meanwhile is not committed (it is a lost race).
+	reads []StreamVersion
 	group domain.GroupID
 	topic domain.Topic
 	bizID string
@@ -115,7 +119,7 @@ func (c *core) commit(ctx context.Context, s spec, d decision) ([]domain.Envelop
 	if err != nil {
 		return nil, err
 	}
-	return c.appendAll(ctx, s.actor.Tenant, envs)
+	return c.appendAll(ctx, s.actor.Tenant, envs, d.reads...)
 }
 
 // envelopes turns one command's decided events into envelopes carrying its metadata.
@@ -137,8 +141,10 @@ func envelopes(p domain.Principal, meta Meta, bizID string, events []domain.Pend
 
 // appendAll appends envelopes numbered consecutively per stream, one part per stream, the parts
 // sorted by stream id so two transactions touching the same streams lock them in one order.
-// It returns the stored envelopes grouped by stream in that order.
-func (c *core) appendAll(ctx context.Context, tenant domain.TenantID, envs []domain.Envelope) ([]domain.Envelope, error) {
+// Each stream of reads that no envelope writes becomes a part without events, which the store
+// checks to be still at its version. It returns the stored envelopes grouped by stream in that
+// order.
+func (c *core) appendAll(ctx context.Context, tenant domain.TenantID, envs []domain.Envelope, reads ...StreamVersion) ([]domain.Envelope, error) {
 	index := make(map[string]int, 3)
 	var parts []eventstore.StreamAppend
 	for _, e := range envs {
@@ -149,6 +155,12 @@ func (c *core) appendAll(ctx context.Context, tenant domain.TenantID, envs []dom
 			parts = append(parts, eventstore.StreamAppend{StreamID: e.StreamID, ExpectedVersion: e.StreamVersion - 1})
 		}
 		parts[i].Events = append(parts[i].Events, e)
+	}
+	for _, r := range reads {
+		if _, ok := index[r.StreamID]; !ok {
+			index[r.StreamID] = len(parts)
+			parts = append(parts, eventstore.StreamAppend{StreamID: r.StreamID, ExpectedVersion: r.Version})
+		}
 	}
 	slices.SortFunc(parts, func(a, b eventstore.StreamAppend) int { return strings.Compare(a.StreamID, b.StreamID) })
 	stored, err := c.store.AppendStreams(ctx, tenant, parts)

@@ -212,8 +212,10 @@ func (c *core) onSelf(p domain.Principal, group domain.GroupID, fn selfDecider) 
 		if err != nil {
 			return decision{}, err
 		}
-		events, err := fn(g, ms[0], c.now())
-		return groupDecision(group, events), err
+		d := groupDecision(group, nil)
+		d.reads = membershipReads(ms...)
+		d.events, err = fn(g, ms[0], c.now())
+		return d, err
 	}
 }
 
@@ -230,12 +232,24 @@ func (c *core) onMember(p domain.Principal, group domain.GroupID, target domain.
 			return decision{}, err
 		}
 		d := groupDecision(group, nil)
+		d.reads = membershipReads(ms...)
 		if guarded {
 			d.guard = []int64{ms[0].Version(), ms[1].Version()}
 		}
 		d.events, err = fn(g, ms[0], ms[1], c.now())
 		return d, err
 	}
+}
+
+// membershipReads are the versions of the memberships a decision was made on: whatever the
+// command writes, it commits only while the actor's role and the target's standing are still
+// those it saw.
+func membershipReads(ms ...domain.MembershipState) []StreamVersion {
+	out := make([]StreamVersion, len(ms))
+	for i, m := range ms {
+		out[i] = StreamVersion{StreamID: m.StreamID(), Version: m.Version()}
+	}
+	return out
 }
 
 // relationDecider decides a command of the actor about its relation with a peer.
