@@ -74,11 +74,12 @@ func (d *dispatcher) groupDissolve(ctx context.Context, r run) (any, error) {
 
 func (d *dispatcher) groupMuteAll(ctx context.Context, r run) (any, error) {
 	p := r.payload.(*domain.GroupMuteAllPayload)
-	res, err := d.asOwner(ctx, r, p.GroupID, func(g domain.GroupState, owner domain.Principal) (group.Result, error) {
-		s := g.Settings()
-		s.MuteAll = p.MuteAll
+	res, err := d.asOwner(ctx, r, p.GroupID, func(_ domain.GroupState, owner domain.Principal) (group.Result, error) {
 		return d.h.Groups.UpdateGroupSettings.Handle(ctx, group.UpdateGroupSettings{Actor: owner, Group: p.GroupID,
-			Settings: s, Meta: r.groupMeta()})
+			Edit: func(s domain.GroupSettings) domain.GroupSettings {
+				s.MuteAll = p.MuteAll
+				return s
+			}, Meta: r.groupMeta()})
 	})
 	if err != nil {
 		return nil, err

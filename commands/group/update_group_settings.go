@@ -12,8 +12,12 @@ import (
 type UpdateGroupSettings struct {
 	Actor    domain.Principal
 	Group    domain.GroupID
-	Settings domain.GroupSettings // the whole new settings
-	Meta     Meta
+	Settings domain.GroupSettings // the whole new settings; ignored when Edit is set
+	// Edit, when set, derives the new settings from the group's current ones on every attempt
+	// (turn mute-all on, keep the rest), so a change committed meanwhile is kept, not
+	// overwritten with settings read before it.
+	Edit func(domain.GroupSettings) domain.GroupSettings
+	Meta Meta
 }
 
 // UpdateGroupSettingsHandler handles UpdateGroupSettings.
@@ -29,6 +33,10 @@ func (h UpdateGroupSettingsHandler) Handle(ctx context.Context, cmd UpdateGroupS
 	s := spec{op: "update group settings", actor: cmd.Actor, meta: cmd.Meta, lock: domain.GroupStreamID(cmd.Group)}
 	return h.c.execute(ctx, s, h.c.onSelf(cmd.Actor, cmd.Group,
 		func(g domain.GroupState, m domain.MembershipState, now time.Time) ([]domain.PendingEvent, error) {
-			return g.UpdateSettings(cmd.Actor, m, cmd.Settings, now)
+			settings := cmd.Settings
+			if cmd.Edit != nil {
+				settings = cmd.Edit(g.Settings())
+			}
+			return g.UpdateSettings(cmd.Actor, m, settings, now)
 		}))
 }
