@@ -338,8 +338,10 @@ func (g GroupState) UpdateAnnouncement(p Principal, actor MembershipState, text 
 
 // TransferOwnership decides handing the group to target, a current member: group.ownership_
 // transferred.v1 on the group stream, member.role_set.v1 to owner on target's stream and to
-// member on the old owner's stream. Owner only. Refusals: tenant_mismatch, group_dissolved,
-// not_member, not_owner, self_action, target_not_member.
+// member on the old owner's stream. Nobody mutes the owner, so a mute of target's in force is
+// lifted first (member.muted.v2, muted false, on target's stream): nobody could lift it later.
+// Owner only. Refusals: tenant_mismatch, group_dissolved, not_member, not_owner, self_action,
+// target_not_member.
 func (g GroupState) TransferOwnership(p Principal, actor, target MembershipState, now time.Time) ([]PendingEvent, error) {
 	if err := g.authorize(p, actor, PermTransfer, now); err != nil {
 		return nil, err
@@ -347,15 +349,21 @@ func (g GroupState) TransferOwnership(p Principal, actor, target MembershipState
 	if err := g.checkTarget(actor, target); err != nil {
 		return nil, err
 	}
+	muted := target.MutedAt(now)
 	now = now.UTC()
-	return []PendingEvent{
-		g.event(EventGroupOwnershipTransferred, &GroupOwnershipTransferred{GroupID: g.id,
-			From: p.User, To: target.user, TransferredAt: now}),
+	out := make([]PendingEvent, 0, 4)
+	out = append(out, g.event(EventGroupOwnershipTransferred, &GroupOwnershipTransferred{GroupID: g.id,
+		From: p.User, To: target.user, TransferredAt: now}))
+	if muted {
+		out = append(out, target.event(EventMemberMuted, &MemberMuted{GroupID: g.id, User: target.user,
+			Muted: false, By: p.User, MutedAt: now}))
+	}
+	return append(out,
 		target.event(EventMemberRoleSet, &MemberRoleSet{GroupID: g.id, User: target.user,
 			Role: RoleOwner, By: p.User, SetAt: now}),
 		actor.event(EventMemberRoleSet, &MemberRoleSet{GroupID: g.id, User: p.User,
 			Role: RoleMember, By: p.User, SetAt: now}),
-	}, nil
+	), nil
 }
 
 // Dissolve decides group.dissolved.v1. Owner only. Refusals: tenant_mismatch, group_dissolved,

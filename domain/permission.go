@@ -179,14 +179,16 @@ func rolePermissions(r Role) Permission {
 }
 
 // PermissionsOf returns what m may do in g at time now: its role's permissions, invite and
-// announce as the settings allow, without post and announce while m is muted, and without post
-// for plain members under mute-all. Non-members and members of a dissolved group hold nothing.
+// announce as the settings allow, without post and announce while m is muted (never the owner:
+// nobody mutes the owner, and a mute from before an ownership transfer is void), and without
+// post for plain members under mute-all. Non-members and members of a dissolved group hold
+// nothing.
 func (g GroupState) PermissionsOf(m MembershipState, now time.Time) Permission {
 	if g.dissolved || !g.Exists() || !m.IsMember() || m.group != g.id || m.tenant != g.tenant {
 		return 0
 	}
 	p := g.roleWithSettings(m.role)
-	if m.MutedAt(now) {
+	if m.MutedAt(now) && m.role != RoleOwner {
 		p &^= PermPost | PermAnnounce
 	}
 	if g.settings.MuteAll && !m.role.AtLeast(RoleAdmin) {

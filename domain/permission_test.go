@@ -463,3 +463,43 @@ func TestRoles(t *testing.T) {
 		}
 	}
 }
+
+// Handing the group to a muted member lifts the mute; and a stream written before that rule (the
+// role owner on top of a mute still running) does not keep the owner from posting or announcing:
+// nobody mutes the owner, so nobody could have lifted it.
+func TestTheOwnerIsNeverMuted(t *testing.T) {
+	t.Parallel()
+	w := newGroupWorld(t)
+	evs, err := w.g.TransferOwnership(as(uOwner), w.m(t, uOwner), w.m(t, uMuted), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := w.clone()
+	var lifted int
+	var older []domain.PendingEvent
+	for _, e := range evs {
+		if e.Type == domain.EventMemberMuted {
+			lifted++
+			continue
+		}
+		older = append(older, e)
+	}
+	if lifted != 1 {
+		t.Fatalf("transfer to a muted member decided %d lifts of the mute, want 1", lifted)
+	}
+	w.do(t)(evs, nil)
+	if m := w.m(t, uMuted); m.Role() != domain.RoleOwner || m.MutedAt(t0) {
+		t.Errorf("new owner: role %q, muted until %s", m.Role(), m.MutedUntil())
+	}
+	for name, world := range map[string]*groupWorld{"now": w, "stream without the lift": legacy} {
+		if name != "now" {
+			world.do(t)(older, nil)
+		}
+		if err := domain.CanPost(world.g, world.m(t, uMuted), t0); err != nil {
+			t.Errorf("%s: the new owner posts: %v", name, err)
+		}
+		if err := domain.CanAnnounce(world.g, world.m(t, uMuted), t0); err != nil {
+			t.Errorf("%s: the new owner announces: %v", name, err)
+		}
+	}
+}

@@ -217,3 +217,31 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// Nobody mutes the owner, so a member muted when the ownership is handed to them is not muted as
+// the owner: they post at once. Otherwise nobody could lift the mute (the owner may not unmute
+// themself, admins may not unmute the owner) and the group's owner could not post in it.
+func TestPolicyNewOwnerIsNotKeptMuted(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	ctx := testCtx(t)
+	tenant := domain.MustTenantID("acme")
+	pol := newPolicy(t, policy.Deps{Store: store}, policy.Config{})
+	h := newHandlers(t, store, pol)
+	owner := who(tenant, 1)
+	res := must[group.Result](t)(h.CreateGroup.Handle(ctx, group.CreateGroup{Actor: owner,
+		Profile: must[domain.GroupProfile](t)(domain.NewGroupProfile("g", "", ""))}))
+	g, topic := res.Group, res.Topic
+	must[group.Result](t)(h.JoinGroup.Handle(ctx, group.JoinGroup{Actor: who(tenant, 2), Group: g}))
+	must[group.Result](t)(h.MuteMember.Handle(ctx, group.MuteMember{Actor: owner, Group: g, User: 2, Until: time.Now().Add(time.Hour)}))
+	if err := pol.CanSend(ctx, tenant, 2, topic); reasonOf(err) != domain.ReasonMuted {
+		t.Fatalf("muted member: %v, want %s", err, domain.ReasonMuted)
+	}
+	must[group.Result](t)(h.TransferOwnership.Handle(ctx, group.TransferOwnership{Actor: owner, Group: g, To: 2}))
+	if err := pol.CanSend(ctx, tenant, 2, topic); err != nil {
+		t.Errorf("the new owner, muted as a member before: %v", err)
+	}
+	if _, err := h.UnmuteMember.Handle(ctx, group.UnmuteMember{Actor: who(tenant, 2), Group: g, User: 2}); reasonOf(err) != domain.ReasonSelfAction {
+		t.Errorf("the new owner unmutes themself: %v, want %s", err, domain.ReasonSelfAction)
+	}
+}
