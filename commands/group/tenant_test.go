@@ -3,8 +3,10 @@ package group_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/storetest"
@@ -137,6 +139,15 @@ func TestCommandsValidateTheirInput(t *testing.T) {
 		},
 		"mute without end": func() error {
 			_, err := h.MuteMember.Handle(ctx, group.MuteMember{Actor: who(tenant, 1), Group: 1, User: 2})
+			return err
+		},
+		"mute past year 9999": func() error {
+			// 9999-12-31T23:59:59-01:00 is in year 10000 in UTC, which no event payload can carry.
+			until := time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -3600))
+			_, err := h.MuteMember.Handle(ctx, group.MuteMember{Actor: who(tenant, 1), Group: 1, User: 2, Until: until})
+			if ve := (*domain.ValidationError)(nil); errors.As(err, &ve) && ve.Field != "until" {
+				return fmt.Errorf("field %s, want until: %v", ve.Field, err)
+			}
 			return err
 		},
 		"friend oneself": func() error {
