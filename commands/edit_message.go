@@ -26,9 +26,10 @@ type EditResult struct {
 }
 
 // Edit replaces the content of a message: only its sender may, within the edit window, never after
-// a recall. Content is checked as a send's is (domain.NewContent). Once the edit is committed the
+// a recall, and only while the send policy (MessageOpsDeps.Policy) lets them post to the topic.
+// Content is checked as a send's is (domain.NewContent). Once the edit is committed the
 // ChangeListener hears about it. Errors as for Recall, plus domain.ErrConcurrency for a stale
-// Version.
+// Version and the policy's refusal (a *domain.DeniedError such as not_member or muted).
 func (h *MessageOpsHandler) Edit(ctx context.Context, cmd EditMessage) (EditResult, error) {
 	if err := cmd.validate(); err != nil {
 		return EditResult{}, err
@@ -57,6 +58,11 @@ func (h *MessageOpsHandler) Edit(ctx context.Context, cmd EditMessage) (EditResu
 	case cmd.Version != st.contentVersion:
 		return EditResult{}, fmt.Errorf("edit %s/%d: message is at version %d, not %d: %w",
 			cmd.Topic, cmd.Seq, st.contentVersion, cmd.Version, domain.ErrConcurrency)
+	}
+	if h.policy != nil {
+		if err := h.policy.CanSend(ctx, cmd.Tenant, cmd.Actor, cmd.Topic); err != nil {
+			return EditResult{}, err
+		}
 	}
 	payload := domain.MessageEdited{Topic: cmd.Topic.String(), Seq: cmd.Seq, MessageID: st.sent.MessageID,
 		By: cmd.Actor, EditVersion: st.contentVersion + 1, Content: cmd.Content.Raw(), EditedAt: now}

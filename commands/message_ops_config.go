@@ -62,7 +62,11 @@ type MessageOpsDeps struct {
 	// Listener hears about every recall and edit right after it commits: realtime delivery.
 	// Optional.
 	Listener ChangeListener
-	Logger   *slog.Logger // default discards
+	// Policy, when set, is asked before an edit whether its sender may still post to the topic:
+	// an edit puts new content in front of the members, so a sender removed, banned or muted
+	// since, or blocked by the peer, may not edit. Recall and the other operations do not ask.
+	Policy SendPolicy
+	Logger *slog.Logger // default discards
 }
 
 // MessageOpsHandler handles the commands that act on sent messages: recall and edit by the sender,
@@ -71,6 +75,7 @@ type MessageOpsDeps struct {
 type MessageOpsHandler struct {
 	store    StreamStore
 	listener ChangeListener // nil: none
+	policy   SendPolicy     // nil: edits are not checked against it
 	log      *slog.Logger
 	cfg      MessageOpsConfig
 	now      func() time.Time
@@ -88,7 +93,7 @@ func NewMessageOpsHandler(deps MessageOpsDeps, cfg MessageOpsConfig) (*MessageOp
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, log: deps.Logger, cfg: cfg,
+	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, policy: deps.Policy, log: deps.Logger, cfg: cfg,
 		now: func() time.Time { return time.Now().UTC() }}, nil
 }
 

@@ -45,7 +45,7 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 	if n.send, err = n.newSendHandler(ctx, n.policy); err != nil {
 		return err
 	}
-	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n},
+	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n}, Policy: n.policy,
 		Logger: n.log.With("component", "message_ops")}, n.cfg.MessageOps); err != nil {
 		return fmt.Errorf("message_ops: %w", err)
 	}
