@@ -42,8 +42,15 @@ func (f *streamFlags) parse() error {
 	if f.parsedFrom, err = cursorFlag("--from-cursor", f.fromCursor); err != nil {
 		return err
 	}
-	f.toCu, err = cursorFlag("--to-cursor", f.toCursor)
-	return err
+	if f.toCu, err = cursorFlag("--to-cursor", f.toCursor); err != nil {
+		return err
+	}
+	if f.toCursor != "" && f.toCu.IsZero() {
+		// The zero cursor is before every event: as an end it selects nothing (and the
+		// configurations read a zero To as "no end").
+		return fmt.Errorf("--to-cursor %s is before every event: the range is empty", f.toCu)
+	}
+	return nil
 }
 
 // cursorFlag parses a cursor given as text or as the path of a cursor file.

@@ -49,7 +49,8 @@ type Config struct {
 	// command decided them, just before their transaction committed). Zero means unbounded.
 	Since, Until time.Time
 	// From is the cursor to resume after; zero starts at the beginning of the log (or, for a
-	// directory, at the cursor saved in it).
+	// directory, at the cursor saved in it). For a directory that holds a cursor it must be zero
+	// or that cursor: another would write events the directory holds again, or leave a gap.
 	From eventstore.Cursor
 	// To, unless zero, is the last cursor exported (inclusive).
 	To eventstore.Cursor

@@ -244,8 +244,16 @@ func TestACursorPastTheLogIsRefused(t *testing.T) {
 	if _, err := export.Run(e.ctx, e.store, export.Config{Out: file, From: ahead}); !errors.Is(err, domain.ErrInvalid) {
 		t.Errorf("an export from %s (horizon %d): %v, want an invalid cursor", ahead, h, err)
 	}
-	if got := glob(t, filepath.Dir(file), "*"); len(got) != 1 || got[0] != file+".cursor.lock" {
-		t.Errorf("the refused export left %v, want its lock file only", got)
+	if got := glob(t, filepath.Dir(file), "*"); len(got) != 0 {
+		t.Errorf("the refused export left %v, want nothing", got)
+	}
+	// A directory the export would create is not created either.
+	newDir := filepath.Join(t.TempDir(), "new") + "/"
+	if _, err := export.Run(e.ctx, e.store, export.Config{Out: newDir, From: ahead}); !errors.Is(err, domain.ErrInvalid) {
+		t.Errorf("an export into a new directory from %s (horizon %d): %v, want an invalid cursor", ahead, h, err)
+	}
+	if _, err := os.Stat(newDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused export created %s (%v)", newDir, err)
 	}
 	dir := t.TempDir()
 	writeFile(t, dir+"/cursor", ahead.String()+"\n\n")
@@ -407,5 +415,83 @@ func TestCursorFileOfAnUnfinishedCommitIsTheCommittedOne(t *testing.T) {
 	writeFile(t, dir+"/a.jsonl.cursor.next", first.Cursor.String()+"\nb.jsonl\n1 1\n")
 	if c, _, err := export.ReadCursorFile(dir + "/a.jsonl.cursor"); err != nil || !c.IsZero() {
 		t.Fatalf("cursor file beside a .next that claims no renamed file: %s (%v), want 0:0", c, err)
+	}
+}
+
+// A start cursor given for a directory that holds an export must be the directory's own cursor
+// and come with the same filters: any other would write its events again (an earlier cursor) or
+// leave a gap (a later one), and other filters would be recorded as if the directory held them
+// from the start. Such an export is refused and changes nothing; the directory's own cursor
+// given explicitly resumes it.
+func TestAGivenCursorMustResumeTheDirectory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 3; seq++ {
+		for _, tn := range []domain.TenantID{tenantA, tenantB} {
+			if _, err := e.store.Append(e.ctx, tn, "grp1", seq-1, []domain.Envelope{sentEvent(t, tn, "grp1", seq)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.settle(t)
+	dir := t.TempDir() + "/"
+	first, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA})
+	if err != nil || first.Events != 3 {
+		t.Fatalf("first export: %d events, %v", first.Events, err)
+	}
+	for _, cfg := range []export.Config{
+		{Out: dir, Tenant: tenantB, From: first.Cursor},
+		{Out: dir, Tenant: tenantA, From: eventstore.Cursor{TxID: 1}},
+	} {
+		res, err := export.Run(e.ctx, e.store, cfg)
+		if !errors.Is(err, domain.ErrInvalid) || res.Events != 0 {
+			t.Errorf("export of tenant %s from %s into a directory at %s: %d events, %v; want a refusal",
+				cfg.Tenant, cfg.From, first.Cursor, res.Events, err)
+		}
+	}
+	if c, _, err := export.SavedCursor(dir); err != nil || c != first.Cursor {
+		t.Errorf("cursor after the refusals %s (%v), want %s", c, err, first.Cursor)
+	}
+	if parts := glob(t, dir, "part-*"); len(parts) != 1 {
+		t.Errorf("parts after the refusals: %q, want the first export's one", parts)
+	}
+	if res, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, From: first.Cursor}); err != nil || res.Events != 0 {
+		t.Errorf("export from the directory's own cursor: %d events, %v", res.Events, err)
+	}
+}
+
+// A directory holds one format: resuming it in another is refused and writes nothing, since the
+// new parts would hold only the events after the cursor and a reader of that format
+// (read_parquet('dir/part-*.parquet')) would miss the earlier ones without a word.
+func TestResumeInAnotherFormatIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for seq := int64(1); seq <= 3; seq++ {
+		if _, err := e.store.Append(e.ctx, tenantA, "grp1", seq-1, []domain.Envelope{sentEvent(t, tenantA, "grp1", seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.settle(t)
+	dir := t.TempDir() + "/"
+	first, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA})
+	if err != nil || first.Events != 3 {
+		t.Fatalf("first export: %d events, %v", first.Events, err)
+	}
+	if _, err := e.store.Append(e.ctx, tenantA, "grp1", 3, []domain.Envelope{sentEvent(t, tenantA, "grp1", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(t)
+	res, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA, Format: export.FormatParquet})
+	if !errors.Is(err, domain.ErrInvalid) || res.Events != 0 {
+		t.Errorf("a Parquet export into a directory of JSON Lines: %d events, %v; want a refusal", res.Events, err)
+	}
+	if got := glob(t, dir, "part-*"); len(got) != 1 || !strings.HasSuffix(got[0], ".jsonl") {
+		t.Errorf("parts after the refusal: %q, want the first export's one", got)
+	}
+	if c, _, err := export.SavedCursor(dir); err != nil || c != first.Cursor {
+		t.Errorf("cursor after the refusal %s (%v), want %s", c, err, first.Cursor)
+	}
+	if next, err := export.Run(e.ctx, e.store, export.Config{Out: dir, Tenant: tenantA}); err != nil || next.Events != 1 {
+		t.Errorf("resume in the directory's format: %d events, %v; want the new one", next.Events, err)
 	}
 }

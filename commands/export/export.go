@@ -34,11 +34,13 @@ type Reader interface {
 // filters. Reading runs ahead of writing by four pages, so memory holds about five pages plus,
 // for Parquet, one row group, whatever the number of events.
 //
-// Errors: the configuration's (domain.ErrInvalid for bad type globs, and for a start cursor past
-// the end of the log: eventstore.Range.CheckFrom), the store's (wrapping
+// Errors: the configuration's (domain.ErrInvalid for bad type globs, for a start cursor past
+// the end of the log: eventstore.Range.CheckFrom, and for a directory that holds an export of other
+// filters, in another format or up to another cursor than a given From), the store's (wrapping
 // domain.ErrRetryable when PostgreSQL is unreachable), file system errors, and a payload an
-// upcaster cannot read. A failed export removes its unfinished file; parts of a directory
-// committed before the failure stay, with the cursor after them.
+// upcaster cannot read. A refused export creates no directory, output file or cursor. A failed
+// export removes its unfinished file; parts of a directory committed before the failure stay,
+// with the cursor after them.
 func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -49,13 +51,20 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if !cfg.From.IsZero() {
+		// Refuse a start cursor past the log before the output is created or locked: a refused
+		// export leaves nothing behind. A directory's saved cursor is checked once it is locked.
+		if err := checkFrom(ctx, r, cfg.From); err != nil {
+			return Result{}, err
+		}
+	}
 	t, err := openTarget(cfg)
 	if err != nil {
 		return Result{}, err
 	}
 	defer t.release()
 	from := cfg.From
-	if from.IsZero() && t.dir != "" {
+	if t.dir != "" {
 		if c, filters, ok, err := readCursorFile(t.cursor); err != nil {
 			return Result{}, err
 		} else if ok {
@@ -65,6 +74,13 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 				return Result{}, &domain.ValidationError{Field: "out", Reason: "filters_differ", Detail: fmt.Sprintf(
 					"%s holds an export with filters %s, not %s: resume it with the same filters, or export into another directory",
 					t.dir, filters, cfg.filters())}
+			}
+			if !from.IsZero() && from != c {
+				// The directory holds the events up to its cursor: an earlier start would write
+				// some again, a later one would leave a gap.
+				return Result{}, &domain.ValidationError{Field: "from", Reason: "cursor_differs", Detail: fmt.Sprintf(
+					"%s holds an export up to %s, not %s: leave the start cursor out to resume it, or export into another directory",
+					t.dir, c, from)}
 			}
 			from = c
 			cfg.Logger.InfoContext(ctx, "resuming the export of a directory", "dir", t.dir, "cursor", c.String())
@@ -104,6 +120,18 @@ func Run(ctx context.Context, r Reader, cfg Config) (Result, error) {
 	cfg.Logger.InfoContext(ctx, "exported events", "events", events, "files", len(res.Files), "cursor", end.String(),
 		"range", rng.String(), "duration", res.Duration)
 	return res, nil
+}
+
+// checkFrom returns the error of a start cursor past the end of the log (eventstore.Range.CheckFrom).
+func checkFrom(ctx context.Context, r Reader, from eventstore.Cursor) error {
+	horizon, err := r.Horizon(ctx)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := (eventstore.Range{From: from, Horizon: horizon}).CheckFrom(); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
 }
 
 // pump reads pages on one goroutine and writes them on this one.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/domain"
 )
 
 // partWriter writes events in one format to one output.
@@ -67,7 +68,7 @@ func openTarget(cfg Config) (*target, error) {
 		return nil, err
 	}
 	if t.dir != "" {
-		if t.next, err = nextPart(t.dir); err != nil {
+		if t.next, err = nextPart(t.dir, cfg.Format); err != nil {
 			t.release()
 			return nil, err
 		}
@@ -92,8 +93,10 @@ func (t *target) partName(n int) string {
 	return fmt.Sprintf("part-%06d.%s", n, t.cfg.Format)
 }
 
-// nextPart returns the number after the highest part file in dir (0 when there is none).
-func nextPart(dir string) (int, error) {
+// nextPart returns the number after the highest part file in dir (0 when there is none). A part
+// in another format than format is an error wrapping domain.ErrInvalid: the directory's cursor
+// counts its events, so parts of format after it would hold only the events since.
+func nextPart(dir string, format Format) (int, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, fmt.Errorf("export: read %s: %w", dir, err)
@@ -104,8 +107,16 @@ func nextPart(dir string) (int, error) {
 		if !strings.HasPrefix(name, "part-") || strings.HasSuffix(name, ".tmp") {
 			continue
 		}
-		num, _, _ := strings.Cut(strings.TrimPrefix(name, "part-"), ".")
-		if n, err := strconv.Atoi(num); err == nil && n >= next {
+		num, ext, _ := strings.Cut(strings.TrimPrefix(name, "part-"), ".")
+		n, err := strconv.Atoi(num)
+		if err != nil {
+			continue
+		}
+		if kind, _, _ := strings.Cut(ext, "."); kind != string(format) && (kind == string(FormatJSONL) || kind == string(FormatParquet)) {
+			return 0, &domain.ValidationError{Field: "format", Reason: "format_differs", Detail: fmt.Sprintf(
+				"%s holds %s parts (%s), not %s: resume it in its format, or export into another directory", dir, kind, name, format)}
+		}
+		if n >= next {
 			next = n + 1
 		}
 	}
