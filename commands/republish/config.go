@@ -35,8 +35,9 @@ type Config struct {
 	From eventstore.Cursor
 	// To, unless zero, is the last cursor republished (inclusive).
 	To eventstore.Cursor
-	// Checkpoint, unless empty, is a file that holds the cursor of the last acknowledged batch,
-	// rewritten after every batch: a republish that stopped resumes from it.
+	// Checkpoint, unless empty, is a file that holds the cursor of the last acknowledged batch
+	// and the Tenant and Topic it was sent for, rewritten after every batch: a republish of the
+	// same Tenant and Topic that stopped resumes from it; one of another is refused.
 	Checkpoint string
 	// Rate caps the events sent per second; 0 means as fast as Kafka acknowledges.
 	Rate int

@@ -2,6 +2,7 @@ package republish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/progress"
 )
 
@@ -45,7 +47,8 @@ type Producer interface {
 // are sent as stored; old versions are not upcast (consumers upcast, as on the live topics).
 //
 // Errors: ErrLiveTopic and other configuration errors, domain.ErrInvalid for a start cursor
-// (given or checkpointed) past the end of the log (eventstore.Range.CheckFrom), the store's (domain.ErrRetryable when
+// (given or checkpointed) past the end of the log (eventstore.Range.CheckFrom) and for a checkpoint
+// written by a republish of another tenant or topic, the store's (domain.ErrRetryable when
 // PostgreSQL is unreachable), the producer's, and checkpoint file errors.
 func Run(ctx context.Context, r Reader, p Producer, cfg Config) (Result, error) {
 	return run(ctx, r, cfg, func(s *sender) batchSender { return &syncSender{p: p, s: s} })
@@ -68,9 +71,16 @@ func run(ctx context.Context, r Reader, cfg Config, newSender func(*sender) batc
 	start := cfg.Now()
 	from := cfg.From
 	if from.IsZero() && cfg.Checkpoint != "" {
-		c, ok, err := readCheckpoint(cfg.Checkpoint)
+		c, sel, ok, err := readCheckpoint(cfg.Checkpoint)
 		if err != nil {
 			return Result{}, err
+		}
+		if ok && sel != "" && sel != cfg.selection() {
+			// Its cursor says how far that republish read the log, which events of this
+			// selection before it were never sent: resuming from it would skip them.
+			return Result{}, &domain.ValidationError{Field: "checkpoint", Reason: "selection_differs", Detail: fmt.Sprintf(
+				"%s holds a republish of %s, not %s: resume it with the same --tenant and --topic, or use another checkpoint file",
+				cfg.Checkpoint, sel, cfg.selection())}
 		}
 		if ok {
 			from = c
@@ -106,7 +116,7 @@ func run(ctx context.Context, r Reader, cfg Config, newSender func(*sender) batc
 	}
 	res.Cursor = rng.End()
 	if cfg.Checkpoint != "" {
-		if err := writeCheckpoint(cfg.Checkpoint, res.Cursor); err != nil {
+		if err := writeCheckpoint(cfg, res.Cursor); err != nil {
 			return res, err
 		}
 	}
@@ -205,7 +215,7 @@ func (s *sender) acked(n int, end eventstore.Cursor) error {
 		_ = s.bar.Add(n)
 	}
 	if s.cfg.Checkpoint != "" {
-		return writeCheckpoint(s.cfg.Checkpoint, s.cursor)
+		return writeCheckpoint(s.cfg, s.cursor)
 	}
 	return nil
 }
@@ -349,27 +359,49 @@ func firstError(err error) error {
 	return err
 }
 
-// readCheckpoint reads a checkpoint file; a missing file is false.
-func readCheckpoint(path string) (eventstore.Cursor, bool, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return eventstore.Cursor{}, false, nil
+// selectionPrefix starts the line of a checkpoint file that records the republish's selection
+// (the second; checkpoints written before it have none).
+const selectionPrefix = "selection "
+
+// selection is the record of the tenant and topic of c that a resumed republish must repeat, as
+// a line of JSON.
+func (c Config) selection() string {
+	s := struct {
+		Tenant string `json:"tenant,omitempty"`
+		Topic  string `json:"topic"`
+	}{Topic: c.Topic}
+	if !c.Tenant.IsZero() {
+		s.Tenant = c.Tenant.String()
 	}
-	if err != nil {
-		return eventstore.Cursor{}, false, fmt.Errorf("republish: %w", err)
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	c, err := eventstore.ParseCursor(line)
-	if err != nil {
-		return eventstore.Cursor{}, false, fmt.Errorf("republish: checkpoint %s: %w", path, err)
-	}
-	return c, true, nil
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
-// writeCheckpoint replaces the checkpoint file atomically.
-func writeCheckpoint(path string, c eventstore.Cursor) error {
+// readCheckpoint reads a checkpoint file: the cursor and the selection of the republish that
+// wrote it ("" when the file does not record it). A missing file is false.
+func readCheckpoint(path string) (eventstore.Cursor, string, bool, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return eventstore.Cursor{}, "", false, nil
+	}
+	if err != nil {
+		return eventstore.Cursor{}, "", false, fmt.Errorf("republish: %w", err)
+	}
+	line, rest, _ := strings.Cut(string(raw), "\n")
+	c, err := eventstore.ParseCursor(line)
+	if err != nil {
+		return eventstore.Cursor{}, "", false, fmt.Errorf("republish: checkpoint %s: %w", path, err)
+	}
+	sel, _, _ := strings.Cut(rest, "\n")
+	sel, _ = strings.CutPrefix(sel, selectionPrefix)
+	return c, sel, true, nil
+}
+
+// writeCheckpoint replaces the checkpoint file of cfg atomically.
+func writeCheckpoint(cfg Config, c eventstore.Cursor) error {
+	path := cfg.Checkpoint
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(c.String()+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(c.String()+"\n"+selectionPrefix+cfg.selection()+"\n"), 0o644); err != nil {
 		return fmt.Errorf("republish: checkpoint: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

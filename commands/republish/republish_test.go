@@ -451,3 +451,63 @@ func TestRepublishRefusesACheckpointPastTheLog(t *testing.T) {
 		t.Errorf("the checkpoint became %q (%v), want %q", raw, err, ahead)
 	}
 }
+
+// A checkpoint records the tenant and topic of the republish that wrote it: resuming it for
+// another tenant or into another topic is refused and sends nothing, since its cursor would skip
+// every event of the new selection before it; the same selection resumes.
+func TestRepublishRefusesACheckpointOfAnotherSelection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scenario.Write(e.ctx, t, e.sc, tenantB, 4)
+	scenario.Write(e.ctx, t, e.sc, tenantA, 4)
+	e.settle(t)
+	target, other := e.kcfg.Topic("im.replay.sel"), e.kcfg.Topic("im.replay.sel2")
+	for _, topic := range []string{target, other} {
+		if err := kafka.EnsureTopic(e.ctx, e.kcfg, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := filepath.Join(t.TempDir(), "replay.cursor")
+	first, err := republish.Run(e.ctx, e.store, e.producer, republish.Config{Topic: target, Tenant: tenantA, Checkpoint: cp})
+	if err != nil || first.Events == 0 {
+		t.Fatalf("first run: %d events, %v", first.Events, err)
+	}
+	saved, err := os.ReadFile(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.endOffsets(t, target, other)
+	for _, cfg := range []republish.Config{
+		{Topic: target, Tenant: tenantB, Checkpoint: cp},
+		{Topic: target, Checkpoint: cp},
+		{Topic: other, Tenant: tenantA, Checkpoint: cp},
+	} {
+		res, err := republish.Run(e.ctx, e.store, e.producer, cfg)
+		if !errors.Is(err, domain.ErrInvalid) || res.Events != 0 {
+			t.Errorf("a run of tenant %q into %s from the checkpoint of tenant %s into %s: %d events, %v; want an invalid checkpoint",
+				cfg.Tenant, cfg.Topic, tenantA, target, res.Events, err)
+		}
+	}
+	if raw, err := os.ReadFile(cp); err != nil || string(raw) != string(saved) {
+		t.Errorf("the checkpoint became %q (%v), want %q", raw, err, saved)
+	}
+	if after := e.endOffsets(t, target, other); !equalOffsets(before, after) {
+		t.Errorf("the refused runs wrote to Kafka: offsets %v, then %v", before, after)
+	}
+	again, err := republish.Run(e.ctx, e.store, e.producer, republish.Config{Topic: target, Tenant: tenantA, Checkpoint: cp})
+	if err != nil || again.Events != 0 {
+		t.Errorf("a run with the checkpoint's own selection: %d events, %v", again.Events, err)
+	}
+}
+
+func equalOffsets(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
