@@ -56,8 +56,18 @@ func newDeadLetterListCmd() *cobra.Command {
 		Short: "List dead letters, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.Status == "all" {
+			switch f.Status {
+			case projections.StatusOpen, projections.StatusReplayed, projections.StatusSkipped:
+			case "all":
 				f.Status = ""
+			default:
+				return fmt.Errorf("--status %q: want open, replayed, skipped or all", f.Status)
+			}
+			if f.Limit < 1 {
+				return fmt.Errorf("--limit %d: want a positive number", f.Limit)
+			}
+			if adminCmd && f.ConsumerGroup != "" {
+				return fmt.Errorf("--group %q: admin command failures are not listed by consumer group; leave --group out with --admin", f.ConsumerGroup)
 			}
 			if adminCmd {
 				return listAdminFailures(cmd, admin.FailureFilter{Status: f.Status, TenantID: f.TenantID, Limit: f.Limit})

@@ -55,6 +55,12 @@ func newReplayCmd() *cobra.Command {
 			if !slices.Contains(replayable, projection) {
 				return fmt.Errorf("--projection %q: want one of %s", projection, strings.Join(replayable, ", "))
 			}
+			if opts.BatchSize < 0 {
+				return fmt.Errorf("--batch %d: want a positive number (0 for the default)", opts.BatchSize)
+			}
+			if opts.Workers < 0 {
+				return fmt.Errorf("--workers %d: want a positive number (0 for the default)", opts.Workers)
+			}
 			return runReplay(cmd, opts, verify)
 		},
 	}
@@ -78,6 +84,13 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	ctx := cmd.Context()
 	if err := n.openReadTools(ctx); err != nil {
 		return err
+	}
+	if !opts.Tenant.IsZero() {
+		// messages-hot lives in Redis, which knows no tenants: the tenant's database says
+		// whether it was provisioned, as it does for the MySQL read models.
+		if _, err := n.router.DB(ctx, opts.Tenant); err != nil {
+			return fmt.Errorf("--tenant: %w", err)
+		}
 	}
 	out, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	opts.Progress = progressBars(progress)
