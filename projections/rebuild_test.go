@@ -248,3 +248,68 @@ func tableDDL(t testing.TB, db *sql.DB, table string) string {
 	}
 	return regexp.MustCompile(` AUTO_INCREMENT=\d+`).ReplaceAllString(ddl, "")
 }
+
+// TestVerifyFindsEveryAlteredColumn alters, in a topic each, one column of a live message row
+// that the events decide, and checks that Verify names exactly the altered topics.
+func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	tn := m.tenant("verifycols")
+	store := newEventStore(t, h.pool)
+	alter := []string{
+		"client_msg_id = 'forged'",
+		"msg_type = 'image'",
+		"mentioned_user_ids = JSON_ARRAY(9)",
+		"mention_all = 1",
+		"reply_seqid = 1",
+		"root_seqid = 1",
+		"file_count = 3",
+		"content_size = content_size + 1",
+		"has_risk = 1",
+		"audit_status = 'reject'",
+		"group_id = 99",
+	}
+	var history []domain.Envelope
+	for g := int64(1); g <= int64(len(alter))+1; g++ { // the last topic stays as it is
+		for seq := int64(1); seq <= 2; seq++ {
+			history = append(history, sentEvent(tn, groupTopic(g), seq, domain.UserID(seq), "m"))
+		}
+	}
+	history = appendAll(t, store, history)
+	if _, err := m.store.Apply(testCtx(t), tn, projections.GroupMessagesMySQL, msgstore.DefaultTables(), history); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+		t.Fatalf("verify of an intact read model: %+v, %v", res, err)
+	}
+	db, err := m.router.DB(testCtx(t), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i, set := range alter {
+		topic := groupTopic(int64(i) + 1).String()
+		if _, err := db.ExecContext(testCtx(t), "UPDATE im_group_messages SET "+set+" WHERE topic = ? AND seqid = 2", topic); err != nil {
+			t.Fatalf("%s: %v", set, err)
+		}
+		want[topic] = set
+	}
+	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Diffs {
+		if _, ok := want[d.Topic]; !ok {
+			t.Errorf("%s differs although untouched: %s", d.Topic, d)
+		}
+		delete(want, d.Topic)
+	}
+	for topic, set := range want {
+		t.Errorf("verify after SET %s in %s: no difference reported", set, topic)
+	}
+}

@@ -22,22 +22,28 @@ func rowHash(expr string) string {
 }
 
 // Checksum summarises the read model per topic so two copies (the live tables and a rebuild) can
-// be compared: a message row hashes its seq, sender, status, version, content, head and recall
-// author; a delete-for-me row its user and seq; a read mark its user and seqs. Timestamps of
-// processing are left out, so a rebuild from the same events matches the live tables exactly.
+// be compared: a message row hashes every column the events decide (seq, sender, status, version,
+// content, head, recall author, client message id, type, mentions, reply and root seqs, content
+// size, and the group, file count and audit columns of a group message or the receiver of a
+// direct one); a delete-for-me row its user and seq; a read mark its user and seqs. Timestamps
+// are left out, so a rebuild from the same events matches the live tables exactly.
 func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tables) (map[string]TopicSummary, error) {
 	db, err := s.db(ctx, tenant, tables)
 	if err != nil {
 		return nil, fmt.Errorf("checksum: %w", err)
 	}
-	msgHash := rowHash("CONCAT_WS('|', 'm', seqid, from_user, status, version, COALESCE(content, ''), COALESCE(head, ''), COALESCE(recalled_by, 0))")
+	const msgCols = "'m', seqid, from_user, status, version, COALESCE(content, ''), COALESCE(head, ''), COALESCE(recalled_by, 0), " +
+		"COALESCE(client_msg_id, ''), msg_type, COALESCE(mentioned_user_ids, ''), mention_all, COALESCE(reply_seqid, 0), " +
+		"COALESCE(root_seqid, 0), content_size"
+	groupHash := rowHash("CONCAT_WS('|', " + msgCols + ", group_id, file_count, has_risk, audit_status)")
+	directHash := rowHash("CONCAT_WS('|', " + msgCols + ", to_user)")
 	queries := []struct {
 		stmt string
 		add  func(*TopicSummary, int64, uint64)
 	}{
-		{"SELECT topic, COUNT(*), BIT_XOR(" + msgHash + ") FROM " + q(tables.GroupMessages) + " GROUP BY topic",
+		{"SELECT topic, COUNT(*), BIT_XOR(" + groupHash + ") FROM " + q(tables.GroupMessages) + " GROUP BY topic",
 			func(t *TopicSummary, n int64, h uint64) { t.Rows += n; t.Checksum ^= h }},
-		{"SELECT topic, COUNT(*), BIT_XOR(" + msgHash + ") FROM " + q(tables.DirectMessages) + " GROUP BY topic",
+		{"SELECT topic, COUNT(*), BIT_XOR(" + directHash + ") FROM " + q(tables.DirectMessages) + " GROUP BY topic",
 			func(t *TopicSummary, n int64, h uint64) { t.Rows += n; t.Checksum ^= h }},
 		{"SELECT topic, COUNT(*), BIT_XOR(" + rowHash("CONCAT_WS('|', 'd', user_id, seqid)") + ") FROM " + q(tables.Deletions) + " GROUP BY topic",
 			func(t *TopicSummary, n int64, h uint64) { t.Deletions += n; t.Checksum ^= h }},
