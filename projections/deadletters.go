@@ -117,6 +117,8 @@ type ResolveResult struct {
 // read model is unreachable, nothing changes in Postgres and the error is returned (read-model
 // writes already made are idempotent); a replay may simply be run again. A parked event that
 // fails with a non-transient error is re-parked (see ResolveResult.Reparked).
+// An event of a type this build does not know (ReasonUnknownEventType) is refused and stays open:
+// replay it with a build that knows the type, or skip it.
 // Errors: domain.ErrNotFound for an unknown id, ErrDeadLetterResolved when it is not open.
 func (d *DeadLetters) ReplayDeadLetter(ctx context.Context, id int64) (ResolveResult, error) {
 	return d.resolve(ctx, id, true)
@@ -186,6 +188,12 @@ func (d *DeadLetters) replayOne(ctx context.Context, proj Projection, dl DeadLet
 	env, err := decodeEnvelope(dl.Payload)
 	if err != nil {
 		return fmt.Errorf("dead letter %d cannot be replayed, skip it: %w", dl.ID, err)
+	}
+	if _, known := domain.LookupEventType(env.EventType); !known {
+		// Not accepted either, but not because the projection has no use for it: this build
+		// cannot apply it, and a replay that went on would apply the events after it without it.
+		return fmt.Errorf("dead letter %d: event type %q is unknown to this build: replay it with a build that knows it, or skip it",
+			dl.ID, env.EventType)
 	}
 	if !proj.Accept(env.EventType) {
 		return nil

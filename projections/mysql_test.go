@@ -6,12 +6,14 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/imledger/imledger/domain"
+	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
@@ -279,6 +281,49 @@ func TestUnknownTenantIsDeadLettered(t *testing.T) {
 	}
 	if n := m.counts(ghost).GroupMessages; n != 1 {
 		t.Errorf("after replay: %d messages", n)
+	}
+}
+
+// TestReplayOfAnUnknownEventTypeIsRefused dead-letters an event of a type this build does not
+// know (a newer writer's): replaying it with this build is refused and leaves the dead letter open
+// with the events parked behind it, instead of marking it replayed while nothing applied it.
+func TestReplayOfAnUnknownEventTypeIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	tn := m.tenant("future")
+	proj := projections.MessagesMySQL(m.store, "")
+	h.run(h.config(), proj)
+	future := sentEvent(tn, groupTopic(1), 1, 9, "from a newer build")
+	future.EventType = "message.group.sent.v9"
+	if _, _, err := h.producer.SendMessage(record(h.kcfg.Topic(tkafka.TopicGroupMessagePersist), future)); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(sentEvent(tn, groupTopic(1), 2, 9, "after it"))
+	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), proj)
+	var dl projections.DeadLetter
+	eventually(t, 30*time.Second, func() error {
+		list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{TenantID: tn.String()})
+		if err != nil || len(list) != 1 || list[0].Reason != projections.ReasonUnknownEventType || list[0].Parked != 1 {
+			return fmt.Errorf("dead letters %+v, %v", list, err)
+		}
+		dl = list[0]
+		return nil
+	})
+	res, err := ops.ReplayDeadLetter(testCtx(t), dl.ID)
+	if err == nil || !strings.Contains(err.Error(), "message.group.sent.v9") {
+		t.Errorf("replay of an event of an unknown type: %s, %d parked events applied, %v; want a refusal naming the type",
+			res.DeadLetter.Status, res.Drained, err)
+	}
+	list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{TenantID: tn.String()})
+	if err != nil || len(list) != 1 || list[0].Status != projections.StatusOpen || list[0].Parked != 1 {
+		t.Errorf("dead letters after the refused replay: %d (%v); want it open with one parked event", len(list), err)
+		for _, d := range list {
+			t.Logf("dead letter %d: %s, %d parked", d.ID, d.Status, d.Parked)
+		}
+	}
+	if got := seqs(m.page(tn, groupTopic(1))); len(got) != 0 {
+		t.Errorf("conversation after the refused replay = %v, want nothing applied", got)
 	}
 }
 
