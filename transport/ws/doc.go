@@ -27,8 +27,8 @@
 //	< {"data":{"topic":"grp7","seq":"1","from":"42","message_id":"01a2264d-82b3-79e7-8538-2cf8c77ad357","head":{"mentions":["43"]},"ts":"2026-11-29T07:55:43.667Z","content":{"text":"hello <b>world</b>", "n": 1}}}
 //	< {"data":{"topic":"grp7","seq":"2","from":"43","message_id":"01a2264d-8344-7251-ba48-2ed7353cfd9b","ts":"2026-11-29T07:55:43.812Z","content":"hi 42"}}
 //	> {"get":{"id":"6","topic":"grp7","after_seq":"0","limit":10}}
-//	< {"data":{"topic":"grp7","seq":"1","from":"42","ts":"2026-11-29T07:55:43.667Z","content":{"n": 1, "text": "hello <b>world</b>"}}}
-//	< {"data":{"topic":"grp7","seq":"2","from":"43","ts":"2026-11-29T07:55:43.812Z","content":"hi 42"}}
+//	< {"data":{"topic":"grp7","seq":"1","from":"42","version":"1","head":{"mentions":["43"]},"ts":"2026-11-29T07:55:43.667Z","updated_at":"2026-11-29T07:55:43.667Z","content":{"n": 1, "text": "hello <b>world</b>"}}}
+//	< {"data":{"topic":"grp7","seq":"2","from":"43","version":"1","ts":"2026-11-29T07:55:43.812Z","updated_at":"2026-11-29T07:55:43.812Z","content":"hi 42"}}
 //	< {"ctrl":{"id":"6","code":200,"text":"ok","params":{"count":2,"has_more":false,"last_seq":"2","topic":"grp7"},"ts":"2026-11-29T07:55:43.963Z"}}
 //	> {"note":{"topic":"grp7","what":"read","seq":"2"}}
 //	> {"note":{"topic":"grp7","what":"kp"}}
@@ -49,6 +49,13 @@
 // the same client_msg_id is acked with the first seq and "duplicate":true and not delivered
 // again. History pages come from the read models, which store content as JSON values: a get may
 // return content re-serialized (key order, spacing), the realtime data frame never does.
+//
+// A realtime data frame carries the message_id and no version: a new message is version "1".
+// A data frame answering a get carries no message_id (the read models keep none; topic and seq
+// name a message) but the content version ("1" as sent, one more per edit and for a recall: the
+// version an edit must name), updated_at (when the message last changed, ts's format; ts when it
+// never did) and, for a recalled or blocked message, status without content or head. An edit's
+// info frame carries the version after it.
 //
 // # Changes
 //

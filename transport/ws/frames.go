@@ -180,11 +180,13 @@ type dataFields struct {
 	Topic     string
 	Seq       int64
 	From      string
-	MessageID string // omitted when empty (history rows do not carry it)
+	MessageID string // omitted when empty (the read models, and so history frames, do not carry it)
 	MsgType   string
-	Status    string // "" for a normal message, "recalled" for a recalled one (history only)
+	Status    string // "" for a normal message, "recalled" or "blocked" for one without content (history only)
+	Version   int64  // the content version; 0 omits it (live frames: a new message is version 1)
 	Head      any    // nil, or a value encoding the head
 	TS        time.Time
+	UpdatedAt time.Time       // when the message last changed; zero omits it (live frames)
 	Content   json.RawMessage // spliced verbatim
 }
 
@@ -212,6 +214,11 @@ func encodeData(d dataFields) []byte {
 		b.WriteString(`,"status":`)
 		writeString(&b, d.Status)
 	}
+	if d.Version > 0 {
+		b.WriteString(`,"version":"`)
+		b.WriteString(strconv.FormatInt(d.Version, 10))
+		b.WriteString(`"`)
+	}
 	if d.Head != nil {
 		if h, err := json.Marshal(d.Head); err == nil {
 			b.WriteString(`,"head":`)
@@ -221,6 +228,11 @@ func encodeData(d dataFields) []byte {
 	b.WriteString(`,"ts":"`)
 	b.WriteString(timestamp(d.TS))
 	b.WriteString(`"`)
+	if !d.UpdatedAt.IsZero() {
+		b.WriteString(`,"updated_at":"`)
+		b.WriteString(timestamp(d.UpdatedAt))
+		b.WriteString(`"`)
+	}
 	if len(d.Content) > 0 {
 		b.WriteString(`,"content":`)
 		b.Write(d.Content)
@@ -244,11 +256,13 @@ func dataFromFanout(m *fanout.Message) []byte {
 	return encodeData(d)
 }
 
-// dataFromHistory is the data frame of a stored message.
+// dataFromHistory is the data frame of a stored message. It carries the content version (the one
+// an edit sends back) and when the message last changed, as REST history does; the read models
+// keep no message_id, so the frame has none.
 func dataFromHistory(m readmodels.Message) []byte {
 	m.Redact()
 	d := dataFields{Topic: m.Topic, Seq: m.Seq, From: m.From.String(),
-		MsgType: string(m.MsgType), TS: m.SentAt, Content: m.Content}
+		MsgType: string(m.MsgType), Version: m.Version, TS: m.SentAt, UpdatedAt: m.UpdatedAt, Content: m.Content}
 	if m.Status != "" && m.Status != readmodels.StatusNormal {
 		d.Status = m.Status
 	}

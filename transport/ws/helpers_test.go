@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -39,6 +40,7 @@ func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 
 // cluster is what nodes share: one event store, one Redis key prefix, one token key.
 type cluster struct {
+	pool   *pgxpool.Pool // the event store's
 	store  *eventstore.Store
 	rdb    *redis.Client
 	prefix string
@@ -49,7 +51,7 @@ type cluster struct {
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{}
-	_, c.store = storetest.EventStore(t, 16)
+	c.pool, c.store = storetest.EventStore(t, 16)
 	c.rdb, c.prefix = testenv.Redis(t)
 	var err error
 	if c.tokens, err = auth.NewSigner(auth.Config{Keys: []auth.Key{{ID: "k1", Secret: strings.Repeat("s", 32)}}}); err != nil {
@@ -267,8 +269,10 @@ type (
 		Seq       string          `json:"seq"`
 		From      string          `json:"from"`
 		MessageID string          `json:"message_id"`
+		Version   string          `json:"version"`
 		Head      json.RawMessage `json:"head"`
 		TS        string          `json:"ts"`
+		UpdatedAt string          `json:"updated_at"`
 		Content   json.RawMessage `json:"content"`
 	}
 	presFrame struct{ Topic, What, Src string }
