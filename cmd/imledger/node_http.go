@@ -95,8 +95,9 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		handlers.ActionTokens = n.state.atokens
 	}
 	if n.reader != nil {
-		handlers.History, handlers.Unread, handlers.Business = n.reader, n.reader, n.biz
-		handlers.Conversations, handlers.FriendRequests = query.NewConversationReader(n.reader, n.biz), n.biz
+		conv := query.NewConversationReader(n.reader, n.biz)
+		handlers.History, handlers.Unread, handlers.Business = n.reader, conv, n.biz
+		handlers.Conversations, handlers.FriendRequests = conv, n.biz
 	}
 	if n.pf.pushdb != nil {
 		handlers.Push = n.pf.pushdb

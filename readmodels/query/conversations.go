@@ -136,6 +136,31 @@ func (c *ConversationReader) Conversations(ctx context.Context, tenant domain.Te
 	return page, nil
 }
 
+// Unread is Reader.Unread.
+func (c *ConversationReader) Unread(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) (int64, error) {
+	return c.r.Unread(ctx, tenant, user, topic)
+}
+
+// UnreadTotal is Reader.UnreadTotal over the topics of user's conversation list: a group the
+// user left or was removed from is not counted (its messages would count for ever, and the user
+// may no longer mark them read), nor is a 1:1 topic of others.
+func (c *ConversationReader) UnreadTotal(ctx context.Context, tenant domain.TenantID, user domain.UserID) (int64, map[string]int64, error) {
+	memberships, err := c.groups.UserMemberships(ctx, tenant, user)
+	if err != nil {
+		return 0, nil, fmt.Errorf("unread total: %w", err)
+	}
+	groups := make(map[domain.GroupID]bool, len(memberships))
+	for _, m := range memberships {
+		groups[m.Group] = true
+	}
+	return c.r.unreadTotal(ctx, tenant, user, func(t domain.Topic) bool {
+		if t.Kind() == domain.TopicDirect {
+			return t.Has(user)
+		}
+		return t.Kind() == domain.TopicGroup && groups[domain.GroupID(t.GroupID())]
+	})
+}
+
 // collect returns every conversation of user with its seqs, unread count and activity time.
 func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID, user domain.UserID) ([]Conversation, error) {
 	r := c.r

@@ -31,6 +31,11 @@ func (r *Reader) Unread(ctx context.Context, tenant domain.TenantID, user domain
 // zeros included. The topic list comes from MySQL; read seqs take the higher of MySQL and Redis,
 // watermarks come from Redis where cached and from MySQL (written back) where not.
 func (r *Reader) UnreadTotal(ctx context.Context, tenant domain.TenantID, user domain.UserID) (int64, map[string]int64, error) {
+	return r.unreadTotal(ctx, tenant, user, nil)
+}
+
+// unreadTotal is UnreadTotal over the topics keep accepts (every topic when keep is nil).
+func (r *Reader) unreadTotal(ctx context.Context, tenant domain.TenantID, user domain.UserID, keep func(domain.Topic) bool) (int64, map[string]int64, error) {
 	marks, err := r.store.ReadMarks(ctx, tenant, r.tables, user)
 	if err != nil {
 		return 0, nil, fmt.Errorf("unread total: %w", err)
@@ -41,6 +46,9 @@ func (r *Reader) UnreadTotal(ctx context.Context, tenant domain.TenantID, user d
 		tp, err := domain.ParseTopic(m.Topic)
 		if err != nil {
 			continue // not a topic this model writes; nothing to count
+		}
+		if keep != nil && !keep(tp) {
+			continue
 		}
 		topics = append(topics, tp)
 		read[m.Topic] = m.ReadSeq

@@ -175,8 +175,9 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 		t.Fatal(err)
 	}
 	reader := query.NewReader(s.msgs, nil, nil)
-	h.History, h.Unread, h.Business = reader, reader, s.biz
-	h.Conversations, h.FriendRequests = query.NewConversationReader(reader, s.biz), s.biz
+	conv := query.NewConversationReader(reader, s.biz)
+	h.History, h.Unread, h.Business = reader, conv, s.biz
+	h.Conversations, h.FriendRequests = conv, s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 	if o.more {
 		h.Push = pushdb.New(router)

@@ -16,7 +16,8 @@ type HistoryReader interface {
 	History(ctx context.Context, tenant domain.TenantID, topic domain.Topic, viewer domain.UserID, q query.HistoryQuery) (query.HistoryPage, error)
 }
 
-// UnreadReader counts unread messages; *query.Reader implements it.
+// UnreadReader counts unread messages; *query.ConversationReader implements it (and
+// *query.Reader, whose total also counts groups the user left).
 type UnreadReader interface {
 	Unread(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) (int64, error)
 	UnreadTotal(ctx context.Context, tenant domain.TenantID, user domain.UserID) (int64, map[string]int64, error)
