@@ -12,6 +12,9 @@ type batchItem struct {
 	env  envelope
 	key  convKey
 	done chan result // buffered, receives exactly one result
+	// refused, when set, is the error the item fails with in its turn, without being applied:
+	// an event this build cannot apply. In a parked conversation it is parked all the same.
+	refused error
 
 	res      result // set by the flush
 	answered bool   // res is final

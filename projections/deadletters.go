@@ -102,8 +102,9 @@ type ResolveResult struct {
 	DeadLetter DeadLetter
 	// Drained is how many parked events were applied.
 	Drained int
-	// Reparked is set when a parked event failed to apply: it became a new open dead letter
-	// (reason ReasonReplayFailed) and the events after it stay parked behind it.
+	// Reparked is set when a parked event failed to apply (or does not decode, or is of a type
+	// this build does not know): it became a new open dead letter (reason ReasonReplayFailed) and
+	// the events after it stay parked behind it. The events before it were applied.
 	Reparked *DeadLetter
 }
 

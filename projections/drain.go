@@ -10,8 +10,9 @@ import (
 )
 
 // drain applies the events parked behind dl in order, a page at a time, deleting each applied
-// row. A parked event that fails with a non-transient error is re-parked as a new dead letter
-// with the events after it; a transient failure aborts the drain with the error.
+// row. A parked event that fails with a non-transient error, does not decode or is of a type this
+// build does not know is re-parked as a new dead letter with the events after it, once the events
+// before it are applied; a transient failure aborts the drain with the error.
 func (d *DeadLetters) drain(ctx context.Context, tx pgx.Tx, proj Projection, dl DeadLetter) (int, *DeadLetter, error) {
 	total := 0
 	for {
@@ -59,17 +60,33 @@ func parkedPage(ctx context.Context, tx pgx.Tx, deadLetterID int64, limit int) (
 
 // applyParked applies page in order. It returns how many events were applied (or skipped as
 // not accepted) and, when an event fails with a non-transient error, its index and the error;
-// failAt is -1 otherwise (err then is nil or transient).
+// failAt is -1 otherwise (err then is nil or transient). A row this build cannot apply (it does
+// not decode, or its event type is unknown) fails after the events before it are applied.
 func applyParked(ctx context.Context, proj Projection, page []parkedEvent) (applied, failAt int, err error) {
 	envs := make([]domain.Envelope, 0, len(page))
-	for i, p := range page {
+	var refused error // why page[len(envs)] cannot be applied
+	for _, p := range page {
 		env, err := decodeEnvelope(p.Payload)
+		if err == nil {
+			if _, known := domain.LookupEventType(env.EventType); !known {
+				err = unknownEventType(&env)
+			}
+		}
 		if err != nil {
-			// Parked events were decoded before they were parked; treat a bad row as failing here.
-			return i, i, err
+			refused = err
+			break
 		}
 		envs = append(envs, env)
 	}
+	applied, failAt, err = applyDecoded(ctx, proj, envs)
+	if err != nil || refused == nil {
+		return applied, failAt, err
+	}
+	return len(envs), len(envs), refused
+}
+
+// applyDecoded applies envs in order, as applyParked does.
+func applyDecoded(ctx context.Context, proj Projection, envs []domain.Envelope) (applied, failAt int, err error) {
 	var accepted []domain.Envelope
 	for _, e := range envs {
 		if proj.Accept(e.EventType) {
@@ -77,11 +94,11 @@ func applyParked(ctx context.Context, proj Projection, page []parkedEvent) (appl
 		}
 	}
 	if len(accepted) == 0 {
-		return len(page), -1, nil
+		return len(envs), -1, nil
 	}
 	_, err = proj.Applier.Apply(ctx, envs[0].TenantID, accepted)
 	if err == nil {
-		return len(page), -1, nil
+		return len(envs), -1, nil
 	}
 	if isTransient(err) {
 		return 0, -1, err
@@ -97,7 +114,7 @@ func applyParked(ctx context.Context, proj Projection, page []parkedEvent) (appl
 			return i, i, err
 		}
 	}
-	return len(page), -1, nil
+	return len(envs), -1, nil
 }
 
 // repark turns the failing parked event p into a new open dead letter and moves the events

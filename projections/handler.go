@@ -82,29 +82,27 @@ func (r *runner) handleEvent(msg *message.Message) error {
 	if !ok {
 		d = prepareRecord(msg).(*decodedRecord)
 	}
-	err := d.err
-	var decoded *domain.Envelope
-	if err == nil {
-		decoded = &d.env
-		if _, known := domain.LookupEventType(d.env.EventType); !known {
-			err = unknownEventType(&d.env)
-		}
-	}
-	if err != nil {
+	if err := d.err; err != nil {
 		// Hold the conversation's later events until this record is dead-lettered (the sink
 		// names the conversation the same way).
-		tenant, conv := conversationOf(msg, decoded)
+		tenant, conv := conversationOf(msg, nil)
 		r.batch.block(convKey{tenant: tenant, conv: conv}, sourceOf(msg))
 		HandedOver(ctx)
 		return err
 	}
-	if !r.p.Accept(d.env.EventType) {
+	_, known := domain.LookupEventType(d.env.EventType)
+	if known && !r.p.Accept(d.env.EventType) {
 		HandedOver(ctx)
 		return nil
 	}
 	it := new(batchItem) // filled field by field: a composite literal is built in this frame first
 	it.env.Envelope = d.env
 	it.env.src, it.env.payload = sourceOf(msg), msg.Payload
+	if !known {
+		// It fails in its turn, not at once: the conversation's earlier events in flight are
+		// applied first, and in a parked conversation it is parked behind the dead letter.
+		it.refused = unknownEventType(&d.env)
+	}
 	return r.batch.submitItem(ctx, it, func() { HandedOver(ctx) })
 }
 
@@ -297,15 +295,23 @@ func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchIte
 }
 
 // applyTenant applies items, all of one tenant, as one batch with apply and answers each item.
-// A batch that fails with a non-transient error (or panics) is applied again event by event.
-// gate, unless nil, is the batch's park check: when it refuses, applyTenant answers no item and
-// returns false, and the caller parks what must wait.
+// A batch that fails with a non-transient error (or panics), or holds a refused item, is applied
+// again event by event; a refused item fails in its turn without being applied. gate, unless
+// nil, is the batch's park check: when it refuses, applyTenant answers no item and returns false,
+// and the caller parks what must wait.
 func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply applyFunc, gate func(context.Context) error) bool {
 	events := make([]domain.Envelope, len(items))
 	for i, it := range items {
 		events[i] = it.env.Envelope
 	}
-	n, err, panicked := r.safeApply(ctx, apply, events)
+	var (
+		n        int
+		panicked any
+	)
+	err := refusal(items)
+	if err == nil {
+		n, err, panicked = r.safeApply(ctx, apply, events)
+	}
 	if err == nil && panicked == nil {
 		r.applied(n, events)
 		for _, it := range items {
@@ -345,7 +351,10 @@ func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply appl
 		if failed[it.key] {
 			continue
 		}
-		n, err, panicked := r.safeApply(ctx, apply, events[i:i+1])
+		n, err, panicked := 0, it.refused, any(nil)
+		if err == nil {
+			n, err, panicked = r.safeApply(ctx, apply, events[i:i+1])
+		}
 		if err == nil && panicked == nil {
 			r.applied(n, events[i:i+1])
 		} else {
@@ -357,6 +366,16 @@ func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply appl
 		it.setResult(result{err: err, panicked: panicked})
 	}
 	return true
+}
+
+// refusal returns the error of the first item that must fail without being applied, or nil.
+func refusal(items []*batchItem) error {
+	for _, it := range items {
+		if it.refused != nil {
+			return it.refused
+		}
+	}
+	return nil
 }
 
 // safeApply calls apply and catches its panic.
