@@ -6,6 +6,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
@@ -24,8 +25,14 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	hub := ws.NewHub()
 	n.hub = hub
 	// Account and tenant changes update this node's guard and tenant cache before the hub ends
-	// the sessions they concern.
-	local := access.NewDeliverer(hub, n.tenants, n.guard)
+	// the sessions they concern; group changes that end subscriptions mark the policies' cached
+	// states stale before the hub applies them.
+	var next fanout.Deliverer = hub
+	if n.policy != nil {
+		ictx := context.WithoutCancel(ctx)
+		next = ws.Invalidating{Next: hub, Invalidate: func(tenant domain.TenantID, ids []string) { n.policy.Invalidate(ictx, tenant, ids) }}
+	}
+	local := access.NewDeliverer(next, n.tenants, n.guard)
 	if n.fanout, err = fanout.New(fanout.Deps{Redis: n.rdb, Nodes: n.presence, Local: local,
 		Logger: n.log.With("component", "fanout"), Registerer: n.reg}, n.cfg.FanoutConfig()); err != nil {
 		return err

@@ -2,5 +2,6 @@
 // removed, a peer blocked: subscriptions to end at once) to the online sessions of a topic across
 // nodes: the sending node delivers to its own sessions and publishes once to each other node
 // that has online members of the topic, over a Redis Pub/Sub channel per node (DESIGN §6, seed
-// 000 §5.4). Delivery is best effort by design; clients recover by seq.
+// 000 §5.4); control messages that end subscriptions go to every node on the broadcast channel.
+// Delivery is best effort by design; clients recover by seq.
 package fanout

@@ -39,8 +39,9 @@ type Deps struct {
 // Fanout delivers messages to a topic's online sessions on every node.
 //
 // Guarantees: a published message is delivered to this node's sessions at once, and sent at
-// most once to each other node that presence lists for the topic when its worker gets to it;
-// messages of one topic published on one node leave, and arrive, in Publish order. Nothing is
+// most once to each other node that presence lists for the topic when its worker gets to it; a
+// control message that ends subscriptions is sent to every node instead (see PublishControl).
+// Messages of one topic published on one node leave, and arrive, in Publish order. Nothing is
 // retried: a message dropped on a full queue, a Redis error or a node's missed subscription is
 // lost for realtime delivery, and clients catch up with a history query after their last seq.
 type Fanout struct {
@@ -137,9 +138,15 @@ func (f *Fanout) Publish(m *Message) {
 // PublishControl delivers a KindControl message like Publish, except that a full queue makes it
 // wait for room, until ctx ends or PublishTimeout passes, instead of dropping the message: a
 // lost removal would leave a removed user subscribed on other nodes. It keeps Publish's order
-// within the topic. It fails when the wait ended, or the Fanout is closed; the message was then
-// delivered on this node only.
+// within the topic. A message that ends subscriptions (Drop) goes to every node, not only to
+// those presence lists for the topic: a node whose session is subscribing while the change
+// commits is not listed yet, and must still hear of it to refuse or end that subscription. It
+// fails when the wait ended, or the Fanout is closed; the message was then delivered on this
+// node only.
 func (f *Fanout) PublishControl(ctx context.Context, m *Message) error {
+	if everyNode(m) {
+		m.Origin = f.cfg.NodeID
+	}
 	f.local.Deliver(m)
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()

@@ -23,7 +23,8 @@ const (
 	KindPres Kind = "pres"
 	// KindControl is a committed change of a topic's members or settings (a removal, a role, a
 	// block): every session of the topic hears What about user Src, and the subscriptions Drop
-	// names end on every node that receives it. Nodes that do not know the kind ignore it.
+	// names end on every node that receives it; one that ends subscriptions goes to every node.
+	// Nodes that do not know the kind ignore it.
 	KindControl Kind = "control"
 	// KindAccount is a committed change of an account or a tenant (a ban, a revocation, a
 	// suspension) or a tenant-wide broadcast, sent to every node with Fanout.Broadcast: each

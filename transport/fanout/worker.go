@@ -34,7 +34,13 @@ func (f *Fanout) work(ctx context.Context, q chan *Message) {
 
 type topicKey struct{ tenant, topic string }
 
-// send publishes one batch. The node lists of all its topics are read in one round trip.
+// everyNode reports whether m goes to every node on the broadcast channel: a control message
+// that ends subscriptions (see PublishControl).
+func everyNode(m *Message) bool { return m.Kind == KindControl && m.Drop != DropNone }
+
+// send publishes one batch, in order. The node lists of all its topics are read in one round
+// trip; messages for every node go on the broadcast channel, which each node reads on the same
+// connection as its own channel, so they keep their place among the topic's messages.
 func (f *Fanout) send(ctx context.Context, batch []*Message) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
@@ -42,30 +48,37 @@ func (f *Fanout) send(ctx context.Context, batch []*Message) {
 	var refs []presence.TopicRef
 	for _, m := range batch {
 		k := topicKey{m.Tenant.String(), m.Topic.String()}
-		if _, ok := targets[k]; !ok {
+		if _, ok := targets[k]; !ok && !everyNode(m) {
 			targets[k] = nil
 			refs = append(refs, presence.TopicRef{Tenant: m.Tenant, Topic: m.Topic})
 		}
 	}
-	lists, err := f.nodes.NodesForTopics(ctx, refs)
-	if err != nil {
-		f.metrics.errors.WithLabelValues("nodes").Inc()
-		f.log.WarnContext(ctx, "fanout: listing nodes failed", "topics", len(refs), "err", err)
-		return
-	}
-	for i, r := range refs {
-		targets[topicKey{r.Tenant.String(), r.Topic.String()}] = slices.DeleteFunc(lists[i], func(n string) bool { return n == f.cfg.NodeID })
+	if len(refs) > 0 {
+		lists, err := f.nodes.NodesForTopics(ctx, refs)
+		if err != nil {
+			f.metrics.errors.WithLabelValues("nodes").Inc()
+			f.log.WarnContext(ctx, "fanout: listing nodes failed", "topics", len(refs), "err", err)
+			return
+		}
+		for i, r := range refs {
+			targets[topicKey{r.Tenant.String(), r.Topic.String()}] = slices.DeleteFunc(lists[i], func(n string) bool { return n == f.cfg.NodeID })
+		}
 	}
 	n := 0
-	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
 			nodes := targets[topicKey{m.Tenant.String(), m.Topic.String()}]
-			if len(nodes) == 0 {
+			if len(nodes) == 0 && !everyNode(m) {
 				continue
 			}
 			payload, err := encode(m)
 			if err != nil {
 				f.metrics.dropped.WithLabelValues("encode").Inc()
+				continue
+			}
+			if everyNode(m) {
+				p.Publish(ctx, BroadcastChannel(f.cfg.KeyPrefix), payload)
+				n++
 				continue
 			}
 			for _, node := range nodes {

@@ -83,7 +83,10 @@
 // member who left or was removed is refused sub, get and pub (403 not_member), and a blocked user
 // is refused pub to the blocker (403 blocked). A sub whose policy check crossed such a change is
 // checked again, so it never outlives the change; it is answered 409 conflict only if changes
-// keep crossing it. A user's profile change belongs to no topic and is not pushed.
+// keep crossing it. Such changes reach every node, not only those with online members of the
+// topic, so a sub on a node that had none is caught as well; and on a node whose policies cache
+// states (Invalidating), a change marks the states it concerns stale before the Hub applies it,
+// so a later sub is never answered from what was cached before it. A user's profile change belongs to no topic and is not pushed.
 //
 // # Ended sessions and broadcasts
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/ws"
 )
@@ -39,12 +40,30 @@ func (c *cluster) fullNode(t testing.TB, id string) *fullNode {
 // fullNodeWith is fullNode with the gateway's policy wrapped by wrap (nil: not wrapped).
 func (c *cluster) fullNodeWith(t testing.TB, id string, wrap func(ws.Policy) ws.Policy) *fullNode {
 	t.Helper()
+	return c.fullNodeOpts(t, id, fullOpts{wrap: wrap})
+}
+
+// fullOpts vary a fullNode.
+type fullOpts struct {
+	wrap func(ws.Policy) ws.Policy // wraps the gateway's policy; nil: not wrapped
+	// held, when set, holds the invalidations other nodes send until it is closed.
+	held chan struct{}
+}
+
+// fullNodeOpts is fullNode as o says.
+func (c *cluster) fullNodeOpts(t testing.TB, id string, o fullOpts) *fullNode {
+	t.Helper()
+	wrap := o.wrap
 	loader, err := group.NewLoader(c.store, group.LoaderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	inval := redisInval{rdb: c.rdb, channel: c.prefix + "policy:invalidate", node: id}
-	pol, err := policy.New(policy.Deps{Loader: loader, Source: inval}, policy.Config{TTL: policyTTL})
+	var source policy.Source = inval
+	if o.held != nil {
+		source = heldSource{Source: inval, held: o.held}
+	}
+	pol, err := policy.New(policy.Deps{Loader: loader, Source: source}, policy.Config{TTL: policyTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +82,11 @@ func (c *cluster) fullNodeWith(t testing.TB, id string, wrap func(ws.Policy) ws.
 	if wrap != nil {
 		gwPolicy = wrap(gwPolicy)
 	}
-	n := c.node(t, id, nodeOpts{policy: gwPolicy})
+	// Control messages that end subscriptions mark the states they concern stale first.
+	local := func(h *ws.Hub) fanout.Deliverer {
+		return ws.Invalidating{Next: h, Invalidate: func(tenant domain.TenantID, ids []string) { pol.Invalidate(ctx, tenant, ids) }}
+	}
+	n := c.node(t, id, nodeOpts{policy: gwPolicy, local: local})
 	notifier, err := ws.NewNotifier(n.fan, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +97,23 @@ func (c *cluster) fullNodeWith(t testing.TB, id string, wrap func(ws.Policy) ws.
 		t.Fatal(err)
 	}
 	return &fullNode{node: n, policy: pol, groups: groups}
+}
+
+// heldSource passes other nodes' invalidations on once held is closed.
+type heldSource struct {
+	policy.Source
+	held chan struct{}
+}
+
+func (h heldSource) Subscribe(ctx context.Context, fn func(policy.Key)) error {
+	return h.Source.Subscribe(ctx, func(k policy.Key) {
+		select {
+		case <-h.held:
+		case <-ctx.Done():
+			return
+		}
+		fn(k)
+	})
 }
 
 // loaderMembers answers membership from the policy's cache, trusting a state for policyTTL.

@@ -329,6 +329,105 @@ func TestSubRacingARemovalDoesNotOutliveIt(t *testing.T) {
 	}
 }
 
+// TestSubOnAnotherNodeRacingARemovalDoesNotOutliveIt lets X's sub on node B pass the policy,
+// removes X on node A while no session of B is in the topic yet (so presence does not list B
+// for it), waits until node C heard of the removal, then lets the sub go on. The sub must not
+// leave X subscribed: once it joined, B is listed for the topic and would get the group's
+// later messages, which must not reach X.
+func TestSubOnAnotherNodeRacingARemovalDoesNotOutliveIt(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	const owner, x, y, z domain.UserID = 1, 2, 3, 4
+	pause := &pausingPolicy{user: x, checked: make(chan struct{}), resume: make(chan struct{})}
+	a := c.fullNode(t, "node-a")
+	b := c.fullNodeWith(t, "node-b", func(p ws.Policy) ws.Policy {
+		pause.Policy = p
+		return pause
+	})
+	cn := c.fullNode(t, "node-c")
+	topic := newGroup(t, a.groups, acme, 0, owner, x, y, z)
+	grp := topic.String()
+	ownerA, xB, zB, yC := dial(t, a.node, "owner@a", dialOpts{}), dial(t, b.node, "x@b", dialOpts{}),
+		dial(t, b.node, "z@b", dialOpts{}), dial(t, cn.node, "y@c", dialOpts{})
+	ownerA.login(c, owner)
+	ownerA.sub(grp)
+	yC.login(c, y)
+	yC.sub(grp)
+	zB.login(c, z)
+	xB.login(c, x)
+	xB.write(map[string]any{"sub": map[string]any{"id": "racing", "topic": grp}})
+	select {
+	case <-pause.checked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sub never reached the policy")
+	}
+	if _, err := a.groups.RemoveMember.Handle(testCtx(t), group.RemoveMember{Actor: who(acme, owner), Group: domain.GroupID(topic.GroupID()), User: x}); err != nil {
+		t.Fatal(err)
+	}
+	// Node A's fanout sent the removal to the other nodes once node C has it.
+	yC.waitInfo(grp, "removed")
+	close(pause.resume)
+	switch r := xB.ctrl("racing"); {
+	case r.Code == 403 && r.Reason == "not_member":
+	case r.Code == 200: // joined before the removal reached node B, which then ended it
+	default:
+		t.Fatalf("sub racing the removal on another node = %d %s", r.Code, r.Reason)
+	}
+	zB.sub(grp)
+	if r := ownerA.pub("after", grp, "after"); r.Code != 202 {
+		t.Fatalf("owner's pub = %+v", r)
+	}
+	zB.waitFor("the owner's message", func([]serverFrame) bool { return len(zB.contents(grp)) == 1 })
+	time.Sleep(100 * time.Millisecond) // room for a leaked message to arrive
+	if got := xB.contents(grp); len(got) != 0 {
+		t.Errorf("removed user received %q", got)
+	}
+	if n := b.gw.Hub().Subscribers(acme, topic); n != 1 {
+		t.Errorf("node B has %d sessions in %s, want z's only", n, grp)
+	}
+}
+
+// TestSubOnAnotherNodeAfterARemovalIsCheckedAfresh removes X on node A while node B, which has
+// X's membership cached, holds back the invalidations other nodes send. Once B applied the
+// removal to its sessions, X's sub on B must be refused: the removal itself, not only the
+// invalidation that travels on its own channel, makes B stop trusting what it cached before it.
+func TestSubOnAnotherNodeAfterARemovalIsCheckedAfresh(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	const owner, x, z domain.UserID = 1, 2, 4
+	held := make(chan struct{})
+	a := c.fullNode(t, "node-a")
+	b := c.fullNodeOpts(t, "node-b", fullOpts{held: held})
+	t.Cleanup(func() { close(held) })
+	topic := newGroup(t, a.groups, acme, 0, owner, x, z)
+	grp := topic.String()
+	ownerA, xB, zB := dial(t, a.node, "owner@a", dialOpts{}), dial(t, b.node, "x@b", dialOpts{}), dial(t, b.node, "z@b", dialOpts{})
+	ownerA.login(c, owner)
+	ownerA.sub(grp)
+	zB.login(c, z)
+	zB.sub(grp)
+	xB.login(c, x)
+	// X reads the group's history on B: B caches X's membership.
+	if r := xB.call("get", map[string]any{"get": map[string]any{"id": "get", "topic": grp}}); r.Code != 200 {
+		t.Fatalf("x's get before the removal = %+v", r)
+	}
+	if _, err := a.groups.RemoveMember.Handle(testCtx(t), group.RemoveMember{Actor: who(acme, owner), Group: domain.GroupID(topic.GroupID()), User: x}); err != nil {
+		t.Fatal(err)
+	}
+	zB.waitInfo(grp, "removed")
+	if r := xB.call("late", map[string]any{"sub": map[string]any{"id": "late", "topic": grp}}); r.Code != 403 || r.Reason != "not_member" {
+		t.Errorf("x's sub on node B after B applied the removal = %d %s, want 403 not_member", r.Code, r.Reason)
+	}
+	if r := ownerA.pub("after", grp, "after"); r.Code != 202 {
+		t.Fatalf("owner's pub = %+v", r)
+	}
+	zB.waitFor("the owner's message", func([]serverFrame) bool { return len(zB.contents(grp)) == 1 })
+	time.Sleep(100 * time.Millisecond) // room for a leaked message to arrive
+	if got := xB.contents(grp); len(got) != 0 {
+		t.Errorf("removed user received %q", got)
+	}
+}
+
 // TestBlockedPeerStillReadsTheDirectHistory: a user the peer blocks may no longer subscribe to
 // their 1:1 topic, yet may still read its history and move their read mark in it, as over REST.
 func TestBlockedPeerStillReadsTheDirectHistory(t *testing.T) {

@@ -161,6 +161,7 @@ type nodeOpts struct {
 	policy      ws.Policy                       // default: ws.DefaultPolicy
 	gate        ws.Gate                         // optional
 	limiter     ws.RateLimiter                  // optional
+	local       func(*ws.Hub) fanout.Deliverer  // the fanout's Local in front of the hub; default: the hub
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -179,7 +180,11 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 	t.Cleanup(stopRun)
 	go func() { _ = n.pres.Run(runCtx) }()
 	hub := ws.NewHub()
-	n.fan, err = fanout.New(fanout.Deps{Redis: rdb, Nodes: n.pres, Local: hub}, fanout.Config{KeyPrefix: c.prefix, NodeID: id})
+	var local fanout.Deliverer = hub
+	if o.local != nil {
+		local = o.local(hub)
+	}
+	n.fan, err = fanout.New(fanout.Deps{Redis: rdb, Nodes: n.pres, Local: local}, fanout.Config{KeyPrefix: c.prefix, NodeID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

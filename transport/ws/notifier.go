@@ -25,8 +25,9 @@ var (
 
 // Notifier gives the group handlers' committed changes their realtime effects: it implements
 // group.Notifier by publishing one fanout.KindControl message per change to the topic the change
-// concerns, which every node with online members of the topic applies to its Hub (the doc's
-// "Changes" section lists the info frames). A member who left or was removed, every member of a
+// concerns, which every node with online members of the topic (every node, for a change that
+// ends subscriptions) applies to its Hub (the doc's "Changes" section lists the info frames).
+// A member who left or was removed, every member of a
 // dissolved group, and a user blocked by the peer of a 1:1 topic lose their subscriptions to the
 // topic on every node at once; the send and read policies refuse them from then on.
 //
@@ -124,6 +125,48 @@ func (n *Notifier) RelationChanged(ctx context.Context, tenant domain.TenantID, 
 // ProfileChanged implements group.Notifier. A user's profile belongs to no topic; nothing is
 // pushed, clients see the change when they next read the profile.
 func (n *Notifier) ProfileChanged(context.Context, domain.TenantID, domain.UserID) {}
+
+// Invalidating is the fanout.Deliverer in front of the Hub of a node whose policies cache
+// folded states (the send policy's cache, which the read policy shares). Before Next applies a
+// control message that ends subscriptions, it hands Invalidate the streams of the states the
+// change concerns: the group's and the member's for a group topic, the relation's for a 1:1
+// topic. The committing node's own invalidation travels to the other nodes on a channel of its
+// own and may come later; without this, a sub that the Hub sees after the change could still be
+// answered from a state cached before it, and join for good. Invalidate must not block on I/O.
+type Invalidating struct {
+	Next       fanout.Deliverer
+	Invalidate func(tenant domain.TenantID, streamIDs []string)
+}
+
+var _ fanout.Deliverer = Invalidating{}
+
+// Deliver implements fanout.Deliverer.
+func (d Invalidating) Deliver(m *fanout.Message) {
+	if m.Kind == fanout.KindControl && m.Drop != fanout.DropNone {
+		if ids := droppedStreams(m); len(ids) > 0 {
+			d.Invalidate(m.Tenant, ids)
+		}
+	}
+	d.Next.Deliver(m)
+}
+
+// droppedStreams are the streams whose states decide the subscriptions control message m ends.
+func droppedStreams(m *fanout.Message) []string {
+	switch m.Topic.Kind() {
+	case domain.TopicGroup:
+		g := domain.GroupID(m.Topic.GroupID())
+		ids := []string{domain.GroupStreamID(g)}
+		if m.Src != 0 {
+			ids = append(ids, domain.MembershipStreamID(g, m.Src))
+		}
+		return ids
+	case domain.TopicDirect:
+		if id, err := domain.RelationStreamID(m.Topic.Parties()); err == nil {
+			return []string{id}
+		}
+	}
+	return nil
+}
 
 // publish completes m as the control message of change in topic and hands it to the publisher.
 func (n *Notifier) publish(ctx context.Context, tenant domain.TenantID, topic domain.Topic, change group.ChangeKind, m fanout.Message) {
