@@ -21,6 +21,7 @@ type HotVerifyStore interface {
 	Prefix() string
 	WithPrefix(prefix string) (*hot.Store, error)
 	Compare(ctx context.Context, tenant domain.TenantID, check *hot.Store, topics []string, users []domain.UserID, now time.Time, margin time.Duration) ([]hot.Diff, error)
+	TenantKeys(ctx context.Context, tenant domain.TenantID) (topics []string, users []domain.UserID, err error)
 }
 
 // HotVerifyResult is the outcome of Rebuilder.VerifyHot.
@@ -58,8 +59,10 @@ const hotVerifyMargin = time.Minute
 // a prefix of its own (the live prefix followed by "verify-<random>:", which no tenant's keys can
 // start with), compares the live keys with the copy topic by topic (hot.Store.Compare: the hot
 // window's seqs and snapshots, last seqs, read marks), writes the differences to o.Out naming
-// each topic, and deletes the copy. Events the live projector has not applied yet show up as
-// differences, as for the MySQL read models.
+// each topic, and deletes the copy. The topics and users compared are those of the log and
+// those that have live keys (hot.Store.TenantKeys, a SCAN of the keyspace), so live keys of a
+// topic the log does not hold are reported too. Events the live projector has not applied yet
+// show up as differences, as for the MySQL read models.
 func (r *Rebuilder) VerifyHot(ctx context.Context, o VerifyOptions) (HotVerifyResult, error) {
 	if o.Tenant.IsZero() {
 		return HotVerifyResult{}, errors.New("projections: verify: tenant is required")
@@ -113,6 +116,17 @@ func (r *Rebuilder) VerifyHot(ctx context.Context, o VerifyOptions) (HotVerifyRe
 	}
 	if err != nil {
 		return res, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	}
+	// The live keys of topics and users the log never mentions are differences too.
+	liveTopics, liveUsers, err := live.TenantKeys(ctx, o.Tenant)
+	if err != nil {
+		return res, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	}
+	for _, t := range liveTopics {
+		topics[t] = true
+	}
+	for _, u := range liveUsers {
+		users[u] = true
 	}
 	topicList := make([]string, 0, len(topics))
 	for t := range topics {

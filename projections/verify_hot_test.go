@@ -130,3 +130,71 @@ func countKeys(t *testing.T, rdb interface {
 	}
 	return len(keys)
 }
+
+// The hot verification compares the live keys of topics and users the log never mentions too
+// (found by a scan of the tenant's keys): a hot window, a last seq and a read mark that no event
+// accounts for are differences, while another store's keys under the same prefix (the
+// sequencer's counter) and another tenant's keys are not.
+func TestVerifyHotFindsKeysOfTopicsTheLogLacks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	hs, err := hot.NewStore(rdb, hot.Config{Prefix: prefix}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := m.tenant("hotextra")
+	store := newEventStore(t, h.pool)
+	history := appendAll(t, store, []domain.Envelope{sentEvent(tn, groupTopic(41), 1, 5, "logged"), readMark(tn, groupTopic(41), 6, 1, 1)})
+	ctx := testCtx(t)
+	if _, err := hs.ApplyBatch(ctx, tn, history); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func() (projections.HotVerifyResult, string) {
+		t.Helper()
+		var out bytes.Buffer
+		res, err := rb.VerifyHot(ctx, projections.VerifyOptions{Tenant: tn, Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, out.String()
+	}
+	base := prefix + tn.String() + ":"
+	// Keys the verification must leave alone: the sequencer's counter of a topic the log lacks
+	// (its append failed) and another tenant's hot window.
+	for key, val := range map[string]string{base + "topic:{grp98}:last_seq": "4", prefix + "othertenant:topic:{grp97}:proj_last_seq": "2"} {
+		if err := rdb.Set(ctx, key, val, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, out := verify(); !res.OK() || res.Topics != 1 || res.Users != 2 {
+		t.Fatalf("the live read model differs from the log: %+v\n%s", res, out)
+	}
+	// A topic, and a user's read mark, that no event of the log accounts for.
+	pipe := rdb.TxPipeline()
+	pipe.ZAdd(ctx, base+"topic:{grp99}:hot_msg_seqs", redis.Z{Score: 1, Member: "1"})
+	pipe.HSet(ctx, base+"topic:{grp99}:hot_msg:1", "c", `"not in the log"`)
+	pipe.Set(ctx, base+"topic:{grp99}:proj_last_seq", "1", time.Hour)
+	pipe.HSet(ctx, base+"user:{77}:read_marks", "grp96", "3")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, out := verify()
+	if got := strings.Join(res.DiffTopics(), ","); got != "grp96,grp99" {
+		t.Errorf("topics that differ: %s, want grp96,grp99\n%s", got, out)
+	}
+	for _, want := range []string{"grp99: last seq: live 1, log (none)", "grp99: seq 1: in the hot window, but the log does not put it there",
+		"grp96: read mark of user 77: live 3, log (none)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "grp98") || strings.Contains(out, "grp97") {
+		t.Errorf("the report names another store's or another tenant's keys:\n%s", out)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -368,4 +370,88 @@ func (s *Store) DropTenant(ctx context.Context, tenant domain.TenantID) (int, er
 		return n, redisErr("hot: scan keys", err)
 	}
 	return n, flush()
+}
+
+// TenantKeys returns the topics and the users of tenant that have keys of the read model under
+// s's prefix (hot windows, last seqs, watermarks, read marks), sorted. It scans the keyspace
+// (SCAN with a MATCH on the tenant's keys, every master of a Redis Cluster), so it costs a walk
+// over every key of the server, as DropTenant does; a verification passes these to Compare
+// with the topics and users of the log, so that keys the log does not account for, of a topic
+// or user the log never mentions, are reported too. Keys of other stores that share the prefix
+// (the sequencer's counters, idempotency keys) are not the read model's and are left out.
+// Errors wrap domain.ErrRetryable when Redis fails.
+func (s *Store) TenantKeys(ctx context.Context, tenant domain.TenantID) (topics []string, users []domain.UserID, err error) {
+	base := s.cfg.Prefix + tenant.String() + ":"
+	var mu sync.Mutex
+	seenTopics, seenUsers := map[string]bool{}, map[domain.UserID]bool{}
+	err = scanKeys(ctx, s.rdb, base+"*", func(key string) {
+		topic, user, ok := parseKey(strings.TrimPrefix(key, base))
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if topic != "" {
+			seenTopics[topic] = true
+		} else {
+			seenUsers[user] = true
+		}
+	})
+	if err != nil {
+		return nil, nil, redisErr("hot: scan keys", err)
+	}
+	topics = sortedKeys(seenTopics)
+	users = make([]domain.UserID, 0, len(seenUsers))
+	for u := range seenUsers {
+		users = append(users, u)
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
+	return topics, users, nil
+}
+
+// parseKey reads a key of the read model, without the prefix and tenant (see keys.go): the
+// topic of a topic's key, or the user of a read-marks key; ok is false for any other key.
+func parseKey(rest string) (topic string, user domain.UserID, ok bool) {
+	if r, found := strings.CutPrefix(rest, "user:{"); found {
+		id, found := strings.CutSuffix(r, "}:read_marks")
+		if !found {
+			return "", 0, false
+		}
+		u, err := domain.ParseUserID(id)
+		return "", u, err == nil
+	}
+	r, found := strings.CutPrefix(rest, "topic:{")
+	if !found {
+		return "", 0, false
+	}
+	i := strings.Index(r, "}:")
+	if i <= 0 {
+		return "", 0, false
+	}
+	switch suffix := r[i+2:]; {
+	case suffix == "hot_msg_seqs", suffix == "proj_last_seq", suffix == "proj_wm", suffix == "proj_seen",
+		strings.HasPrefix(suffix, "hot_msg:"):
+		return r[:i], 0, true
+	}
+	return "", 0, false
+}
+
+// scanCount is the COUNT hint of each SCAN call: SCAN walks the whole keyspace whatever the
+// pattern, so it asks for many keys per round trip.
+const scanCount = 10000
+
+// scanKeys calls fn for every key matching pattern; on Redis Cluster it scans every master, and
+// fn may then be called concurrently.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(string)) error {
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, scanCount).Iterator()
+		for iter.Next(ctx) {
+			fn(iter.Val())
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	}
+	return scan(ctx, rdb)
 }
