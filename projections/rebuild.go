@@ -72,7 +72,8 @@ func NewRebuilder(d RebuildDeps) (*Rebuilder, error) {
 type RebuildOptions struct {
 	// Projection is ProjectionMessagesMySQL or ProjectionMessagesHot.
 	Projection string
-	// Tenant limits the rebuild to one tenant; zero means every tenant with a database.
+	// Tenant limits the rebuild to one tenant; zero means every tenant with a database (and
+	// ErrNoTenants when there is none).
 	Tenant domain.TenantID
 	// Progress is told how each tenant's pass over the event log advances; nil reports nothing.
 	Progress Progress
@@ -92,6 +93,12 @@ type RebuildOptions struct {
 	CatchUpWindow int64
 }
 
+// The suffixes of the fresh tables of a MySQL rebuild and of a verification's check tables.
+const (
+	rebuildSuffix = "_rebuild"
+	verifySuffix  = "_verify"
+)
+
 func (o *RebuildOptions) setDefaults() {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 5000
@@ -100,7 +107,7 @@ func (o *RebuildOptions) setDefaults() {
 		o.Workers = 2
 	}
 	if o.Suffix == "" {
-		o.Suffix = "_rebuild"
+		o.Suffix = rebuildSuffix
 	}
 	if o.CatchUpWindow <= 0 {
 		o.CatchUpWindow = 10_000
@@ -140,6 +147,10 @@ func (r RebuildResult) PerSecond() float64 {
 // GroupRebuildMessagesMySQL. The live projector may keep running; what it wrote to the old
 // tables is re-derived from the store by the catch-up, and what it writes again is idempotent.
 //
+// A MySQL rebuild holds a MySQL named lock on its fresh tables while it builds and swaps them,
+// so a second rebuild of the same tenant's read model, in any process, fails with ErrTablesInUse
+// instead of dropping the first one's tables (verifications use other tables and another lock).
+//
 // messages-hot: every message event of the tenant is applied to Redis again in position order;
 // the hot store is idempotent, so this repairs missing or stale keys and changes nothing else.
 func (r *Rebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResult, error) {
@@ -164,6 +175,11 @@ func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o Rebui
 	if err != nil {
 		return TenantRebuild{}, err
 	}
+	lock, err := lockTables(ctx, db, ProjectionMessagesMySQL, o.Suffix)
+	if err != nil {
+		return TenantRebuild{}, err
+	}
+	defer lock.release(context.WithoutCancel(ctx))
 	live := msgstore.DefaultTables()
 	rebuilt := live.WithSuffix(o.Suffix)
 	seen := &recentEvents{window: o.CatchUpWindow}
@@ -242,8 +258,13 @@ func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o Rebuild
 	return TenantRebuild{Tenant: t, Events: read, Applied: read, Duration: time.Since(start)}, err
 }
 
+// ErrNoTenants is the error of a rebuild of every tenant that finds no tenant database: a
+// database template that names no database, or no tenant provisioned yet. Nothing was rebuilt.
+var ErrNoTenants = errors.New("no tenant has a read-model database")
+
 // rebuildTenants runs rebuild of o.Projection for o.Tenant, or for every tenant with a database
-// when o.Tenant is zero, one tenant after another, and adds up the results.
+// when o.Tenant is zero, one tenant after another, and adds up the results. Finding no tenant
+// database is ErrNoTenants, not an empty success.
 func rebuildTenants(ctx context.Context, dbs TenantDatabases, o RebuildOptions, log *slog.Logger,
 	rebuild func(context.Context, domain.TenantID, RebuildOptions) (TenantRebuild, error)) (RebuildResult, error) {
 	tenants := []domain.TenantID{o.Tenant}
@@ -251,6 +272,9 @@ func rebuildTenants(ctx context.Context, dbs TenantDatabases, o RebuildOptions, 
 		var err error
 		if tenants, err = dbs.Tenants(ctx); err != nil {
 			return RebuildResult{}, fmt.Errorf("projections: rebuild: list tenants: %w", err)
+		}
+		if len(tenants) == 0 {
+			return RebuildResult{}, fmt.Errorf("projections: rebuild %s: %w", o.Projection, ErrNoTenants)
 		}
 	}
 	start := time.Now()

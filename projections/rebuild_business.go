@@ -67,6 +67,11 @@ func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 	if err != nil {
 		return TenantRebuild{}, err
 	}
+	lock, err := lockTables(ctx, db, ProjectionBusinessMySQL, o.Suffix)
+	if err != nil {
+		return TenantRebuild{}, err
+	}
+	defer lock.release(context.WithoutCancel(ctx))
 	live := business.DefaultTables()
 	rebuilt := live.WithSuffix(o.Suffix)
 	applied, last, events, err := r.fill(ctx, db, t, rebuilt, o.Progress, "rebuild "+t.String())
@@ -160,7 +165,8 @@ func (v BusinessVerifyResult) OK() bool { return len(v.Diffs) == 0 }
 
 // Verify rebuilds o.Tenant's business read model into check tables (suffix "_verify"), compares
 // each table's row count and checksum with the live one, writes the differences to o.Out and
-// drops the check tables. Events not yet projected show up as differences.
+// drops the check tables. While another verification of the tenant's business tables runs the
+// error wraps ErrTablesInUse. Events not yet projected show up as differences.
 func (r *BusinessRebuilder) Verify(ctx context.Context, o VerifyOptions) (BusinessVerifyResult, error) {
 	if o.Tenant.IsZero() {
 		return BusinessVerifyResult{}, errors.New("projections: verify: tenant is required")
@@ -173,7 +179,12 @@ func (r *BusinessRebuilder) Verify(ctx context.Context, o VerifyOptions) (Busine
 	if err != nil {
 		return BusinessVerifyResult{}, fmt.Errorf("projections: verify: %w", err)
 	}
-	check := business.DefaultTables().WithSuffix("_verify")
+	lock, err := lockTables(ctx, db, ProjectionBusinessMySQL, verifySuffix)
+	if err != nil {
+		return BusinessVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	}
+	defer lock.release(context.WithoutCancel(ctx))
+	check := business.DefaultTables().WithSuffix(verifySuffix)
 	defer func() { _ = business.DropTables(context.WithoutCancel(ctx), db, check) }()
 	_, _, events, err := r.fill(ctx, db, o.Tenant, check, o.Progress, "verify "+o.Tenant.String())
 	if err != nil {

@@ -65,6 +65,11 @@ func (r *SessionsRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID
 	if err != nil {
 		return TenantRebuild{}, err
 	}
+	lock, err := lockTables(ctx, db, ProjectionSessionsMySQL, o.Suffix)
+	if err != nil {
+		return TenantRebuild{}, err
+	}
+	defer lock.release(context.WithoutCancel(ctx))
 	live := sessions.DefaultTables()
 	rebuilt := live.WithSuffix(o.Suffix)
 	applied, last, events, err := r.fill(ctx, db, t, rebuilt, o.Progress, "rebuild "+t.String())
@@ -137,6 +142,7 @@ func (v SessionsVerifyResult) OK() bool { return v.Live == v.Rebuilt }
 
 // Verify rebuilds o.Tenant's sessions into a check table (suffix "_verify"), compares its row
 // count and checksum with the live table, writes the outcome to o.Out and drops the check table.
+// While another verification of the tenant's sessions runs the error wraps ErrTablesInUse.
 // Events not yet projected show up as a difference.
 func (r *SessionsRebuilder) Verify(ctx context.Context, o VerifyOptions) (SessionsVerifyResult, error) {
 	if o.Tenant.IsZero() {
@@ -150,7 +156,12 @@ func (r *SessionsRebuilder) Verify(ctx context.Context, o VerifyOptions) (Sessio
 	if err != nil {
 		return SessionsVerifyResult{}, fmt.Errorf("projections: verify: %w", err)
 	}
-	check := sessions.DefaultTables().WithSuffix("_verify")
+	lock, err := lockTables(ctx, db, ProjectionSessionsMySQL, verifySuffix)
+	if err != nil {
+		return SessionsVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	}
+	defer lock.release(context.WithoutCancel(ctx))
+	check := sessions.DefaultTables().WithSuffix(verifySuffix)
 	defer func() { _ = sessions.DropTables(context.WithoutCancel(ctx), db, check) }()
 	_, _, events, err := r.fill(ctx, db, o.Tenant, check, o.Progress, "verify "+o.Tenant.String())
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/readmodels/sessions"
 )
 
 // newEventStore migrates the harness's Postgres database and returns an event store on it.
@@ -311,5 +313,41 @@ func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
 	}
 	for topic, set := range want {
 		t.Errorf("verify after SET %s in %s: no difference reported", set, topic)
+	}
+}
+
+// A rebuild of every tenant that finds no tenant database (a database template that names none,
+// or nothing provisioned yet) fails with ErrNoTenants, for every projection, rather than report
+// zero tenants rebuilt as a success.
+func TestRebuildOfEveryTenantFindsNone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	store := newEventStore(t, h.pool)
+	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store,
+		Hot: newHot(t), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	biz, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: store, Tenants: m.router, Store: m.businessStore(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := sessions.NewStore(m.router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: store, Tenants: m.router, Store: ss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for projection, rebuild := range map[string]func(context.Context, projections.RebuildOptions) (projections.RebuildResult, error){
+		projections.ProjectionMessagesMySQL: rb.Rebuild, projections.ProjectionMessagesHot: rb.Rebuild,
+		projections.ProjectionBusinessMySQL: biz.Rebuild, projections.ProjectionSessionsMySQL: sess.Rebuild,
+	} {
+		res, err := rebuild(testCtx(t), projections.RebuildOptions{Projection: projection})
+		if !errors.Is(err, projections.ErrNoTenants) || len(res.Tenants) != 0 {
+			t.Errorf("%s: rebuild of every tenant with none provisioned: %+v, %v; want ErrNoTenants", projection, res, err)
+		}
 	}
 }

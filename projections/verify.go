@@ -49,9 +49,10 @@ func (v VerifyResult) OK() bool { return len(v.Diffs) == 0 }
 
 // Verify rebuilds a tenant's MySQL read model from the event store into check tables (suffix
 // "_verify"), compares row counts and per-topic checksums (msgstore.Checksum) with the live
-// tables, writes the differences to Out, and drops the check tables. Events the live projector
-// has not applied yet show up as differences, so verify a quiet tenant or read the result with
-// the projection lag in mind.
+// tables, writes the differences to Out, and drops the check tables. One verification of a
+// tenant runs at a time: while another holds the check tables (in any process) the error wraps
+// ErrTablesInUse and nothing is touched. Events the live projector has not applied yet show up
+// as differences, so verify a quiet tenant or read the result with the projection lag in mind.
 func (r *Rebuilder) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
 	if o.Tenant.IsZero() {
 		return VerifyResult{}, fmt.Errorf("projections: verify: tenant is required")
@@ -60,12 +61,17 @@ func (r *Rebuilder) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, 
 	if out == nil {
 		out = io.Discard
 	}
-	ro := RebuildOptions{BatchSize: o.BatchSize, Suffix: "_verify", Progress: o.Progress}
+	ro := RebuildOptions{BatchSize: o.BatchSize, Suffix: verifySuffix, Progress: o.Progress}
 	ro.setDefaults()
 	db, err := r.d.Tenants.DB(ctx, o.Tenant)
 	if err != nil {
 		return VerifyResult{}, fmt.Errorf("projections: verify: %w", err)
 	}
+	lock, err := lockTables(ctx, db, ProjectionMessagesMySQL, ro.Suffix)
+	if err != nil {
+		return VerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	}
+	defer lock.release(context.WithoutCancel(ctx))
 	check := msgstore.DefaultTables().WithSuffix(ro.Suffix)
 	defer func() { _ = msgstore.DropTables(context.WithoutCancel(ctx), db, check) }()
 	// The check tables are only checksummed and dropped, so their secondary indexes are never

@@ -41,7 +41,11 @@ func newReplayCmd() *cobra.Command {
 			"rebuilt into a scratch copy under its own Redis prefix and compared key by key with the live\n" +
 			"hot window, last seqs and read marks. The differences are printed, each naming its topic or\n" +
 			"table, and the command fails when there are any. Events the projectors have not applied yet\n" +
-			"count as differences.",
+			"count as differences. Without --tenant every tenant is verified and reported, a tenant whose\n" +
+			"verification fails too, and the command fails if any differed or failed.\n\n" +
+			"Without --tenant, finding no tenant database (a wrong mysql.database_template, nothing\n" +
+			"provisioned) is an error. A second rebuild, or a second verification, of a MySQL read model\n" +
+			"of a tenant is refused while another runs, in this process or another.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Projection = projection
@@ -100,6 +104,9 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	}
 	if !verify {
 		res, err := rebuild.Rebuild(ctx, opts)
+		if errors.Is(err, projections.ErrNoTenants) {
+			return noTenants(n, "rebuilt")
+		}
 		if err != nil {
 			return err
 		}
@@ -111,21 +118,54 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 		if tenants, err = n.router.Tenants(ctx); err != nil {
 			return err
 		}
+		if len(tenants) == 0 {
+			return noTenants(n, "verified")
+		}
 	}
-	var differ []string
+	return verifyTenants(ctx, rebuild, tenants, opts, out, progress)
+}
+
+// errVerifyFailed is the error of a verification that could not be carried out for a tenant.
+var errVerifyFailed = errors.New("the verification failed")
+
+// verifyTenants verifies every tenant, one after another, and goes on past a tenant that differs
+// or whose verification fails (the failure is printed with the reports), so one run tells about
+// every tenant, and ends with a count; it fails when any differed or failed. Only a cancelled
+// ctx stops it early. With --tenant, that tenant's failure is the error as it is.
+func verifyTenants(ctx context.Context, rebuild replayer, tenants []domain.TenantID, opts projections.RebuildOptions, out, progress io.Writer) error {
+	var differ, failed []string
 	for _, t := range tenants {
 		ok, err := rebuild.Verify(ctx, projections.VerifyOptions{Tenant: t, Out: out, Progress: progressBars(progress), BatchSize: opts.BatchSize})
-		if err != nil {
-			return err
+		if ctx.Err() != nil || (err != nil && !opts.Tenant.IsZero()) {
+			return errors.Join(ctx.Err(), err)
 		}
-		if !ok {
+		switch {
+		case err != nil:
+			fmt.Fprintf(out, "tenant %s: %s not verified: %v\n", t, opts.Projection, err)
+			failed = append(failed, t.String())
+		case !ok:
 			differ = append(differ, t.String())
 		}
 	}
-	if len(differ) > 0 {
-		return fmt.Errorf("%w: tenants %s", errReadModelDiffers, strings.Join(differ, ", "))
+	if opts.Tenant.IsZero() {
+		fmt.Fprintf(out, "%s: %d tenants verified: %d match, %d differ, %d failed\n", opts.Projection, len(tenants),
+			len(tenants)-len(differ)-len(failed), len(differ), len(failed))
 	}
-	return nil
+	var errs []error
+	if len(differ) > 0 {
+		errs = append(errs, fmt.Errorf("%w: tenants %s", errReadModelDiffers, strings.Join(differ, ", ")))
+	}
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("%w: tenants %s", errVerifyFailed, strings.Join(failed, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// noTenants is the error of a rebuild or verification of every tenant that found no tenant
+// database: it names the template, the likely mistake, so "nothing done" never reads as success.
+func noTenants(n *node, done string) error {
+	return fmt.Errorf("%w matching mysql.database_template %q: nothing %s (provision a tenant, or check the template)",
+		projections.ErrNoTenants, n.cfg.MySQL.DatabaseTemplate, done)
 }
 
 func printRebuild(out io.Writer, projection string, res projections.RebuildResult) {

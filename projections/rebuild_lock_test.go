@@ -1,0 +1,155 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels/sessions"
+)
+
+// blockingProgress holds the run it reports on at the start of its pass over the log, when the
+// run's fresh tables exist, until release is closed.
+type blockingProgress struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func newBlockingProgress() *blockingProgress {
+	return &blockingProgress{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *blockingProgress) start(string, int64) projections.ProgressTracker {
+	close(p.started)
+	<-p.release
+	return nil
+}
+
+// run is one process's rebuild or verification of a tenant, reporting to p (nil: no report).
+type run func(ctx context.Context, p projections.Progress) error
+
+func verifyRun[R any](tn domain.TenantID, f func(context.Context, projections.VerifyOptions) (R, error)) run {
+	return func(ctx context.Context, p projections.Progress) error {
+		_, err := f(ctx, projections.VerifyOptions{Tenant: tn, Progress: p})
+		return err
+	}
+}
+
+func rebuildRun(tn domain.TenantID, projection string, f func(context.Context, projections.RebuildOptions) (projections.RebuildResult, error)) run {
+	return func(ctx context.Context, p projections.Progress) error {
+		_, err := f(ctx, projections.RebuildOptions{Projection: projection, Tenant: tn, Progress: p})
+		return err
+	}
+}
+
+// Two rebuilds, or two verifications, of one tenant's MySQL read model at once (two operators, a
+// cron overlapping a manual run; here two routers, as two processes would have) build the same
+// tables: the second is refused with ErrTablesInUse while the first runs, the first is not
+// disturbed, and once it is done the next run goes ahead. A rebuild and a verification use other
+// tables and do not exclude each other.
+func TestConcurrentRunsOnOneTenantAreRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	m := newMySQL(t)
+	other := m.routerAt(testenv.MySQLDSN)
+	biz := m.businessStore(t)
+	ss, err := sessions.NewStore(m.router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSS, err := sessions.NewStore(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := m.tenant("lockedruns")
+	store := newEventStore(t, h.pool)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	history := []domain.Envelope{sessionEvent(tn, 1, "a", true, t0), sessionEvent(tn, 1, "a", false, t0.Add(time.Minute))}
+	for seq := int64(1); seq <= 5; seq++ {
+		history = append(history, sentEvent(tn, groupTopic(1), seq, 2, "m"))
+	}
+	history = append(history, groupHistory(t, tn, 7, 1, []domain.UserID{2, 3})...)
+	appendAll(t, store, history)
+
+	msgs := func(r projections.TenantDatabases) *projections.Rebuilder {
+		rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: r, Messages: m.store, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rb
+	}
+	bizRb := func(r projections.TenantDatabases) *projections.BusinessRebuilder {
+		rb, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: store, Tenants: r, Store: biz, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rb
+	}
+	sessRb := func(r projections.TenantDatabases, s *sessions.Store) *projections.SessionsRebuilder {
+		rb, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: store, Tenants: r, Store: s, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rb
+	}
+	cases := map[string]struct{ first, second, unrelated run }{
+		"messages-mysql verify": {
+			first:     verifyRun(tn, msgs(m.router).Verify),
+			second:    verifyRun(tn, msgs(other).Verify),
+			unrelated: rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(other).Rebuild),
+		},
+		"messages-mysql rebuild": {
+			first:     rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(m.router).Rebuild),
+			second:    rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(other).Rebuild),
+			unrelated: verifyRun(tn, msgs(other).Verify),
+		},
+		"business-mysql verify": {
+			first:  verifyRun(tn, bizRb(m.router).Verify),
+			second: verifyRun(tn, bizRb(other).Verify),
+		},
+		"business-mysql rebuild": {
+			first:  rebuildRun(tn, projections.ProjectionBusinessMySQL, bizRb(m.router).Rebuild),
+			second: rebuildRun(tn, projections.ProjectionBusinessMySQL, bizRb(other).Rebuild),
+		},
+		"sessions-mysql verify": {
+			first:  verifyRun(tn, sessRb(m.router, ss).Verify),
+			second: verifyRun(tn, sessRb(other, otherSS).Verify),
+		},
+		"sessions-mysql rebuild": {
+			first:  rebuildRun(tn, projections.ProjectionSessionsMySQL, sessRb(m.router, ss).Rebuild),
+			second: rebuildRun(tn, projections.ProjectionSessionsMySQL, sessRb(other, otherSS).Rebuild),
+		},
+	}
+	// The cases share the tenant's database, so they run one after another.
+	for name, c := range cases {
+		ctx := testCtx(t)
+		p := newBlockingProgress()
+		done := make(chan error, 1)
+		go func() { done <- c.first(ctx, p.start) }()
+		select {
+		case <-p.started:
+		case err := <-done:
+			t.Fatalf("%s: the first run ended before its pass over the log: %v", name, err)
+		}
+		err := c.second(ctx, nil)
+		if !errors.Is(err, projections.ErrTablesInUse) {
+			t.Errorf("%s: a second run while the first builds its tables: %v, want ErrTablesInUse", name, err)
+		}
+		if c.unrelated != nil {
+			if err := c.unrelated(ctx, nil); err != nil {
+				t.Errorf("%s: the other kind of run was held up: %v", name, err)
+			}
+		}
+		close(p.release)
+		if err := <-done; err != nil {
+			t.Errorf("%s: the first run failed: %v", name, err)
+		}
+		if err := c.second(ctx, nil); err != nil {
+			t.Errorf("%s: a run after the first ended: %v", name, err)
+		}
+	}
+}
