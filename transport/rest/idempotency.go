@@ -21,10 +21,12 @@ import (
 
 // Idempotency headers.
 const (
-	HeaderIdempotencyKey      = "Idempotency-Key"
-	HeaderIdempotentReplayed  = "Idempotent-Replayed"
-	maxIdempotencyKeyLen      = 255
-	idempotencyReleaseTimeout = 5 * time.Second
+	HeaderIdempotencyKey     = "Idempotency-Key"
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+	maxIdempotencyKeyLen     = 255
+	// idempotencyFinishTimeout bounds storing or releasing a key once its request has run; both
+	// go on when the client has gone away, since a client that left is the one that retries.
+	idempotencyFinishTimeout = 5 * time.Second
 )
 
 // idempotent is huma middleware for authenticated writes (POST, PUT, PATCH, DELETE). It needs
@@ -52,8 +54,9 @@ const (
 // A claimed request runs with its answer buffered. Answers that a retry must not get again
 // (5xx, 408, 409, 425, 429, and 413 and 415, see storable) release the key; every other answer is stored for
 // Config.IdempotencyTTL and then sent exactly as stored, so the first answer and its replays are
-// byte-equal. When storing fails the answer is still sent, and the key frees itself after
-// Config.IdempotencyPendingTimeout.
+// byte-equal. The answer is stored even when the client has gone away meanwhile, since its retry
+// must get it rather than run the request again. When storing fails the answer is still sent,
+// and the key frees itself after Config.IdempotencyPendingTimeout.
 func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 	if isPublic(ctx.Operation()) || !isWrite(ctx.Method()) || a.h.Idempotency == nil {
 		next(ctx)
@@ -116,7 +119,7 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 		}
 	}
 	u := ctx.URL()
-	hash := requestHash(ctx.Method(), u.Path, u.RawQuery, body, !large)
+	hash := requestHash(ctx.Method(), u.EscapedPath(), u.RawQuery, body, !large)
 	claim, err := a.h.Idempotency.Claim(c, k, hash, a.cfg.IdempotencyTTL, a.cfg.IdempotencyPendingTimeout)
 	if err != nil {
 		writeError(ctx, MapError(c, a.fail(c, err)))
@@ -178,7 +181,11 @@ func (a *API) runClaimed(ctx huma.Context, next func(huma.Context), k Idempotenc
 		status = http.StatusOK
 	}
 	if storable(status) && json.Valid(out) {
-		stored, err := a.h.Idempotency.Complete(c, k, hash, status, out)
+		// Stored even when the client has gone away: its retry must get this answer, not run
+		// the request again once the claim is taken for abandoned.
+		sc, cancel := context.WithTimeout(context.WithoutCancel(c), idempotencyFinishTimeout)
+		stored, err := a.h.Idempotency.Complete(sc, k, hash, status, out)
+		cancel()
 		if err == nil {
 			out = stored
 		} else {
@@ -192,7 +199,7 @@ func (a *API) runClaimed(ctx huma.Context, next func(huma.Context), k Idempotenc
 }
 
 func (a *API) release(ctx context.Context, k IdempotencyKey, hash []byte) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyFinishTimeout)
 	defer cancel()
 	if err := a.h.Idempotency.Release(ctx, k, hash); err != nil {
 		a.cfg.Logger.WarnContext(ctx, "could not release an Idempotency-Key; it frees itself after the pending timeout",
@@ -232,7 +239,9 @@ func (r *recorder) SetStatus(code int)    { r.status = code }
 func (r *recorder) Status() int           { return r.status }
 func (r *recorder) BodyWriter() io.Writer { return &r.buf }
 
-// requestHash is SHA-256 over the method, path, query and body. With canonical, a JSON body is
+// requestHash is SHA-256 over the method, path, query and body. The path is taken as sent,
+// escaped: decoded, a path element holding an escaped "?" or "/" (device a%3Fb, member 5%2Fmute)
+// would read like another path with a query or more elements. With canonical, a JSON body is
 // hashed in a canonical form (keys sorted, insignificant whitespace dropped, numbers as
 // written), so re-encoding the same request does not count as another request; without it
 // (file uploads, whose bytes are the request) the body is hashed as it came. Only the hash is
