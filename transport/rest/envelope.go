@@ -71,6 +71,12 @@ func init() {
 	// huma builds its own request errors (and the error schema of the OpenAPI document) through
 	// these package variables. Routing them into the envelope keeps one error shape for clients.
 	// The binary runs a single huma API, so the process-wide setting is this API's setting.
+	// Body members are named exactly as documented: with huma's default, a member differing only
+	// in case passed as the documented one while encoding/json, which also folds case, decoded
+	// whichever came last, so a value the schema checked under one spelling could be replaced
+	// by an unchecked one under another. Case-sensitive, such a member is an unknown property
+	// (400 invalid, reason schema).
+	huma.ValidateStrictCasing = true
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
 		return requestError("", status, msg, errs)
 	}
@@ -123,10 +129,13 @@ func requestError(requestID string, status int, msg string, errs []error) *Error
 	return newError(requestID, status, strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_"), msg, nil)
 }
 
-// fieldOf turns huma's "body.client_msg_id" into "client_msg_id".
+// fieldOf turns huma's "body.client_msg_id" into "client_msg_id", and "query.limit" or
+// "path.device_id" into the parameter's name, as every other error about it names it.
 func fieldOf(location string) string {
-	if f, ok := strings.CutPrefix(location, "body."); ok {
-		return f
+	for _, in := range []string{"body.", "query.", "path.", "header."} {
+		if f, ok := strings.CutPrefix(location, in); ok {
+			return f
+		}
 	}
 	if location == "" {
 		return "body"
