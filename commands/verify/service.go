@@ -258,7 +258,9 @@ func (s *Service) check(ctx context.Context, tenant domain.TenantID, scene Scene
 	if target.IsZero() {
 		return &domain.ValidationError{Field: "phone", Reason: "required", Detail: "a phone or an email"}
 	}
-	if len(code) != s.cfg.CodeLength {
+	if !digits(code, s.cfg.CodeLength) {
+		// Refused before Redis: a code no Create could have made is not a wrong try, and never
+		// brings the active code nearer its lock.
 		return &domain.ValidationError{Field: "code", Reason: "bad_format", Detail: strconv.Itoa(s.cfg.CodeLength) + " digits"}
 	}
 	db, err := s.dbs.DB(ctx, tenant)
@@ -295,6 +297,19 @@ func (s *Service) check(ctx context.Context, tenant domain.TenantID, scene Scene
 		_ = s.finish(ctx, db, res[1], StateConsumed, attempts)
 	}
 	return nil
+}
+
+// digits reports whether code is exactly n ASCII decimal digits, the only form newCode makes.
+func digits(code string, n int) bool {
+	if len(code) != n {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] < '0' || code[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // withdrawTimeout bounds withdrawing a code that did not go out, which outlives its request.

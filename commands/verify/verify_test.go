@@ -275,6 +275,41 @@ func TestWrongCodesLockTheCode(t *testing.T) {
 	}
 }
 
+// TestMalformedCodesAreRefusedWithoutATry: a code that is not CodeLength digits (a letter, a
+// space, a sign) is refused as invalid input and costs the active code none of its tries, so
+// neither a typo nor a stranger's junk brings the owner's code nearer its lock.
+func TestMalformedCodesAreRefusedWithoutATry(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	f := newFixture(t, rdb, prefix)
+	to := target(t, "13900000009")
+	iss, err := f.svc.Create(ctx, f.tenant, verify.SceneLogin, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := f.gw.code("13900000009")
+	for _, bad := range []string{"12345a", " 12345", "12345 ", "+12345", "-12345", "１２３４５６"[:6], "0x1234"} {
+		for _, check := range []func(context.Context, domain.TenantID, verify.Scene, verify.Target, string) error{f.svc.Verify, f.svc.Consume} {
+			err := check(ctx, f.tenant, verify.SceneLogin, to, bad)
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "code" || ve.Reason != "bad_format" {
+				t.Fatalf("code %q: %v, want invalid code bad_format", bad, err)
+			}
+		}
+	}
+	act, err := f.svc.GetActive(ctx, f.tenant, verify.SceneLogin, to)
+	if err != nil || act.AttemptsLeft != 3 {
+		t.Fatalf("after malformed codes: %+v, %v; want all 3 attempts left", act, err)
+	}
+	if _, attempts := f.state(t, iss.CodeID); attempts != 0 {
+		t.Fatalf("audit row counts %d attempts, want 0", attempts)
+	}
+	if err := f.svc.Consume(ctx, f.tenant, verify.SceneLogin, to, code); err != nil {
+		t.Fatalf("the right code after malformed ones: %v", err)
+	}
+}
+
 func TestConcurrentVerificationsExactlyOneSucceeds(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
