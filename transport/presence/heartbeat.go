@@ -77,31 +77,51 @@ func (st *Store) heartbeat(ctx context.Context) {
 			s.markDue() // not under st.mu: a session's lock comes first
 		}
 	}
-	type work struct {
-		s      *Session
-		topics []domain.Topic
-	}
 	now := time.Now()
-	var due []work
+	chunk := make([]work, 0, min(len(all), heartbeatBatch))
 	for _, s := range all {
-		if topics, ok := s.due(now); ok {
-			due = append(due, work{s, topics})
+		// Each session picked stays locked until its refresh is written (see Session.wmu): a
+		// logout waits for at most one round trip, and then wins.
+		s.wmu.Lock()
+		topics, ok := s.due(now)
+		if !ok {
+			s.wmu.Unlock()
+			continue
+		}
+		chunk = append(chunk, work{s, topics})
+		if len(chunk) == heartbeatBatch {
+			st.refresh(ctx, chunk)
+			chunk = chunk[:0]
 		}
 	}
-	for len(due) > 0 {
-		chunk := due[:min(len(due), heartbeatBatch)]
-		due = due[len(chunk):]
-		err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
-			for _, w := range chunk {
-				w.s.writeRefresh(ctx, b, w.topics)
-			}
-		})
-		if err != nil && ctx.Err() == nil {
-			st.errs.WithLabelValues("heartbeat").Inc()
-			st.log.WarnContext(ctx, "presence: heartbeat failed", "sessions", len(chunk), "err", err)
-			for _, w := range chunk {
-				w.s.markDue()
-			}
+	if len(chunk) > 0 {
+		st.refresh(ctx, chunk)
+	}
+}
+
+// work is a session a heartbeat refreshes, with its topics.
+type work struct {
+	s      *Session
+	topics []domain.Topic
+}
+
+// refresh writes chunk's sessions in one round trip and unlocks them.
+func (st *Store) refresh(ctx context.Context, chunk []work) {
+	defer func() {
+		for _, w := range chunk {
+			w.s.wmu.Unlock()
+		}
+	}()
+	err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
+		for _, w := range chunk {
+			w.s.writeRefresh(ctx, b, w.topics)
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		st.errs.WithLabelValues("heartbeat").Inc()
+		st.log.WarnContext(ctx, "presence: heartbeat failed", "sessions", len(chunk), "err", err)
+		for _, w := range chunk {
+			w.s.markDue()
 		}
 	}
 }

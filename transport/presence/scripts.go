@@ -19,6 +19,8 @@ var (
 	leaveSrc string
 	//go:embed lua/nodes.lua
 	nodesSrc string
+	//go:embed lua/member.lua
+	memberSrc string
 
 	onlineScript  = redis.NewScript(onlineSrc)
 	offlineScript = redis.NewScript(offlineSrc)
@@ -26,4 +28,5 @@ var (
 	joinScript    = redis.NewScript(joinSrc)
 	leaveScript   = redis.NewScript(leaveSrc)
 	nodesScript   = redis.NewScript(nodesSrc)
+	memberScript  = redis.NewScript(memberSrc)
 )

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/redisscript"
 	"github.com/imledger/imledger/internal/smallmap"
@@ -24,6 +26,11 @@ type Session struct {
 	user   domain.UserID
 	id     string
 	ua     string
+
+	// wmu orders the session's Redis writes: a refresh holds it from due to the end of its round
+	// trip, Touch, Join, Leave and Logout for theirs, so a refresh never lands after the leave or
+	// logout it raced (which made the user online again for a whole TTL).
+	wmu sync.Mutex
 
 	mu        sync.Mutex
 	topics    smallmap.Map[string, domain.Topic] // by name
@@ -75,6 +82,8 @@ func (s *Session) Touch(ctx context.Context) error {
 	if s.st.running.Load() > 0 {
 		return nil
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	topics, due := s.due(time.Now())
 	if !due {
 		return nil
@@ -117,6 +126,8 @@ func (s *Session) writeRefresh(ctx context.Context, b *redisscript.Batch, topics
 // Join records the session as an online member of topic on this node. Joining a topic twice
 // refreshes it.
 func (s *Session) Join(ctx context.Context, topic domain.Topic) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -141,6 +152,8 @@ func (s *Session) writeJoin(ctx context.Context, b *redisscript.Batch, topic dom
 // while another local session of theirs is in the topic, and in the topic's members while
 // another node has them.
 func (s *Session) Leave(ctx context.Context, topic domain.Topic) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -161,9 +174,37 @@ func (s *Session) writeLeave(ctx context.Context, b *redisscript.Batch, topic do
 		s.user.String(), st.cfg.NodeID, st.keys.topicNodePrefix(s.tenant, topic), topicNodeSuffix)
 }
 
+// OnlineIn reports, for each of topics, whether the session's user is a live online member of it
+// on any node, in one Redis round trip. It answers after Leave and Logout too: then a true means
+// another session of the user is still in the topic, so the last of them to leave can tell.
+// Errors are Redis errors wrapped as domain.ErrRetryable.
+func (s *Session) OnlineIn(ctx context.Context, topics []domain.Topic) ([]bool, error) {
+	st := s.st
+	cmds := make([]*redis.Cmd, len(topics))
+	err := redisscript.Pipelined(ctx, st.rdb, func(b *redisscript.Batch) {
+		for i, t := range topics {
+			cmds[i] = b.EvalRO(memberScript, []string{st.keys.topicMembers(s.tenant, t)}, s.user.String())
+		}
+	})
+	if err != nil {
+		return nil, domain.Retryable("presence: topic members", err)
+	}
+	out := make([]bool, len(topics))
+	for i, c := range cmds {
+		n, err := c.Int()
+		if err != nil {
+			return nil, domain.Retryable("presence: topic members", err)
+		}
+		out[i] = n == 1
+	}
+	return out, nil
+}
+
 // Logout leaves every topic and removes the session; the user's last session marks them offline
 // with last_seen_at. Logout is idempotent.
 func (s *Session) Logout(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -159,6 +159,35 @@ func (s *session) publishPres(t domain.Topic, what string) {
 		What: what, TS: time.Now().UTC(), SkipSession: s.id})
 }
 
+// publishOff tells each of topics, which the session has left, that its user went "off" there,
+// unless another session of the user is still subscribed to it, on this node or (as presence
+// says) another: a user with two devices stays "on" while either is in the topic. When presence
+// cannot be read, "off" goes out as before.
+func (s *session) publishOff(ctx context.Context, topics []domain.Topic) {
+	gone := make([]domain.Topic, 0, len(topics))
+	for _, t := range topics {
+		if !s.g.deps.Hub.hasUser(hubKey{s.tenant, t.String()}, s.user) {
+			gone = append(gone, t)
+		}
+	}
+	if s.pres != nil && len(gone) > 0 {
+		if in, err := s.pres.OnlineIn(ctx, gone); err != nil {
+			s.g.log.WarnContext(ctx, "ws: presence of left topics unread; announcing off", "tenant_id", s.tenant.String(), "err", err)
+		} else {
+			still := gone
+			gone = gone[:0:0]
+			for i, t := range still {
+				if !in[i] {
+					gone = append(gone, t)
+				}
+			}
+		}
+	}
+	for _, t := range gone {
+		s.publishPres(t, "off")
+	}
+}
+
 func quote(s string) string {
 	if len(s) > 32 {
 		s = s[:32]

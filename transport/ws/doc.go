@@ -9,7 +9,8 @@
 // are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
 // frames: ctrl (the answer to a frame with an id, echoing it; code and a stable reason on
 // errors), data (a message; content exactly as its sender sent it), pres (a user came "on" or
-// went "off" in a topic), info (a note: typing "kp", a "read" or "recv" receipt; or a change of
+// went "off" in a topic; "off" only once none of the user's sessions, on any node, is left in
+// it), info (a note: typing "kp", a "read" or "recv" receipt; or a change of
 // the topic, see Changes).
 //
 // A session, frame by frame (> client, < server; tokens and ids shortened):

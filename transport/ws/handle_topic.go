@@ -72,7 +72,7 @@ func (s *session) onLeave(ctx context.Context, f topicFrame) {
 				s.g.log.WarnContext(ctx, "ws: presence leave failed", "tenant_id", s.tenant.String(), "topic", t.String(), "err", err)
 			}
 		}
-		s.publishPres(t, "off")
+		s.publishOff(ctx, []domain.Topic{t})
 	}
 	s.sendCtrl(ctrl{ID: f.ID, Code: http.StatusOK, Text: "ok", Params: map[string]any{"topic": t.String()}})
 }

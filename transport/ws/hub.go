@@ -101,6 +101,18 @@ func (h *Hub) leave(k hubKey, s *session) {
 	}
 }
 
+// hasUser reports whether a local session of user is subscribed to k.
+func (h *Hub) hasUser(k hubKey, user domain.UserID) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, u := range h.topics[k] {
+		if u == user {
+			return true
+		}
+	}
+	return false
+}
+
 // Subscribers returns the number of local sessions subscribed to a topic.
 func (h *Hub) Subscribers(tenant domain.TenantID, topic domain.Topic) int {
 	h.mu.RLock()

@@ -65,6 +65,60 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	}
 }
 
+// TestSecondDeviceKeepsTheUserOnInTheTopic: a user subscribed to a group from two devices (on
+// two nodes, then on one node) who closes or leaves on one of them is still in the group: the
+// other members get no "off" pres until the last of the user's sessions goes.
+func TestSecondDeviceKeepsTheUserOnInTheTopic(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	a := c.node(t, "node-a", nodeOpts{})
+	b := c.node(t, "node-b", nodeOpts{})
+	watcher := dial(t, a, "watcher", dialOpts{})
+	watcher.login(c, 1)
+	watcher.sub("grp6")
+	offs := func() int {
+		n := 0
+		for _, f := range watcher.snapshot() {
+			if f.Pres != nil && f.Pres.Src == "5" && f.Pres.What == "off" && f.Pres.Topic == "grp6" {
+				n++
+			}
+		}
+		return n
+	}
+	quiet := func(what string, want int) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond) // room for a pres frame through fanout
+		if got := offs(); got != want {
+			t.Fatalf("%s: %d off pres frames of user 5, want %d", what, got, want)
+		}
+	}
+
+	laptop := dial(t, b, "laptop", dialOpts{})
+	laptop.login(c, 5)
+	laptop.sub("grp6")
+	phone := dial(t, a, "phone", dialOpts{})
+	phone.login(c, 5)
+	phone.sub("grp6")
+	_ = laptop.c.CloseNow()
+	waitUntil(t, "the laptop's logout", func() bool { return a.presence(t, 5).Sessions == 1 })
+	quiet("the laptop on another node closed, the phone still in the group", 0)
+
+	tablet := dial(t, a, "tablet", dialOpts{})
+	tablet.login(c, 5)
+	tablet.sub("grp6")
+	if r := tablet.call("l", `{"leave":{"id":"l","topic":"grp6"}}`); r.Code != 200 {
+		t.Fatalf("leave = %+v", r)
+	}
+	quiet("the tablet on the same node left, the phone still in the group", 0)
+	_ = tablet.c.CloseNow()
+	waitUntil(t, "the tablet's logout", func() bool { return a.presence(t, 5).Sessions == 1 })
+	quiet("the tablet closed", 0)
+
+	_ = phone.c.CloseNow()
+	watcher.waitFor("off once the last device closed", func([]serverFrame) bool { return offs() == 1 })
+	quiet("after the last device closed", 1)
+}
+
 // TestCrashedNodeUsersGoOfflineWithinTTL stops a node without any cleanup: its Redis connection
 // dies first, so its sessions' logouts never arrive. Its users must go offline, and leave the
 // topic's node list, within the presence TTL.

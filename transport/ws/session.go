@@ -658,9 +658,10 @@ func (s *session) cleanup(ctx context.Context) {
 	if s.user != 0 {
 		s.g.deps.Hub.removeUser(s, s.tenant, s.user)
 	}
+	left := make([]domain.Topic, 0, s.topics.Len())
 	for _, t := range s.topics.All() {
 		s.g.deps.Hub.leave(hubKey{s.tenant, t.String()}, s)
-		s.publishPres(t, "off")
+		left = append(left, t)
 	}
 	s.topics = smallmap.Map[string, domain.Topic]{}
 	if s.user != 0 && s.g.deps.Sessions != nil {
@@ -677,4 +678,5 @@ func (s *session) cleanup(ctx context.Context) {
 			s.g.log.WarnContext(ctx, "ws: presence logout failed", "tenant_id", s.tenant.String(), "err", err)
 		}
 	}
+	s.publishOff(ctx, left) // after the logout, so the last of two sessions closing at once sees the other gone
 }
