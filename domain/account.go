@@ -25,7 +25,7 @@ func NewLogin(s string) (Login, error) {
 	if s == "" {
 		return Login{}, invalid("login", "required", "")
 	}
-	s = strings.ToLower(s)
+	s = foldASCII(s)
 	switch {
 	case len(s) < MinLoginLen:
 		return Login{}, invalid("login", "too_short", "at least 3 characters")
@@ -39,6 +39,18 @@ func NewLogin(s string) (Login, error) {
 		}
 	}
 	return Login{v: s}, nil
+}
+
+// foldASCII is s with ASCII upper-case letters in lower case and no other character folded.
+// strings.ToLower would fold some non-ASCII letters into ASCII ones (the Kelvin sign U+212A
+// becomes "k"), so a name only looking like another would be taken for it.
+func foldASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 // String returns the login name.

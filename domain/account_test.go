@@ -24,6 +24,7 @@ func TestNewLogin(t *testing.T) {
 		{"al ice", "", "invalid:login:bad_format"},
 		{"alice@example", "", "invalid:login:bad_format"},
 		{"ålice", "", "invalid:login:bad_format"},
+		{"\u212Aate", "", "invalid:login:bad_format"}, // the Kelvin sign is not a "k"
 		{"ali\x00", "", "invalid:login:bad_format"},
 	}
 	for _, c := range cases {

@@ -122,6 +122,30 @@ func TestRegisterRejects(t *testing.T) {
 	}
 }
 
+// TestLoginNamesFoldOnlyASCII: a login name is [a-z0-9_.-] with ASCII upper case folded. Unicode
+// case folding would make the Kelvin sign (U+212A) an ASCII "k", so "\u212Aate" would register
+// as "kate", or log in to kate's account with a name that only looks like hers.
+func TestLoginNamesFoldOnlyASCII(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, account.Deps{}, account.Config{})
+	ctx := testCtx(t)
+	for _, login := range []string{"\u212Aate", "\u212A\u212A\u212A", "\u017Fam"} { // Kelvin sign, long s
+		if _, err := e.svc.Register(ctx, account.Register{Tenant: acme, Login: login, Password: "password1"}); reason(err) != "invalid:login:bad_format" {
+			t.Errorf("register %q: %v, want invalid:login:bad_format", login, err)
+		}
+	}
+	if n := e.count(t, "SELECT count(*) FROM credentials"); n != 0 {
+		t.Fatalf("refused registrations left %d credentials", n)
+	}
+	kate, err := e.svc.Register(ctx, account.Register{Tenant: acme, Login: "KATE", Password: "password1"})
+	if err != nil || kate.Login.String() != "kate" {
+		t.Fatalf("register KATE: %+v %v", kate, err)
+	}
+	if uid, err := e.svc.Login(ctx, acme, "\u212Aate", "password1"); !errors.Is(err, account.ErrInvalidCredentials) {
+		t.Errorf("login as \\u212Aate: user %d, %v; want ErrInvalidCredentials", uid, err)
+	}
+}
+
 func TestRegisterDrawsAgainWhenTheUserIDIsTaken(t *testing.T) {
 	t.Parallel()
 	ids := &fixedIDs{ids: []domain.UserID{100, 100, 200}}
