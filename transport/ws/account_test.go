@@ -178,3 +178,48 @@ func TestPubUsesTheTenantContentLimit(t *testing.T) {
 		t.Fatalf("small pub: %+v", r)
 	}
 }
+
+// banDuringAdmit is a memGate that, the first time it admits user, bans the user and delivers the
+// ban's notice to hub before it answers: the ban lands between the check of a login and the
+// session's registration as one of the user's sessions.
+type banDuringAdmit struct {
+	*memGate
+	user domain.UserID
+	hub  func() *ws.Hub
+	once sync.Once
+}
+
+func (g *banDuringAdmit) Admit(ctx context.Context, p auth.Principal) error {
+	if err := g.memGate.Admit(ctx, p); err != nil || p.User != g.user {
+		return err
+	}
+	g.once.Do(func() {
+		g.ban(g.user)
+		g.hub().Deliver(&fanout.Message{Kind: fanout.KindAccount, Tenant: p.Tenant, Account: &fanout.AccountControl{
+			What: "banned", User: g.user, Banned: true, EndSessions: true, Reason: ws.ReasonUserBanned}})
+	})
+	return nil
+}
+
+// TestALoginRacingABanDoesNotOutliveIt: a ban whose notice reaches the node while a login of the
+// user is being decided either refuses the login or ends its session; the session never stays
+// logged in, receiving what is pushed to it, until its client sends a frame.
+func TestALoginRacingABanDoesNotOutliveIt(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	var a *node
+	gate := &banDuringAdmit{memGate: newMemGate(), user: 1, hub: func() *ws.Hub { return a.gw.Hub() }}
+	a = c.node(t, "a", nodeOpts{gate: gate})
+	u := dial(t, a, "u1", dialOpts{})
+	r := u.call("login", map[string]any{"login": map[string]any{"id": "login", "token": c.token(t, 1)}})
+	if r.Code == 200 {
+		u.endedWith(ws.ReasonUserBanned, time.Second)
+		return
+	}
+	if r.Code != 403 || r.Reason != ws.ReasonUserBanned {
+		t.Fatalf("login racing a ban: %+v, want 403 user_banned", r)
+	}
+	if r := u.call("sub", `{"sub":{"id":"sub","topic":"grp5"}}`); r.Code != 401 || r.Reason != ws.ReasonNotAuthenticated {
+		t.Fatalf("sub after the refused login: %+v, want 401 not_authenticated", r)
+	}
+}
