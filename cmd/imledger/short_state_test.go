@@ -136,7 +136,8 @@ func TestRateLimitedSendsWriteNothing(t *testing.T) {
 }
 
 // TestCodesAndActionTokensOverREST: with register_requires_code set, registration needs a code
-// the gateway (a real HTTP server) received; a code passes once. An invite token for a group is
+// the gateway (a real HTTP server) received; a code passes once, and a registration refused for
+// bad input does not spend it. An invite token for a group is
 // consumed by exactly one of many concurrent REST consumers.
 func TestCodesAndActionTokensOverREST(t *testing.T) {
 	t.Parallel()
@@ -178,6 +179,14 @@ func TestCodesAndActionTokensOverREST(t *testing.T) {
 	if a := call(t, http.MethodPost, s.base+"/v1/im/verify/codes", "", "", target); a.status != http.StatusTooManyRequests ||
 		a.Details["limit"] != "code_resend" {
 		t.Fatalf("resend at once: %d %s, want 429 code_resend", a.status, a.raw)
+	}
+	// Bad input spends nothing: a registration refused for its password or login leaves the code
+	// to the corrected one.
+	for _, bad := range []string{`"login":"dave","password":"short"`, `"login":"d a v e","password":"correct horse battery"`} {
+		if a := call(t, http.MethodPost, s.base+"/v1/im/auth/register", "", "", fmt.Sprintf(
+			`{"tenant":"acme",%s,"phone":"+8613800138000","code":%q}`, bad, code)); a.status != http.StatusBadRequest {
+			t.Fatalf("register with %s: %d %s, want 400", bad, a.status, a.raw)
+		}
 	}
 	if a := reg(code); a.status != http.StatusCreated {
 		t.Fatalf("register with the code: %d %s", a.status, a.raw)

@@ -79,14 +79,23 @@ func (s *Service) Register(ctx context.Context, cmd Register) (Registered, error
 	}
 }
 
-// prepare validates cmd and hashes the password.
-func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, domain.UserProfile, string, error) {
+// CheckRegister reports the *domain.ValidationError Register would answer cmd with before it
+// writes anything (a bad tenant, login, password or profile), without hashing or I/O; nil when
+// cmd is well formed. A caller that spends something on a registration (a verification code)
+// checks first, so bad input spends nothing.
+func (s *Service) CheckRegister(cmd Register) error {
+	_, _, err := s.validate(cmd)
+	return err
+}
+
+// validate checks cmd and returns its login and first profile.
+func (s *Service) validate(cmd Register) (domain.Login, domain.UserProfile, error) {
 	if cmd.Tenant.IsZero() {
-		return domain.Login{}, domain.UserProfile{}, "", &domain.ValidationError{Field: "tenant_id", Reason: "required"}
+		return domain.Login{}, domain.UserProfile{}, &domain.ValidationError{Field: "tenant_id", Reason: "required"}
 	}
 	login, err := domain.NewLogin(cmd.Login)
 	if err != nil {
-		return domain.Login{}, domain.UserProfile{}, "", err
+		return domain.Login{}, domain.UserProfile{}, err
 	}
 	nickname := cmd.Nickname
 	if strings.TrimSpace(nickname) == "" {
@@ -94,9 +103,18 @@ func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, doma
 	}
 	profile, err := domain.NewUserProfile(nickname, cmd.Avatar, cmd.Signature)
 	if err != nil {
-		return domain.Login{}, domain.UserProfile{}, "", err
+		return domain.Login{}, domain.UserProfile{}, err
 	}
 	if err := s.checkPassword(cmd.Password); err != nil {
+		return domain.Login{}, domain.UserProfile{}, err
+	}
+	return login, profile, nil
+}
+
+// prepare validates cmd and hashes the password.
+func (s *Service) prepare(ctx context.Context, cmd Register) (domain.Login, domain.UserProfile, string, error) {
+	login, profile, err := s.validate(cmd)
+	if err != nil {
 		return domain.Login{}, domain.UserProfile{}, "", err
 	}
 	hash, err := s.hashPassword(ctx, cmd.Password)
