@@ -323,3 +323,28 @@ func TestIssuedAtHasMilliseconds(t *testing.T) {
 		t.Fatalf("IssuedAt = %v, want %v", p.IssuedAt, c.t)
 	}
 }
+
+// TestIssueFrom: a token issued from a moment before now carries that moment as its issue time
+// and expires ttl after it; a moment after now is refused.
+func TestIssueFrom(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	s := newSigner(t, c, []auth.Key{{ID: "k1", Secret: secretA}}, "")
+	from := c.t.Add(-1500 * time.Millisecond)
+	tok, err := s.IssueFrom(acme, 42, from, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.IssuedAt.Equal(from) || !p.ExpiresAt.Equal(from.Add(time.Hour).Truncate(time.Second)) {
+		t.Fatalf("principal %+v, want issued %v", p, from)
+	}
+	for _, bad := range []time.Time{{}, c.t.Add(time.Millisecond)} {
+		if _, err := s.IssueFrom(acme, 42, bad, time.Hour); err == nil {
+			t.Errorf("IssueFrom(%v) issued a token", bad)
+		}
+	}
+}

@@ -2,9 +2,11 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -15,7 +17,9 @@ import (
 )
 
 // AccountService registers users and checks logins; *account.Service implements it.
+// CheckRegister validates a registration without writing or hashing anything.
 type AccountService interface {
+	CheckRegister(cmd account.Register) error
 	Register(ctx context.Context, cmd account.Register) (account.Registered, error)
 	Login(ctx context.Context, tenant domain.TenantID, login, password string) (domain.UserID, error)
 }
@@ -99,12 +103,16 @@ func (a *API) registerAuth() {
 					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 				}
 			}
+			cmd := account.Register{Tenant: tenant, Login: in.Body.Login, Password: in.Body.Password,
+				Nickname: in.Body.Nickname, Avatar: in.Body.Avatar, Signature: in.Body.Signature, TraceID: RequestID(ctx)}
+			// Bad input is refused before the code is consumed, so it can be sent again corrected.
+			if err := a.h.Accounts.CheckRegister(cmd); err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
 			if err := a.requireCode(ctx, tenant, verify.SceneRegister, in.Body.Phone, in.Body.Email, in.Body.Code); err != nil {
 				return nil, err
 			}
-			res, err := a.h.Accounts.Register(ctx, account.Register{Tenant: tenant, Login: in.Body.Login,
-				Password: in.Body.Password, Nickname: in.Body.Nickname, Avatar: in.Body.Avatar,
-				Signature: in.Body.Signature, TraceID: RequestID(ctx)})
+			res, err := a.h.Accounts.Register(ctx, cmd)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 			}
@@ -135,6 +143,9 @@ func (a *API) registerAuth() {
 			if err := a.limitLogin(ctx, tenant, name); err != nil {
 				return nil, err
 			}
+			// The token is issued as of now, before the password hash is read: a password reset
+			// or revocation landing while the password is checked revokes it.
+			begun := time.Now()
 			uid, err := a.h.Accounts.Login(ctx, tenant, in.Body.Login, in.Body.Password)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
@@ -149,13 +160,22 @@ func (a *API) registerAuth() {
 				return nil, err
 			}
 			a.rememberAddress(ctx, tenant, name)
-			token, err := a.h.Tokens.Issue(tenant, uid, a.cfg.TokenTTL)
+			token, err := a.h.Tokens.IssueFrom(tenant, uid, begun, a.cfg.TokenTTL)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 			}
 			p, err := a.h.Tokens.Verify(token)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			if a.h.Gate != nil {
+				// A ban or a password reset that this node heard of while the login ran: the
+				// password checked may no longer be the user's.
+				if err := a.h.Gate.Admit(ctx, p); errors.Is(err, account.ErrTokenRevoked) {
+					return nil, a.fail(ctx, account.ErrInvalidCredentials, "tenant_id", tenant.String())
+				} else if err != nil {
+					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+				}
 			}
 			return respond(ctx, http.StatusOK, LoginResult{Token: token, ExpiresAt: rfc3339(p.ExpiresAt), UserID: uid.String()}), nil
 		})

@@ -1,10 +1,12 @@
 package rest_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/access"
+	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/rest"
 )
 
@@ -124,4 +127,58 @@ func TestEditKeepsTheTenantContentLimit(t *testing.T) {
 	ok := s.do(t, req{method: http.MethodPatch, path: "/v1/im/topics/grp1/messages/1", token: token, key: "k3",
 		body: `{"version":"1","content":"fixed"}`})
 	expect(t, "edit within the limit", ok, http.StatusOK, "ok")
+}
+
+// resetDuringLogin is the real gate; the first login it admits (IssuedAt zero) has its user's
+// password reset right then, after the login read and checked the old password.
+type resetDuringLogin struct {
+	rest.Gate
+	once  sync.Once
+	reset func(domain.UserID)
+}
+
+func (g *resetDuringLogin) Admit(ctx context.Context, p auth.Principal) error {
+	err := g.Gate.Admit(ctx, p)
+	if err == nil && p.IssuedAt.IsZero() {
+		g.once.Do(func() { g.reset(p.User) })
+	}
+	return err
+}
+
+// TestALoginRacingAPasswordResetGetsNoLiveToken: a password reset revokes the tokens of every
+// login that checked the old password, also one whose check was under way when the reset
+// landed (argon2id takes a while): such a login gets no token that works.
+func TestALoginRacingAPasswordResetGetsNoLiveToken(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	gate := &resetDuringLogin{}
+	s := newStack(t, rest.Config{}, stackOpts{gateFor: func(s *stack) rest.Gate {
+		reg, _ := tenant.New(tenant.Deps{Pool: s.pool, Store: s.store})
+		cache, _ := tenant.NewCache(reg, tenant.CacheConfig{MissTTL: time.Nanosecond}, nil)
+		guard, _ := account.NewGuard(s.pool, account.GuardConfig{}, nil)
+		gov, _ := account.NewGovernance(account.GovernanceDeps{Pool: s.pool, Store: s.store, Accounts: s.accounts, Guard: guard})
+		gate.Gate, _ = access.NewGate(cache, guard, 0)
+		gate.reset = func(u domain.UserID) {
+			if _, err := gov.ResetPassword(ctx, s.tenant, u, "a new password", account.Meta{}); err != nil {
+				t.Error(err)
+			}
+		}
+		return gate
+	}})
+	storetest.ProvisionTenant(t, s.pool, s.store, s.tenant)
+	creds := fmt.Sprintf(`{"tenant":%q,"login":"wile","password":"the old password"}`, s.tenant)
+	expect(t, "register", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/register", body: creds}), http.StatusCreated, "ok")
+	login := s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds})
+	if login.Status == http.StatusOK {
+		expect(t, "the token of a login with the password just reset", s.do(t, req{method: http.MethodGet,
+			path: "/v1/im/users/me/presence", token: login.data(t)["token"].(string)}), http.StatusUnauthorized, "token_revoked")
+	} else {
+		expect(t, "a login with the password just reset", login, http.StatusUnauthorized, rest.ReasonInvalidCredentials)
+	}
+	expect(t, "the old password after the reset", s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: creds}),
+		http.StatusUnauthorized, rest.ReasonInvalidCredentials)
+	fresh := s.do(t, req{method: http.MethodPost, path: "/v1/im/auth/login", body: strings.Replace(creds, "the old password", "a new password", 1)})
+	expect(t, "the new password", fresh, http.StatusOK, "ok")
+	expect(t, "the new password's token", s.do(t, req{method: http.MethodGet, path: "/v1/im/users/me/presence",
+		token: fresh.data(t)["token"].(string)}), http.StatusOK, "ok")
 }

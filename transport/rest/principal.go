@@ -25,9 +25,11 @@ const (
 
 // TokenService verifies bearer tokens and issues them at login; *auth.Signer implements it.
 // Verify errors wrap auth.ErrTokenInvalid or auth.ErrTokenExpired.
+// IssueFrom stamps a login's token with the time the login began.
 type TokenService interface {
 	Verify(token string) (auth.Principal, error)
 	Issue(tenant domain.TenantID, user domain.UserID, ttl time.Duration) (string, error)
+	IssueFrom(tenant domain.TenantID, user domain.UserID, from time.Time, ttl time.Duration) (string, error)
 }
 
 var _ TokenService = (*auth.Signer)(nil)
