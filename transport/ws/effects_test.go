@@ -473,3 +473,50 @@ func TestBlockedPeerStillReadsTheDirectHistory(t *testing.T) {
 		t.Fatalf("read marks of the blocked user = %d events, %v", len(marks), err)
 	}
 }
+
+// TestBlockedPeersReceiptsDoNotReachTheBlocker: a user the peer blocks may still move their read
+// and receive marks in the 1:1 topic, but the blocker, subscribed to it, no longer hears of them,
+// as it hears no typing from them; before the block it did.
+func TestBlockedPeersReceiptsDoNotReachTheBlocker(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	a := c.fullNode(t, "node-a")
+	const blocker, blocked domain.UserID = 5, 6
+	topic, err := domain.DirectTopic(blocker, blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2p := topic.String()
+	u5, u6 := dial(t, a.node, "blocker", dialOpts{}), dial(t, a.node, "blocked", dialOpts{})
+	u5.login(c, blocker)
+	u6.login(c, blocked)
+	u5.sub(p2p)
+	if r := u5.pub("hello", p2p, "hello"); r.Code != 202 {
+		t.Fatalf("pub before the block = %+v", r)
+	}
+	u6.write(fmt.Sprintf(`{"note":{"topic":%q,"what":"recv","seq":"1"}}`, p2p))
+	if got := u5.waitInfo(p2p, "recv"); got.From != blocked.String() || got.Seq != "1" {
+		t.Fatalf("receipt before the block = %+v", got)
+	}
+
+	if _, err := a.groups.BlockUser.Handle(testCtx(t), group.BlockUser{Actor: who(acme, blocker), Peer: blocked}); err != nil {
+		t.Fatal(err)
+	}
+	u5.waitInfo(p2p, "blocked")
+	for _, what := range []string{"read", "kp"} {
+		u6.write(fmt.Sprintf(`{"note":{"topic":%q,"what":%q,"seq":"1"}}`, p2p, what))
+	}
+	if r := u6.call("pg", `{"ping":{"id":"pg"}}`); r.Code != 200 {
+		t.Fatal(r)
+	}
+	marks, err := c.store.ReadStream(testCtx(t), acme, domain.ReadMarksStreamID(topic, blocked), 0, 10)
+	if err != nil || len(marks) != 2 {
+		t.Fatalf("read marks of the blocked user = %d events, %v; want the receive and the read", len(marks), err)
+	}
+	time.Sleep(150 * time.Millisecond) // room for a leaked note to arrive
+	for _, i := range u5.infos(p2p) {
+		if i.From == blocked.String() && i.What != "recv" {
+			t.Errorf("blocker heard %q from the user it blocks: %+v", i.What, i)
+		}
+	}
+}

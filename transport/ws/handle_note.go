@@ -18,7 +18,8 @@ import (
 //	read      moves the read mark to seq (and the receive mark with it)
 //	recv      moves the receive mark to seq
 //
-// A read or recv that moved a mark in a 1:1 topic is relayed as info to the other party.
+// A read or recv that moved a mark in a 1:1 topic is relayed as info to the other party, unless
+// that party blocks the reader: the mark still moves, the blocker no longer hears of it.
 func (s *session) onNote(ctx context.Context, f noteFrame) {
 	if !s.authenticated(ctx, "") {
 		return
@@ -74,7 +75,7 @@ func (s *session) onMark(ctx context.Context, t domain.Topic, f noteFrame) {
 		s.fail(ctx, "", err)
 		return
 	}
-	if res.Changed && t.Kind() == domain.TopicDirect {
+	if res.Changed && t.Kind() == domain.TopicDirect && s.g.deps.Policy.CanPublish(ctx, s.tenant, s.user, t) == nil {
 		s.g.deps.Publisher.Publish(&fanout.Message{Kind: fanout.KindInfo, Tenant: s.tenant, Topic: t, From: s.user,
 			What: f.What, Seq: seq, TS: time.Now().UTC(), SkipSession: s.id})
 	}
