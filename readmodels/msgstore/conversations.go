@@ -14,9 +14,11 @@ import (
 // seqTimesChunk bounds the (topic, seq) pairs of one SeqTimes statement.
 const seqTimesChunk = 200
 
-// SeqTimes returns, for each topic of at, the time the row at its seq was written (a message's
-// sent time, a seq-skip marker's time), keyed by topic name. Topics whose seq is 0 or has no row
-// are left out. Each pair is one lookup of the (topic, seqid) unique key.
+// SeqTimes returns, for each topic of at, the time the newest row at or below its seq was written
+// (a message's sent time, a seq-skip marker's time), keyed by topic name: the row at the seq
+// itself once this read model holds it, an older one while it trails the seq (another read model
+// raised the watermark first). Topics whose seq is 0 or without such a row are left out. Each
+// topic is one descending dive into the (topic, seqid) unique key.
 func (s *Store) SeqTimes(ctx context.Context, tenant domain.TenantID, tables Tables, at map[domain.Topic]int64) (map[string]time.Time, error) {
 	out := make(map[string]time.Time, len(at))
 	byTable := map[string][]any{}
@@ -37,8 +39,9 @@ func (s *Store) SeqTimes(ctx context.Context, tenant domain.TenantID, tables Tab
 	for table, args := range byTable {
 		for start := 0; start < len(args); start += 2 * seqTimesChunk {
 			chunk := args[start:min(start+2*seqTimesChunk, len(args))]
-			cond := strings.TrimSuffix(strings.Repeat("(topic = ? AND seqid = ?) OR ", len(chunk)/2), " OR ")
-			rows, err := db.QueryContext(ctx, "SELECT topic, created_at FROM "+q(table)+" WHERE "+cond, chunk...)
+			one := "(SELECT topic, created_at FROM " + q(table) + " WHERE topic = ? AND seqid <= ? ORDER BY seqid DESC LIMIT 1)"
+			stmt := strings.TrimSuffix(strings.Repeat(one+" UNION ALL ", len(chunk)/2), " UNION ALL ")
+			rows, err := db.QueryContext(ctx, stmt, chunk...)
 			if err != nil {
 				return nil, tenantdb.WrapErr("seq times", err)
 			}

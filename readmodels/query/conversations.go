@@ -57,9 +57,10 @@ type Conversation struct {
 	// LastMessage is the newest message up to LastSeq the user has not deleted for themselves;
 	// nil when there is none. A recalled one is a placeholder without content.
 	LastMessage *Message
-	// ActiveAt orders the list: the time of the row at LastSeq (the last message), or the time
-	// the user joined the group when that is later; a 1:1 chat without messages in place yet
-	// takes the time of the user's read mark in it.
+	// ActiveAt orders the list: the time of the row at LastSeq (the last message), or of the
+	// newest row below it while MySQL trails the watermark Redis answered, or the time the user
+	// joined the group when that is later; a 1:1 chat without messages in place yet takes the
+	// time of the user's read mark in it.
 	ActiveAt time.Time
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/business"
@@ -84,5 +85,39 @@ func TestConversationPagesAndCounts(t *testing.T) {
 	p, err := cr.Conversations(ctx, f.tenant, 99, query.ConversationQuery{})
 	if err != nil || len(p.Conversations) != 0 || p.NextCursor != "" {
 		t.Fatalf("a user without conversations: %+v, %v", p, err)
+	}
+}
+
+// TestConversationOrderWhileMySQLTrailsRedis keeps a chat whose newest message Redis has
+// projected and MySQL not yet ahead of a chat that was quieter: its place comes from the newest
+// message MySQL holds, not from the older time of the user's read mark.
+func TestConversationOrderWhileMySQLTrailsRedis(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	biz, err := business.NewStore(f.router, nil, business.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 3; seq++ {
+		f.both(ctx, t, rmtest.Sent(t, f.tenant, "p2p20_30", seq, 30, "a"))
+	}
+	f.redisOnly(ctx, t, rmtest.Sent(t, f.tenant, "p2p20_30", 4, 30, "a4"))
+	for seq := int64(1); seq <= 2; seq++ {
+		f.both(ctx, t, rmtest.Sent(t, f.tenant, "p2p20_31", seq, 31, "b"))
+	}
+	cr := query.NewConversationReader(f.cached, biz)
+	p, err := cr.Conversations(ctx, f.tenant, 20, query.ConversationQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range p.Conversations {
+		got = append(got, fmt.Sprintf("%s@%d", c.Topic, c.LastSeq))
+	}
+	if want := "p2p20_30@4 p2p20_31@2"; strings.Join(got, " ") != want {
+		t.Fatalf("list %q, want %q", got, want)
+	}
+	if a := p.Conversations[0]; !a.ActiveAt.Equal(rmtest.SentAt.Add(3*time.Millisecond)) || a.Unread != 4 {
+		t.Fatalf("entry %+v: want active at the newest message MySQL holds (seq 3), unread 4", a)
 	}
 }
