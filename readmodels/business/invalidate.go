@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/rediskeys"
 )
 
 // errRedisBackoff is why an invalidation was queued without asking Redis.
@@ -139,7 +140,7 @@ func (s *Store) InvalidateTenant(ctx context.Context, tenant domain.TenantID) (i
 	var mu sync.Mutex
 	var keys []string
 	ks := s.keyspace(tenant)
-	err := scanKeys(ctx, s.rdb, ks.scanPattern(), func(k string) {
+	err := rediskeys.Scan(ctx, s.rdb, ks.scanPattern(), func(k string) {
 		if ks.isCacheKey(k) {
 			mu.Lock()
 			keys = append(keys, k)
@@ -153,24 +154,4 @@ func (s *Store) InvalidateTenant(ctx context.Context, tenant domain.TenantID) (i
 		return 0, domain.Retryable("invalidate tenant caches", err)
 	}
 	return len(keys), nil
-}
-
-// scanKeys calls fn for every key matching pattern; on Redis Cluster it scans every master, and
-// fn may then be called concurrently. SCAN walks the whole keyspace whatever the pattern, so it
-// asks for many keys per round trip.
-// scanCount is the COUNT hint of each SCAN call.
-const scanCount = 10000
-
-func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(string)) error {
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, pattern, scanCount).Iterator()
-		for iter.Next(ctx) {
-			fn(iter.Val())
-		}
-		return iter.Err()
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
-	}
-	return scan(ctx, rdb)
 }

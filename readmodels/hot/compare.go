@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/rediskeys"
 )
 
 // Verification. The hot read model is a function of the event log, the clock and the
@@ -384,7 +385,7 @@ func (s *Store) TenantKeys(ctx context.Context, tenant domain.TenantID) (topics 
 	base := s.cfg.Prefix + tenant.String() + ":"
 	var mu sync.Mutex
 	seenTopics, seenUsers := map[string]bool{}, map[domain.UserID]bool{}
-	err = scanKeys(ctx, s.rdb, base+"*", func(key string) {
+	err = rediskeys.Scan(ctx, s.rdb, base+"*", func(key string) {
 		topic, user, ok := parseKey(strings.TrimPrefix(key, base))
 		if !ok {
 			return
@@ -434,24 +435,4 @@ func parseKey(rest string) (topic string, user domain.UserID, ok bool) {
 		return r[:i], 0, true
 	}
 	return "", 0, false
-}
-
-// scanCount is the COUNT hint of each SCAN call: SCAN walks the whole keyspace whatever the
-// pattern, so it asks for many keys per round trip.
-const scanCount = 10000
-
-// scanKeys calls fn for every key matching pattern; on Redis Cluster it scans every master, and
-// fn may then be called concurrently.
-func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(string)) error {
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, pattern, scanCount).Iterator()
-		for iter.Next(ctx) {
-			fn(iter.Val())
-		}
-		return iter.Err()
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
-	}
-	return scan(ctx, rdb)
 }
