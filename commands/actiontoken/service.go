@@ -264,7 +264,7 @@ func (s *Service) ConsumeIf(ctx context.Context, tenant domain.TenantID, token s
 	return c, nil
 }
 
-// Unconsume gives back a token that by consumed (tokenID is Consumed.TokenID) when what it was
+// Unconsume gives back a token that user by consumed (tokenID is Consumed.TokenID) when what it was
 // spent on did not happen: a join on an invite link refused when it was written, after the
 // precondition had passed. The row goes from consumed by by back to active, so the token serves
 // the next consumer until it expires (Redis no longer holds it: a consume reads it from MySQL).
@@ -279,7 +279,11 @@ func (s *Service) Unconsume(ctx context.Context, tenant domain.TenantID, tokenID
 	if err != nil {
 		return domain.Retryable("action token", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return domain.Retryable("action token", err)
+	}
+	if n != 1 {
 		return domain.ErrNotFound
 	}
 	return nil
