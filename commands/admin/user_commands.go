@@ -63,10 +63,11 @@ func (d *dispatcher) userResetPassword(ctx context.Context, r run) (any, error) 
 	if err := required("user_id", p.UserID); err != nil {
 		return nil, err
 	}
-	if p.Password == "" {
+	password, ok := p.Password.Plain()
+	if !ok || password == "" {
 		return nil, &domain.ValidationError{Field: "password", Reason: "required"}
 	}
-	res, err := d.h.Accounts.ResetPassword(ctx, r.tenant, p.UserID, p.Password, r.accountMeta())
+	res, err := d.h.Accounts.ResetPassword(ctx, r.tenant, p.UserID, password, r.accountMeta())
 	if err != nil {
 		return nil, err
 	}
