@@ -22,7 +22,7 @@ func openAdminFailures(cmd *cobra.Command) (*node, *admin.Failures, error) {
 		n.closeResources()
 		return nil, nil, err
 	}
-	return n, admin.NewFailures(n.pool, nil, ""), nil
+	return n, admin.NewFailures(n.pool, nil, "", nil), nil
 }
 
 func listAdminFailures(cmd *cobra.Command, f admin.FailureFilter) error {
@@ -79,7 +79,7 @@ func resolveAdminFailure(cmd *cobra.Command, id int64, replay bool, timeout time
 		return err
 	}
 	pending := client.Expect(newID)
-	replayer := admin.NewFailures(n.pool, saramaPublisher{producer}, kcfg.Topic(kafka.TopicAdminCommand))
+	replayer := admin.NewFailures(n.pool, saramaPublisher{producer}, kcfg.Topic(kafka.TopicAdminCommand), nil)
 	sent, err := replayer.Replay(cmd.Context(), id, newID)
 	if err != nil {
 		pending.Cancel()

@@ -63,8 +63,11 @@ func (d *dispatcher) userResetPassword(ctx context.Context, r run) (any, error) 
 	if err := required("user_id", p.UserID); err != nil {
 		return nil, err
 	}
-	password, ok := p.Password.Plain()
-	if !ok || password == "" {
+	password, err := d.secrets.reveal(r, "password", p.Password)
+	if err != nil {
+		return nil, err
+	}
+	if password == "" {
 		return nil, &domain.ValidationError{Field: "password", Reason: "required"}
 	}
 	res, err := d.h.Accounts.ResetPassword(ctx, r.tenant, p.UserID, password, r.accountMeta())
