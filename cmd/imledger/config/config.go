@@ -244,7 +244,7 @@ func Defaults() Config {
 		Kafka:       KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
 		Auth:        AuthConfig{TokenTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour, Leeway: 30 * time.Second},
 		Projections: ProjectionsConfig{Run: true},
-		Admin:       AdminConfig{Run: true},
+		Admin:       AdminConfig{Run: true, AllowUnsigned: true},
 		Demo:        DemoConfig{Tenant: "demo"},
 		RateLimit:   RateLimitConfig{Enabled: true},
 		Verify: VerifyConfig{CodeLength: 6, TTL: 5 * time.Minute, ResendInterval: time.Minute, MaxAttempts: 5,
