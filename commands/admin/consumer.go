@@ -271,26 +271,6 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 }
 
-// newItem verifies and decodes a command record, once: the batch's de-duplication and the
-// command's run both read the decoded envelope. A record the trust checks or the decoding refuse
-// gets decErr: it is answered at once and nothing of it is written; its actor is not echoed.
-func (c *Consumer) newItem(m *sarama.ConsumerMessage) *item {
-	it := &item{msg: m, key: string(m.Key)}
-	key, err := c.verify(m)
-	if err != nil {
-		it.cmd, _ = decodeCommand(m.Value) // only what the answer repeats: event_id, tenant_id, event_type, trace_id
-		it.cmd.Actor, it.decErr = domain.Actor{}, err
-		return it
-	}
-	if it.cmd, it.decErr = decodeCommand(m.Value); it.decErr == nil {
-		it.cmd, it.decErr = c.admit(key, it.cmd)
-	}
-	if it.decErr != nil {
-		it.cmd.Actor = domain.Actor{}
-	}
-	return it
-}
-
 // item is one record of a batch on its way to its answer.
 type item struct {
 	msg     *sarama.ConsumerMessage

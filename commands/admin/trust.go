@@ -12,6 +12,26 @@ import (
 	"github.com/imledger/imledger/domain/admintrust"
 )
 
+// newItem verifies and decodes a command record, once: the batch's de-duplication and the
+// command's run both read the decoded envelope. A record the trust checks or the decoding refuse
+// gets decErr: it is answered at once and nothing of it is written; its actor is not echoed.
+func (c *Consumer) newItem(m *sarama.ConsumerMessage) *item {
+	it := &item{msg: m, key: string(m.Key)}
+	key, err := c.verify(m)
+	if err != nil {
+		it.cmd, _ = decodeCommand(m.Value) // only what the answer repeats: event_id, tenant_id, event_type, trace_id
+		it.cmd.Actor, it.decErr = domain.Actor{}, err
+		return it
+	}
+	if it.cmd, it.decErr = decodeCommand(m.Value); it.decErr == nil {
+		it.cmd, it.decErr = c.admit(key, it.cmd)
+	}
+	if it.decErr != nil {
+		it.cmd.Actor = domain.Actor{}
+	}
+	return it
+}
+
 // verify checks the signature of record m with the producer keys and returns the key that signed
 // it; nil for an unsigned record the consumer accepts (Config.AllowUnsigned). It reads only the
 // signature headers, the record key and a digest of the value. Errors are rejections.
