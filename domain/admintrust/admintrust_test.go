@@ -268,3 +268,27 @@ func TestSpecErrorsHideKeyMaterial(t *testing.T) {
 		t.Error("two keys with one id were taken")
 	}
 }
+
+// The cost a command pays for its signature: the producer signs, the consumer verifies.
+func BenchmarkSignVerify(b *testing.B) {
+	value := []byte(`{"event_id":"01a2340e-5b6c-7d4e-9f00-1a2b3c4d5e6f","tenant_id":"acme","event_type":"user.ban","version":1,"payload":{"user_id":"42"}}`)
+	for _, alg := range []admintrust.Algorithm{admintrust.AlgEd25519, admintrust.AlgHMACSHA256} {
+		g, _ := admintrust.GenerateProducerKey(alg, "k1", admintrust.PlatformScope, ops)
+		s, _ := admintrust.ParseSigner(g.Signer)
+		k, _ := admintrust.ParseProducerKey(g.Producer)
+		v, _ := admintrust.NewVerifier(time.Minute, time.Second, k)
+		b.Run(string(alg)+"/sign", func(b *testing.B) {
+			for b.Loop() {
+				s.Sign([]byte("acme:user:42"), value, time.Now())
+			}
+		})
+		h := headersOf(s.Sign([]byte("acme:user:42"), value, time.Now()))
+		b.Run(string(alg)+"/verify", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Verify(h, []byte("acme:user:42"), value, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
