@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/imledger/imledger/readmodels/filedb"
 
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
@@ -68,6 +69,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.BusinessMySQL(n.biz, "", inv, log),
 		projections.SessionsMySQL(n.sess, ""),
 		projections.FileRefsMySQL(projections.ApplierFunc(filedb.New(n.router).ApplyRefs), ""),
+		projections.PushSettings(pushdb.New(n.router), ""),
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/pushdb"
 )
 
 // replayable lists the projections replay rebuilds.
 var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
-	projections.ProjectionSessionsMySQL}
+	projections.ProjectionSessionsMySQL, projections.ProjectionPushSettings}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -194,6 +196,9 @@ func (n *node) replayer(projection string) (replayer, error) {
 		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: n.store, Tenants: n.router,
 			Store: n.sess, Logger: n.log})
 		return sessionsReplayer{s}, err
+	case projections.ProjectionPushSettings:
+		r, err := projections.NewPushRebuilder(pushdb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
 	}
 	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
 		Hot: n.hot, Logger: n.log})
@@ -201,6 +206,19 @@ func (n *node) replayer(projection string) (replayer, error) {
 		return hotReplayer{rb}, err
 	}
 	return messagesReplayer{rb}, err
+}
+
+// modelReplayer replays a read model of the TableRebuilder skeleton whose parts are tables.
+type modelReplayer struct {
+	*projections.TableRebuilder[readmodels.TableSummary]
+}
+
+func (r modelReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.TableRebuilder.Verify(ctx, o)
+	if err == nil && o.Out != nil {
+		res.Report(o.Out, r.Projection())
+	}
+	return res.OK(), err
 }
 
 type messagesReplayer struct{ *projections.Rebuilder }

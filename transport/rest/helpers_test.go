@@ -22,6 +22,7 @@ import (
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/pushsettings"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -180,7 +181,9 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 	h.Conversations, h.FriendRequests = conv, s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 	if o.more {
-		h.Push = pushdb.New(router)
+		if h.Push, err = pushsettings.New(pushsettings.Deps{Store: s.store, PreLog: pushdb.New(router)}); err != nil {
+			t.Fatal(err)
+		}
 		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"}, s.rdb, router); err != nil {
 			t.Fatal(err)
 		}
