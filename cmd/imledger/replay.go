@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
@@ -19,7 +20,7 @@ import (
 
 // replayable lists the projections replay rebuilds.
 var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
-	projections.ProjectionSessionsMySQL, projections.ProjectionPushSettings}
+	projections.ProjectionSessionsMySQL, projections.ProjectionPushSettings, account.ProjectionAPIKeys}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -196,6 +197,9 @@ func (n *node) replayer(projection string) (replayer, error) {
 		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: n.store, Tenants: n.router,
 			Store: n.sess, Logger: n.log})
 		return sessionsReplayer{s}, err
+	case account.ProjectionAPIKeys:
+		r, err := account.NewAPIKeyRebuilder(n.pool, n.store, n.log)
+		return apiKeyReplayer{rb: r, tenants: n.router}, err
 	case projections.ProjectionPushSettings:
 		r, err := projections.NewPushRebuilder(pushdb.New(n.router), n.store, n.router, n.log)
 		return modelReplayer{r}, err
@@ -217,6 +221,47 @@ func (r modelReplayer) Verify(ctx context.Context, o projections.VerifyOptions) 
 	res, err := r.TableRebuilder.Verify(ctx, o)
 	if err == nil && o.Out != nil {
 		res.Report(o.Out, r.Projection())
+	}
+	return res.OK(), err
+}
+
+// apiKeyReplayer replays tenant_api_keys, the PostgreSQL read model of the API key events, for
+// the tenants replay finds as it does for the MySQL read models.
+type apiKeyReplayer struct {
+	rb      *account.APIKeyRebuilder
+	tenants projections.TenantDatabases
+}
+
+func (r apiKeyReplayer) Rebuild(ctx context.Context, o projections.RebuildOptions) (projections.RebuildResult, error) {
+	tenants := []domain.TenantID{o.Tenant}
+	if o.Tenant.IsZero() {
+		var err error
+		if tenants, err = r.tenants.Tenants(ctx); err != nil {
+			return projections.RebuildResult{}, err
+		}
+		if len(tenants) == 0 {
+			return projections.RebuildResult{}, fmt.Errorf("rebuild %s: %w", account.ProjectionAPIKeys, projections.ErrNoTenants)
+		}
+	}
+	start := time.Now()
+	var res projections.RebuildResult
+	for _, t := range tenants {
+		ts := time.Now()
+		n, err := r.rb.Rebuild(ctx, t)
+		if err != nil {
+			return res, err
+		}
+		res.Tenants = append(res.Tenants, projections.TenantRebuild{Tenant: t, Events: n, Applied: n, Duration: time.Since(ts)})
+		res.Events += n
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (r apiKeyReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.rb.Verify(ctx, o.Tenant)
+	if err == nil && o.Out != nil {
+		res.Report(o.Out)
 	}
 	return res.OK(), err
 }
