@@ -15,6 +15,7 @@ import (
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 // startReadSide opens the read models: the tenant database router (provisioning the demo
@@ -70,6 +71,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.SessionsMySQL(n.sess, ""),
 		projections.FileRefsMySQL(projections.ApplierFunc(filedb.New(n.router).ApplyRefs), ""),
 		projections.PushSettings(pushdb.New(n.router), ""),
+		projections.ActionTokens(tokendb.New(n.router), ""),
 	}
 }
 

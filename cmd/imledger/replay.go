@@ -16,11 +16,12 @@ import (
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/pushdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 // replayable lists the projections replay rebuilds.
 var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
-	projections.ProjectionSessionsMySQL, projections.ProjectionPushSettings, account.ProjectionAPIKeys}
+	projections.ProjectionSessionsMySQL, projections.ProjectionPushSettings, projections.ProjectionActionTokens, account.ProjectionAPIKeys}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -202,6 +203,9 @@ func (n *node) replayer(projection string) (replayer, error) {
 		return apiKeyReplayer{rb: r, tenants: n.router}, err
 	case projections.ProjectionPushSettings:
 		r, err := projections.NewPushRebuilder(pushdb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
+	case projections.ProjectionActionTokens:
+		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), n.store, n.router, n.log)
 		return modelReplayer{r}, err
 	}
 	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,

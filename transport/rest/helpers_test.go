@@ -33,6 +33,7 @@ import (
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
@@ -184,7 +185,8 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 		if h.Push, err = pushsettings.New(pushsettings.Deps{Store: s.store, PreLog: pushdb.New(router)}); err != nil {
 			t.Fatal(err)
 		}
-		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"}, s.rdb, router); err != nil {
+		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"},
+			actiontoken.Deps{Redis: s.rdb, Events: s.store, Rows: tokendb.New(router)}); err != nil {
 			t.Fatal(err)
 		}
 		if o.tokens != nil {
