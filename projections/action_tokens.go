@@ -77,7 +77,9 @@ func (tokenModel) Filter(t domain.TenantID) domain.EventFilter {
 	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isActionTokenEvent)}
 }
 
-func (tokenModel) tables(suffix string) tokendb.Tables { return tokendb.DefaultTables().WithSuffix(suffix) }
+func (tokenModel) tables(suffix string) tokendb.Tables {
+	return tokendb.DefaultTables().WithSuffix(suffix)
+}
 
 func (m tokenModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
 	if err := tokendb.DropTables(ctx, db, m.tables(suffix)); err != nil {

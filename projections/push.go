@@ -95,7 +95,9 @@ func (pushModel) Filter(t domain.TenantID) domain.EventFilter {
 	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isPushEvent)}
 }
 
-func (pushModel) tables(suffix string) pushdb.Tables { return pushdb.DefaultTables().WithSuffix(suffix) }
+func (pushModel) tables(suffix string) pushdb.Tables {
+	return pushdb.DefaultTables().WithSuffix(suffix)
+}
 
 func (m pushModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
 	if err := pushdb.DropTables(ctx, db, m.tables(suffix)); err != nil {
