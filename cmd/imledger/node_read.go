@@ -69,7 +69,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.MessagesHot(n.hot, ""),
 		projections.BusinessMySQL(n.biz, "", inv, log),
 		projections.SessionsMySQL(n.sess, ""),
-		projections.FileRefsMySQL(projections.ApplierFunc(filedb.New(n.router).ApplyRefs), ""),
+		projections.FileRefsMySQL(filedb.New(n.router), ""),
 		projections.PushSettings(pushdb.New(n.router), ""),
 		projections.ActionTokens(tokendb.New(n.router), ""),
 	}

@@ -15,13 +15,14 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 // replayable lists the projections replay rebuilds.
 var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
-	projections.ProjectionSessionsMySQL, projections.ProjectionPushSettings, projections.ProjectionActionTokens, account.ProjectionAPIKeys}
+	projections.ProjectionSessionsMySQL, projections.ProjectionFileRefsMySQL, projections.ProjectionPushSettings, projections.ProjectionActionTokens, account.ProjectionAPIKeys}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -203,6 +204,9 @@ func (n *node) replayer(projection string) (replayer, error) {
 		return apiKeyReplayer{rb: r, tenants: n.router}, err
 	case projections.ProjectionPushSettings:
 		r, err := projections.NewPushRebuilder(pushdb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
+	case projections.ProjectionFileRefsMySQL:
+		r, err := projections.NewFileRebuilder(filedb.New(n.router), n.store, n.router, n.log)
 		return modelReplayer{r}, err
 	case projections.ProjectionActionTokens:
 		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), n.store, n.router, n.log)

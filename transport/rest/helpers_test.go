@@ -242,7 +242,7 @@ func (s *stack) project(t testing.TB) {
 		t.Fatal(err)
 	}
 	if s.fileDB != nil {
-		if _, err := s.fileDB.ApplyRefs(ctx, s.tenant, evs); err != nil {
+		if _, err := s.fileDB.Apply(ctx, s.tenant, evs); err != nil {
 			t.Fatal(err)
 		}
 	}
