@@ -185,6 +185,18 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables T
 	if err != nil {
 		return 0, fmt.Errorf("filedb: apply: %w", err)
 	}
+	if len(ops) == 1 && ops[0].stmt != "" {
+		// One record change, as the file service writes after each event: one statement, one
+		// round trip, as the record write before the read model was rebuildable.
+		res, err := db.ExecContext(ctx, ops[0].stmt, ops[0].args...)
+		if err != nil {
+			return 0, tenantdb.WrapErr("filedb: apply", err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			return 1, nil
+		}
+		return 0, nil
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, tenantdb.WrapErr("filedb: apply: begin", err)
