@@ -178,6 +178,17 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables T
 	if err != nil {
 		return 0, fmt.Errorf("tokendb: apply: %w", err)
 	}
+	if len(ops) == 1 && ops[0].stmt != "" {
+		// One row change (a command's write right after its event): one round trip.
+		res, err := db.ExecContext(ctx, ops[0].stmt, ops[0].args...)
+		if err != nil {
+			return 0, tenantdb.WrapErr("tokendb: apply", err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			return 1, nil
+		}
+		return 0, nil
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, tenantdb.WrapErr("tokendb: apply: begin", err)
