@@ -38,13 +38,14 @@ func newReplayCmd() *cobra.Command {
 		Short: "Rebuild a read model from the event store, or verify it against a rebuild",
 		Long: "replay rebuilds --projection (" + strings.Join(replayable, ", ") + ") from the\n" +
 			"PostgreSQL event store, for --tenant or every tenant with a database, with a progress bar on\n" +
-			"stderr. messages-mysql, business-mysql and sessions-mysql are rebuilt into fresh tables that\n" +
-			"are swapped in atomically; running projectors may keep running. messages-hot re-applies every\n" +
-			"message event to Redis.\n\n" +
+			"stderr. messages-mysql, business-mysql, sessions-mysql, files-refs, push-settings and\n" +
+			"action-tokens are rebuilt into fresh tables that are swapped in atomically; running projectors\n" +
+			"may keep running. messages-hot re-applies every message event to Redis. tenant-api-keys\n" +
+			"replaces the tenant's rows of PostgreSQL tenant_api_keys in one transaction.\n\n" +
 			"With --verify nothing is replaced: a MySQL read model is rebuilt into check tables and compared\n" +
-			"with the live tables (messages per topic, business per table, sessions); messages-hot is\n" +
-			"rebuilt into a scratch copy under its own Redis prefix and compared key by key with the live\n" +
-			"hot window, last seqs and read marks. The differences are printed, each naming its topic or\n" +
+			"with the live tables (messages per topic, the others per table; tenant-api-keys key by key);\n" +
+			"messages-hot is rebuilt into a scratch copy under its own Redis prefix and compared key by\n" +
+			"key with the live hot window, last seqs and read marks. The differences are printed, each naming its topic or\n" +
 			"table, and the command fails when there are any. Events the projectors have not applied yet\n" +
 			"count as differences. Without --tenant every tenant is verified and reported, a tenant whose\n" +
 			"verification fails too, and the command fails if any differed or failed.\n\n" +
