@@ -347,11 +347,32 @@ func (s *Service) Complete(ctx context.Context, tenant domain.TenantID, uploader
 	if attrs.Size != f.Size {
 		return f, &domain.ValidationError{Field: "file", Reason: "size_mismatch", Detail: "the stored object differs from the declared size"}
 	}
-	sum, err := s.digest(ctx, f.ObjectKey)
+	// The upload URL can write the object key again until it expires: the file's bytes are a
+	// copy under a key nothing signs, made inside the store, so what was hashed and checked is
+	// what is served.
+	attempt, err := uuid.NewV7()
 	if err != nil {
 		return f, err
 	}
-	out, _, err := s.complete(ctx, tenant, uploader, f, f.ObjectKey, sum)
+	key := f.ObjectKey + "." + attempt.String()
+	if err := s.deps.Bucket.Copy(ctx, key, f.ObjectKey, nil); err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return f, ErrNotUploaded
+		}
+		return f, domain.Retryable("copy object", err)
+	}
+	sum, size, err := s.digest(ctx, key)
+	if err == nil && size != f.Size {
+		err = &domain.ValidationError{Field: "file", Reason: "size_mismatch", Detail: "the stored object differs from the declared size"}
+	}
+	if err != nil {
+		s.discard(ctx, tenant, id, key)
+		return f, err
+	}
+	out, appended, err := s.complete(ctx, tenant, uploader, f, key, sum)
+	if err != nil && !appended {
+		s.discard(ctx, tenant, id, key)
+	}
 	return out, err
 }
 
@@ -377,17 +398,19 @@ func (s *Service) complete(ctx context.Context, tenant domain.TenantID, uploader
 	return f, true, nil
 }
 
-func (s *Service) digest(ctx context.Context, key string) (string, error) {
+// digest streams the object at key and returns its SHA-256 and size.
+func (s *Service) digest(ctx context.Context, key string) (string, int64, error) {
 	r, err := s.deps.Bucket.NewReader(ctx, key, nil)
 	if err != nil {
-		return "", domain.Retryable("read object", err)
+		return "", 0, domain.Retryable("read object", err)
 	}
 	defer r.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return "", domain.Retryable("read object", err)
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return "", 0, domain.Retryable("read object", err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // Check runs the security check of a task (file.audited.v1) and, for a rejection, tells the
