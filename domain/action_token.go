@@ -23,7 +23,7 @@ func ActionTokenStreamID(tokenID string) string { return "atoken:" + tokenID }
 // ActionTokenIssued is the payload of action_token.issued.v1.
 type ActionTokenIssued struct {
 	TokenID     string    `json:"token_id"`
-	Action      string    `json:"action"`               // reset_password, join_group, enterprise_login
+	Action      string    `json:"action"`               // reset_password, join_group
 	Subject     string    `json:"subject"`              // what the action applies to: a group topic, a user id, ...
 	CreatedBy   UserID    `json:"created_by,omitempty"` // absent for the system
 	TokenSHA256 string    `json:"token_sha256"`         // hex

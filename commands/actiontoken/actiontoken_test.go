@@ -142,14 +142,14 @@ func TestTokenStateMachine(t *testing.T) {
 		t.Fatalf("consume from MySQL: %+v, %v", c, err)
 	}
 
-	revoked, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionEnterpriseLogin, Subject: "ent-1"})
+	revoked, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionResetPassword, Subject: "ent-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Revoke(ctx, tenant, revoked.TokenID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Consume(ctx, tenant, revoked.Token, actiontoken.ActionEnterpriseLogin, 1); !denied(err, actiontoken.ReasonTokenUsed) {
+	if _, err := svc.Consume(ctx, tenant, revoked.Token, actiontoken.ActionResetPassword, 1); !denied(err, actiontoken.ReasonTokenUsed) {
 		t.Fatalf("revoked: %v, want action_token_used", err)
 	}
 	if err := svc.Revoke(ctx, tenant, revoked.TokenID); !errors.Is(err, domain.ErrNotFound) {

@@ -21,18 +21,17 @@ type Action string
 
 // The actions.
 const (
-	ActionResetPassword   Action = "reset_password"
-	ActionJoinGroup       Action = "join_group"
-	ActionEnterpriseLogin Action = "enterprise_login"
+	ActionResetPassword Action = "reset_password"
+	ActionJoinGroup     Action = "join_group"
 )
 
 // ParseAction returns the action named s; an unknown one is a *domain.ValidationError.
 func ParseAction(s string) (Action, error) {
 	switch a := Action(s); a {
-	case ActionResetPassword, ActionJoinGroup, ActionEnterpriseLogin:
+	case ActionResetPassword, ActionJoinGroup:
 		return a, nil
 	}
-	return "", &domain.ValidationError{Field: "action", Reason: "unknown", Detail: "reset_password, join_group or enterprise_login"}
+	return "", &domain.ValidationError{Field: "action", Reason: "unknown", Detail: "reset_password or join_group"}
 }
 
 // Stable refusal reasons (*domain.DeniedError, answered 403).
