@@ -99,6 +99,9 @@ func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 		b, _ := json.Marshal(e.brokers)
 		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e.", partitions: 4}`, b)
 	}
+	if len(e.brokers) > 0 && !strings.Contains(e.extra, "verify:") {
+		kafkaYAML += "\nverify: {hash_key: \"a test key of 32 bytes, not secret\"}"
+	}
 	authYAML := "{}"
 	if e.keys {
 		authYAML = fmt.Sprintf(`{keys: [{id: t1, secret: %q}]}`, testSecret)

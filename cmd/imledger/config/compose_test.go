@@ -170,7 +170,8 @@ func TestComposeImledger(t *testing.T) {
 		t.Fatal(err)
 	}
 	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48), "IM_ADMIN_PRODUCER_KEYS": producer.Producer,
-		"IM_ADMIN_COMMAND_SECRET_KEYS": secrets.Open}
+		"IM_ADMIN_COMMAND_SECRET_KEYS": secrets.Open,
+		"IM_VERIFY_HASH_KEY": strings.Repeat("h", 32)}
 	// ${VAR:-default} and ${VAR:+alternative} follow Compose: the default when VAR is unset or
 	// empty, the alternative only when VAR is set and not empty.
 	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(?:(:[?+-])([^}]*))?\}`)
@@ -203,6 +204,9 @@ func TestComposeImledger(t *testing.T) {
 		t.Fatalf("imledger's environment does not load: %v", err)
 	}
 
+	if len(cfg.Kafka.Brokers) > 0 && cfg.Verify.HashKey == "" {
+		t.Errorf("imledger: real brokers and no verify.hash_key: serve would refuse to start")
+	}
 	pg, err := pgx.ParseConfig(cfg.Postgres.URL)
 	if err != nil || pg.Host != "postgres" || pg.Port != 5432 {
 		t.Errorf("postgres.url %q must point at the postgres service", cfg.Postgres.URL)

@@ -17,6 +17,7 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
@@ -251,7 +252,7 @@ func Defaults() Config {
 			CreatePerHour: 5, GatewayTimeout: 5 * time.Second},
 		ActionTokens: actiontoken.Config{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour},
 		Push:         PushConfig{Run: true},
-		Files:        FilesConfig{Run: true},
+		Files:        FilesConfig{Run: true, Config: files.Config{DirectURLs: true}},
 	}
 }
 
