@@ -10,6 +10,12 @@ const (
 	EventUserKicked        EventType = "user.kicked.v1"
 	EventUserTokensRevoked EventType = "user.tokens_revoked.v1"
 	EventUserPasswordReset EventType = "user.password_reset.v1"
+	// EventUserPasswordChanged is a password its user changed, giving the old one: every token
+	// of the user issued before it is refused but those of the login session it was made from.
+	EventUserPasswordChanged EventType = "user.password_changed.v1"
+	// EventUserContactChanged is a verified phone number or e-mail address bound to the account
+	// for password resets. Only the channel is recorded: the address stays outside the log.
+	EventUserContactChanged EventType = "user.contact_changed.v1"
 )
 
 // ReasonUserBanned refuses a banned user's login, token and sessions.
@@ -60,14 +66,33 @@ type UserPasswordReset struct {
 	ResetAt time.Time `json:"reset_at"`
 }
 
+// UserPasswordChanged is the payload of user.password_changed.v1. The password is not in it.
+// Tokens issued before ChangedAt are refused from then on, except those of KeptSession (the
+// login session the change was made from; "" for a token without one) that were admitted
+// before (TokenCutoff.RevokeOthers).
+type UserPasswordChanged struct {
+	User        UserID    `json:"user"`
+	KeptSession string    `json:"kept_session,omitempty"`
+	ChangedAt   time.Time `json:"changed_at"`
+}
+
+// UserContactChanged is the payload of user.contact_changed.v1: a contact of channel ("sms" or
+// "email"), proven by a verification code, now serves the account's password resets. The number
+// or address is not in it.
+type UserContactChanged struct {
+	User      UserID    `json:"user"`
+	Channel   string    `json:"channel"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
 // AccountState is a user's account governance folded from AccountStreamID: whether the user is
-// banned and before when its tokens are refused.
+// banned and which of its tokens are refused.
 type AccountState struct {
-	tenant    TenantID
-	user      UserID
-	version   int64
-	banned    bool
-	notBefore time.Time
+	tenant  TenantID
+	user    UserID
+	version int64
+	banned  bool
+	cutoff  TokenCutoff
 }
 
 // NewAccountState returns the state of an account with no governance events.
@@ -91,8 +116,18 @@ func RestoreAccountState(tenant TenantID, user UserID, version int64, banned boo
 	if version < 0 {
 		return AccountState{}, invalid("version", "bad_format", "not negative")
 	}
-	s.version, s.banned, s.notBefore = version, banned, notBefore
+	s.version, s.banned, s.cutoff.NotBefore = version, banned, notBefore
 	return s, nil
+}
+
+// WithKeptSession returns s with the session a password change kept, as a snapshot recorded it
+// (TokenCutoff.KeptSession, KeptSince).
+func (s AccountState) WithKeptSession(session string, since time.Time) AccountState {
+	s.cutoff.KeptSession, s.cutoff.KeptSince = session, since
+	if session == "" {
+		s.cutoff.KeptSince = time.Time{}
+	}
+	return s
 }
 
 // Apply folds the next event of the account stream; ErrStreamMismatch when it does not fit.
@@ -101,28 +136,18 @@ func (s *AccountState) Apply(env Envelope) error {
 	if err != nil {
 		return err
 	}
-	switch e := p.(type) {
+	switch p.(type) {
 	case *UserBanned:
 		s.banned = true
-		s.revokeBefore(e.BannedAt)
 	case *UserUnbanned:
 		s.banned = false
-	case *UserKicked:
-	case *UserTokensRevoked:
-		s.revokeBefore(e.NotBefore)
-	case *UserPasswordReset:
-		s.revokeBefore(e.ResetAt)
+	case *UserKicked, *UserTokensRevoked, *UserPasswordReset, *UserPasswordChanged, *UserContactChanged:
 	default:
 		return unknownEvent(AccountStreamID(s.user), p)
 	}
+	s.cutoff, _ = FoldCutoff(s.cutoff, p)
 	s.version = env.StreamVersion
 	return nil
-}
-
-func (s *AccountState) revokeBefore(t time.Time) {
-	if t.After(s.notBefore) {
-		s.notBefore = t
-	}
 }
 
 // User returns the user.
@@ -135,7 +160,10 @@ func (s AccountState) Version() int64 { return s.version }
 func (s AccountState) Banned() bool { return s.banned }
 
 // NotBefore returns the time before which the user's tokens are refused; zero when none is.
-func (s AccountState) NotBefore() time.Time { return s.notBefore }
+func (s AccountState) NotBefore() time.Time { return s.cutoff.NotBefore }
+
+// Cutoff returns which of the user's tokens the account admits.
+func (s AccountState) Cutoff() TokenCutoff { return s.cutoff }
 
 func (s AccountState) event(typ EventType, payload any) PendingEvent {
 	return PendingEvent{StreamID: AccountStreamID(s.user), ExpectedVersion: s.version, Type: typ, Payload: payload}
@@ -185,12 +213,34 @@ func (s AccountState) ResetPassword(now time.Time) []PendingEvent {
 	return []PendingEvent{s.event(EventUserPasswordReset, &UserPasswordReset{User: s.user, ResetAt: now.UTC()})}
 }
 
+// ChangePassword decides user.password_changed.v1, keeping login session kept ("" keeps none).
+// A kept session id that CheckSessionID refuses is a *ValidationError.
+func (s AccountState) ChangePassword(kept string, now time.Time) ([]PendingEvent, error) {
+	if kept != "" {
+		if err := CheckSessionID(kept); err != nil {
+			return nil, err
+		}
+	}
+	return []PendingEvent{s.event(EventUserPasswordChanged, &UserPasswordChanged{User: s.user, KeptSession: kept, ChangedAt: now.UTC()})}, nil
+}
+
+// ChangeContact decides user.contact_changed.v1 for channel "sms" or "email" (a
+// *ValidationError otherwise).
+func (s AccountState) ChangeContact(channel string, now time.Time) ([]PendingEvent, error) {
+	if channel != "sms" && channel != "email" {
+		return nil, invalid("channel", "unknown", "sms or email")
+	}
+	return []PendingEvent{s.event(EventUserContactChanged, &UserContactChanged{User: s.user, Channel: channel, ChangedAt: now.UTC()})}, nil
+}
+
 func init() {
 	registerBusiness(EventUserBanned, BizTypeUser, func() any { return &UserBanned{} })
 	registerBusiness(EventUserUnbanned, BizTypeUser, func() any { return &UserUnbanned{} })
 	registerBusiness(EventUserKicked, BizTypeUser, func() any { return &UserKicked{} })
 	registerBusiness(EventUserTokensRevoked, BizTypeUser, func() any { return &UserTokensRevoked{} })
 	registerBusiness(EventUserPasswordReset, BizTypeUser, func() any { return &UserPasswordReset{} })
+	registerBusiness(EventUserPasswordChanged, BizTypeUser, func() any { return &UserPasswordChanged{} })
+	registerBusiness(EventUserContactChanged, BizTypeUser, func() any { return &UserContactChanged{} })
 }
 
 // CheckReason validates an administrator's reason: at most MaxReasonLen characters on one line,
