@@ -34,6 +34,10 @@ type Principal struct {
 	// IssuedAt is when the token was issued, to the millisecond (to the second for tokens
 	// without iat_ms). A user's or tenant's not-before time refuses tokens issued before it.
 	IssuedAt time.Time
+	// Session is the login session the token belongs to (claim sid): signing the session out
+	// refuses the token. "" for a token without one (issued before sessions existed, or by
+	// `imledger token issue`), which lives until it expires or its user's tokens are revoked.
+	Session string
 }
 
 // header is the JOSE header of every token. Only HS256 is ever accepted.
@@ -53,6 +57,7 @@ type claims struct {
 	IssuedAtMs int64  `json:"iat_ms,omitempty"`
 	Expires    int64  `json:"exp"`
 	ID         string `json:"jti"`
+	Session    string `json:"sid,omitempty"`
 }
 
 // Signer issues and verifies tokens. It is safe for concurrent use.
@@ -93,6 +98,20 @@ func (s *Signer) Issue(tenant domain.TenantID, user domain.UserID, ttl time.Dura
 // revocation or password reset that lands while the password is being checked revokes the token
 // too. It fails as Issue does, and when from is zero or later than now.
 func (s *Signer) IssueFrom(tenant domain.TenantID, user domain.UserID, from time.Time, ttl time.Duration) (string, error) {
+	return s.issue(tenant, user, "", from, ttl)
+}
+
+// IssueSession is IssueFrom for a token of login session session (claim sid; see
+// domain.CheckSessionID), which signing the session out revokes. It fails as IssueFrom does, and
+// for a malformed session id.
+func (s *Signer) IssueSession(tenant domain.TenantID, user domain.UserID, session string, from time.Time, ttl time.Duration) (string, error) {
+	if err := domain.CheckSessionID(session); err != nil {
+		return "", fmt.Errorf("issue token: %w", err)
+	}
+	return s.issue(tenant, user, session, from, ttl)
+}
+
+func (s *Signer) issue(tenant domain.TenantID, user domain.UserID, session string, from time.Time, ttl time.Duration) (string, error) {
 	switch {
 	case tenant.IsZero():
 		return "", errors.New("issue token: tenant is required")
@@ -114,7 +133,7 @@ func (s *Signer) IssueFrom(tenant domain.TenantID, user domain.UserID, from time
 	}
 	c, err := json.Marshal(claims{
 		Tenant: tenant.String(), Subject: user.String(), IssuedAt: now.Unix(), IssuedAtMs: now.UnixMilli(),
-		Expires: now.Add(ttl).Unix(), ID: b64.EncodeToString(jti[:]),
+		Expires: now.Add(ttl).Unix(), ID: b64.EncodeToString(jti[:]), Session: session,
 	})
 	if err != nil {
 		return "", fmt.Errorf("issue token: %w", err)
@@ -182,6 +201,9 @@ func (s *Signer) principal(c claims) (Principal, error) {
 	if err != nil {
 		return Principal{}, invalid("subject claim")
 	}
+	if c.Session != "" && domain.CheckSessionID(c.Session) != nil {
+		return Principal{}, invalid("session claim")
+	}
 	if c.Expires <= 0 || c.IssuedAt <= 0 || c.Expires < c.IssuedAt {
 		return Principal{}, invalid("missing or inconsistent times")
 	}
@@ -204,7 +226,7 @@ func (s *Signer) principal(c claims) (Principal, error) {
 	if c.IssuedAtMs/1000 == c.IssuedAt {
 		issued = time.UnixMilli(c.IssuedAtMs).UTC()
 	}
-	return Principal{Tenant: tenant, User: user, ExpiresAt: exp, IssuedAt: issued}, nil
+	return Principal{Tenant: tenant, User: user, ExpiresAt: exp, IssuedAt: issued, Session: c.Session}, nil
 }
 
 // VerifyFor is Verify plus a check that the token belongs to tenant: a token of another tenant

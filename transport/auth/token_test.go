@@ -126,6 +126,9 @@ func TestSignedBadClaims(t *testing.T) {
 		{name: "five years", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1957680000}`, want: auth.ErrTokenInvalid},
 		{name: "old iat, long lifetime", claims: `{"tid":"acme","sub":"42","iat":1700000000,"exp":1800003600}`, want: auth.ErrTokenInvalid},
 		{name: "iat in leeway, exp beyond max_ttl", claims: `{"tid":"acme","sub":"42","iat":1800000020,"exp":1802592100}`, want: auth.ErrTokenInvalid},
+		{name: "session with a slash", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1800003600,"sid":"a/b"}`, want: auth.ErrTokenInvalid},
+		{name: "session too long", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1800003600,"sid":"` + strings.Repeat("s", 65) + `"}`, want: auth.ErrTokenInvalid},
+		{name: "with a session", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1800003600,"sid":"0194-abc_D"}`, want: nil},
 		{name: "exactly max_ttl", claims: `{"tid":"acme","sub":"42","iat":1800000000,"exp":1802592000}`, want: nil},
 		{name: "ok", claims: `{"tid":"acme","sub":"usr42","iat":1800000000,"exp":1800003600}`, want: nil},
 	}
@@ -347,4 +350,36 @@ func TestIssueFrom(t *testing.T) {
 			t.Errorf("IssueFrom(%v) issued a token", bad)
 		}
 	}
+}
+
+func TestIssueSession(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	s := newSigner(t, c, []auth.Key{{ID: "k1", Secret: secretA}}, "")
+	from := c.t.Add(-250 * time.Millisecond)
+	tok, err := s.IssueSession(acme, 42, "0194c0de-aaaa-7bbb", from, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Verify(tok)
+	if err != nil || p.Session != "0194c0de-aaaa-7bbb" || !p.IssuedAt.Equal(from) || p.User != 42 {
+		t.Fatalf("principal %+v, %v", p, err)
+	}
+	if p, err := s.Verify(mustIssue(t, s)); err != nil || p.Session != "" {
+		t.Fatalf("a token without a session: %+v, %v", p, err)
+	}
+	for _, bad := range []string{"", "a b", "x/y", strings.Repeat("s", 65)} {
+		if _, err := s.IssueSession(acme, 42, bad, from, time.Hour); err == nil {
+			t.Errorf("IssueSession(%q) issued a token", bad)
+		}
+	}
+}
+
+func mustIssue(t *testing.T, s *auth.Signer) string {
+	t.Helper()
+	tok, err := s.Issue(acme, 42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
