@@ -18,6 +18,10 @@ import (
 // user.revoke_tokens, a ban, a password reset or a suspension of the tenant.
 var ErrTokenRevoked = errors.New("token revoked")
 
+// ErrSessionRevoked is a token of a login session that was signed out (user.session_ended.v1).
+// It wraps ErrTokenRevoked: whoever only asks for that finds it too.
+var ErrSessionRevoked = fmt.Errorf("login session signed out: %w", ErrTokenRevoked)
+
 // GovernanceStore is what Governance needs of the event store. *eventstore.Store satisfies it.
 type GovernanceStore interface {
 	ReadStream(ctx context.Context, tenant domain.TenantID, streamID string, afterVersion int64, limit int) ([]domain.Envelope, error)
@@ -36,11 +40,16 @@ const (
 	ChangeKicked        Change = "kicked"
 	ChangeTokensRevoked Change = "tokens_revoked"
 	ChangePasswordReset Change = "password_reset"
+	// ChangePasswordChanged is a password its user changed: the sessions but the one it was made
+	// from end.
+	ChangePasswordChanged Change = "password_changed"
+	// ChangeContactChanged is a contact bound for password resets; it ends nothing.
+	ChangeContactChanged Change = "contact_changed"
 )
 
 // EndsSessions reports whether the change ends the user's open sessions: every change but an
-// unban does.
-func (c Change) EndsSessions() bool { return c != ChangeUnbanned }
+// unban and a contact change does.
+func (c Change) EndsSessions() bool { return c != ChangeUnbanned && c != ChangeContactChanged }
 
 // Notifier hears every committed governance change with the account's new status, after the
 // commit. An implementation ends the user's sessions on every node and updates every node's
@@ -239,19 +248,21 @@ func (g *Governance) current(ctx context.Context, tenant domain.TenantID, user d
 		return g.snapshot(ctx, tenant, user)
 	}
 	st := g.deps.Guard.Status(tenant, user)
-	return domain.RestoreAccountState(tenant, user, st.Version, st.Banned, st.NotBefore)
+	s, err := domain.RestoreAccountState(tenant, user, st.Version, st.Banned, st.NotBefore)
+	return s.WithKeptSession(st.KeptSession, st.KeptSince), err
 }
 
 // snapshot reads the user's account_status row; an account without one has no governance
 // events (or the row is missing, which the append's expected version then finds out).
 func (g *Governance) snapshot(ctx context.Context, tenant domain.TenantID, user domain.UserID) (domain.AccountState, error) {
 	var (
-		banned    bool
-		notBefore *time.Time
-		version   int64
+		banned           bool
+		notBefore, since *time.Time
+		kept             *string
+		version          int64
 	)
-	err := g.deps.Pool.QueryRow(ctx, `SELECT banned, not_before, version FROM account_status WHERE tenant_id = $1 AND user_id = $2`,
-		tenant.String(), user.Int64()).Scan(&banned, &notBefore, &version)
+	err := g.deps.Pool.QueryRow(ctx, `SELECT banned, not_before, kept_session, kept_since, version FROM account_status
+		WHERE tenant_id = $1 AND user_id = $2`, tenant.String(), user.Int64()).Scan(&banned, &notBefore, &kept, &since, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.NewAccountState(tenant, user)
 	}
@@ -262,7 +273,11 @@ func (g *Governance) snapshot(ctx context.Context, tenant domain.TenantID, user 
 	if notBefore != nil {
 		nb = *notBefore
 	}
-	return domain.RestoreAccountState(tenant, user, version, banned, nb)
+	st, err := domain.RestoreAccountState(tenant, user, version, banned, nb)
+	if kept != nil && since != nil {
+		st = st.WithKeptSession(*kept, *since)
+	}
+	return st, err
 }
 
 // load folds the user's account stream.
@@ -290,16 +305,21 @@ func (g *Governance) load(ctx context.Context, tenant domain.TenantID, user doma
 // upsertStatusSQL is the statement that writes st as the account_status row, with the events that
 // made it (eventstore.StatementHook: nothing when none was appended).
 func upsertStatusSQL(st Status, now time.Time) (string, []any) {
-	var nb *time.Time
+	var nb, since *time.Time
 	if !st.NotBefore.IsZero() {
 		nb = &st.NotBefore
 	}
-	return `INSERT INTO account_status (tenant_id, user_id, banned, not_before, version, updated_at)
-		SELECT $1::text, $2::bigint, $3::boolean, $4::timestamptz, $5::bigint, $6::timestamptz
+	var kept *string
+	if st.KeptSession != "" {
+		kept, since = &st.KeptSession, &st.KeptSince
+	}
+	return `INSERT INTO account_status (tenant_id, user_id, banned, not_before, kept_session, kept_since, version, updated_at)
+		SELECT $1::text, $2::bigint, $3::boolean, $4::timestamptz, $5::text, $6::timestamptz, $7::bigint, $8::timestamptz
 		WHERE EXISTS (SELECT 1 FROM appended)
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET banned = EXCLUDED.banned, not_before = EXCLUDED.not_before,
+			kept_session = EXCLUDED.kept_session, kept_since = EXCLUDED.kept_since,
 			version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`,
-		[]any{st.Tenant.String(), st.User.Int64(), st.Banned, nb, st.Version, now.UTC()}
+		[]any{st.Tenant.String(), st.User.Int64(), st.Banned, nb, kept, since, st.Version, now.UTC()}
 }
 
 // requireAccount answers domain.ErrNotFound unless user exists in tenant: its user stream holds
