@@ -58,8 +58,9 @@ func (g *Gate) CanRegister(ctx context.Context, t domain.TenantID) error {
 	return nil
 }
 
-// Admit refuses p when its tenant is refused, its user is banned, or its token was issued before
-// the tenant's last suspension or the user's not-before time (account.ErrTokenRevoked).
+// Admit refuses p when its tenant is refused, its user is banned, its login session was signed
+// out (account.ErrSessionRevoked), or its token was issued before the tenant's last suspension or
+// the user's not-before time (account.ErrTokenRevoked).
 func (g *Gate) Admit(ctx context.Context, p auth.Principal) error {
 	info, err := g.tenants.Check(ctx, p.Tenant)
 	if err != nil {
@@ -69,7 +70,7 @@ func (g *Gate) Admit(ctx context.Context, p auth.Principal) error {
 		return fmt.Errorf("token issued %s, before tenant %s was suspended at %s: %w", p.IssuedAt.Format(time.RFC3339Nano),
 			p.Tenant, info.NotBefore.Format(time.RFC3339Nano), account.ErrTokenRevoked)
 	}
-	return g.accounts.Check(p.Tenant, p.User, p.IssuedAt)
+	return g.accounts.CheckSession(p.Tenant, p.User, p.IssuedAt, p.Session)
 }
 
 // MaxContentBytes is the tenant's limit on a message's content, at most the node's; the node's

@@ -34,8 +34,9 @@ type Notifier struct {
 }
 
 var (
-	_ account.Notifier = (*Notifier)(nil)
-	_ tenant.Notifier  = (*Notifier)(nil)
+	_ account.Notifier        = (*Notifier)(nil)
+	_ account.SessionNotifier = (*Notifier)(nil)
+	_ tenant.Notifier         = (*Notifier)(nil)
 )
 
 // NewNotifier returns a Notifier broadcasting through b; a nil logger discards.
@@ -52,17 +53,33 @@ var endReasons = map[account.Change]string{
 	account.ChangeKicked:        "kicked",
 	account.ChangeTokensRevoked: "token_revoked",
 	account.ChangePasswordReset: "token_revoked",
+	// A password changed by its user ends the user's other sessions.
+	account.ChangePasswordChanged: "token_revoked",
 }
 
+// ReasonSessionRevoked is the reason a connection of a login session signed out is told.
+const ReasonSessionRevoked = "session_revoked"
+
 // AccountChanged implements account.Notifier. A ban and a kick end every session of the user;
-// a revocation and a password reset those whose token predates the new not-before time.
+// a revocation and a password reset those whose token predates the new not-before time; a
+// password change those too but the sessions of the login session it was made from.
 func (n *Notifier) AccountChanged(ctx context.Context, st account.Status, change account.Change) {
 	a := &fanout.AccountControl{What: string(change), User: st.User, Banned: st.Banned, NotBefore: st.NotBefore,
-		Version: st.Version, EndSessions: change.EndsSessions(), Reason: endReasons[change]}
-	if change == account.ChangeTokensRevoked || change == account.ChangePasswordReset {
+		KeptSession: st.KeptSession, KeptSince: st.KeptSince, Version: st.Version, EndSessions: change.EndsSessions(),
+		Reason: endReasons[change]}
+	switch change {
+	case account.ChangeTokensRevoked, account.ChangePasswordReset, account.ChangePasswordChanged:
 		a.EndBefore = st.NotBefore
 	}
 	n.send(ctx, &fanout.Message{Kind: fanout.KindAccount, Tenant: st.Tenant, TS: time.Now().UTC(), Account: a})
+}
+
+// SessionEnded implements account.SessionNotifier: every node refuses the session's tokens and
+// ends their connections with reason session_revoked.
+func (n *Notifier) SessionEnded(ctx context.Context, t domain.TenantID, user domain.UserID, session string, expires time.Time) {
+	a := &fanout.AccountControl{What: fanout.WhatSessionEnded, User: user, Session: session, SessionExpires: expires,
+		EndSessions: true, Reason: ReasonSessionRevoked}
+	n.send(ctx, &fanout.Message{Kind: fanout.KindAccount, Tenant: t, TS: time.Now().UTC(), Account: a})
 }
 
 // TenantChanged implements tenant.Notifier. A suspension ends every session of the tenant.
@@ -122,7 +139,10 @@ func (d *Deliverer) apply(t domain.TenantID, a *fanout.AccountControl) {
 			return
 		}
 		d.tenants.Apply(info)
+	case a.What == fanout.WhatSessionEnded:
+		d.accounts.RevokeSession(t, a.User, a.Session, a.SessionExpires)
 	case a.User > 0:
-		d.accounts.Apply(account.Status{Tenant: t, User: a.User, Banned: a.Banned, NotBefore: a.NotBefore, Version: a.Version})
+		d.accounts.Apply(account.Status{Tenant: t, User: a.User, Banned: a.Banned, NotBefore: a.NotBefore,
+			KeptSession: a.KeptSession, KeptSince: a.KeptSince, Version: a.Version})
 	}
 }

@@ -49,16 +49,44 @@ type AccountControl struct {
 	Banned    bool      `json:"banned,omitempty"`
 	NotBefore time.Time `json:"not_before,omitzero"`
 	Version   int64     `json:"version,omitempty,string"`
+	// KeptSession and KeptSince are the account's kept login session after a password change
+	// (account.Status).
+	KeptSession string    `json:"kept_session,omitempty"`
+	KeptSince   time.Time `json:"kept_since,omitzero"`
 	// EndSessions ends the sessions concerned: for an account, those whose token was issued
-	// before EndBefore (every session when it is zero); for a tenant, all of them.
+	// before EndBefore (every session when it is zero) but the kept session's tokens from
+	// KeptSince on; for a tenant, all of them. See Ends.
 	EndSessions bool      `json:"end_sessions,omitempty"`
 	EndBefore   time.Time `json:"end_before,omitzero"`
+	// Session, with What "session_ended", is the login session signed out: only the
+	// connections of its tokens end, and every node refuses them until SessionExpires.
+	Session        string    `json:"session,omitempty"`
+	SessionExpires time.Time `json:"session_expires,omitzero"`
 	// Reason is the stable reason the ended sessions are told (user_banned, token_revoked,
 	// kicked, tenant_suspended).
 	Reason string `json:"reason,omitempty"`
 	// Status and Settings are the tenant's, for tenant changes.
 	Status   string          `json:"status,omitempty"`
 	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+// WhatSessionEnded is the AccountControl.What of a login session signed out.
+const WhatSessionEnded = "session_ended"
+
+// Ends reports whether an account message that ends sessions (EndSessions) ends a connection of
+// the user whose token was issued at issued for login session session ("" for a token without
+// one): the connections of Session when one is named, else those whose token predates
+// EndBefore (all when it is zero), but the kept session's admitted tokens.
+func (a *AccountControl) Ends(issued time.Time, session string) bool {
+	switch {
+	case !a.EndSessions:
+		return false
+	case a.Session != "":
+		return session == a.Session
+	case a.EndBefore.IsZero():
+		return true
+	}
+	return !(domain.TokenCutoff{NotBefore: a.EndBefore, KeptSession: a.KeptSession, KeptSince: a.KeptSince}).Admits(issued, session)
 }
 
 // Drop names the subscriptions a KindControl message ends.

@@ -30,6 +30,7 @@ var reasonDocs = []ReasonDoc{
 	{http.StatusUnauthorized, ReasonTokenExpired, "the token has expired; log in again"},
 	{http.StatusUnauthorized, ReasonTokenInvalid, "the token is malformed, forged or of another tenant"},
 	{http.StatusUnauthorized, ReasonTokenRevoked, "the token was issued before a revocation, ban, password reset or suspension; log in again"},
+	{http.StatusUnauthorized, ReasonSessionRevoked, "the token's login session was signed out (a logout, or a sign-out from another session); log in again"},
 	{http.StatusUnauthorized, ReasonAPIKeyInvalid, "unknown or revoked tenant API key; details {header}"},
 	{http.StatusUnauthorized, ReasonInvalidCredentials, "login refused: unknown login or wrong password"},
 	{http.StatusForbidden, ReasonForbidden, "refused without a more specific reason"},
@@ -95,7 +96,8 @@ func (a *API) operationReasons(o *huma.Operation) map[int][]string {
 	if public {
 		add(http.StatusUnauthorized, ReasonUnauthenticated, ReasonAPIKeyInvalid)
 	} else {
-		add(http.StatusUnauthorized, ReasonUnauthenticated, ReasonTokenExpired, ReasonTokenInvalid, ReasonTokenRevoked, ReasonAPIKeyInvalid)
+		add(http.StatusUnauthorized, ReasonUnauthenticated, ReasonTokenExpired, ReasonTokenInvalid, ReasonTokenRevoked, ReasonSessionRevoked,
+			ReasonAPIKeyInvalid)
 		if write {
 			add(http.StatusBadRequest, ReasonIdempotencyKeyRequired)
 			add(http.StatusConflict, ReasonConflict, ReasonInProgress, ReasonIdempotencyKeyReused)

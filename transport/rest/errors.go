@@ -22,6 +22,7 @@ const (
 	ReasonTokenExpired           = "token_expired"            // 401: log in again
 	ReasonTokenInvalid           = "token_invalid"            // 401: bad signature, malformed, other tenant
 	ReasonTokenRevoked           = "token_revoked"            // 401: issued before a revocation, ban, password reset or suspension
+	ReasonSessionRevoked         = "session_revoked"          // 401: the token's login session was signed out
 	ReasonAPIKeyInvalid          = "api_key_invalid"          // 401: unknown or revoked tenant API key
 	ReasonInvalidCredentials     = "invalid_credentials"      // 401: login refused (unknown login or wrong password)
 	ReasonForbidden              = "forbidden"                // 403 without a more specific reason
@@ -46,6 +47,7 @@ const (
 //	account.ErrInvalidAPIKey       → 401 api_key_invalid
 //	auth.ErrTokenExpired           → 401 token_expired
 //	auth.ErrTokenInvalid           → 401 token_invalid
+//	account.ErrSessionRevoked      → 401 session_revoked
 //	account.ErrTokenRevoked        → 401 token_revoked
 //	*domain.DeniedError            → 403 with the refusal's reason (e.g. not_member)
 //	domain.ErrForbidden            → 403 forbidden
@@ -88,6 +90,8 @@ func mapError(requestID string, err error) *Error {
 		return unauthorized(requestID, ReasonTokenExpired, "the token has expired, log in again", nil)
 	case errors.Is(err, auth.ErrTokenInvalid):
 		return unauthorized(requestID, ReasonTokenInvalid, "the token is not valid here", nil)
+	case errors.Is(err, account.ErrSessionRevoked):
+		return unauthorized(requestID, ReasonSessionRevoked, "the token's login session was signed out, log in again", nil)
 	case errors.Is(err, account.ErrTokenRevoked):
 		return unauthorized(requestID, ReasonTokenRevoked, "the token was revoked, log in again", nil)
 	case errors.As(err, &denied):

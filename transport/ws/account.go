@@ -27,6 +27,7 @@ type Gate interface {
 const (
 	ReasonUserBanned      = domain.ReasonUserBanned      // 403: the user was banned
 	ReasonTokenRevoked    = "token_revoked"              // 401: the session's token was revoked; log in with a new one
+	ReasonSessionRevoked  = "session_revoked"            // 401: the token's login session was signed out; log in again
 	ReasonKicked          = "kicked"                     // 401: an administrator ended the user's sessions; log in again
 	ReasonTenantSuspended = domain.ReasonTenantSuspended // 403: the tenant was suspended
 	ReasonTenantNotFound  = domain.ReasonTenantNotFound  // 403: the tenant does not exist
@@ -38,17 +39,25 @@ type userKey struct {
 	user   domain.UserID
 }
 
-// addUser records s as a logged-in session of its user, with its token's issue time.
-func (h *Hub) addUser(s *session, tenant domain.TenantID, user domain.UserID, issued time.Time) {
+// userToken is what the hub keeps of a logged-in connection's token: its issue time and its
+// login session ("" for a token without one), which account changes are matched against.
+type userToken struct {
+	issued time.Time
+	login  string
+}
+
+// addUser records s as a logged-in session of its user, with its token's issue time and login
+// session.
+func (h *Hub) addUser(s *session, tenant domain.TenantID, user domain.UserID, issued time.Time, login string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := userKey{tenant, user}
 	set := h.users[k]
 	if set == nil {
-		set = &smallmap.Map[*session, time.Time]{}
+		set = &smallmap.Map[*session, userToken]{}
 		h.users[k] = set
 	}
-	set.Set(s, issued)
+	set.Set(s, userToken{issued: issued, login: login})
 }
 
 // removeUser forgets s.
@@ -66,9 +75,9 @@ func (h *Hub) removeUser(s *session, tenant domain.TenantID, user domain.UserID)
 	}
 }
 
-// account applies a fanout.KindAccount message on this node: the sessions it ends get a last
-// ctrl frame with the reason and are closed with 1008; a broadcast is queued to every logged-in
-// session of the tenant as an info frame.
+// account applies a fanout.KindAccount message on this node: the sessions it ends
+// (fanout.AccountControl.Ends) get a last ctrl frame with the reason and are closed with 1008; a
+// broadcast is queued to every logged-in session of the tenant as an info frame.
 func (h *Hub) account(m *fanout.Message) {
 	a := m.Account
 	if a == nil {
@@ -101,9 +110,9 @@ func (h *Hub) account(m *fanout.Message) {
 		return
 	}
 	var end []*session
-	collect := func(set *smallmap.Map[*session, time.Time]) {
-		for s, issued := range set.All() {
-			if a.EndBefore.IsZero() || issued.Before(a.EndBefore) {
+	collect := func(set *smallmap.Map[*session, userToken]) {
+		for s, tok := range set.All() {
+			if a.Ends(tok.issued, tok.login) {
 				end = append(end, s)
 			}
 		}
@@ -133,7 +142,7 @@ func (s *session) endSession(reason string) {
 // sends it before the close frame of an endedCause.
 func (s *session) lastWord(reason string) {
 	code := http.StatusForbidden
-	if reason == ReasonTokenRevoked || reason == ReasonKicked || reason == ReasonTokenExpired {
+	if reason == ReasonTokenRevoked || reason == ReasonSessionRevoked || reason == ReasonKicked || reason == ReasonTokenExpired {
 		code = http.StatusUnauthorized
 	}
 	s.g.metrics.refused.WithLabelValues(reason).Inc()

@@ -131,7 +131,7 @@ func (s *session) authenticated(ctx context.Context, id string) bool {
 		s.endSession(ReasonTokenExpired)
 		return false
 	}
-	if err := s.gateCheck(ctx, auth.Principal{Tenant: s.tenant, User: s.user, ExpiresAt: s.expires, IssuedAt: s.issued}); err != nil {
+	if err := s.gateCheck(ctx, auth.Principal{Tenant: s.tenant, User: s.user, ExpiresAt: s.expires, IssuedAt: s.issued, Session: s.login}); err != nil {
 		c := mapError(id, err)
 		if c.Code >= 500 {
 			s.fail(ctx, id, err)

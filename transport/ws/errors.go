@@ -42,6 +42,7 @@ func errCtrl(id string, code int, reason, text string) ctrl {
 //	*domain.ValidationError   → 400 invalid           params {field, reason[, detail]}
 //	*domain.DeniedError       → 403 <its reason>      e.g. not_member
 //	auth.ErrTokenExpired      → 401 token_expired
+//	account.ErrSessionRevoked → 401 session_revoked
 //	account.ErrTokenRevoked   → 401 token_revoked
 //	auth.ErrTokenInvalid      → 401 token_invalid
 //	readmodels.ErrNotProvisioned → 503 retry          params {retryable: true} (the tenant's database is missing)
@@ -76,6 +77,8 @@ func mapError(id string, err error) ctrl {
 		return errCtrl(id, http.StatusForbidden, ReasonNotMember, "forbidden")
 	case errors.Is(err, auth.ErrTokenExpired):
 		return errCtrl(id, http.StatusUnauthorized, ReasonTokenExpired, "token expired")
+	case errors.Is(err, account.ErrSessionRevoked):
+		return errCtrl(id, http.StatusUnauthorized, ReasonSessionRevoked, "login session signed out, login again")
 	case errors.Is(err, account.ErrTokenRevoked):
 		return errCtrl(id, http.StatusUnauthorized, ReasonTokenRevoked, "token revoked, login again")
 	case errors.Is(err, auth.ErrTokenInvalid):

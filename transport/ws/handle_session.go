@@ -48,19 +48,19 @@ func (s *session) onLogin(ctx context.Context, f loginFrame) {
 		return
 	}
 	first := s.user == 0
-	s.g.deps.Hub.addUser(s, p.Tenant, p.User, p.IssuedAt)
+	s.g.deps.Hub.addUser(s, p.Tenant, p.User, p.IssuedAt, p.Session)
 	// A ban, revocation or suspension applied between the check and addUser found no session of
 	// this login to end: ask again now that the hub names the session.
 	if err := s.gateCheck(ctx, p); err != nil {
 		if first {
 			s.g.deps.Hub.removeUser(s, p.Tenant, p.User)
 		} else {
-			s.g.deps.Hub.addUser(s, s.tenant, s.user, s.issued)
+			s.g.deps.Hub.addUser(s, s.tenant, s.user, s.issued, s.login)
 		}
 		s.fail(ctx, f.ID, err)
 		return
 	}
-	s.tenant, s.user, s.expires, s.issued = p.Tenant, p.User, p.ExpiresAt, p.IssuedAt
+	s.tenant, s.user, s.expires, s.issued, s.login = p.Tenant, p.User, p.ExpiresAt, p.IssuedAt, p.Session
 	if first && s.g.deps.Sessions != nil {
 		if err := s.g.deps.Sessions.Opened(ctx, p.Tenant, p.User, s.id, s.ua); err != nil {
 			s.g.log.WarnContext(ctx, "ws: session event not recorded", "tenant_id", p.Tenant.String(), "err", err)

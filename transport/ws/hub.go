@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/smallmap"
@@ -17,7 +16,7 @@ import (
 type Hub struct {
 	mu     sync.RWMutex
 	topics map[hubKey]map[*session]domain.UserID          // each session with its user
-	users  map[userKey]*smallmap.Map[*session, time.Time] // logged-in sessions with their token's issue time
+	users  map[userKey]*smallmap.Map[*session, userToken] // logged-in sessions with their token
 	drops  [dropShards]atomic.Uint64                      // control messages that ended subscriptions, by topic shard; changed under mu
 
 	delivery []*deliveryShard // deliveries by topic: each shard keeps its topics' order
@@ -83,7 +82,7 @@ var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
 func NewHub() *Hub {
-	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]*smallmap.Map[*session, time.Time]{}}
+	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]*smallmap.Map[*session, userToken]{}}
 	h.delivery = make([]*deliveryShard, max(2, runtime.GOMAXPROCS(0)))
 	for i := range h.delivery {
 		h.delivery[i] = &deliveryShard{wake: make(chan struct{}, 1)}

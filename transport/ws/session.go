@@ -117,6 +117,7 @@ type session struct {
 	user    domain.UserID
 	expires time.Time
 	issued  time.Time // the token's issue time
+	login   string    // the token's login session ("" for a token without one)
 	pres    *presence.Session
 	topics  smallmap.Map[string, domain.Topic]   // by name
 	subTAT  time.Duration                        // the sub/leave limit's state (allowSubLeave)
