@@ -72,6 +72,19 @@ type Config struct {
 	// CodePerIP is how many verification-code requests (send, status, verify) one client address
 	// may make per minute. Default 20.
 	CodePerIP int
+	// AccountPerUser is how many of the requests that check a user's password again (change the
+	// password, bind a contact, delete the account) one user may make per minute, right or wrong.
+	// Default 5.
+	AccountPerUser int
+	// ResetPerIP is how many password-reset requests (for a reset token, and the reset itself)
+	// one client address may make per minute. Default 10.
+	ResetPerIP int
+	// ResetPerLogin is how many reset tokens may be asked for one login name per minute, from
+	// every address together. Default 5.
+	ResetPerLogin int
+	// ResetTokenTTL is the lifetime of the one-time token a verified password reset gets.
+	// Default 15 min.
+	ResetTokenTTL time.Duration
 	// MaxFileBytes caps the body of a file upload. Default 100 MiB.
 	MaxFileBytes int64
 	// UploadMemory bounds the bytes of upload bodies (bodies over MaxBodyBytes) the node holds
@@ -126,6 +139,18 @@ func (c *Config) setDefaults() {
 	if c.CodePerIP == 0 {
 		c.CodePerIP = 20
 	}
+	if c.AccountPerUser == 0 {
+		c.AccountPerUser = 5
+	}
+	if c.ResetPerIP == 0 {
+		c.ResetPerIP = 10
+	}
+	if c.ResetPerLogin == 0 {
+		c.ResetPerLogin = 5
+	}
+	if c.ResetTokenTTL == 0 {
+		c.ResetTokenTTL = 15 * time.Minute
+	}
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = 100 << 20
 	}
@@ -156,8 +181,12 @@ func (c Config) Validate() error {
 	if c.IdempotencyPendingTimeout >= c.IdempotencyTTL {
 		errs = append(errs, errors.New("rest: IdempotencyPendingTimeout must be shorter than IdempotencyTTL"))
 	}
-	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 || c.CodePerIP < 0 {
+	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 || c.CodePerIP < 0 ||
+		c.AccountPerUser < 0 || c.ResetPerIP < 0 || c.ResetPerLogin < 0 {
 		errs = append(errs, errors.New("rest: rate limits must not be negative"))
+	}
+	if c.ResetTokenTTL < time.Second {
+		errs = append(errs, errors.New("rest: ResetTokenTTL must be at least 1s"))
 	}
 	if c.LoginKnownAddressTTL < 0 {
 		errs = append(errs, errors.New("rest: LoginKnownAddressTTL must not be negative"))
@@ -219,6 +248,18 @@ type Handlers struct {
 	CodePolicy CodePolicy
 	// ActionTokens serves the action-token endpoints under /v1/im/action-tokens. Optional.
 	ActionTokens ActionTokenService
+
+	// Self serves the account self-service under /v1/im/account (logout, logout everywhere,
+	// sign-out of one session, password change) and makes every login start a login session
+	// (claim sid). With Codes it also serves binding a contact; with Codes and ActionTokens the
+	// password reset by verification code. Optional: without it logins issue tokens without a
+	// session, as before. Needs Tokens, Redis and Idempotency.
+	Self SelfService
+	// SessionList serves GET /v1/im/account/sessions from the read model. Optional.
+	SessionList SessionLister
+	// Eraser serves POST /v1/im/account/delete (with Self, which checks the password first).
+	// Optional: without it there is no such endpoint.
+	Eraser AccountEraser
 
 	// Push serves the device and mute endpoints under /v1/im/push.
 	Push PushSettings
@@ -304,6 +345,12 @@ func checkHandlers(cfg Config, h Handlers) error {
 	if h.Presence != nil && h.PresencePolicy == nil {
 		errs = append(errs, errors.New("rest: Presence needs PresencePolicy to respect blocks"))
 	}
+	if h.Self != nil && (h.Tokens == nil || h.Redis == nil || h.Idempotency == nil) {
+		errs = append(errs, errors.New("rest: Self needs Tokens to issue session tokens, Redis for rate limits and Idempotency"))
+	}
+	if h.Eraser != nil && h.Self == nil {
+		errs = append(errs, errors.New("rest: Eraser needs Self to check the password"))
+	}
 	if cfg.RequireAPIKey && h.APIKeys == nil {
 		errs = append(errs, errors.New("rest: RequireAPIKey needs APIKeys"))
 	}
@@ -372,6 +419,12 @@ func (a *API) registerAll() {
 	}
 	if a.h.ActionTokens != nil {
 		a.registerActionTokens()
+	}
+	if a.h.Self != nil {
+		a.registerSelfService()
+	}
+	if a.h.SessionList != nil {
+		a.registerSessionList()
 	}
 	if a.h.Push != nil {
 		a.registerPush()

@@ -57,6 +57,7 @@ type LoginRequest struct {
 	Tenant   string `json:"tenant,omitempty" doc:"Tenant id. Required unless X-IM-API-Key names the tenant." example:"demo"`
 	Login    string `json:"login" doc:"Login name" example:"alice"`
 	Password string `json:"password" doc:"Password" example:"correct horse battery staple"`
+	Device   string `json:"device,omitempty" doc:"A label for this device, at most 64 characters on one line, shown in the session list" example:"Alice's phone"`
 	CodeFields
 }
 
@@ -65,6 +66,7 @@ type LoginResult struct {
 	Token     string `json:"token" doc:"Access token for Authorization: Bearer <token>"`
 	ExpiresAt string `json:"expires_at" doc:"When the token expires, UTC RFC 3339"`
 	UserID    string `json:"user_id" doc:"The user's id (64-bit, as a string)"`
+	SessionID string `json:"session_id,omitempty" doc:"The login session the token belongs to (its sid claim); sign it out with DELETE /v1/im/account/sessions/{session_id}"`
 }
 
 // APIKeyHeader is the optional tenant API key header of the public endpoints.
@@ -79,7 +81,8 @@ type registerInput struct {
 
 type loginInput struct {
 	APIKeyHeader
-	Body LoginRequest
+	UserAgent string `header:"User-Agent" doc:"Kept, cleaned and cut to 256 characters, in the login session's record"`
+	Body      LoginRequest
 }
 
 func (a *API) registerAuth() {
@@ -88,7 +91,9 @@ func (a *API) registerAuth() {
 		desc: "Creates an account: the login name and password hash are stored, user.registered.v1 and the first " +
 			"profile are appended to the user's stream. Rate limited per client address; 403 login_taken when the " +
 			"name is taken. When the tenant sets register_requires_code, phone or email and a code of scene register " +
-			"are consumed first (403 code_required, code_invalid, code_not_found, code_locked).",
+			"are consumed first (403 code_required, code_invalid, code_not_found, code_locked). With the account " +
+			"self-service on, a phone or email given with a code of scene register is consumed whether the tenant " +
+			"requires it or not, and bound to the new account for password resets.",
 		errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}, reasons: []string{domain.ReasonRegistrationClosed}}),
 		func(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
 			if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
@@ -109,12 +114,21 @@ func (a *API) registerAuth() {
 			if err := a.h.Accounts.CheckRegister(cmd); err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 			}
-			if err := a.requireCode(ctx, tenant, verify.SceneRegister, in.Body.Phone, in.Body.Email, in.Body.Code); err != nil {
+			proven, err := a.registerCode(ctx, tenant, in.Body.CodeFields)
+			if err != nil {
 				return nil, err
 			}
 			res, err := a.h.Accounts.Register(ctx, cmd)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+			}
+			if !proven.IsZero() {
+				// The account exists whatever happens to the binding: a failure is logged, and
+				// the user binds the contact again from the account.
+				if err := a.bindContact(ctx, Principal{Tenant: tenant, User: res.User}, proven); err != nil {
+					a.cfg.Logger.WarnContext(ctx, "the verified contact of a registration was not bound", "tenant_id", tenant.String(),
+						"request_id", RequestID(ctx), "err", err)
+				}
 			}
 			return respond(ctx, http.StatusCreated, RegisteredUser{UserID: res.User.String(), Login: res.Login.String(),
 				RegisteredAt: rfc3339(res.RegisteredAt)}), nil
@@ -124,7 +138,10 @@ func (a *API) registerAuth() {
 		desc: "Checks the login name and password and issues an access token. 401 invalid_credentials for an unknown " +
 			"login and a wrong password alike. Rate limited per client address, per login name and client address, and " +
 			"per login name from addresses that have not logged in to it recently (429 rate_limited). When the tenant sets " +
-			"login_requires_code, a code of scene login is consumed after the password passed (403 code_required, ...).",
+			"login_requires_code, a code of scene login is consumed after the password passed (403 code_required, ...). " +
+			"With the account self-service on, the token belongs to a new login session (session_id, the token's sid " +
+			"claim), recorded as user.session_started.v1 with the device label, the User-Agent and the client's network " +
+			"(IPv4 /24, IPv6 /48), listed by GET /v1/im/account/sessions.",
 		errs: []int{http.StatusForbidden, http.StatusTooManyRequests}, reasons: []string{ReasonInvalidCredentials}}),
 		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
 			name := strings.ToLower(in.Body.Login)
@@ -143,6 +160,11 @@ func (a *API) registerAuth() {
 			if err := a.limitLogin(ctx, tenant, name); err != nil {
 				return nil, err
 			}
+			if a.h.Self != nil {
+				if err := checkDevice(in.Body.Device); err != nil {
+					return nil, a.fail(ctx, err)
+				}
+			}
 			// The token is issued as of now, before the password hash is read: a password reset
 			// or revocation landing while the password is checked revokes it.
 			begun := time.Now()
@@ -160,11 +182,7 @@ func (a *API) registerAuth() {
 				return nil, err
 			}
 			a.rememberAddress(ctx, tenant, name)
-			token, err := a.h.Tokens.IssueFrom(tenant, uid, begun, a.cfg.TokenTTL)
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-			}
-			p, err := a.h.Tokens.Verify(token)
+			token, p, err := a.issueLoginToken(tenant, uid, begun)
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 			}
@@ -177,8 +195,49 @@ func (a *API) registerAuth() {
 					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
 				}
 			}
-			return respond(ctx, http.StatusOK, LoginResult{Token: token, ExpiresAt: rfc3339(p.ExpiresAt), UserID: uid.String()}), nil
+			if err := a.startSession(ctx, p, in.Body.Device, in.UserAgent); err != nil {
+				return nil, err
+			}
+			return respond(ctx, http.StatusOK, LoginResult{Token: token, ExpiresAt: rfc3339(p.ExpiresAt), UserID: uid.String(),
+				SessionID: p.Session}), nil
 		})
+}
+
+// issueLoginToken issues the token of a login begun at begun and verifies it back: with Self, a
+// token of a new login session; without, a token without one.
+func (a *API) issueLoginToken(tenant domain.TenantID, uid domain.UserID, begun time.Time) (string, auth.Principal, error) {
+	var (
+		token string
+		err   error
+	)
+	if a.h.Self == nil {
+		token, err = a.h.Tokens.IssueFrom(tenant, uid, begun, a.cfg.TokenTTL)
+	} else {
+		var sid string
+		if sid, err = newSessionID(); err == nil {
+			token, err = a.h.Tokens.IssueSession(tenant, uid, sid, begun, a.cfg.TokenTTL)
+		}
+	}
+	if err != nil {
+		return "", auth.Principal{}, err
+	}
+	p, err := a.h.Tokens.Verify(token)
+	return token, p, err
+}
+
+// startSession records the login session of a login's token p (nothing without Self or for a
+// token without one). A failure fails the login: its token is never shown.
+func (a *API) startSession(ctx context.Context, p auth.Principal, device, userAgent string) error {
+	if a.h.Self == nil || p.Session == "" {
+		return nil
+	}
+	err := a.h.Self.StartSession(ctx, account.StartSession{Tenant: p.Tenant, User: p.User, SessionID: p.Session, Device: device,
+		UserAgent: cleanUserAgent(userAgent), IPHint: ipHint(clientIP(ctx)), StartedAt: p.IssuedAt, ExpiresAt: p.ExpiresAt,
+		TraceID: RequestID(ctx)})
+	if err != nil {
+		return a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	return nil
 }
 
 // publicTenant is the tenant of a register or login request: the API key's when one is sent

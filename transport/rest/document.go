@@ -98,7 +98,7 @@ func (a *API) operationReasons(o *huma.Operation) map[int][]string {
 	} else {
 		add(http.StatusUnauthorized, ReasonUnauthenticated, ReasonTokenExpired, ReasonTokenInvalid, ReasonTokenRevoked, ReasonSessionRevoked,
 			ReasonAPIKeyInvalid)
-		if write {
+		if write && !hasSecretBody(o) {
 			add(http.StatusBadRequest, ReasonIdempotencyKeyRequired)
 			add(http.StatusConflict, ReasonConflict, ReasonInProgress, ReasonIdempotencyKeyReused)
 		}

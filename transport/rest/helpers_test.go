@@ -30,6 +30,7 @@ import (
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/readmodels/login"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
@@ -69,6 +70,8 @@ type stack struct {
 	files     *files.Service // with files: over a bucket in a temporary directory
 	fileDB    *filedb.Store
 	fileQueue *checkQueue
+
+	self *selfParts // with self: the account self-service's collaborators
 }
 
 type stackOpts struct {
@@ -80,6 +83,11 @@ type stackOpts struct {
 	groups  group.Config             // the group handlers' configuration
 	// tokens, when set, wraps the action token service (more) the API uses.
 	tokens func(rest.ActionTokenService) rest.ActionTokenService
+	// self, with reads, adds the account self-service, verification codes sent to a
+	// real HTTP gateway, the login session list and the real gate over the tenant registry
+	// (the tenant is provisioned there); codeTTL is the codes' lifetime (default 5 min).
+	self    bool
+	codeTTL time.Duration
 }
 
 func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
@@ -132,6 +140,9 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 		s.withReads(t, ctx, &h, o)
 	} else {
 		h.ReadPolicy = anyReader{}
+	}
+	if o.self {
+		s.withSelf(t, &h, o)
 	}
 	sendDeps := commands.SendMessageDeps{Store: s.store, Redis: s.rdb}
 	if o.files {
@@ -254,6 +265,11 @@ func (s *stack) project(t testing.TB) {
 	}
 	if s.fileDB != nil {
 		if _, err := s.fileDB.Apply(ctx, s.tenant, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.self != nil {
+		if _, err := s.self.logins.ApplyBatch(ctx, s.tenant, login.DefaultTables(), evs); err != nil {
 			t.Fatal(err)
 		}
 	}

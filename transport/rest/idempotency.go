@@ -58,7 +58,7 @@ const (
 // must get it rather than run the request again. When storing fails the answer is still sent,
 // and the key frees itself after Config.IdempotencyPendingTimeout.
 func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
-	if isPublic(ctx.Operation()) || !isWrite(ctx.Method()) || a.h.Idempotency == nil {
+	if isPublic(ctx.Operation()) || !isWrite(ctx.Method()) || hasSecretBody(ctx.Operation()) || a.h.Idempotency == nil {
 		next(ctx)
 		return
 	}

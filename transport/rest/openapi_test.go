@@ -38,11 +38,19 @@ var routes = []string{
 	"POST /v1/im/friends/requests/{uid}/decline", "DELETE /v1/im/friends/{uid}",
 	"GET /v1/im/blocks", "POST /v1/im/blocks", "DELETE /v1/im/blocks/{uid}",
 	"GET /v1/im/conversations", "GET /v1/im/friends/requests",
+	"POST /v1/im/action-tokens", "POST /v1/im/action-tokens/consume",
+	"POST /v1/im/account/logout", "POST /v1/im/account/logout-everywhere", "GET /v1/im/account/sessions",
+	"DELETE /v1/im/account/sessions/{session_id}", "PUT /v1/im/account/password", "PUT /v1/im/account/contact",
+	"POST /v1/im/account/delete", "POST /v1/im/auth/password-reset/token", "POST /v1/im/auth/password-reset",
+	"POST /v1/im/verify/codes", "POST /v1/im/verify/codes/status", "POST /v1/im/verify/codes/verify",
 }
+
+// allOpts is a stack with every handler the route list covers.
+var allOpts = stackOpts{reads: true, self: true}
 
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, rest.Config{Version: "v9"}, stackOpts{reads: true})
+	s := newStack(t, rest.Config{Version: "v9"}, allOpts)
 	resp, err := s.srv.Client().Get(s.srv.URL + "/openapi.json")
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +62,9 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 			Version string `json:"version"`
 		} `json:"info"`
 		Paths map[string]map[string]struct {
-			Security   []map[string][]string `json:"security"`
-			Parameters []struct {
+			Security      []map[string][]string `json:"security"`
+			NoIdempotency bool                  `json:"x-no-idempotency-key"`
+			Parameters    []struct {
 				Name     string `json:"name"`
 				In       string `json:"in"`
 				Required bool   `json:"required"`
@@ -77,7 +86,7 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 		for method, op := range ops {
 			route := strings.ToUpper(method) + " " + path
 			got = append(got, route)
-			public := strings.HasPrefix(path, "/v1/im/auth/")
+			public := strings.HasPrefix(path, "/v1/im/auth/") || strings.HasPrefix(path, "/v1/im/verify/")
 			if !public && (len(op.Security) == 0 || op.Security[0]["bearer"] == nil) {
 				t.Errorf("%s: no bearer security", route)
 			}
@@ -91,8 +100,11 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 			for _, p := range op.Parameters {
 				idem = idem || (p.In == "header" && p.Name == rest.HeaderIdempotencyKey && p.Required)
 			}
-			if write := method != "get"; write && !public && !idem {
+			if write := method != "get"; write && !public && !idem && !op.NoIdempotency {
 				t.Errorf("%s: Idempotency-Key header not documented as required", route)
+			}
+			if op.NoIdempotency && idem {
+				t.Errorf("%s: takes no Idempotency-Key, yet documents it as required", route)
 			}
 		}
 	}
@@ -107,10 +119,11 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 // apiDoc is the part of the OpenAPI document the contract tests read.
 type apiDoc struct {
 	Paths map[string]map[string]struct {
-		OperationID string                `json:"operationId"`
-		RequestBody any                   `json:"requestBody"`
-		Security    []map[string][]string `json:"security"`
-		Responses   map[string]struct {
+		OperationID   string                `json:"operationId"`
+		RequestBody   any                   `json:"requestBody"`
+		Security      []map[string][]string `json:"security"`
+		NoIdempotency bool                  `json:"x-no-idempotency-key"`
+		Responses     map[string]struct {
 			Reasons []string       `json:"x-reasons"`
 			Open    bool           `json:"x-reasons-open"`
 			Headers map[string]any `json:"headers"`
@@ -148,7 +161,7 @@ func catalogue() map[string]int {
 // in the catalogue under the status it answers.
 func TestOpenAPIDocumentsTheServersAnswers(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, rest.Config{}, stackOpts{reads: true})
+	s := newStack(t, rest.Config{}, allOpts)
 	doc := s.apiDoc(t)
 	cat := catalogue()
 	for path, ops := range doc.Paths {
@@ -184,8 +197,9 @@ func TestOpenAPIDocumentsTheServersAnswers(t *testing.T) {
 				want["415"] = []string{rest.ReasonUnsupportedMediaType}
 			}
 			if !public {
-				want["401"] = []string{rest.ReasonUnauthenticated, rest.ReasonTokenExpired, rest.ReasonTokenInvalid, rest.ReasonTokenRevoked}
-				if write {
+				want["401"] = []string{rest.ReasonUnauthenticated, rest.ReasonTokenExpired, rest.ReasonTokenInvalid, rest.ReasonTokenRevoked,
+					rest.ReasonSessionRevoked}
+				if write && !op.NoIdempotency {
 					want["400"] = append(want["400"], rest.ReasonIdempotencyKeyRequired)
 					want["409"] = []string{rest.ReasonConflict, rest.ReasonInProgress, rest.ReasonIdempotencyKeyReused}
 				}
@@ -227,7 +241,8 @@ func TestOpenAPIDocumentsTheServersAnswers(t *testing.T) {
 	// The mapping's answers are in the catalogue under the status they are answered with.
 	for _, err := range []error{domain.ErrInvalid, domain.ErrForbidden, domain.ErrNotFound, domain.ErrConcurrency,
 		domain.ErrInProgress, domain.ErrRetryable, context.Canceled, errors.New("boom"),
-		account.ErrInvalidCredentials, account.ErrInvalidAPIKey, account.ErrTokenRevoked, auth.ErrTokenExpired, auth.ErrTokenInvalid} {
+		account.ErrInvalidCredentials, account.ErrInvalidAPIKey, account.ErrTokenRevoked, account.ErrSessionRevoked,
+		auth.ErrTokenExpired, auth.ErrTokenInvalid} {
 		e := rest.MapError(t.Context(), err)
 		if cat[e.Reason] != e.GetStatus() {
 			t.Errorf("MapError(%v) answers %d %s; the catalogue has %s at %d", err, e.GetStatus(), e.Reason, e.Reason, cat[e.Reason])
@@ -242,10 +257,10 @@ func TestOpenAPIDocumentsTheServersAnswers(t *testing.T) {
 func TestEveryOperationRefusesBadInputAsDocumented(t *testing.T) {
 	t.Parallel()
 	const maxBody = 2048
-	s := newStack(t, rest.Config{MaxBodyBytes: maxBody}, stackOpts{reads: true})
+	s := newStack(t, rest.Config{MaxBodyBytes: maxBody}, allOpts)
 	doc := s.apiDoc(t)
 	tok := s.token(t, s.tenant, 7)
-	params := strings.NewReplacer("{topic}", "grp1", "{seq}", "1", "{uid}", "8", "{gid}", "1")
+	params := strings.NewReplacer("{topic}", "grp1", "{seq}", "1", "{uid}", "8", "{gid}", "1", "{session_id}", "s1")
 	big := `{"x":"` + strings.Repeat("a", maxBody) + `"}`
 	n := 0
 	for path, ops := range doc.Paths {
@@ -279,7 +294,7 @@ func TestEveryOperationRefusesBadInputAsDocumented(t *testing.T) {
 				documented("without credentials", s.do(t, req{method: m, path: url, body: `{`, key: key}),
 					http.StatusUnauthorized, rest.ReasonUnauthenticated)
 			}
-			if write && !public {
+			if write && !public && !op.NoIdempotency {
 				documented("without Idempotency-Key", s.do(t, req{method: m, path: url, body: `{`, token: bearer}),
 					http.StatusBadRequest, rest.ReasonIdempotencyKeyRequired)
 			}

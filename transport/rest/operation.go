@@ -19,7 +19,21 @@ const (
 	metaErrs    = "imledger_errors"
 	metaReasons = "imledger_reasons"
 	metaAlsoOK  = "imledger_also_ok"
+	metaSecret  = "imledger_secret_body"
 )
+
+// ExtNoIdempotencyKey marks, in the OpenAPI document, an authenticated write that takes no
+// Idempotency-Key: its body holds a password, whose fast hash the key's record would keep.
+const ExtNoIdempotencyKey = "x-no-idempotency-key"
+
+// hasSecretBody reports whether op's body holds a password: it takes no Idempotency-Key.
+func hasSecretBody(op *huma.Operation) bool {
+	if op == nil {
+		return false
+	}
+	s, _ := op.Metadata[metaSecret].(bool)
+	return s
+}
 
 // isPublic reports whether op is served without a principal (register, login).
 func isPublic(op *huma.Operation) bool {
@@ -53,6 +67,10 @@ type op struct {
 	// alsoOK are success statuses besides status, each with what it means, e.g. a duplicate
 	// send's 200.
 	alsoOK map[int]string
+	// secret marks an authenticated write whose body holds a password: it takes no
+	// Idempotency-Key, whose record would keep the request's SHA-256, a fast hash of the password
+	// that could be guessed from. Such an operation must be safe to repeat.
+	secret bool
 }
 
 func (a *API) build(o op) huma.Operation {
@@ -65,7 +83,10 @@ func (a *API) build(o op) huma.Operation {
 		Tags: []string{o.tag}, DefaultStatus: status, MaxBodyBytes: a.cfg.MaxBodyBytes,
 		// One error status makes huma define the error schema; document writes the real list.
 		Errors:   []int{http.StatusInternalServerError},
-		Metadata: map[string]any{metaPublic: o.public, metaErrs: o.errs, metaReasons: o.reasons, metaAlsoOK: o.alsoOK},
+		Metadata: map[string]any{metaPublic: o.public, metaErrs: o.errs, metaReasons: o.reasons, metaAlsoOK: o.alsoOK, metaSecret: o.secret},
+	}
+	if o.secret {
+		h.Extensions = map[string]any{ExtNoIdempotencyKey: true}
 	}
 	if !o.public {
 		req := map[string][]string{securityBearer: {}}

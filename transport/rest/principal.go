@@ -25,11 +25,13 @@ const (
 
 // TokenService verifies bearer tokens and issues them at login; *auth.Signer implements it.
 // Verify errors wrap auth.ErrTokenInvalid or auth.ErrTokenExpired.
-// IssueFrom stamps a login's token with the time the login began.
+// IssueFrom stamps a login's token with the time the login began; IssueSession also names the
+// login session the login started.
 type TokenService interface {
 	Verify(token string) (auth.Principal, error)
 	Issue(tenant domain.TenantID, user domain.UserID, ttl time.Duration) (string, error)
 	IssueFrom(tenant domain.TenantID, user domain.UserID, from time.Time, ttl time.Duration) (string, error)
+	IssueSession(tenant domain.TenantID, user domain.UserID, session string, from time.Time, ttl time.Duration) (string, error)
 }
 
 var _ TokenService = (*auth.Signer)(nil)
@@ -44,6 +46,9 @@ type APIKeyVerifier interface {
 type Principal struct {
 	Tenant domain.TenantID
 	User   domain.UserID
+	// Session is the login session of the request's token; "" for a token without one and
+	// under DevAuth.
+	Session string
 }
 
 func (p Principal) domain() domain.Principal { return domain.Principal{Tenant: p.Tenant, User: p.User} }
@@ -117,7 +122,7 @@ func (a *API) principalOf(ctx huma.Context) (Principal, error) {
 			return Principal{}, err
 		}
 	}
-	p := Principal{Tenant: ap.Tenant, User: ap.User}
+	p := Principal{Tenant: ap.Tenant, User: ap.User, Session: ap.Session}
 	if t := ctx.Header(HeaderTenant); t != "" && t != p.Tenant.String() {
 		return Principal{}, unauthorized(RequestID(c), ReasonTokenInvalid, "the token belongs to another tenant", nil)
 	}

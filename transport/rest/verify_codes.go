@@ -11,8 +11,10 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// CodeService issues and checks verification codes; *verify.Service implements it.
+// CodeService issues and checks verification codes; *verify.Service implements it. TargetHash is
+// the keyed hash a phone number or e-mail address is kept as, which binds it to an account.
 type CodeService interface {
+	TargetHash(target verify.Target) string
 	Create(ctx context.Context, tenant domain.TenantID, scene verify.Scene, target verify.Target) (verify.Issued, error)
 	GetActive(ctx context.Context, tenant domain.TenantID, scene verify.Scene, target verify.Target) (verify.Active, error)
 	Verify(ctx context.Context, tenant domain.TenantID, scene verify.Scene, target verify.Target, code string) error
@@ -158,6 +160,25 @@ func (a *API) codeTarget(ctx context.Context, b CodeTarget, apiKey string) (doma
 		return domain.TenantID{}, "", verify.Target{}, a.fail(ctx, err)
 	}
 	return tenant, scene, target, nil
+}
+
+// registerCode consumes the register code of a registration: when the tenant requires one
+// (requireCode), or when the request gives one and the API binds contacts (Self with Codes). It
+// returns the target the consumed code proved, to bind to the new account; the zero Target when
+// no code was consumed.
+func (a *API) registerCode(ctx context.Context, tenant domain.TenantID, c CodeFields) (verify.Target, error) {
+	given := c.Code != "" && (c.Phone != "" || c.Email != "")
+	if a.h.Self == nil || a.h.Codes == nil || !given {
+		return verify.Target{}, a.requireCode(ctx, tenant, verify.SceneRegister, c.Phone, c.Email, c.Code)
+	}
+	target, err := verify.NewTarget(c.Phone, c.Email)
+	if err != nil {
+		return verify.Target{}, a.fail(ctx, err)
+	}
+	if err := a.h.Codes.Consume(ctx, tenant, verify.SceneRegister, target, c.Code); err != nil {
+		return verify.Target{}, a.fail(ctx, err, "tenant_id", tenant.String())
+	}
+	return target, nil
 }
 
 // requireCode consumes the code of scene a register or login request carries when the tenant
