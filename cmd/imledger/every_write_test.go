@@ -90,6 +90,7 @@ func TestEveryReadModelIsRebuiltFromTheLog(t *testing.T) {
 		"push-settings":   "im_push_devices rows=2",
 		"action-tokens":   "im_action_tokens rows=1",
 		"tenant-api-keys": "from 2 events (1 keys",
+		"login-sessions":  "im_login_sessions rows=2",
 	}
 	for _, projection := range replayable {
 		verifyEventually(t, s.file, projection)

@@ -79,6 +79,7 @@ type node struct {
 	tenants    *tenant.Cache
 	guard      *account.Guard
 	governance *account.Governance
+	self       *account.SelfService // the account self-service: login sessions, password changes
 	notifier   *access.Notifier
 	gate       *access.Gate
 

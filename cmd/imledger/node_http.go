@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/internal/telemetry"
+	"github.com/imledger/imledger/readmodels/login"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/transport/httpserver"
 	"github.com/imledger/imledger/transport/rest"
@@ -75,7 +76,8 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		TokenTTL: n.cfg.Auth.TokenTTL, IdempotencyTTL: h.IdempotencyTTL, IdempotencyPendingTimeout: h.IdempotencyPendingTimeout,
 		RateLimitPrefix: n.cfg.RateLimitPrefix(), LoginPerIP: h.LoginPerIP, LoginPerNameIP: h.LoginPerNameIP,
 		LoginPerName: h.LoginPerName, LoginKnownAddressTTL: h.LoginKnownAddressTTL, RegisterPerIP: h.RegisterPerIP,
-		CodePerIP: h.CodePerIP,
+		CodePerIP: h.CodePerIP, AccountPerUser: h.AccountPerUser, ResetPerIP: h.ResetPerIP, ResetPerLogin: h.ResetPerLogin,
+		ResetTokenTTL: h.ResetTokenTTL,
 	}
 	handlers := rest.Handlers{
 		Send: n.state.sender, MessageOps: n.ops, ReadPolicy: n.readPolicy(),
@@ -93,6 +95,15 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	}
 	if n.state.atokens != nil {
 		handlers.ActionTokens = n.state.atokens
+	}
+	// The account self-service: logins start sessions; logout, sign-out, password change and
+	// reset. "Delete my account" (rest.Handlers.Eraser) is left out until the erasure of
+	// crypto-shredding is there to do it.
+	if n.self != nil {
+		handlers.Self = n.self
+	}
+	if n.router != nil {
+		handlers.SessionList = login.New(n.router)
 	}
 	if n.reader != nil {
 		conv := query.NewConversationReader(n.reader, n.biz)

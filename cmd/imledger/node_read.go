@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/hot"
+	"github.com/imledger/imledger/readmodels/login"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
@@ -72,6 +73,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.FileRefsMySQL(filedb.New(n.router), ""),
 		projections.PushSettings(pushdb.New(n.router), ""),
 		projections.ActionTokens(tokendb.New(n.router), ""),
+		projections.LoginSessions(login.New(n.router), ""),
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/tenant"
@@ -28,7 +29,10 @@ func (n *node) startTenants(ctx context.Context) (err error) {
 	if n.tenants, err = tenant.NewCache(n.registry, n.cfg.Tenants, n.log.With("component", "tenants")); err != nil {
 		return err
 	}
-	if n.guard, err = account.NewGuard(n.pool, account.GuardConfig{RefreshInterval: n.cfg.Tenants.RefreshInterval},
+	// A signed-out session is remembered past its token's expiry for as long as a verifier still
+	// takes an expired token (auth.leeway), with room to spare.
+	grace := max(5*time.Minute, 2*n.cfg.Auth.Leeway)
+	if n.guard, err = account.NewGuard(n.pool, account.GuardConfig{RefreshInterval: n.cfg.Tenants.RefreshInterval, RevokedGrace: grace},
 		n.log.With("component", "account_guard")); err != nil {
 		return err
 	}
@@ -49,6 +53,13 @@ func (n *node) startTenants(ctx context.Context) (err error) {
 	n.aux = append(n.aux, n.spawn(ctx, "tenant cache", n.tenants.Run), n.spawn(ctx, "account guard", n.guard.Run))
 	if n.governance, err = account.NewGovernance(account.GovernanceDeps{Pool: n.pool, Store: n.store, Accounts: n.accounts,
 		Guard: n.guard, Notifier: n.notifier, Logger: n.log.With("component", "governance")}); err != nil {
+		return err
+	}
+	sessions, err := account.NewSessions(account.SessionDeps{Store: n.store, Guard: n.guard, Notifier: n.notifier})
+	if err != nil {
+		return err
+	}
+	if n.self, err = account.NewSelfService(n.accounts, n.governance, sessions); err != nil {
 		return err
 	}
 	n.gate, err = access.NewGate(n.tenants, n.guard, n.cfg.Send.MaxContentBytes)

@@ -16,13 +16,15 @@ import (
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/readmodels/login"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 // replayable lists the projections replay rebuilds.
 var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
-	projections.ProjectionSessionsMySQL, projections.ProjectionFileRefsMySQL, projections.ProjectionPushSettings, projections.ProjectionActionTokens, account.ProjectionAPIKeys}
+	projections.ProjectionSessionsMySQL, projections.ProjectionFileRefsMySQL, projections.ProjectionPushSettings, projections.ProjectionActionTokens, account.ProjectionAPIKeys,
+	projections.ProjectionLoginSessions}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -38,8 +40,8 @@ func newReplayCmd() *cobra.Command {
 		Short: "Rebuild a read model from the event store, or verify it against a rebuild",
 		Long: "replay rebuilds --projection (" + strings.Join(replayable, ", ") + ") from the\n" +
 			"PostgreSQL event store, for --tenant or every tenant with a database, with a progress bar on\n" +
-			"stderr. messages-mysql, business-mysql, sessions-mysql, files-refs, push-settings and\n" +
-			"action-tokens are rebuilt into fresh tables that are swapped in atomically; running projectors\n" +
+			"stderr. messages-mysql, business-mysql, sessions-mysql, files-refs, push-settings,\n" +
+			"action-tokens and login-sessions are rebuilt into fresh tables that are swapped in atomically; running projectors\n" +
 			"may keep running. messages-hot re-applies every message event to Redis. tenant-api-keys\n" +
 			"replaces the tenant's rows of PostgreSQL tenant_api_keys in one transaction.\n\n" +
 			"With --verify nothing is replaced: a MySQL read model is rebuilt into check tables and compared\n" +
@@ -211,6 +213,9 @@ func (n *node) replayer(projection string) (replayer, error) {
 		return modelReplayer{r}, err
 	case projections.ProjectionActionTokens:
 		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
+	case projections.ProjectionLoginSessions:
+		r, err := projections.NewLoginSessionRebuilder(login.New(n.router), n.store, n.router, n.log)
 		return modelReplayer{r}, err
 	}
 	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,

@@ -172,6 +172,17 @@ type HTTPConfig struct {
 	// CodePerIP is how many verification-code requests one client address may make per minute.
 	// Default 20.
 	CodePerIP int `koanf:"code_per_ip"`
+	// AccountPerUser is how many requests that check a user's password again (change the
+	// password, bind a contact, delete the account) one user may make per minute. Default 5.
+	AccountPerUser int `koanf:"account_per_user"`
+	// ResetPerIP is how many password-reset requests one client address may make per minute.
+	// Default 10.
+	ResetPerIP int `koanf:"reset_per_ip"`
+	// ResetPerLogin is how many reset tokens may be asked for one login name per minute.
+	// Default 5.
+	ResetPerLogin int `koanf:"reset_per_login"`
+	// ResetTokenTTL is the lifetime of the token a verified password reset gets. Default 15m.
+	ResetTokenTTL time.Duration `koanf:"reset_token_ttl"`
 }
 
 // PostgresConfig configures the event store database.
@@ -235,7 +246,7 @@ func Defaults() Config {
 		HTTP: HTTPConfig{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
 			IdempotencyTTL: 24 * time.Hour, IdempotencyPendingTimeout: time.Minute, IdempotencyPurgeInterval: 10 * time.Minute,
 			LoginPerIP: 30, LoginPerNameIP: 10, LoginPerName: 100, LoginKnownAddressTTL: 30 * 24 * time.Hour, RegisterPerIP: 10,
-			CodePerIP: 20},
+			CodePerIP: 20, AccountPerUser: 5, ResetPerIP: 10, ResetPerLogin: 5, ResetTokenTTL: 15 * time.Minute},
 		Postgres: PostgresConfig{
 			URL:      "postgres://postgres@127.0.0.1:5432/imledger?sslmode=disable",
 			MaxConns: 16,
@@ -316,6 +327,12 @@ func (c HTTPConfig) Validate() error {
 	}
 	if c.LoginPerIP < 0 || c.LoginPerNameIP < 0 || c.LoginPerName < 0 || c.RegisterPerIP < 0 || c.CodePerIP < 0 {
 		errs = append(errs, errors.New("http.login_per_ip, http.login_per_name_ip, http.login_per_name, http.register_per_ip, http.code_per_ip: must not be negative"))
+	}
+	if c.AccountPerUser < 0 || c.ResetPerIP < 0 || c.ResetPerLogin < 0 {
+		errs = append(errs, errors.New("http.account_per_user, http.reset_per_ip, http.reset_per_login: must not be negative"))
+	}
+	if c.ResetTokenTTL < time.Second {
+		errs = append(errs, errors.New("http.reset_token_ttl: must be at least 1s"))
 	}
 	if c.LoginKnownAddressTTL < 0 {
 		errs = append(errs, errors.New("http.login_known_address_ttl: must not be negative"))
