@@ -27,6 +27,7 @@ type bindContactInput struct {
 	Body BindContactRequest
 }
 
+// registerContact registers binding a contact for password resets.
 func (a *API) registerContact() {
 	huma.Register(a.huma, a.build(op{id: "bind-contact", method: http.MethodPut, path: "/v1/im/account/contact",
 		summary: "Bind a phone or e-mail for password resets", tag: "account", secret: true,

@@ -21,6 +21,7 @@ type deleteAccountInput struct {
 	Body DeleteAccountRequest
 }
 
+// registerAccountDelete registers the deletion of the caller's account.
 func (a *API) registerAccountDelete() {
 	huma.Register(a.huma, a.build(op{id: "delete-account", method: http.MethodPost, path: "/v1/im/account/delete",
 		summary: "Delete my account", tag: "account", secret: true,

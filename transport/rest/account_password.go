@@ -68,6 +68,7 @@ type resetPasswordInput struct {
 	Body ResetPasswordRequest
 }
 
+// registerPasswordChange registers the password change of a logged-in user.
 func (a *API) registerPasswordChange() {
 	huma.Register(a.huma, a.build(op{id: "change-password", method: http.MethodPut, path: "/v1/im/account/password",
 		summary: "Change my password", tag: "account", secret: true,
@@ -97,6 +98,8 @@ func (a *API) limitAccount(ctx context.Context, p Principal) error {
 	return a.limit(ctx, rule{"account:user:" + p.Tenant.String() + ":" + p.User.String(), a.cfg.AccountPerUser})
 }
 
+// registerPasswordReset registers the public password reset: a verified code for a reset token,
+// and the reset that spends it.
 func (a *API) registerPasswordReset() {
 	huma.Register(a.huma, a.build(op{id: "password-reset-token", method: http.MethodPost, path: "/v1/im/auth/password-reset/token",
 		summary: "Verify a password reset", tag: "auth", status: http.StatusCreated, public: true,
@@ -136,6 +139,11 @@ func (a *API) registerPasswordReset() {
 			}
 			return respond(ctx, http.StatusCreated, ResetToken{Token: iss.Token, ExpiresAt: rfc3339(iss.ExpiresAt)}), nil
 		})
+	a.registerResetWithToken()
+}
+
+// registerResetWithToken registers the reset that spends a reset token.
+func (a *API) registerResetWithToken() {
 	huma.Register(a.huma, a.build(op{id: "password-reset", method: http.MethodPost, path: "/v1/im/auth/password-reset",
 		summary: "Reset a password", tag: "auth", public: true, errs: []int{http.StatusForbidden, http.StatusTooManyRequests},
 		desc: "Spends a reset_password token and sets the account's new password (user.password_reset.v1): every token of " +

@@ -63,6 +63,7 @@ func (a *API) registerSelfService() {
 	}
 }
 
+// registerLogout registers the logout, the logout everywhere and the sign-out of one session.
 func (a *API) registerLogout() {
 	huma.Register(a.huma, a.build(op{id: "logout", method: http.MethodPost, path: "/v1/im/account/logout",
 		summary: "Log out this session", tag: "account", errs: []int{http.StatusForbidden},
@@ -110,6 +111,7 @@ func (a *API) signOut(ctx context.Context, p Principal, id string) (*reply[Sessi
 	return respond(ctx, http.StatusOK, SessionSignedOut{SessionID: id, Unchanged: res.Unchanged}), nil
 }
 
+// registerSessionList registers the list of the caller's login sessions.
 func (a *API) registerSessionList() {
 	huma.Register(a.huma, a.build(op{id: "list-sessions", method: http.MethodGet, path: "/v1/im/account/sessions",
 		summary: "List my sessions and devices", tag: "account",
