@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,11 @@ func newBenchWSCmd() *cobra.Command {
 				}
 				o.Groups = o.Clients / groupSize
 			}
+			for label := range mon.stores {
+				if !slices.ContainsFunc(benchStores, func(s benchStore) bool { return s.label == label }) {
+					return fmt.Errorf("--store-pid %s: want postgres, mariadb or redis", label)
+				}
+			}
 			if mon.pid != 0 && len(o.URLs) == 0 {
 				return errors.New("--server-pid needs --url: without it the node runs in this process")
 			}
@@ -87,6 +93,8 @@ func newBenchWSCmd() *cobra.Command {
 	f.Int64Var(&o.FirstGroup, "first-group", 1_000_000, "id of the first group")
 	f.IntVar(&o.DialConcurrency, "dial-concurrency", 32, "connections set up at once")
 	f.IntVar(&mon.pid, "server-pid", 0, "process id of the node behind --url, to report its RSS and CPU")
+	f.StringToIntVar(&mon.stores, "store-pid", nil, "charge a store (postgres, mariadb, redis) with the process tree of this pid "+
+		"rather than every process of its name, e.g. postgres=<postmaster pid> (repeatable)")
 	f.DurationVar(&mon.lagWait, "lag-wait", 5*time.Minute, "how long to wait after the window for the projectors to reach lag 0")
 	f.StringVar(&mon.pprof, "pprof", "", "serve net/http/pprof of this process (with --url the load client alone) on this address, e.g. 127.0.0.1:6060")
 	return cmd
@@ -178,7 +186,7 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 // process's own when the node runs here, else those of this configuration (measured from their
 // committed offsets on its brokers).
 func (n *node) benchCatchUp(mon *benchMonitor) *windowCatchUp {
-	cu := &windowCatchUp{serverPID: mon.pid, serverLabel: "server", wait: mon.lagWait}
+	cu := &windowCatchUp{serverPID: mon.pid, serverLabel: "server", wait: mon.lagWait, storeRoots: mon.stores}
 	switch {
 	case mon.inProcess:
 		cu.serverLabel = "this process (node and clients)"
@@ -326,6 +334,7 @@ func isDenied(err error, reason string) bool {
 // endpoint of this process.
 type benchMonitor struct {
 	pid       int
+	stores    map[string]int // --store-pid: store label → root pid
 	pprof     string
 	inProcess bool
 	procs     []*wsbench.ProcessMonitor
