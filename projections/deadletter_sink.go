@@ -37,6 +37,8 @@ type deadLetterSink struct {
 	log      *slog.Logger
 	// settled is told about each record once it is dead-lettered; may be nil.
 	settled func(msg *message.Message, tenant, conv string)
+	// opening is told before a dead letter is recorded; may be nil.
+	opening func()
 }
 
 var _ message.Publisher = (*deadLetterSink)(nil)
@@ -97,6 +99,9 @@ func (s *deadLetterSink) publish(topic string, msg *message.Message) error {
 	}
 	if eventID == "" {
 		eventID = msg.UUID
+	}
+	if s.opening != nil {
+		s.opening()
 	}
 	id, created, err := s.parking.recordDeadLetter(msg.Context(), DeadLetter{
 		ConsumerGroup: s.group, TenantID: tenant, ConversationKey: conv, EventID: eventID, EventType: eventType,
