@@ -25,6 +25,7 @@ type readResult struct {
 
 // read reads and encodes the batch after cursor.
 func (t *term) read(after eventstore.Cursor) (batch, error) {
+	t.r.reads.Add(1)
 	recs, err := t.r.store.ReadCommitted(t.work, after, t.r.cfg.BatchSize)
 	if err != nil {
 		return batch{}, err
@@ -46,11 +47,14 @@ func (t *term) readAhead(after eventstore.Cursor) <-chan readResult {
 
 // tail relays batches from cursor until the term ends. While a batch is published, the next one
 // is already being read; a batch read ahead is dropped unpublished if the term ends. An empty
-// read pauses (MinPoll doubling to MaxPoll, cut short by a store hint) before the next one.
+// read pauses before the next one, a pause a store hint cuts short: MinPoll doubling to MaxPoll
+// after a hint or a batch (a commit may be held behind an older transaction), IdlePoll once that
+// series is over with nothing new.
 func (t *term) tail(cursor eventstore.Cursor) error {
 	r := t.r
 	poll := newBackoff(r.cfg.MinPoll, r.cfg.MaxPoll)
 	retry := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
+	chasing := true // a hint or a batch came since the short series last ran out
 	var ahead <-chan readResult
 	for {
 		if stop, err := t.end(); stop {
@@ -78,8 +82,18 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 			if stop, err := t.sweepGaps(); stop {
 				return err
 			}
-			if stop, err := t.pause(poll.next(), true); stop {
+			d := r.cfg.IdlePoll
+			if chasing || t.notes == nil {
+				chasing = !poll.spent()
+				d = poll.next()
+			}
+			hinted, stop, err := t.await(d, true)
+			if stop {
 				return err
+			}
+			if hinted {
+				chasing = true
+				poll.reset()
 			}
 			if r.cfg.Linger > 0 {
 				// Whatever ended the pause, the commits of the next Linger join one batch.
@@ -98,6 +112,7 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 		}
 		cursor = next
 		poll.reset()
+		chasing = true
 		if stop, err := t.sweepGaps(); stop {
 			return err
 		}
