@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,6 +188,44 @@ func (f *Fanout) Broadcast(ctx context.Context, m *Message) error {
 		return fmt.Errorf("fanout: broadcast: %w", call.err)
 	}
 	f.metrics.published.Inc()
+	return nil
+}
+
+// PublishNodes delivers m to nodes: to this node's sessions at once when it is among them, and to
+// the others over their channels in one Redis round trip, waiting up to PublishTimeout. It is
+// for messages whose nodes the caller already knows, such as a KindUser item, which goes to the
+// nodes with a channel session of its user as the channel log read them when it appended the
+// item. It fails when Redis did not take the message; then only this node delivered it. Like
+// every Pub/Sub message it reaches only the nodes subscribed at the time.
+func (f *Fanout) PublishNodes(ctx context.Context, m *Message, nodes []string) error {
+	others := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if n == f.cfg.NodeID {
+			f.local.Deliver(m)
+		} else if !slices.Contains(others, n) {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	payload, err := encode(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+	defer cancel()
+	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, n := range others {
+			p.Publish(ctx, Channel(f.cfg.KeyPrefix, n), payload)
+		}
+		return nil
+	})
+	if err != nil {
+		f.metrics.errors.WithLabelValues("publish").Inc()
+		return fmt.Errorf("fanout: publish to nodes: %w", err)
+	}
+	f.metrics.published.Add(float64(len(others)))
 	return nil
 }
 
