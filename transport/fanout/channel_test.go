@@ -80,7 +80,7 @@ func TestPublishNodesDeliversToTheNodesNamed(t *testing.T) {
 	c := newNode(t, rdb, prefix, "node-c")
 	m := &fanout.Message{Kind: fanout.KindUser, Tenant: acme, To: 7, What: "friend_requested", TS: time.Now().UTC(),
 		Content: []byte(`{"seq":"1","what":"friend_requested"}`)}
-	if err := a.fan.PublishNodes(testCtx(t), m, []string{"node-a", "node-b", "node-b"}); err != nil {
+	if err := a.fan.PublishNodes(testCtx(t), fanout.Routed{Message: m, Nodes: []string{"node-a", "node-b", "node-b"}}); err != nil {
 		t.Fatal(err)
 	}
 	users := func(n *node) []*fanout.Message {
