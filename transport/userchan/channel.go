@@ -191,7 +191,7 @@ func (c *Channel) Post(ctx context.Context, tenant domain.TenantID, item Item, u
 // Logged is an item as the log numbered it, for a caller that delivers it itself.
 type Logged struct {
 	Seq  int64
-	Body []byte // the item's JSON object, seq first
+	Body []byte // the item's JSON object, seq and epoch first
 }
 
 // LogOnly logs item on user's channel without delivering it, and returns it as logged: the

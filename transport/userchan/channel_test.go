@@ -141,7 +141,7 @@ func TestFirstDirectMessageIsANewConversationForBoth(t *testing.T) {
 			t.Fatalf("user %d logged %d items, want the one new conversation", u, len(p.Entries))
 		}
 		body := string(p.Entries[0].Body)
-		want := `{"seq":"1","what":"conv","topic":"p2p3_4","from":"3","message":{"seq":"1","from":"3","message_id":"m1","ts":"` +
+		want := `{"seq":"1","epoch":"` + p.Epoch + `","what":"conv","topic":"p2p3_4","from":"3","message":{"seq":"1","from":"3","message_id":"m1","ts":"` +
 			userchan.Timestamp(at) + `","content":{"text": "hi  there"}},"ts":"` + userchan.Timestamp(at) + `"}`
 		if body != want {
 			t.Errorf("user %d's item\n%s\nwant\n%s", u, body, want)

@@ -70,8 +70,8 @@ type Item struct {
 	At      time.Time
 }
 
-// body is the item's JSON object, as the frame carries it, without its seq: the log puts the
-// seq first when it appends the item.
+// body is the item's JSON object, as the frame carries it, without its seq and epoch: the log
+// puts them first when it appends the item.
 func (it Item) body() []byte {
 	var b bytes.Buffer
 	b.Grow(128)
@@ -141,11 +141,13 @@ func (m *Message) write(b *bytes.Buffer) {
 	b.WriteString(`}`)
 }
 
-// withSeq is body with its seq put first, as the log stores it.
-func withSeq(body []byte, seq int64) []byte {
-	out := make([]byte, 0, len(body)+24)
+// withSeq is body with its seq and the log's epoch put first, as the log stores it.
+func withSeq(body []byte, seq int64, epoch string) []byte {
+	out := make([]byte, 0, len(body)+48)
 	out = append(out, `{"seq":"`...)
 	out = strconv.AppendInt(out, seq, 10)
+	out = append(out, `","epoch":"`...)
+	out = append(out, epoch...)
 	out = append(out, `",`...)
 	return append(out, body[1:]...)
 }

@@ -19,7 +19,7 @@ import (
 // the user's presence keys, so the append script reads the user's channel nodes too.
 //
 //	<p><t>:uchan:{<uid>}:meta    hash: epoch (16 hex digits, new with each log), seq (the last seq given)
-//	<p><t>:uchan:{<uid>}:log     zset: seq -> item JSON (seq first), at most LogSize, both expiring LogTTL after the last append
+//	<p><t>:uchan:{<uid>}:log     zset: seq -> item JSON (seq and epoch first), at most LogSize, both expiring LogTTL after the last append
 type keys struct{ prefix string }
 
 func (k keys) base(t domain.TenantID, u domain.UserID) string {
@@ -66,7 +66,7 @@ func (l *Log) Config() Config { return l.cfg }
 type Appended struct {
 	User   domain.UserID
 	Epoch  string
-	Bodies [][]byte // each item's JSON object, its seq first, in the order given
+	Bodies [][]byte // each item's JSON object, its seq and the epoch first, in the order given
 	Seqs   []int64
 	// Nodes are the nodes with a channel session of the user when the items were appended:
 	// a session that registered later reads them from the log.
@@ -147,7 +147,7 @@ func parseAppend(c *redis.Cmd, b Batch, bodies [][]byte) (Appended, error) {
 	for j, body := range bodies {
 		seq := first + int64(j)
 		a.Seqs = append(a.Seqs, seq)
-		a.Bodies = append(a.Bodies, withSeq(body, seq))
+		a.Bodies = append(a.Bodies, withSeq(body, seq, a.Epoch))
 	}
 	return a, nil
 }
@@ -164,7 +164,7 @@ type Entry struct {
 	Seq   int64
 	What  string
 	Topic string // the conversation it concerns; empty for none
-	Body  []byte // the item's JSON object, seq first
+	Body  []byte // the item's JSON object, seq and epoch first
 }
 
 // Page is a read of a user's log.

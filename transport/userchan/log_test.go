@@ -79,12 +79,16 @@ func TestLogNumbersItemsPerUserAndServesThemAfterASeq(t *testing.T) {
 		t.Fatalf("nodes %v, want node-a alone (node-gone lapsed)", a.Nodes)
 	}
 	var first map[string]any
-	if err := json.Unmarshal(a.Bodies[0], &first); err != nil || first["seq"] != "1" || first["what"] != "read" ||
+	if err := json.Unmarshal(a.Bodies[0], &first); err != nil || first["seq"] != "1" || first["epoch"] != a.Epoch || first["what"] != "read" ||
 		first["topic"] != "grp1" || first["read_seq"] != "1" {
 		t.Fatalf("item %s: %v", a.Bodies[0], err)
 	}
-	if string(a.Bodies[0][:10]) != `{"seq":"1"` {
-		t.Fatalf("the seq is not first: %s", a.Bodies[0])
+	if want := `{"seq":"1","epoch":"` + a.Epoch + `",`; string(a.Bodies[0][:len(want)]) != want {
+		t.Fatalf("the seq and epoch are not first: %s", a.Bodies[0])
+	}
+	p, err := l.Read(ctx, acme, 7, a.Epoch, 0, 1)
+	if err != nil || len(p.Entries) != 1 || string(p.Entries[0].Body) != string(a.Bodies[0]) {
+		t.Fatalf("the logged item %s differs from the appended %s (%v)", p.Entries[0].Body, a.Bodies[0], err)
 	}
 	other := appendN(t, l, 8, 1)
 	if other.Seqs[0] != 1 || other.Epoch == a.Epoch {

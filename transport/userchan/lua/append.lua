@@ -3,7 +3,7 @@
 -- nodes zset (node -> deadline ms, Redis clock); all share the user's hash tag.
 -- ARGV[1] the epoch of a new log, ARGV[2] the most items kept, ARGV[3] ttl ms,
 -- ARGV[4..] the items: JSON objects without their opening brace; each is stored with its seq
--- as the first member.
+-- and the log's epoch as its first members.
 -- Returns {epoch, seq of the first item appended, node...}.
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not epoch then
@@ -17,7 +17,7 @@ for i = 4, #ARGV do
   if first == 0 then
     first = seq
   end
-  redis.call('ZADD', KEYS[2], seq, '{"seq":"' .. seq .. '",' .. ARGV[i])
+  redis.call('ZADD', KEYS[2], seq, '{"seq":"' .. seq .. '","epoch":"' .. epoch .. '",' .. ARGV[i])
 end
 local keep = tonumber(ARGV[2])
 local n = redis.call('ZCARD', KEYS[2])
