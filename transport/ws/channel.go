@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
@@ -187,11 +188,13 @@ func entrySrc(body []byte) domain.UserID {
 }
 
 // deliverUser writes a user's channel item (a fanout.KindUser message) to the user's channel
-// sessions on this node, after applying its effect to their state.
+// sessions on this node, after applying its effect to their state. When the item changes the
+// groups a session watches (a join, a removal), presence is told before the item is written, so
+// a client that sees a joined item has its node registered for the group's messages.
 func (h *Hub) deliverUser(m *fanout.Message) {
 	frame := wireFrame(encodeMe(m.Content))
 	e := effect{what: m.What, topic: m.Topic, src: entrySrc(m.Content)}
-	var resync []*session
+	var to, resync []*session
 	h.mu.Lock()
 	for s := range h.users[userKey{m.Tenant, m.To}].All() {
 		if s.ch == nil {
@@ -200,11 +203,14 @@ func (h *Hub) deliverUser(m *fanout.Message) {
 		if h.applyEffect(s, m.To, e) {
 			resync = append(resync, s)
 		}
-		s.sendWire(frame)
+		to = append(to, s)
 	}
 	h.mu.Unlock()
 	for _, s := range resync {
-		s.syncWatchLater()
+		s.syncWatchNow()
+	}
+	for _, s := range to {
+		s.sendWire(frame)
 	}
 }
 
@@ -351,6 +357,22 @@ func (s *session) syncWatchLater() {
 		s.syncWatch(ctx)
 	})
 }
+
+// syncWatchNow is syncWatchLater on the caller's goroutine, bounded by syncWatchTimeout: a
+// registration Redis misses is written by the heartbeat.
+func (s *session) syncWatchNow() {
+	if s.pres == nil {
+		return
+	}
+	s.safely(s.g.life, func() {
+		ctx, cancel := context.WithTimeout(s.g.life, syncWatchTimeout)
+		defer cancel()
+		s.syncWatch(ctx)
+	})
+}
+
+// syncWatchTimeout bounds a registration made on a delivery goroutine.
+const syncWatchTimeout = time.Second
 
 // syncWatch tells presence the group topics s's channel watches now, adding and removing the
 // difference from what it told it last. Calls are serialised, and each one reads the hub's
