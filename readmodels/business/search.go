@@ -159,7 +159,7 @@ func (s *Store) SearchUsers(ctx context.Context, tenant domain.TenantID, in User
 	args := []any{int64(in.Searcher), likePrefix(prefix)}
 	stmt := "SELECT u.user_id, u.login, u.nickname, u.avatar, u.signature, u.version, u.updated_at, " +
 		"COALESCE(mine.blocked, 0) FROM " + q(t.Users) + " u FORCE INDEX (idx_im_users_" + col + ")" +
-		" LEFT JOIN " + q(t.Relations) + " mine ON mine.user_id = ? AND mine.peer_id = u.user_id" +
+		" LEFT JOIN " + q(t.Relations) + " mine FORCE INDEX (PRIMARY) ON mine.user_id = ? AND mine.peer_id = u.user_id" +
 		" WHERE u.discoverable = 1 AND u." + col + " LIKE ? ESCAPE '\\\\' AND u.nickname <> ''"
 	if in.Cursor != "" {
 		c, err := decodeCursor(in.Cursor)
