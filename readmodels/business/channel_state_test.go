@@ -56,3 +56,51 @@ func TestBlockedByAndModerators(t *testing.T) {
 		t.Error("moderators of an unknown group: no error")
 	}
 }
+
+// TestGroupRequestsListsWhatAUserHasASayIn checks the pending requests a user re-reads on a
+// resync: an invitation to them (with the inviter), their own join request, and the join
+// requests of a group they administer; not requests of groups they merely belong to, nor
+// requests decided since, nor those of a dissolved group.
+func TestGroupRequestsListsWhatAUserHasASayIn(t *testing.T) {
+	t.Parallel()
+	ctx, f := setup(t)
+	w := f.w
+	approval := domain.DefaultGroupSettings()
+	approval.JoinApproval = true
+	const me domain.UserID = 1
+	invite := func(g domain.GroupID, by, u domain.UserID) []domain.Envelope {
+		ev, err := w.group(g).Invite(w.p(by), *w.member(g, by), *w.member(g, u), now())
+		return w.decide(by, ev, err)
+	}
+	request := func(g domain.GroupID, u domain.UserID) []domain.Envelope {
+		ev, err := w.group(g).RequestJoin(w.p(u), *w.member(g, u), "let me in", now())
+		return w.decide(u, ev, err)
+	}
+	f.apply(ctx, t, concat(
+		w.create(10, 2, "invites"), invite(10, 2, me), // 2 invites me
+		w.create(11, 3, "closed"), w.settings(11, 3, approval), request(11, me), // my request to 11
+		w.create(12, 4, "mine"), w.join(12, me), w.setRole(12, 4, me, domain.RoleAdmin), w.settings(12, 4, approval),
+		request(12, 5), request(12, 6), // requests to a group I administer
+		w.create(13, 7, "memberonly"), w.join(13, me), w.settings(13, 7, approval), request(13, 8), // not mine to decide
+		w.create(14, me, "gone"), w.settings(14, me, approval), request(14, 9), w.dissolve(14, me),
+	)...)
+	rs, err := f.store.GroupRequests(ctx, f.tenant, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		g          domain.GroupID
+		invitation bool
+		incoming   bool
+		user, by   domain.UserID
+	}
+	var got []row
+	for _, r := range rs {
+		got = append(got, row{r.Group, r.Invitation, r.Incoming, r.User, r.By})
+	}
+	slices.SortFunc(got, func(a, b row) int { return int(a.g-b.g)*100 + int(a.user-b.user) })
+	want := []row{{10, true, true, me, 2}, {11, false, false, me, 0}, {12, false, true, 5, 0}, {12, false, true, 6, 0}}
+	if !slices.Equal(got, want) {
+		t.Errorf("requests %+v, want %+v", got, want)
+	}
+}

@@ -189,8 +189,8 @@ type Handlers struct {
 	Groups *group.Handlers
 	// Business serves the reads of groups, members, friends, blocks and profiles.
 	Business BusinessReader
-	// Search serves GET /v1/im/search/users, /v1/im/search/groups and the batch profile read
-	// GET /v1/im/users.
+	// Search serves GET /v1/im/search/users, /v1/im/search/groups, the batch profile read
+	// GET /v1/im/users and the pending group requests GET /v1/im/groups/requests.
 	Search SearchReader
 	// Conversations serves GET /v1/im/conversations; FriendRequests GET /v1/im/friends/requests.
 	Conversations  ConversationLister
@@ -366,6 +366,7 @@ func (a *API) registerAll() {
 	}
 	if a.h.Search != nil {
 		a.registerSearch()
+		a.registerGroupRequests()
 	}
 	if a.h.Conversations != nil {
 		a.registerConversations()

@@ -11,12 +11,14 @@ import (
 	"github.com/imledger/imledger/readmodels/business"
 )
 
-// SearchReader serves search and the batch profile read from the business read model;
+// SearchReader serves search, the batch profile read and the pending group requests from the
+// business read model;
 // *business.Store implements it. Bad input is a *domain.ValidationError.
 type SearchReader interface {
 	SearchUsers(ctx context.Context, tenant domain.TenantID, q business.UserSearch) ([]business.UserHit, string, error)
 	SearchGroups(ctx context.Context, tenant domain.TenantID, q business.GroupSearch) ([]business.GroupHit, string, error)
 	UsersByID(ctx context.Context, tenant domain.TenantID, ids []domain.UserID) ([]business.User, error)
+	GroupRequests(ctx context.Context, tenant domain.TenantID, uid domain.UserID) ([]business.GroupRequest, error)
 }
 
 var _ SearchReader = (*business.Store)(nil)
@@ -57,6 +59,24 @@ type GroupSearchPage struct {
 // ProfileList is the data of a batch profile read.
 type ProfileList struct {
 	Users []Profile `json:"users" doc:"The profiles found, in the order asked, each once; unknown users are left out"`
+}
+
+// GroupRequestEntry is a pending invitation or join request the caller has a say in.
+type GroupRequestEntry struct {
+	Kind      string `json:"kind" enum:"invitation,join_request"`
+	Direction string `json:"direction" enum:"incoming,outgoing" doc:"incoming: the caller decides it (an invitation to them, a request to a group they own or administer); outgoing: the caller's own request"`
+	GroupID   string `json:"group_id"`
+	Topic     string `json:"topic"`
+	Name      string `json:"name" doc:"The group's name"`
+	UserID    string `json:"user_id" doc:"The invitee or the requester"`
+	By        string `json:"by,omitempty" doc:"Who invited (invitations)"`
+	Message   string `json:"message,omitempty" doc:"A join request's message"`
+	At        string `json:"at"`
+}
+
+// GroupRequestList is the data of the pending group requests answer.
+type GroupRequestList struct {
+	Requests []GroupRequestEntry `json:"requests"`
 }
 
 type searchInput struct {
@@ -135,6 +155,34 @@ func (a *API) registerSearch() {
 			for i, u := range users {
 				out.Users[i] = Profile{UserID: u.ID.String(), Nickname: u.Nickname, Avatar: u.Avatar,
 					Signature: u.Signature, UpdatedAt: rfc3339(u.UpdatedAt)}
+			}
+			return respond(ctx, http.StatusOK, out), nil
+		})
+}
+
+func (a *API) registerGroupRequests() {
+	huma.Register(a.huma, a.build(op{id: "list-group-requests", method: http.MethodGet, path: "/v1/im/groups/requests",
+		summary: "List the pending group invitations and join requests the caller has a say in", tag: "groups",
+		desc: "Invitations to the caller, the caller's own join requests, and the join requests of the groups the caller " +
+			"owns or administers, newest first, at most 500; dissolved groups are left out. The per-user channel " +
+			"carries each as it happens; a client re-reads this list when the channel says resync."}),
+		func(ctx context.Context, _ *struct{}) (*reply[GroupRequestList], error) {
+			p := principal(ctx)
+			rs, err := a.h.Search.GroupRequests(ctx, p.Tenant, p.User)
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+			}
+			out := GroupRequestList{Requests: make([]GroupRequestEntry, len(rs))}
+			for i, r := range rs {
+				e := GroupRequestEntry{Kind: "join_request", Direction: "outgoing", GroupID: r.Group.String(),
+					Topic: "grp" + r.Group.String(), Name: r.Name, UserID: r.User.String(), Message: r.Message, At: rfc3339(r.At)}
+				if r.Invitation {
+					e.Kind, e.By = "invitation", r.By.String()
+				}
+				if r.Incoming {
+					e.Direction = "incoming"
+				}
+				out.Requests[i] = e
 			}
 			return respond(ctx, http.StatusOK, out), nil
 		})

@@ -118,3 +118,40 @@ func TestSearchEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupRequestsEndpoint lists an invitation to the caller and a join request to a group the
+// caller owns, each with its direction, over HTTP.
+func TestGroupRequestsEndpoint(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, rest.Config{}, stackOpts{reads: true})
+	const owner, guest, asker domain.UserID = 601, 602, 603
+	storetest.RegisterUsers(t, s.store, s.tenant, owner, guest, asker)
+	tok := func(u domain.UserID) string { return s.token(t, s.tenant, u) }
+	a := s.do(t, req{method: http.MethodPost, path: "/v1/im/groups", token: tok(owner), key: "g",
+		body: `{"name":"Club","settings":{"join_approval":true,"who_may_invite":"member","who_may_announce":"admin","mute_all":false}}`})
+	expect(t, "create", a, http.StatusCreated, "ok")
+	gid := a.data(t)["group_id"].(string)
+	expect(t, "invite", s.do(t, req{method: http.MethodPost, path: "/v1/im/groups/" + gid + "/invites", token: tok(owner), key: "i",
+		body: fmt.Sprintf(`{"user_id":%q}`, guest.String())}), http.StatusOK, "ok")
+	expect(t, "request", s.do(t, req{method: http.MethodPost, path: "/v1/im/groups/" + gid + "/join-requests", token: tok(asker), key: "r",
+		body: `{"message":"hi"}`}), http.StatusOK, "ok")
+	s.project(t)
+	list := func(u domain.UserID) []rest.GroupRequestEntry {
+		a := s.do(t, req{method: http.MethodGet, path: "/v1/im/groups/requests", token: tok(u)})
+		expect(t, "list", a, http.StatusOK, "ok")
+		var l rest.GroupRequestList
+		if err := json.Unmarshal(a.Body.Data, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Requests
+	}
+	if got := list(guest); len(got) != 1 || got[0].Kind != "invitation" || got[0].Direction != "incoming" || got[0].By != owner.String() || got[0].Name != "Club" {
+		t.Errorf("the invitee's list: %+v", got)
+	}
+	if got := list(owner); len(got) != 1 || got[0].Kind != "join_request" || got[0].Direction != "incoming" || got[0].UserID != asker.String() || got[0].Message != "hi" {
+		t.Errorf("the owner's list: %+v", got)
+	}
+	if got := list(asker); len(got) != 1 || got[0].Direction != "outgoing" || got[0].GroupID != gid {
+		t.Errorf("the asker's list: %+v", got)
+	}
+}
