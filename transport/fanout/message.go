@@ -37,9 +37,9 @@ const (
 	KindChange Kind = "change"
 	// KindUser is an item of user To's per-user channel (the WebSocket "me" topic), sent with
 	// Fanout.PublishNodes to the nodes with a channel session of the user: Content is the item as
-	// its frame carries it, What its kind and Topic, when set, the conversation it concerns (a
-	// node starts or stops routing that conversation's messages to the user's channel sessions
-	// by it). Nodes that do not know the kind ignore it.
+	// its frame carries it, What its kind, Src whom it concerns and Topic, when set, the
+	// conversation it concerns (a node starts or stops routing that conversation's messages to
+	// the user's channel sessions by them). Nodes that do not know the kind ignore it.
 	KindUser Kind = "user"
 )
 

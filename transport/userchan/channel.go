@@ -79,7 +79,6 @@ var (
 	_ group.ChangeListener    = (*Channel)(nil)
 	_ commands.ReadListener   = (*Channel)(nil)
 	_ commands.CommitListener = (*Channel)(nil)
-	_ commands.ChangeListener = (*Channel)(nil)
 )
 
 // New returns a Channel over deps.Log.
@@ -169,7 +168,7 @@ func (c *Channel) post(ctx context.Context, tenant domain.TenantID, posts []post
 			c.items.WithLabelValues(it.What).Inc()
 			if c.pub != nil && len(a.Nodes) > 0 {
 				routed = append(routed, fanout.Routed{Nodes: a.Nodes, Message: &fanout.Message{Kind: fanout.KindUser,
-					Tenant: tenant, To: a.User, What: it.What, Topic: it.Topic, TS: it.At, Content: a.Bodies[j]}})
+					Tenant: tenant, To: a.User, What: it.What, Topic: it.Topic, Src: it.Src, TS: it.At, Content: a.Bodies[j]}})
 			}
 		}
 	}
@@ -245,10 +244,6 @@ func (c *Channel) MessagesCommitted(_ context.Context, msgs []commands.Committed
 		c.enqueue(m.Tenant, postsFor(it, []domain.UserID{a, b}))
 	}
 }
-
-// MessageChanged implements commands.ChangeListener. Recalls and edits are not logged: they
-// reach channel sessions with the conversation's messages (transport/ws).
-func (c *Channel) MessageChanged(context.Context, commands.CommittedChange) {}
 
 // ChangesCommitted implements group.ChangeListener: each change is logged on the channels of the
 // users it concerns (see recipients) and delivered.

@@ -163,8 +163,9 @@ func newEpoch() string {
 type Entry struct {
 	Seq   int64
 	What  string
-	Topic string // the conversation it concerns; empty for none
-	Body  []byte // the item's JSON object, seq and epoch first
+	Topic string        // the conversation it concerns; empty for none
+	Src   domain.UserID // whom it concerns; 0 for none
+	Body  []byte        // the item's JSON object, seq and epoch first
 }
 
 // Page is a read of a user's log.
@@ -255,9 +256,10 @@ func (l *Log) Tail(ctx context.Context, tenant domain.TenantID, user domain.User
 // parseEntry reads the fields of a logged item that a reader routes by.
 func parseEntry(b []byte) (Entry, error) {
 	var v struct {
-		Seq   string `json:"seq"`
-		What  string `json:"what"`
-		Topic string `json:"topic"`
+		Seq   string        `json:"seq"`
+		What  string        `json:"what"`
+		Topic string        `json:"topic"`
+		Src   domain.UserID `json:"src"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return Entry{}, fmt.Errorf("a logged item does not decode: %w", err)
@@ -266,5 +268,5 @@ func parseEntry(b []byte) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("a logged item has seq %q", v.Seq)
 	}
-	return Entry{Seq: seq, What: v.What, Topic: v.Topic, Body: b}, nil
+	return Entry{Seq: seq, What: v.What, Topic: v.Topic, Src: v.Src, Body: b}, nil
 }

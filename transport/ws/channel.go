@@ -153,7 +153,7 @@ func (h *Hub) reconcile(s *session, user domain.UserID, entries []userchan.Entry
 	defer h.mu.Unlock()
 	changed := false
 	for _, en := range entries {
-		e := effect{what: en.What}
+		e := effect{what: en.What, src: en.Src}
 		if en.Topic != "" {
 			t, err := domain.ParseTopic(en.Topic)
 			if err != nil {
@@ -161,30 +161,11 @@ func (h *Hub) reconcile(s *session, user domain.UserID, entries []userchan.Entry
 			}
 			e.topic = t
 		}
-		e.src = entrySrc(en.Body)
 		if h.applyEffect(s, user, e) {
 			changed = true
 		}
 	}
 	return changed
-}
-
-// entrySrc reads an item's src.
-func entrySrc(body []byte) domain.UserID {
-	i := bytes.Index(body, []byte(`"src":"`))
-	if i < 0 {
-		return 0
-	}
-	rest := body[i+len(`"src":"`):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return 0
-	}
-	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return domain.UserID(n)
 }
 
 // deliverUser writes a user's channel item (a fanout.KindUser message) to the user's channel
@@ -193,7 +174,7 @@ func entrySrc(body []byte) domain.UserID {
 // a client that sees a joined item has its node registered for the group's messages.
 func (h *Hub) deliverUser(m *fanout.Message) {
 	frame := wireFrame(encodeMe(m.Content))
-	e := effect{what: m.What, topic: m.Topic, src: entrySrc(m.Content)}
+	e := effect{what: m.What, topic: m.Topic, src: m.Src}
 	var to, resync []*session
 	h.mu.Lock()
 	for s := range h.users[userKey{m.Tenant, m.To}].All() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/userchan"
 )
@@ -336,5 +337,33 @@ func TestChannelCarriesEveryCounterOfAUserInThreeThousandConversations(t *testin
 		if msgs[tp.String()] != 1 {
 			t.Fatalf("%s: %d msg frames, want 1", tp, msgs[tp.String()])
 		}
+	}
+}
+
+// TestChannelStartsFromTheReadModelAndTheLogsLastItems subscribes to the channel while the read
+// model trails: it still lists a group the user has just left and does not list one the user
+// has just joined. The log's last items correct it: the joined group's messages reach the
+// channel, the left group's do not.
+func TestChannelStartsFromTheReadModelAndTheLogsLastItems(t *testing.T) {
+	t.Parallel()
+	c, a, b := channelNodes(t, userchan.Config{})
+	const owner, user domain.UserID = 1, 2
+	ctx := testCtx(t)
+	storetest.RegisterUsers(t, c.store, acme, owner, user)
+	left := newGroup(t, a.groups, acme, 0, owner, user)
+	c.project(t) // the read model: user is a member of left
+	if _, err := a.groups.LeaveGroup.Handle(ctx, group.LeaveGroup{Actor: who(acme, user), Group: domain.GroupID(left.GroupID())}); err != nil {
+		t.Fatal(err)
+	}
+	joined := newGroup(t, a.groups, acme, 0, owner, user) // not projected
+	cl := dial(t, b.node, "user@b", dialOpts{})
+	cl.login(c, user)
+	cl.subMe()
+	sendMsg(t, a.node, owner, left, "to the group left")
+	sendMsg(t, a.node, owner, joined, "to the group joined")
+	cl.waitFor("the joined group's message", func([]serverFrame) bool { return len(channelMsgs(cl, joined.String())) == 1 })
+	time.Sleep(150 * time.Millisecond)
+	if got := channelMsgs(cl, left.String()); len(got) != 0 {
+		t.Errorf("the channel got %d frames of the group the user left", len(got))
 	}
 }
