@@ -59,16 +59,18 @@ func (s *session) onSubMe(ctx context.Context, f topicFrame) {
 		s.fail(ctx, f.ID, err)
 		return
 	}
-	hub := s.g.deps.Hub
-	hub.channelOn(s, groups, muted)
-	s.chanOn = true
 	// Register the user's channel before reading the log's head: an item appended after it is
-	// delivered live, one before it is at or below the head the client catches up to.
+	// delivered live, one before it is at or below the head the client catches up to. Presence
+	// first, then the hub: the hub's items may register the session's groups in presence, which
+	// takes them only from a session on its channel there.
 	if s.pres != nil {
 		if err := s.pres.ChannelOn(ctx, nil); err != nil {
 			s.g.log.WarnContext(ctx, "ws: channel registration failed; the heartbeat retries", "tenant_id", s.tenant.String(), "err", err)
 		}
 	}
+	hub := s.g.deps.Hub
+	hub.channelOn(s, groups, muted)
+	s.chanOn = true
 	tail, err := s.g.deps.Channel.Tail(ctx, s.tenant, s.user, reconcileItems)
 	if err == nil {
 		hub.reconcile(s, s.user, tail)
