@@ -5,14 +5,13 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // TableSummary is one table's share of a Checksum.
-type TableSummary struct {
-	Rows     int64  // rows in the table
-	Checksum uint64 // XOR of a 64-bit hash of every row; order-independent
-}
+type TableSummary = readmodels.TableSummary
 
 // Summary summarises the business read model of one tenant, table by table.
 type Summary struct {
@@ -23,9 +22,7 @@ type Summary struct {
 }
 
 // rowHash turns a canonical row string into 64 bits: the first 16 hex digits of its SHA-1.
-func rowHash(cols string) string {
-	return "CAST(CONV(LEFT(SHA1(CONCAT_WS('|', " + cols + ")), 16), 16, 10) AS UNSIGNED)"
-}
+func rowHash(cols string) string { return tableset.RowHash(cols) }
 
 // Checksum summarises tables so two copies (the live tables and a rebuild) can be compared. Each
 // row hashes every column the events decide, version included; updated_at is left out, so the

@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/imledger/imledger/commands"
-	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
@@ -28,17 +27,6 @@ type ProjectionsConfig struct {
 	// Run makes serve run the projectors (messages-mysql, messages-hot). Nodes of one deployment
 	// share their consumer groups, so any number may run them. Default true; ignored when MySQL
 	// is off.
-	Run bool `koanf:"run"`
-}
-
-// AdminConfig configures the admin command consumer of serve: the admin package's settings and
-// whether this node runs it.
-type AdminConfig struct {
-	// Config holds the consumer settings: consumer_group, allowed_sources, retry.*,
-	// claim_timeout, command_timeout, close_timeout.
-	admin.Config `koanf:",squash"`
-	// Run makes serve consume im.admin.command. Nodes share the consumer group, so any number
-	// may run it. Default true.
 	Run bool `koanf:"run"`
 }
 
@@ -64,7 +52,7 @@ func (c DemoConfig) Validate() error {
 // applied, as serve resolves them, and refuses keys that other sections own.
 func (c Config) validateComponents() error {
 	errs := []error{c.Auth.Validate(), c.Account.Validate(), c.MessageOps.Validate(), c.Demo.Validate(),
-		c.Tenants.Validate(), c.Admin.Config.Validate(), c.RateLimit.Config.Validate(), c.Verify.Validate(),
+		c.Tenants.Validate(), c.Admin.Config.Validate(), c.Admin.validateTrust(), c.RateLimit.Config.Validate(), c.Verify.Validate(),
 		c.ActionTokens.Validate()}
 	if err := c.WSConfig().Validate(); err != nil {
 		errs = append(errs, err)
