@@ -97,7 +97,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	if n.reader != nil {
 		conv := query.NewConversationReader(n.reader, n.biz)
 		handlers.History, handlers.Unread, handlers.Business = n.reader, conv, n.biz
-		handlers.Conversations, handlers.FriendRequests = conv, n.biz
+		handlers.Conversations, handlers.FriendRequests, handlers.Search = conv, n.biz, n.biz
 	}
 	if n.pf.settings != nil {
 		handlers.Push = n.pf.settings
