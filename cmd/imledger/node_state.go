@@ -7,6 +7,7 @@ import (
 
 	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/verify"
+	"github.com/imledger/imledger/readmodels/tokendb"
 	"github.com/imledger/imledger/transport/ratelimit"
 )
 
@@ -55,7 +56,8 @@ func (n *node) startShortState(_ context.Context) (err error) {
 	if atcfg.KeyPrefix == "" {
 		atcfg.KeyPrefix = n.cfg.Redis.KeyPrefix
 	}
-	if n.state.atokens, err = actiontoken.New(atcfg, n.rdb, n.router); err != nil {
+	if n.state.atokens, err = actiontoken.New(atcfg, actiontoken.Deps{Redis: n.rdb, Events: n.store, Rows: tokendb.New(n.router),
+		Logger: n.log.With("component", "actiontoken")}); err != nil {
 		return err
 	}
 	key := []byte(n.cfg.Verify.HashKey)

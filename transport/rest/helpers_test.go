@@ -23,6 +23,7 @@ import (
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/pushsettings"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -33,6 +34,7 @@ import (
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
@@ -179,11 +181,14 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 	reader := query.NewReader(s.msgs, nil, nil)
 	conv := query.NewConversationReader(reader, s.biz)
 	h.History, h.Unread, h.Business = reader, conv, s.biz
-	h.Conversations, h.FriendRequests = conv, s.biz
+	h.Conversations, h.FriendRequests, h.Search = conv, s.biz, s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 	if o.more {
-		h.Push = pushdb.New(router)
-		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"}, s.rdb, router); err != nil {
+		if h.Push, err = pushsettings.New(pushsettings.Deps{Store: s.store, PreLog: pushdb.New(router)}); err != nil {
+			t.Fatal(err)
+		}
+		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"},
+			actiontoken.Deps{Redis: s.rdb, Events: s.store, Rows: tokendb.New(router)}); err != nil {
 			t.Fatal(err)
 		}
 		if o.tokens != nil {
@@ -248,7 +253,7 @@ func (s *stack) project(t testing.TB) {
 		t.Fatal(err)
 	}
 	if s.fileDB != nil {
-		if _, err := s.fileDB.ApplyRefs(ctx, s.tenant, evs); err != nil {
+		if _, err := s.fileDB.Apply(ctx, s.tenant, evs); err != nil {
 			t.Fatal(err)
 		}
 	}
