@@ -82,7 +82,7 @@ type Config struct {
 	// consumers of this config answer a record at once: the admin commands, push tasks, file
 	// checks, the tenant configuration; the projectors have settings of their own). It costs no
 	// latency, only the idle consumer's polls, one per FetchIdleWait. At most a third of three
-	// times DialTimeout, the read timeout of a fetch. Default 2s.
+	// times DialTimeout, the read timeout of a fetch. Default 2s, or DialTimeout when that is shorter.
 	FetchIdleWait time.Duration
 }
 
@@ -118,7 +118,7 @@ func (c *Config) setDefaults() {
 		c.AdminTimeout = 10 * time.Second
 	}
 	if c.FetchIdleWait == 0 {
-		c.FetchIdleWait = 2 * time.Second
+		c.FetchIdleWait = min(2*time.Second, c.DialTimeout)
 	}
 }
 

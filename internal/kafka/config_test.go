@@ -32,6 +32,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative flush", kafka.Config{Brokers: []string{"b:1"}, FlushMessages: -1}, "flush"},
 		{"fetch idle wait past the read timeout", kafka.Config{Brokers: []string{"b:1"}, FetchIdleWait: time.Minute}, "fetch idle wait"},
 		{"negative fetch idle wait", kafka.Config{Brokers: []string{"b:1"}, FetchIdleWait: -time.Second}, "fetch idle wait"},
+		{"short dial timeout, default fetch idle wait", kafka.Config{Brokers: []string{"b:1"}, DialTimeout: 300 * time.Millisecond}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
