@@ -629,9 +629,9 @@ export class Client extends Emitter {
       update: (u) => this.emit('update', u),
       error: (err) => this.emit('error', err),
       activated: () => this.#outbox.kick(),
-      ended: (sync, reason) => {
+      ended: (sync, reason, error) => {
         if (this.#subs.get(sync.topic) === sync) { this.#subs.delete(sync.topic); }
-        this.emit('unsubscribed', { topic: sync.topic, reason });
+        this.emit('unsubscribed', error ? { topic: sync.topic, reason, error } : { topic: sync.topic, reason });
         this.#outbox.kick();
       }
     };

@@ -51,8 +51,8 @@ export class Subscription {
 
   /**
    * older resolves with the page of history just below the oldest message the caller has: the
-   * first call after subscribing gives the latest messages up to the position, each later call
-   * the page before the previous one, for scrolling back. Its messages are returned, not emitted;
+   * first call after subscribing gives the latest messages up to the position (as latest() does),
+   * each later call the page before the previous one, for scrolling back. Its messages are returned, not emitted;
    * hasMore says whether older ones remain. It rejects with a ConnectionLostError when the
    * connection ends first.
    *
@@ -60,6 +60,24 @@ export class Subscription {
    * @returns {Promise<{messages: Message[], hasMore: boolean}>}
    */
   older(options) { return this.#sync.older(options); }
+
+  /**
+   * latest resolves with the latest page of history up to the position (the newest messages when
+   * catch-up is off), and makes older() continue below it: for opening, or reopening, a view of
+   * the topic whose newer messages are the "message" events. Its messages are returned, not
+   * emitted.
+   *
+   * @param {{limit?: number}} [options] limit: messages per page; the server's default (50) when absent
+   * @returns {Promise<{messages: Message[], hasMore: boolean}>}
+   */
+  latest(options) { return this.#sync.latest(options); }
+
+  /**
+   * startCatchUp turns catch-up on for a subscription made with catchUp false (for a list that
+   * only counts live messages, say, whose topic the user now opens): from then on the messages
+   * after the latest seq it knows are caught up after every (re)subscribe.
+   */
+  startCatchUp() { this.#sync.startCatchUp(); }
 
   /**
    * unsubscribe leaves the topic: no more of its messages or updates are emitted, and the client

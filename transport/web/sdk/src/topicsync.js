@@ -21,7 +21,7 @@ import { Subscription } from './subscription.js';
  * @typedef {object} SubscriptionHost
  * @property {(m: Message) => void} message emit a message
  * @property {(u: MessageUpdate) => void} update emit an update
- * @property {(sync: TopicSync, reason: string) => void} ended the subscription ended (forget it)
+ * @property {(sync: TopicSync, reason: string, error?: Error) => void} ended the subscription ended or failed (forget it)
  * @property {(err: Error) => void} error report a failure no promise reports
  * @property {(sync: TopicSync) => void} activated the subscription is active on the current connection
  * @property {SyncOptions} sync
@@ -89,6 +89,10 @@ export class TopicSync {
     this._position = null;
     /** @type {number|null} the lowest seq the caller was given; older() reads below it */
     this._floor = null;
+    /** Whether the subscription catches up (SubscribeOptions.catchUp, startCatchUp). */
+    this._follow = options.catchUp !== false;
+    /** The highest last_seq a page read by latest() or older() showed. */
+    this._top = 0;
     /** @type {Map<number, Known>} */
     this._known = new Map();
     /** @type {Map<number, Message>} live messages above a missing seq */
@@ -141,29 +145,62 @@ export class TopicSync {
   }
 
   /**
-   * older reads the page of history just below the oldest message the caller has (the first call
-   * after subscribing: the latest messages up to the position), for scrolling back. Its messages
-   * are returned, not emitted; hasMore says whether older ones remain.
+   * older reads the page of history just below the oldest message the caller has (the latest
+   * messages when it has none), for scrolling back. Its messages are returned, not emitted.
    *
    * @param {{limit?: number}} [options]
    * @returns {Promise<{messages: Message[], hasMore: boolean}>}
    */
   older(options = {}) {
-    const limit = options.limit;
-    return this.ready().then(() => this._run(async () => {
-      const conn = this._conn;
-      if (!conn) { throw new ConnectionLostError(); }
-      const floor = this._floor ?? 1;
-      if (floor <= 1) { return { messages: [], hasMore: false }; }
-      const page = await this._get(conn, { before_seq: String(floor), ...(limit ? { limit } : {}) });
-      for (const m of page.messages) { this._remember(m); }
-      if (page.messages.length > 0) {
-        this._floor = Math.min(floor, seqNumber(page.messages[0].seq));
-      } else if (!page.hasMore) {
-        this._floor = 1;
-      }
-      return { messages: page.messages, hasMore: page.hasMore };
-    }));
+    return this.ready().then(() => this._run(() => this._page(options.limit, false)));
+  }
+
+  /**
+   * latest reads the latest page of history up to the position and makes older() continue below
+   * it, for (re)opening a view of the topic. Its messages are returned, not emitted.
+   *
+   * @param {{limit?: number}} [options]
+   * @returns {Promise<{messages: Message[], hasMore: boolean}>}
+   */
+  latest(options = {}) {
+    return this.ready().then(() => this._run(() => this._page(options.limit, true)));
+  }
+
+  /**
+   * startCatchUp turns catch-up on for a subscription made with catchUp false: from now on it
+   * catches up after every (re)subscribe, from the latest seq it knows.
+   */
+  startCatchUp() {
+    if (this._follow || this._state === 'ended' || this._state === 'failed') { return; }
+    this._follow = true;
+    if (this._state === 'active') {
+      this._sync(this._gen, 'initial');
+    }
+  }
+
+  /**
+   * _page reads a page below the floor (from the top with fromTop, or when there is no floor yet).
+   *
+   * @param {number|undefined} limit
+   * @param {boolean} fromTop
+   */
+  async _page(limit, fromTop) {
+    const conn = this._conn;
+    if (!conn) { throw new ConnectionLostError(); }
+    /** @type {Record<string, unknown>} */
+    const q = limit ? { limit } : {};
+    const top = this._position !== null ? this._position + 1 : 0;
+    const floor = fromTop || this._floor === null ? top : this._floor;
+    if (floor === 1) { return { messages: [], hasMore: false }; } // nothing below seq 1
+    const page = await this._get(conn, floor > 0 ? { ...q, before_seq: String(floor) } : q);
+    for (const m of page.messages) { this._remember(m); }
+    this._top = Math.max(this._top, seqNumber(page.lastSeq) || 0);
+    if (page.messages.length > 0) {
+      this._floor = seqNumber(page.messages[0].seq);
+    } else if (!page.hasMore) {
+      this._floor = 1;
+    }
+    return { messages: page.messages, hasMore: page.hasMore };
   }
 
   /**
@@ -197,11 +234,8 @@ export class TopicSync {
     this._state = 'active';
     for (const w of this._waiters.splice(0)) { w.resolve(); }
     this._host.activated(this);
-    const first = this._position === null;
-    this._sync(gen, first ? 'initial' : 'reconnect');
-    for (const ms of this._host.sync.recheckDelaysMs) {
-      this._timers.push(setTimeout(() => this._sync(gen, 'recheck'), ms));
-    }
+    if (!this._follow) { return; }
+    this._sync(gen, this._position === null ? 'initial' : 'reconnect');
   }
 
   /**
@@ -221,9 +255,14 @@ export class TopicSync {
         if (gen !== this._gen || err instanceof ConnectionLostError) { return false; }
         const e = /** @type {ProtocolError} */ (err);
         const lagging = e.code === 404 || (e.code === 403 && e.reason === 'not_member');
+        if (e.code === 429) { // over the connection's sub/leave limit: wait as told, however often
+          tries--;
+          await sleep(Math.max(50, Number(e.params.retry_after_ms) || 1000));
+          if (gen !== this._gen) { return false; }
+          continue;
+        }
         if (tries < opts.lagRetries && (lagging || e.retryable)) {
-          const after = Number(e.params.retry_after_ms);
-          await sleep(e.code === 429 && after > 0 ? after : 400 * Math.pow(2, tries));
+          await sleep(400 * Math.pow(2, tries));
           if (gen !== this._gen) { return false; }
           continue;
         }
@@ -252,6 +291,10 @@ export class TopicSync {
     const seq = seqNumber(d.seq);
     if (!(seq > 0) || this._state === 'ended') { return; }
     const m = messageOf(d, true);
+    if (!this._follow) {
+      if (!this._known.has(seq)) { this._deliver(m); } // live only: no order to keep, no catch-up
+      return;
+    }
     if (this._position !== null && seq <= this._position) {
       if (this._gaps.delete(seq) && !this._known.has(seq)) { this._deliver(m); } // late, after a gap was given up
       return;
@@ -314,7 +357,7 @@ export class TopicSync {
     this._state = 'failed';
     this._error = err;
     for (const w of this._waiters.splice(0)) { w.reject(err); }
-    this._host.error(err);
+    this._host.ended(this, /** @type {ProtocolError} */ (err).reason || 'failed', err);
   }
 
   // ---- catching up -----------------------------------------------------------------------------
@@ -339,6 +382,11 @@ export class TopicSync {
    * @param {'initial'|'reconnect'|'recheck'} mode
    */
   _sync(gen, mode) {
+    if (mode !== 'recheck') {
+      for (const ms of this._host.sync.recheckDelaysMs) {
+        this._timers.push(setTimeout(() => this._sync(gen, 'recheck'), ms));
+      }
+    }
     this._run(async () => {
       const conn = this._conn;
       if (gen !== this._gen || !conn) { return; }
@@ -373,8 +421,12 @@ export class TopicSync {
       if (!shown.includes(m)) { this._remember(m); }
     }
     for (const m of shown) { this._deliver(m); }
-    this._position = Math.max(seqNumber(page.lastSeq) || 0, ...page.messages.map((m) => seqNumber(m.seq)));
-    this._floor = shown.length > 0 ? seqNumber(shown[0].seq) : this._position + 1;
+    // A page the caller read before catch-up began (latest, older) counts: what came after it
+    // is caught up below.
+    const last = Math.max(seqNumber(page.lastSeq) || 0, ...page.messages.map((m) => seqNumber(m.seq)));
+    this._position = this._top > 0 ? Math.min(this._top, last) : last;
+    if (this._floor === null) { this._floor = shown.length > 0 ? seqNumber(shown[0].seq) : this._position + 1; }
+    if (this._position < last) { await this._catchUp(conn, gen); }
   }
 
   /**

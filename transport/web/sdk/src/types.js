@@ -127,6 +127,9 @@
  * @typedef {object} SubscribeOptions
  * @property {string} [since] emit every message after this seq (catch up from there); default: from now
  * @property {number} [latest] without since: also emit the latest this many messages first; default 0
+ * @property {boolean} [catchUp] default true: catch up after every (re)subscribe and keep seq order.
+ *   false: live messages only, as they come (deduped), no history read at all (e.g. to count
+ *   unread messages of a list); startCatchUp() turns it on later
  */
 
 /**
@@ -178,7 +181,9 @@
 /**
  * @typedef {object} Unsubscribed
  * @property {string} topic
- * @property {string} reason "unsubscribe", or the change that ended it: left, removed, dissolved, blocked
+ * @property {string} reason "unsubscribe"; the change that ended it: left, removed, dissolved, blocked; or the
+ *   stable reason the server refused the sub with (not_member, ...): then error is set
+ * @property {Error} [error] the refusal, when the subscription failed
  */
 
 /**
@@ -201,7 +206,7 @@
  * @property {Notice} notice a broadcast to the tenant or a note to this user
  * @property {Unsubscribed} unsubscribed a subscription ended
  * @property {OutboxChange} outbox a send changed status
- * @property {Error} error a failure no promise reports: a refused note, a subscription that failed
+ * @property {Error} error a failure no promise reports: a refused note, a refreshToken hook that threw
  */
 
 /**

@@ -189,6 +189,39 @@ describe('receiving', () => {
     for (const r of [sender, reader, resumed, all]) { r.client.close(); }
   });
 
+  test('a live-only subscription reads no history until latest() and startCatchUp() take it further', async () => {
+    const a = await s.signUp('live-a');
+    const b = await s.signUp('live-b');
+    const topic = await group(a, b);
+    const sender = await new Recorder(s.wsUrl, a.token).connect();
+    for (const t of ['l1', 'l2', 'l3']) { await sender.client.send(topic, t); }
+    const bob = await new Recorder(s.wsUrl, b.token).connect();
+    const sub = bob.client.subscribe(topic, { catchUp: false });
+    await sub.ready();
+    await sender.client.send(topic, 'l4');
+    await waitFor('the live message', () => bob.messages(topic).length === 1);
+    assert.deepEqual(bob.texts(topic), ['l4']);
+    assert.equal(sub.position, null);
+    await waitFor('history holds 4', async () => (await s.rest(a.token).history(topic, {})).messages.length === 4);
+    const top = await sub.latest({ limit: 10 });
+    assert.deepEqual(top.messages.map((m) => m.content), ['l1', 'l2', 'l3', 'l4']);
+    assert.equal(top.hasMore, false);
+    assert.deepEqual((await sub.older()).messages, []);
+    sub.startCatchUp();
+    await waitFor('a position', () => sub.position === '4');
+    bob.client.disconnect();
+    for (const t of ['l5', 'l6']) { await sender.client.send(topic, t); }
+    await waitFor('history holds 6', async () => (await s.rest(a.token).history(topic, {})).messages.length === 6);
+    bob.client.connect();
+    await waitFor('caught up', () => bob.messages(topic).length === 3);
+    assert.deepEqual(bob.texts(topic), ['l4', 'l5', 'l6']);
+    const again = await sub.latest({ limit: 2 });
+    assert.deepEqual(again.messages.map((m) => m.content), ['l5', 'l6']);
+    assert.deepEqual((await sub.older({ limit: 2 })).messages.map((m) => m.content), ['l3', 'l4']);
+    sender.client.close();
+    bob.client.close();
+  });
+
   test('read marks, typing and the end of a subscription reach the other side', async () => {
     const a = await s.signUp('marker-a');
     const b = await s.signUp('marker-b');
