@@ -50,6 +50,37 @@ import { AuthFailure, TokenKeeper } from './tokens.js';
  * @property {Partial<SyncOptions>} [sync] catch-up tuning
  */
 
+/**
+ * A Channel is what the Client keeps per subscription and drives: it activates it on every
+ * connection, deactivates it when the connection is lost, routes the live data and message
+ * changes of its topic to it, and ends it. Conversation topics (grp…, p2p…) are TopicSyncs; a
+ * subscription of another kind (a per-user channel, say) is one more implementation, chosen by
+ * channelFor.
+ *
+ * @typedef {object} Channel
+ * @property {string} topic
+ * @property {import('./types.js').SubscriptionState} state
+ * @property {Subscription} subscription the caller's handle
+ * @property {(conn: Connection) => Promise<void>} _activate
+ * @property {() => void} _deactivate
+ * @property {(d: import('./types.js').DataFrame) => void} _live
+ * @property {(i: InfoFrame) => void} _change
+ * @property {(reason: string) => void} _end
+ * @property {(m: import('./types.js').Message) => void} _remember
+ */
+
+/**
+ * channelFor makes the Channel of topic.
+ *
+ * @param {import('./topicsync.js').SubscriptionHost} host
+ * @param {string} topic
+ * @param {SubscribeOptions} options
+ * @returns {Channel}
+ */
+function channelFor(host, topic, options) {
+  return new TopicSync(host, topic, options);
+}
+
 /** Reasons after which no new connection can succeed with this account. */
 const FATAL = new Set(['user_banned', 'tenant_suspended', 'tenant_not_found']);
 /** Reasons a new token may cure. */
@@ -107,7 +138,7 @@ export class Client extends Emitter {
   /** @type {ReturnType<typeof setInterval>|undefined} */
   #pingTimer;
   #offline = false;
-  /** @type {Map<string, TopicSync>} */
+  /** @type {Map<string, Channel>} by topic */
   #subs = new Map();
   #marks = new ReadMarks();
   /** @type {{resolve: () => void, reject: (err: Error) => void}[]} */
@@ -218,10 +249,10 @@ export class Client extends Emitter {
   subscribe(topic, options = {}) {
     const had = this.#subs.get(topic);
     if (had) { return had.subscription; }
-    const sync = new TopicSync(this.#subHost(), topic, options);
-    this.#subs.set(topic, sync);
-    if (this.#loggedIn && this.#conn) { sync._activate(this.#conn); }
-    return sync.subscription;
+    const ch = channelFor(this.#subHost(), topic, options);
+    this.#subs.set(topic, ch);
+    if (this.#loggedIn && this.#conn) { ch._activate(this.#conn); }
+    return ch.subscription;
   }
 
   /**
@@ -629,9 +660,9 @@ export class Client extends Emitter {
       update: (u) => this.emit('update', u),
       error: (err) => this.emit('error', err),
       activated: () => this.#outbox.kick(),
-      ended: (sync, reason, error) => {
-        if (this.#subs.get(sync.topic) === sync) { this.#subs.delete(sync.topic); }
-        this.emit('unsubscribed', error ? { topic: sync.topic, reason, error } : { topic: sync.topic, reason });
+      ended: (ch, reason, error) => {
+        if (this.#subs.get(ch.topic) === ch) { this.#subs.delete(ch.topic); }
+        this.emit('unsubscribed', error ? { topic: ch.topic, reason, error } : { topic: ch.topic, reason });
         this.#outbox.kick();
       }
     };

@@ -21,9 +21,9 @@ import { Subscription } from './subscription.js';
  * @typedef {object} SubscriptionHost
  * @property {(m: Message) => void} message emit a message
  * @property {(u: MessageUpdate) => void} update emit an update
- * @property {(sync: TopicSync, reason: string, error?: Error) => void} ended the subscription ended or failed (forget it)
+ * @property {(ch: {topic: string}, reason: string, error?: Error) => void} ended the subscription ended or failed (forget it)
  * @property {(err: Error) => void} error report a failure no promise reports
- * @property {(sync: TopicSync) => void} activated the subscription is active on the current connection
+ * @property {(ch: {topic: string}) => void} activated the subscription is active on the current connection
  * @property {SyncOptions} sync
  */
 
@@ -656,8 +656,8 @@ export class TopicSync {
   /** _prune keeps the dedupe state of the latest maxKnown seqs. */
   _prune() {
     const max = this._host.sync.maxKnown;
-    if (this._known.size <= max * 1.25 || this._position === null) { return; }
-    const below = this._position - max;
+    if (this._known.size <= max * 1.25) { return; }
+    const below = (this._position ?? Math.max(...this._known.keys())) - max;
     for (const seq of this._known.keys()) {
       if (seq < below) { this._known.delete(seq); }
     }

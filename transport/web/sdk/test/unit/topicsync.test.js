@@ -151,3 +151,16 @@ test('since 0 catches up from the first message, reading history back page by pa
   assert.equal(t.position, '5');
   assert.ok(h.gets >= 3, 'paged');
 });
+
+test('live only: no history is read, messages go as they come, each once; the dedupe stays bounded', async () => {
+  const h = new History();
+  h.add(1); h.watermark = 1;
+  const { t, seqs } = await start(h, { catchUp: false }, { maxKnown: 10 });
+  for (const s of [5, 3, 5, 4]) { t._live(live(s)); }
+  assert.deepEqual(seqs(), [5, 3, 4]);
+  assert.equal(h.gets, 0, 'no history read');
+  assert.equal(t.position, null);
+  for (let s = 6; s <= 60; s++) { t._live(live(s)); }
+  assert.equal(seqs().length, 58);
+  assert.ok(t._known.size <= 13, `the dedupe holds ${t._known.size} seqs`);
+});
