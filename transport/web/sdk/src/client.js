@@ -34,10 +34,13 @@ import { AuthFailure, TokenKeeper } from './tokens.js';
  * @property {string} url the gateway, ws(s)://host/v1/im/ws (gatewayUrl builds it)
  * @property {string | (() => string | Promise<string>)} token the token to log in with; a function is asked before every login
  * @property {(info: {reason: string}) => (string | null | undefined | Promise<string | null | undefined>)} [refreshToken]
- *   gives a new token when the server says the token expired, was revoked or the session was
- *   kicked, before reconnecting with a token past its expiry, and shortly before a live session's
- *   token expires (reason "expiring"). Without it, or when it gives nothing, the client closes
- *   with that reason (except for "expiring", after which the session ends at the expiry).
+ *   gives a new token. reason: "expiring" shortly before a live session's token expires (the
+ *   session logs in again with the new token, without reconnecting); "expired" before
+ *   reconnecting with a token past its expiry; or what the server said: token_expired,
+ *   token_invalid, token_revoked (a refused login, once per attempt) or kicked (an ended
+ *   session). Without the hook, or when it gives nothing, the client closes with that reason
+ *   (after "expiring": the session ends at the expiry). A hook that throws is reported as an
+ *   "error" event and the attempt is retried later.
  * @property {string} [ua] the user agent sent in hi
  * @property {typeof WebSocket} [WebSocket] the WebSocket class; default globalThis.WebSocket
  * @property {BackoffOptions} [backoff] reconnect pauses; default 0.5 s doubling to 15 s, full jitter

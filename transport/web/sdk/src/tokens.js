@@ -79,7 +79,7 @@ export class TokenKeeper {
       this._token = token;
     }
     if (token && token === this._loginToken && this._expiresAt && Date.now() >= this._expiresAt && this.canRefresh) {
-      return this.refreshOrFail('token_expired');
+      return this.refreshOrFail('expired'); // known to be past its expiry: not worth a refused login
     }
     if (!token) { throw new AuthFailure('no_token'); }
     return token;

@@ -182,3 +182,40 @@ describe('tokens and ended sessions', () => {
     again.client.close();
   });
 });
+
+describe('tokens past their expiry and the browser network events', () => {
+  test('a token past its expiry is refreshed before the reconnect, not sent', async () => {
+    const u = await s.signUp('expired-offline');
+    const reasons = [];
+    const r = await new Recorder(s.wsUrl, s.issueToken(u.id, '3s'), {
+      refreshMarginMs: 0, // no renewal of the live session: this test is about the reconnect
+      refreshToken: ({ reason }) => { reasons.push(reason); return s.issueToken(u.id, '1h'); }
+    }).connect();
+    r.client.disconnect();
+    await sleep(3500);
+    r.client.connect();
+    await r.client.ready();
+    assert.deepEqual(reasons, ['expired']);
+    r.client.close();
+  });
+
+  test('offline drops the connection and waits; online reconnects at once', async () => {
+    const u = await s.signUp('network');
+    // The browser's events, as a page would get them from window.
+    const target = new EventTarget();
+    const g = /** @type {any} */ (globalThis);
+    g.addEventListener = target.addEventListener.bind(target);
+    g.removeEventListener = target.removeEventListener.bind(target);
+    after(() => { delete g.addEventListener; delete g.removeEventListener; });
+    const r = await new Recorder(s.wsUrl, u.token, { backoff: { initialMs: 60000, maxMs: 60000 } }).connect();
+    target.dispatchEvent(new Event('offline'));
+    await waitFor('waiting for the network', () => r.client.state === 'waiting');
+    assert.deepEqual(r.events.state.at(-1), { state: 'waiting', previous: 'ready', attempt: 1, reason: 'offline' });
+    const before = Date.now();
+    target.dispatchEvent(new Event('online'));
+    await r.client.ready();
+    assert.ok(Date.now() - before < 5000, 'reconnected at once, not after the 60 s backoff');
+    assert.equal(r.events.ready.length, 2);
+    r.client.close();
+  });
+});
