@@ -250,3 +250,52 @@ describe('receiving', () => {
     bob.client.close();
   });
 });
+
+describe('RestClient', () => {
+  test('the calls a chat client makes answer typed data; a refusal is an ApiError with the reason', async () => {
+    const a = await s.signUp('rest-a');
+    const b = await s.signUp('rest-b');
+    const ra = s.rest(a.token);
+    const rb = s.rest(b.token);
+    const created = await ra.createGroup({ name: 'Rest' });
+    const gid = /** @type {string} */ (created.group_id);
+    assert.equal(created.topic, 'grp' + gid);
+    await rb.joinGroup(gid);
+    const sent = await s.rest(a.token).request('POST', '/v1/im/topics/grp' + gid + '/messages',
+      { body: { client_msg_id: 'rest-1', content: { text: 'over REST' } } });
+    assert.equal(/** @type {any} */ (sent).seq, '1');
+
+    await waitFor('the group in the lists', async () => {
+      const list = await ra.conversations({ limit: 10 });
+      const members = await ra.members(gid).catch(() => ({ members: [] }));
+      return list.conversations.some((c) => c.topic === 'grp' + gid && c.last_seq === '1') && members.members.length === 2;
+    });
+    const g = await ra.group(gid);
+    assert.equal(g.name, 'Rest');
+    assert.equal(g.owner, a.id);
+    assert.deepEqual((await ra.members(gid)).members.map((m) => m.role).sort(), ['member', 'owner']);
+    assert.equal((await ra.user(b.id)).nickname, 'rest-b');
+    assert.ok(['online', 'offline'].includes((await ra.presence(b.id)).status));
+
+    const marks = await rb.markRead('grp' + gid, { read_seq: '1' });
+    assert.equal(marks.read_seq, '1');
+    const deleted = await rb.deleteMessage('grp' + gid, '1');
+    assert.equal(deleted.seq, '1');
+
+    await ra.requestFriend(b.id, 'hi');
+    await waitFor('the request', async () => (await rb.friendRequests()).requests.some((q) => q.user_id === a.id && q.direction === 'incoming'));
+    await rb.acceptFriend(a.id);
+    await waitFor('friends', async () => (await ra.friends()).user_ids.includes(b.id));
+    await ra.block(b.id);
+    await ra.unblock(b.id);
+    await rb.leaveGroup(gid);
+
+    const refused = await ra.joinGroup('999999999').catch((e) => e);
+    assert.equal(refused.name, 'ApiError');
+    assert.equal(refused.status, 404);
+    assert.equal(refused.reason, 'not_found');
+    assert.ok(refused.requestId);
+    const anonymous = await s.rest().conversations().catch((e) => e);
+    assert.equal(anonymous.status, 401);
+  });
+});
