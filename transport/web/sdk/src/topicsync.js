@@ -6,6 +6,7 @@ import { ConnectionLostError, ImledgerError } from './errors.js';
 /** @typedef {import('./errors.js').ProtocolError} ProtocolError */
 import { seqNumber } from './ids.js';
 import { Subscription } from './subscription.js';
+import { Seen } from './seen.js';
 
 /** @typedef {import('./types.js').Message} Message */
 /** @typedef {import('./types.js').MessageUpdate} MessageUpdate */
@@ -39,10 +40,10 @@ import { Subscription } from './subscription.js';
  * @property {number} maxKnown how many seqs per topic the dedupe remembers
  */
 
-/** A seq's dedupe state: its content version, whether it was recalled, and an update that came before the message. */
-/** @typedef {{v: number, r: boolean, early?: {content?: unknown, version?: string, recalled?: boolean}}} Known */
 
 const MAX_GAPS = 1000;
+/** The pauses before latest() asks again while history ends below the position. */
+const LAG_PAGES_MS = [250, 500, 1000, 2000, 4000];
 const MAX_GAP_CHECKS = 8;
 
 /** @param {number} ms @returns {Promise<void>} */
@@ -93,8 +94,7 @@ export class TopicSync {
     this._follow = options.catchUp !== false;
     /** The highest last_seq a page read by latest() or older() showed. */
     this._top = 0;
-    /** @type {Map<number, Known>} */
-    this._known = new Map();
+    this._seen = new Seen(topic, host.sync.maxKnown);
     /** @type {Map<number, Message>} live messages above a missing seq */
     this._buffer = new Map();
     this._gapSince = 0;
@@ -152,7 +152,7 @@ export class TopicSync {
    * @returns {Promise<{messages: Message[], hasMore: boolean}>}
    */
   older(options = {}) {
-    return this.ready().then(() => this._run(() => this._page(options.limit, false)));
+    return this._topPage(options.limit, false);
   }
 
   /**
@@ -163,7 +163,7 @@ export class TopicSync {
    * @returns {Promise<{messages: Message[], hasMore: boolean}>}
    */
   latest(options = {}) {
-    return this.ready().then(() => this._run(() => this._page(options.limit, true)));
+    return this._topPage(options.limit, true);
   }
 
   /**
@@ -179,10 +179,34 @@ export class TopicSync {
   }
 
   /**
+   * _topPage is _page, read again after a pause while a page from the top ends below the
+   * position: history trails what was delivered live, and the caller opening a view wants those
+   * messages in the page (the read models catch up within moments; after LAG_PAGES_MS it gives
+   * what it has).
+   *
+   * @param {number|undefined} limit
+   * @param {boolean} fromTop
+   * @returns {Promise<{messages: Message[], hasMore: boolean}>}
+   */
+  async _topPage(limit, fromTop) {
+    await this.ready();
+    const top = fromTop || this._floor === null;
+    for (let i = 0; ; i++) {
+      const page = await this._run(() => this._page(limit, top));
+      const pos = this._position;
+      if (!top || pos === null || page.lastSeq >= pos || i >= LAG_PAGES_MS.length) {
+        return { messages: page.messages, hasMore: page.hasMore };
+      }
+      await sleep(LAG_PAGES_MS[i]);
+    }
+  }
+
+  /**
    * _page reads a page below the floor (from the top with fromTop, or when there is no floor yet).
    *
    * @param {number|undefined} limit
    * @param {boolean} fromTop
+   * @returns {Promise<{messages: Message[], hasMore: boolean, lastSeq: number}>}
    */
   async _page(limit, fromTop) {
     const conn = this._conn;
@@ -191,7 +215,7 @@ export class TopicSync {
     const q = limit ? { limit } : {};
     const top = this._position !== null ? this._position + 1 : 0;
     const floor = fromTop || this._floor === null ? top : this._floor;
-    if (floor === 1) { return { messages: [], hasMore: false }; } // nothing below seq 1
+    if (floor === 1) { return { messages: [], hasMore: false, lastSeq: Infinity }; } // nothing below seq 1
     const page = await this._get(conn, floor > 0 ? { ...q, before_seq: String(floor) } : q);
     for (const m of page.messages) { this._remember(m); }
     this._top = Math.max(this._top, seqNumber(page.lastSeq) || 0);
@@ -200,7 +224,7 @@ export class TopicSync {
     } else if (!page.hasMore) {
       this._floor = 1;
     }
-    return { messages: page.messages, hasMore: page.hasMore };
+    return { messages: page.messages, hasMore: page.hasMore, lastSeq: seqNumber(page.lastSeq) || 0 };
   }
 
   /**
@@ -292,11 +316,11 @@ export class TopicSync {
     if (!(seq > 0) || this._state === 'ended') { return; }
     const m = messageOf(d, true);
     if (!this._follow) {
-      if (!this._known.has(seq)) { this._deliver(m); } // live only: no order to keep, no catch-up
+      if (!this._seen.has(seq)) { this._deliver(m); } // live only: no order to keep, no catch-up
       return;
     }
     if (this._position !== null && seq <= this._position) {
-      if (this._gaps.delete(seq) && !this._known.has(seq)) { this._deliver(m); } // late, after a gap was given up
+      if (this._gaps.delete(seq) && !this._seen.has(seq)) { this._deliver(m); } // late, after a gap was given up
       return;
     }
     this._buffer.set(seq, m);
@@ -317,24 +341,9 @@ export class TopicSync {
    * @param {InfoFrame} i
    */
   _change(i) {
-    const seq = seqNumber(i.seq);
-    if (!(seq > 0) || this._state === 'ended') { return; }
-    const k = this._known.get(seq);
-    /** @type {MessageUpdate} */
-    const u = { topic: this.topic, seq: String(seq), what: i.what === 'edit' ? 'edit' : 'recall', live: true };
-    if (i.from) { u.from = i.from; }
-    if (i.ts) { u.ts = i.ts; }
-    if (u.what === 'edit') {
-      const v = seqNumber(i.version);
-      if (k && (k.r || k.v >= v)) { return; }
-      u.version = String(v);
-      u.content = i.content;
-      this._known.set(seq, { v, r: false, early: k ? undefined : { content: i.content, version: String(v) } });
-    } else {
-      if (k && k.r) { return; }
-      this._known.set(seq, { v: k ? k.v + 1 : 0, r: true, early: k ? undefined : { recalled: true } });
-    }
-    this._host.update(u);
+    if (!(seqNumber(i.seq) > 0) || this._state === 'ended') { return; }
+    const u = this._seen.change(i);
+    if (u) { this._host.update(u); }
   }
 
   /**
@@ -490,7 +499,7 @@ export class TopicSync {
   async _revalidate(conn, gen) {
     const n = this._host.sync.revalidate;
     const pos = this._position;
-    if (!n || !pos || this._known.size === 0) { return; }
+    if (!n || !pos || this._seen.size === 0) { return; }
     const page = await this._get(conn, { before_seq: String(pos + 1), limit: Math.min(n, 100) });
     if (gen !== this._gen) { return; }
     for (const m of page.messages) { this._reconcile(m); }
@@ -513,7 +522,7 @@ export class TopicSync {
     if (gen !== this._gen) { return; }
     for (const m of page.messages) {
       const s = seqNumber(m.seq);
-      if (this._gaps.delete(s) && !this._known.has(s)) { this._deliver(m); }
+      if (this._gaps.delete(s) && !this._seen.has(s)) { this._deliver(m); }
     }
     if ((seqNumber(page.lastSeq) || 0) >= hi || ++this._gapChecks >= MAX_GAP_CHECKS) {
       this._gaps.clear();
@@ -550,7 +559,7 @@ export class TopicSync {
       const m = /** @type {Message} */ (this._buffer.get(seq));
       if (seq <= this._position) {
         this._buffer.delete(seq);
-        if (!this._known.has(seq)) { this._deliver(m); }
+        if (!this._seen.has(seq)) { this._deliver(m); }
       } else if (seq === this._position + 1) {
         this._buffer.delete(seq);
         this._deliver(m);
@@ -594,73 +603,35 @@ export class TopicSync {
     this._gapChecks = 0;
   }
 
-  // ---- dedupe ----------------------------------------------------------------------------------
+  // ---- dedupe (Seen) ---------------------------------------------------------------------------
 
   /**
-   * _deliver emits m as a new message and remembers its version. An update that came before the
-   * message is applied to it.
+   * _deliver emits m as a new message, unless it was delivered already.
    *
    * @param {Message} m
    */
   _deliver(m) {
-    const seq = seqNumber(m.seq);
-    const k = this._known.get(seq);
-    if (k && !k.early) { return; } // delivered already
-    const early = k?.early;
-    if (early?.recalled && m.status !== 'recalled') {
-      m = { ...m, status: 'recalled', content: undefined, head: undefined };
-      delete m.content;
-      delete m.head;
-    } else if (early?.version && seqNumber(early.version) > seqNumber(m.version) && m.status !== 'recalled') {
-      m = { ...m, version: early.version, content: early.content };
-    }
-    this._known.set(seq, { v: seqNumber(m.version) || 1, r: m.status === 'recalled' });
-    this._prune();
-    this._host.message(m);
+    const out = this._seen.message(m);
+    if (!out) { return; }
+    this._seen.prune(this._position);
+    this._host.message(out);
   }
 
   /**
-   * _remember records a message the caller got from a page (older), for the dedupe of updates.
+   * _remember records a message the caller got from a page, for the dedupe of its changes.
    *
    * @param {Message} m
    */
-  _remember(m) {
-    const seq = seqNumber(m.seq);
-    if (!this._known.has(seq)) {
-      this._known.set(seq, { v: seqNumber(m.version) || 1, r: m.status === 'recalled' });
-    }
-  }
+  _remember(m) { this._seen.remember(m); }
 
   /**
-   * _reconcile compares a stored message with what was delivered of it: a newer version is an
-   * edit, a recalled status a recall.
+   * _reconcile emits the edit or recall a stored message shows, if it is news.
    *
    * @param {Message} m
    */
   _reconcile(m) {
-    const seq = seqNumber(m.seq);
-    const k = this._known.get(seq);
-    if (!k || k.early) { return; }
-    const v = seqNumber(m.version) || 1;
-    if (m.status === 'recalled') {
-      if (k.r) { return; }
-      k.r = true;
-      k.v = Math.max(k.v, v);
-      this._host.update({ topic: this.topic, seq: m.seq, what: 'recall', live: false });
-    } else if (!m.status && v > k.v && !k.r) {
-      k.v = v;
-      this._host.update({ topic: this.topic, seq: m.seq, what: 'edit', version: m.version, content: m.content, live: false });
-    }
-  }
-
-  /** _prune keeps the dedupe state of the latest maxKnown seqs. */
-  _prune() {
-    const max = this._host.sync.maxKnown;
-    if (this._known.size <= max * 1.25) { return; }
-    const below = (this._position ?? Math.max(...this._known.keys())) - max;
-    for (const seq of this._known.keys()) {
-      if (seq < below) { this._known.delete(seq); }
-    }
+    const u = this._seen.reconcile(m);
+    if (u) { this._host.update(u); }
   }
 
   /**

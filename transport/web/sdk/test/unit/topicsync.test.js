@@ -162,5 +162,18 @@ test('live only: no history is read, messages go as they come, each once; the de
   assert.equal(t.position, null);
   for (let s = 6; s <= 60; s++) { t._live(live(s)); }
   assert.equal(seqs().length, 58);
-  assert.ok(t._known.size <= 13, `the dedupe holds ${t._known.size} seqs`);
+  assert.ok(t._seen.size <= 13, `the dedupe holds ${t._seen.size} seqs`);
+});
+
+test('latest() waits for history to reach what was delivered live, within a few seconds', async () => {
+  const h = new History();
+  h.add(1); h.add(2); h.watermark = 2;
+  const { t, seqs } = await start(h);
+  t._live(live(3)); // delivered, while history still ends at 2
+  await settle(t);
+  assert.deepEqual(seqs(), [3]);
+  setTimeout(() => { h.add(3); h.watermark = 3; }, 300);
+  const page = await t.latest({ limit: 10 });
+  assert.deepEqual(page.messages.map((m) => m.seq), ['1', '2', '3']);
+  assert.ok(h.gets >= 3, 'asked again');
 });
