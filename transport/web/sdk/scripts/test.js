@@ -3,7 +3,7 @@
 // --experimental-websocket for the WebSocket class the SDK uses outside browsers.
 
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,8 +24,13 @@ if (!env.IMLEDGER_BIN) {
 }
 const major = Number(process.versions.node.split('.')[0]);
 const flags = major < 22 ? ['--experimental-websocket'] : [];
+/** testFiles lists the *.test.js files under dir, so helpers are not run as tests. */
+function testFiles(dir) {
+  return readdirSync(path.join(sdk, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? testFiles(path.join(dir, e.name)) : e.name.endsWith('.test.js') ? [path.join(dir, e.name)] : []);
+}
 const files = process.argv.slice(2);
-const run = spawnSync(process.execPath, [...flags, '--test', '--test-concurrency=1', ...(files.length ? files : ['test/'])],
+const run = spawnSync(process.execPath, [...flags, '--test', '--test-concurrency=1', ...(files.length ? files : testFiles('test'))],
   { cwd: sdk, env, stdio: 'inherit' });
 if (built) { rmSync(built, { recursive: true, force: true }); }
 process.exit(run.status ?? 1);

@@ -359,7 +359,7 @@ export class Client extends Emitter {
 
   // ---- the connection's life -----------------------------------------------------------------
 
-  /** _open starts a connection attempt. */
+  /** #open starts a connection attempt. */
   #open() {
     clearTimeout(this.#reconnectTimer);
     this.#setState('connecting', {});
@@ -506,7 +506,7 @@ export class Client extends Emitter {
     this.#scheduleReconnect(ended || why || 'connection lost');
   }
 
-  /** _teardown forgets the current connection: timers stop, subscriptions wait for the next one. */
+  /** #teardown forgets the current connection: timers stop, subscriptions wait for the next one. */
   #teardown() {
     this.#conn = null;
     this.#loggedIn = false;
