@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"reflect"
 	"sort"
 	"time"
 
@@ -64,11 +65,11 @@ type UserReasonPayload struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// UserResetPasswordPayload sets a user's password. The command record holds the password:
-// restrict who may read im.admin.command.
+// UserResetPasswordPayload sets a user's password. The password is a Secret: sealed to the
+// node on the wire, redacted wherever the command is stored or re-published.
 type UserResetPasswordPayload struct {
 	UserID   UserID `json:"user_id"`
-	Password string `json:"password"`
+	Password Secret `json:"password"`
 }
 
 // GroupPayload names a group (dissolve).
@@ -125,6 +126,11 @@ type AdminCommandInfo struct {
 	Payload func() any
 	// CreatesTenant: the envelope's tenant need not exist yet.
 	CreatesTenant bool
+	// Platform: only a platform-wide producer key may send it (it creates a tenant or changes
+	// what the platform grants one), never a key scoped to a tenant.
+	Platform bool
+
+	secrets []string // JSON names of the payload's Secret fields
 }
 
 var adminCommands = map[AdminCommandType]AdminCommandInfo{}
@@ -133,6 +139,7 @@ func registerAdmin(info AdminCommandInfo) {
 	if _, dup := adminCommands[info.Type]; dup {
 		panic("domain: admin command registered twice: " + string(info.Type))
 	}
+	info.secrets = secretFieldsOf(reflect.TypeOf(info.Payload()))
 	adminCommands[info.Type] = info
 }
 
@@ -181,7 +188,10 @@ const (
 
 // AdminResult is the answer to one admin command on im.admin.command.result, keyed like the
 // command. Status is succeeded, rejected (with a stable Reason, nothing changed) or failed (the
-// command was retried, then dead-lettered; it may be replayed).
+// command was retried, then dead-lettered; it may be replayed). Actor is who the command ran as:
+// the identity of the producer key it was verified with, with that key's id (the envelope's
+// actor, without a key id, for an unsigned command the embedded broker accepted); it is absent
+// on a record refused before its producer was established, whose event_id proves nothing.
 type AdminResult struct {
 	CommandEventID string          `json:"command_event_id"`
 	ParentEventID  string          `json:"parent_event_id,omitempty"`
@@ -195,17 +205,18 @@ type AdminResult struct {
 	ConsumerGroup  string          `json:"consumer_group"`
 	SourceService  string          `json:"source_service"`
 	OccurredAt     time.Time       `json:"occurred_at"`
+	Actor          *Actor          `json:"actor,omitempty"`
 }
 
 func init() {
 	for _, i := range []AdminCommandInfo{
-		{Type: CmdTenantProvision, CreatesTenant: true, Payload: func() any { return &TenantProvisionPayload{} },
+		{Type: CmdTenantProvision, CreatesTenant: true, Platform: true, Payload: func() any { return &TenantProvisionPayload{} },
 			Summary: "Create the tenant named by tenant_id (its MySQL database and its registry entry) with optional settings; an existing tenant is unchanged."},
-		{Type: CmdTenantSuspend, Payload: func() any { return &TenantSuspendPayload{} },
+		{Type: CmdTenantSuspend, Platform: true, Payload: func() any { return &TenantSuspendPayload{} },
 			Summary: "Suspend the tenant: its logins, tokens, REST and WebSocket are refused and its open sessions end; tokens issued before stay refused after a resume."},
-		{Type: CmdTenantResume, Payload: func() any { return &TenantResumePayload{} },
+		{Type: CmdTenantResume, Platform: true, Payload: func() any { return &TenantResumePayload{} },
 			Summary: "Resume a suspended tenant."},
-		{Type: CmdTenantConfigSet, Payload: func() any { return &TenantConfigSetPayload{} },
+		{Type: CmdTenantConfigSet, Platform: true, Payload: func() any { return &TenantConfigSetPayload{} },
 			Summary: "Change tenant settings (registration_open, max_content_bytes, register_requires_code, login_requires_code, rate_limits); null returns a setting to the node default."},
 		{Type: CmdUserBan, Payload: func() any { return &UserReasonPayload{} },
 			Summary: "Ban a user: logins and tokens are refused and open sessions end on every node."},

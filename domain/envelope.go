@@ -15,6 +15,10 @@ type EventType string
 type Actor struct {
 	Type string `json:"type"` // "user", "admin", "system"
 	ID   string `json:"id"`
+	// KeyID names the producer key an admin command was verified with, on the events the command
+	// appended and on its result; empty for every other actor (users, the platform itself, an
+	// unsigned command on the embedded broker).
+	KeyID string `json:"key_id,omitempty"`
 }
 
 // Actor types.

@@ -79,6 +79,8 @@ func decodeEnvelopeField(s *scanner, key []byte, e *Envelope) (uint32, bool) {
 				return 1, s.str(&e.Actor.Type)
 			case "id":
 				return 2, s.str(&e.Actor.ID)
+			case "key_id":
+				return 4, s.str(&e.Actor.KeyID)
 			}
 			return 0, false
 		})

@@ -25,6 +25,7 @@ func randomEnvelope(r *rand.Rand, plain bool) Envelope {
 		e.SourceService, e.IdempotencyKey, e.CorrelationID, e.TargetService = SourceService, sent.ClientMsgID, "c", "x"
 		parent := uuid.New()
 		e.ParentEventID = &parent
+		e.Actor = Actor{Type: ActorAdmin, ID: "ops-" + sent.ClientMsgID, KeyID: "k-" + sent.ClientMsgID}
 	}
 	return e
 }

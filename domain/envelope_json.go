@@ -43,6 +43,7 @@ func (e *Envelope) AppendJSON(b []byte) []byte {
 	b = appendString(b, e.Actor.Type)
 	b = append(b, `,"id":`...)
 	b = appendString(b, e.Actor.ID)
+	b = appendOptional(b, `,"key_id":`, e.Actor.KeyID)
 	b = append(b, `},"stream_id":`...)
 	b = appendString(b, e.StreamID)
 	b = append(b, `,"stream_version":"`...)

@@ -28,7 +28,12 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if got := e.AppendJSON(nil); !bytes.Equal(got, want) {
 			t.Errorf("string %q:\n got %s\nwant %s", s, got, want)
 		}
-		e.ParentEventID, e.TraceID = nil, ""
+		e.Actor.KeyID = s
+		want, _ = json.Marshal(e)
+		if got := e.AppendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("with a key id:\n got %s\nwant %s", got, want)
+		}
+		e.ParentEventID, e.TraceID, e.Actor.KeyID = nil, "", ""
 		want, _ = json.Marshal(e)
 		if got := e.AppendJSON(nil); !bytes.Equal(got, want) {
 			t.Errorf("without optional fields:\n got %s\nwant %s", got, want)

@@ -14,6 +14,7 @@ const (
 	EventFileUploaded EventType = "file.uploaded.v1"
 	EventFileAudited  EventType = "file.audited.v1"
 	EventFileDeleted  EventType = "file.deleted.v1"
+	EventFileRestored EventType = "file.restored.v1"
 )
 
 // MaxFilesPerMessage bounds the files one message may reference (head.files).
@@ -57,7 +58,7 @@ type FileRecord struct {
 }
 
 // FileStreamID is the stream of one file: created is version 1, uploaded 2, audited 3, and
-// deleted the last.
+// deleted the last (or the one before a restored).
 func FileStreamID(fileID uuid.UUID) string { return "file:" + fileID.String() }
 
 // FileCreated is the payload of file.created.v1: metadata registered before any byte.
@@ -91,11 +92,21 @@ type FileAudited struct {
 	AuditedAt time.Time `json:"audited_at"`
 }
 
-// FileDeleted is the payload of file.deleted.v1: the bytes are gone from object storage.
+// FileDeleted is the payload of file.deleted.v1: the collector deleted the file, whose bytes are
+// removed from object storage after it, unless file.restored.v1 follows.
 type FileDeleted struct {
 	FileID    string    `json:"file_id"`
 	Reason    string    `json:"reason"` // unreferenced
 	DeletedAt time.Time `json:"deleted_at"`
+}
+
+// FileRestored is the payload of file.restored.v1, which undoes the file.deleted.v1 before it: a
+// message came to reference the file while the collector deleted it, so the record is back to
+// what it was and the bytes stay.
+type FileRestored struct {
+	FileID     string    `json:"file_id"`
+	Reason     string    `json:"reason"` // referenced
+	RestoredAt time.Time `json:"restored_at"`
 }
 
 // ValidateFileRefs checks a message's head.files: at most MaxFilesPerMessage UUIDs in canonical
@@ -128,6 +139,7 @@ func init() {
 		{EventFileUploaded, func() any { return &FileUploaded{} }},
 		{EventFileAudited, func() any { return &FileAudited{} }},
 		{EventFileDeleted, func() any { return &FileDeleted{} }},
+		{EventFileRestored, func() any { return &FileRestored{} }},
 	} {
 		RegisterEventType(EventInfo{Type: e.t, SchemaVersion: 1, Category: CategoryAudit, BizType: "file", Payload: e.p})
 	}

@@ -34,6 +34,14 @@ func (e *RateLimitedError) RetryAfterSeconds() int {
 	return max(s, 1)
 }
 
+// RetryAfterMillis is RetryAfter in whole milliseconds, rounded up and at least 1, for a
+// retry_after_ms parameter: a wait below a millisecond is still a wait, and a client told 0
+// would retry at once and be refused again.
+func (e *RateLimitedError) RetryAfterMillis() int64 {
+	ms := int64((e.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+	return max(ms, 1)
+}
+
 // RateLimitKind names one rate limit. Tenants override the node's limits by these names in their
 // rate_limits setting; the names are never renamed.
 type RateLimitKind string

@@ -82,6 +82,8 @@ func schemaOf(t reflect.Type, asString bool) map[string]any {
 		t = t.Elem()
 	}
 	switch {
+	case t == secretType:
+		return secretSchema()
 	case t == rawType:
 		return map[string]any{"description": "any JSON value"}
 	case t == timeType:
@@ -112,6 +114,25 @@ func schemaOf(t reflect.Type, asString bool) map[string]any {
 		return structSchema(t)
 	}
 	return map[string]any{}
+}
+
+// secretSchema describes a Secret: a sealed secret, the redaction marker, or (accepted only
+// where unsigned commands are) a plain string.
+func secretSchema() map[string]any {
+	sealed := structSchema(reflect.TypeFor[SealedSecret]())
+	sealed["additionalProperties"] = false
+	sealed["description"] = "sealed with HPKE to the node's command-secrets key key_id (enc and ciphertext standard base64)"
+	sealed["properties"].(map[string]any)["sealed"] = map[string]any{"const": "hpke-x25519-sha256-aes256gcm"}
+	return map[string]any{
+		"description": "a secret: sealed to the node; {\"redacted\": true} in stored and re-published copies; " +
+			"a plain string only where the node accepts unsigned commands (the embedded broker)",
+		"oneOf": []any{
+			sealed,
+			map[string]any{"type": "object", "properties": map[string]any{"redacted": map[string]any{"const": true}},
+				"required": []string{"redacted"}, "additionalProperties": false},
+			map[string]any{"type": "string"},
+		},
+	}
 }
 
 // structSchema describes the exported fields of a struct by their json tags. Fields without

@@ -41,11 +41,11 @@ func TestUpPostgresIsIdempotent(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "SELECT max(version_id), count(*) FILTER (WHERE version_id > 0) FROM goose_db_version").Scan(&version, &applied); err != nil {
 		t.Fatal(err)
 	}
-	if version != int64(len(files)) || applied != int64(len(files)) {
-		t.Fatalf("goose version = %d with %d rows, want %d applied once each", version, applied, len(files))
-	}
-	// The tools compare the applied version with LatestPostgres to refuse an old schema.
-	if latest, err := migrations.LatestPostgres(); err != nil || latest != version {
-		t.Fatalf("LatestPostgres = %d, %v; goose applied up to %d", latest, err, version)
+	// Numbers are handed out ahead of time, so the files may skip one: the newest is applied,
+	// and every file once.
+	latest, err := migrations.LatestPostgres()
+	if err != nil || version != latest || applied != int64(len(files)) {
+		t.Fatalf("goose version = %d with %d rows, want %d (LatestPostgres, %v) and %d files applied once each",
+			version, applied, latest, err, len(files))
 	}
 }

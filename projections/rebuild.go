@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
@@ -162,76 +164,82 @@ func (r *Rebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResul
 	if o.Projection == ProjectionMessagesHot && r.d.Hot == nil {
 		return RebuildResult{}, errors.New("projections: rebuild: messages-hot needs a hot store")
 	}
-	rebuild := r.rebuildMySQL
+	rebuild := r.messages().rebuildTenant
 	if o.Projection == ProjectionMessagesHot {
 		rebuild = r.rebuildHot
 	}
 	return rebuildTenants(ctx, r.d.Tenants, o, r.log, rebuild)
 }
 
-func (r *Rebuilder) rebuildMySQL(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
-	start := time.Now()
-	db, err := r.d.Tenants.DB(ctx, t)
+// messages returns the skeleton over the messages-mysql read model.
+func (r *Rebuilder) messages() *TableRebuilder[msgstore.TopicSummary] {
+	return &TableRebuilder[msgstore.TopicSummary]{model: messagesModel{r}, events: r.d.Events, tenants: r.d.Tenants, log: r.log}
+}
+
+// messagesModel is messages-mysql as the rebuild skeleton drives it: fresh tables are
+// bulk-loaded (msgstore.BulkLoad, with o.Workers concurrent writers, the secondary indexes added
+// in one pass at the end), and parts are conversations (msgstore.Checksum per topic).
+type messagesModel struct{ r *Rebuilder }
+
+var (
+	_ ReadModel[msgstore.TopicSummary] = messagesModel{}
+	_ bulkFiller                       = messagesModel{}
+)
+
+func (messagesModel) Projection() string { return ProjectionMessagesMySQL }
+
+func (messagesModel) Filter(t domain.TenantID) domain.EventFilter { return MessageFilter(t) }
+
+func (messagesModel) tables(suffix string) msgstore.Tables {
+	return msgstore.DefaultTables().WithSuffix(suffix)
+}
+
+func (m messagesModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
+	if err := msgstore.DropTables(ctx, db, m.tables(suffix)); err != nil {
+		return fmt.Errorf("drop leftover tables: %w", err)
+	}
+	return msgstore.CreateTablesLike(ctx, db, msgstore.DefaultTables(), m.tables(suffix))
+}
+
+func (m messagesModel) Drop(ctx context.Context, db *sql.DB, suffix string) error {
+	return msgstore.DropTables(ctx, db, m.tables(suffix))
+}
+
+func (m messagesModel) Swap(ctx context.Context, db *sql.DB, suffix string) error {
+	return msgstore.SwapTables(ctx, db, msgstore.DefaultTables(), m.tables(suffix))
+}
+
+func (m messagesModel) Apply(ctx context.Context, t domain.TenantID, suffix string, events []domain.Envelope) (int, error) {
+	return m.r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, m.tables(suffix), events)
+}
+
+func (m messagesModel) Checksum(ctx context.Context, t domain.TenantID, suffix string) (map[string]msgstore.TopicSummary, error) {
+	return m.r.d.Messages.Checksum(ctx, t, m.tables(suffix))
+}
+
+// fill bulk-loads every message event of t into fresh tables; the load is finished (its indexes
+// added) only before a swap.
+func (m messagesModel) fill(ctx context.Context, t domain.TenantID, suffix string, o RebuildOptions, bar ProgressTracker, seen *recentEvents) (filled, error) {
+	bl, err := m.r.d.Messages.StartBulkLoad(ctx, t, msgstore.DefaultTables(), m.tables(suffix))
 	if err != nil {
-		return TenantRebuild{}, err
+		return filled{}, err
 	}
-	lock, err := lockTables(ctx, db, ProjectionMessagesMySQL, o.Suffix)
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	defer lock.release(context.WithoutCancel(ctx))
-	live := msgstore.DefaultTables()
-	rebuilt := live.WithSuffix(o.Suffix)
-	seen := &recentEvents{window: o.CatchUpWindow}
-	bl, applied, last, events, err := r.fillTables(ctx, t, rebuilt, o, "rebuild "+t.String(), seen)
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	if err := bl.Finish(ctx); err != nil {
-		return TenantRebuild{}, err
-	}
-	if err := msgstore.SwapTables(ctx, db, live, rebuilt); err != nil {
-		return TenantRebuild{}, err
-	}
-	from := max(0, last-o.CatchUpWindow)
-	loaded := seen.after(from)
-	catchUp := func(ctx context.Context, events []domain.Envelope) (int, error) {
-		missed := events[:0:0]
-		for _, e := range events {
-			if !loaded[e.EventID] {
-				missed = append(missed, e)
-			}
-		}
+	applied, last, read, err := m.r.load(ctx, t, 0, o, bl.Apply, seen, bar)
+	return filled{applied: applied, last: last, read: read, finish: bl.Finish}, err
+}
+
+// catchUp applies the message events after from that the load did not hold to the live tables
+// with the consumer group GroupRebuildMessagesMySQL, with the load's concurrent writers.
+func (m messagesModel) catchUp(ctx context.Context, t domain.TenantID, from int64, loaded map[uuid.UUID]bool, o RebuildOptions) (int64, error) {
+	apply := func(ctx context.Context, events []domain.Envelope) (int, error) {
+		missed := unseen(events, loaded)
 		if len(missed) == 0 {
 			return 0, nil
 		}
-		return r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, live, missed)
+		return m.r.d.Messages.Apply(ctx, t, GroupRebuildMessagesMySQL, msgstore.DefaultTables(), missed)
 	}
-	caught, _, _, err := r.load(ctx, t, from, o, catchUp, nil, nil)
-	if err != nil {
-		return TenantRebuild{}, fmt.Errorf("catch up after swap: %w", err)
-	}
-	return TenantRebuild{Tenant: t, Events: events, Applied: applied + caught, Duration: time.Since(start)}, nil
-}
-
-// fillTables bulk-loads every message event of t into fresh tables (msgstore.BulkLoad) and
-// returns the load, unfinished, with the events applied, the last position read and the events
-// read. Events read are added to seen unless it is nil.
-func (r *Rebuilder) fillTables(ctx context.Context, t domain.TenantID, tables msgstore.Tables, o RebuildOptions, label string, seen *recentEvents) (bl *msgstore.BulkLoad, applied, last, read int64, err error) {
-	bl, err = r.d.Messages.StartBulkLoad(ctx, t, msgstore.DefaultTables(), tables)
-	if err != nil {
-		return nil, 0, 0, 0, err
-	}
-	total, err := r.d.Events.Count(ctx, MessageFilter(t))
-	if err != nil {
-		return nil, 0, 0, 0, fmt.Errorf("count events: %w", err)
-	}
-	bar := o.Progress.start(label, total)
-	applied, last, read, err = r.load(ctx, t, 0, o, bl.Apply, seen, bar)
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	return bl, applied, last, read, err
+	caught, _, _, err := m.r.load(ctx, t, from, o, apply, nil, nil)
+	return caught, err
 }
 
 func (r *Rebuilder) rebuildHot(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {

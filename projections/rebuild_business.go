@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/business"
@@ -29,10 +27,10 @@ type BusinessRebuildDeps struct {
 }
 
 // BusinessRebuilder rebuilds and verifies the business-mysql read model (groups, members,
-// relations, users) from the Postgres event store.
+// relations, users) from the Postgres event store: the TableRebuilder skeleton over
+// readmodels/business.
 type BusinessRebuilder struct {
-	d   BusinessRebuildDeps
-	log *slog.Logger
+	tr *TableRebuilder[business.TableSummary]
 }
 
 // NewBusinessRebuilder checks deps.
@@ -40,81 +38,20 @@ func NewBusinessRebuilder(d BusinessRebuildDeps) (*BusinessRebuilder, error) {
 	if d.Events == nil || d.Tenants == nil || d.Store == nil {
 		return nil, errors.New("projections: business rebuild: events, tenant databases and store are required")
 	}
-	log := d.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	tr, err := NewTableRebuilder[business.TableSummary](businessModel{d.Store}, d.Events, d.Tenants, d.Logger)
+	if err != nil {
+		return nil, err
 	}
-	return &BusinessRebuilder{d: d, log: log.With("component", "rebuild")}, nil
+	return &BusinessRebuilder{tr: tr}, nil
 }
 
-// businessPage is how many events a rebuild reads and applies at a time; the event store caps a
-// read at its MaxRead (1000 by default).
-const businessPage = 1000
-
-// Rebuild rebuilds business-mysql for o.Tenant (or every tenant): every business event is applied
-// in position order to fresh tables (suffix o.Suffix), the tables are swapped in atomically, the last o.CatchUpWindow positions are
-// applied again to the new live tables (version-guarded, so only what the live projector wrote
-// to the old tables meanwhile changes anything), and the tenant's Redis caches are invalidated.
+// Rebuild rebuilds business-mysql for o.Tenant (or every tenant) as TableRebuilder.Rebuild does:
+// every business event is applied in position order to fresh tables (suffix o.Suffix), the tables
+// are swapped in atomically, the events of the last o.CatchUpWindow positions that the fill did
+// not load are applied to the new live tables (version-guarded), and the tenant's Redis caches
+// are invalidated.
 func (r *BusinessRebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResult, error) {
-	o.setDefaults()
-	o.Projection = ProjectionBusinessMySQL
-	return rebuildTenants(ctx, r.d.Tenants, o, r.log, r.rebuildTenant)
-}
-
-func (r *BusinessRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
-	start := time.Now()
-	db, err := r.d.Tenants.DB(ctx, t)
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	lock, err := lockTables(ctx, db, ProjectionBusinessMySQL, o.Suffix)
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	defer lock.release(context.WithoutCancel(ctx))
-	live := business.DefaultTables()
-	rebuilt := live.WithSuffix(o.Suffix)
-	applied, last, events, err := r.fill(ctx, db, t, rebuilt, o.Progress, "rebuild "+t.String())
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	if err := business.SwapTables(ctx, db, live, rebuilt); err != nil {
-		return TenantRebuild{}, err
-	}
-	caught, _, _, err := r.apply(ctx, t, live, max(0, last-o.CatchUpWindow), nil)
-	if err != nil {
-		return TenantRebuild{}, fmt.Errorf("catch up after swap: %w", err)
-	}
-	if _, err := r.d.Store.InvalidateTenant(ctx, t); err != nil {
-		r.log.WarnContext(ctx, "caches not invalidated after the swap; they expire by their TTL", "projection", ProjectionBusinessMySQL,
-			"tenant_id", t.String(), "err", err)
-	}
-	return TenantRebuild{Tenant: t, Events: events, Applied: applied + caught, Duration: time.Since(start)}, nil
-}
-
-// fill creates tables in db, t's database, like the live ones (dropping leftovers of an
-// interrupted run first) and applies every business event of t to them.
-func (r *BusinessRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables business.Tables, progress Progress, label string) (applied, last, read int64, err error) {
-	if err := business.DropTables(ctx, db, tables); err != nil {
-		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
-	}
-	if err := business.CreateTablesLike(ctx, db, business.DefaultTables(), tables); err != nil {
-		return 0, 0, 0, err
-	}
-	total, err := r.d.Events.Count(ctx, businessFilter(t))
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("count events: %w", err)
-	}
-	bar := progress.start(label, total)
-	applied, last, read, err = r.apply(ctx, t, tables, 0, func(n int) {
-		if bar != nil {
-			_ = bar.Add(n)
-		}
-	})
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	return applied, last, read, err
+	return r.tr.Rebuild(ctx, o)
 }
 
 // businessFilter selects t's business events.
@@ -122,23 +59,61 @@ func businessFilter(t domain.TenantID) domain.EventFilter {
 	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isBusinessEvent)}
 }
 
-// apply reads t's business events after position `after` and applies them to tables in order.
-func (r *BusinessRebuilder) apply(ctx context.Context, t domain.TenantID, tables business.Tables, after int64, progress func(int)) (applied, last, read int64, err error) {
-	last = after
-	err = readPages(ctx, r.d.Events, businessFilter(t), after, businessPage, func(page []domain.Envelope) error {
-		res, err := r.d.Store.ApplyBatch(ctx, t, GroupRebuildBusinessMySQL, tables, page)
-		if err != nil {
-			return err
-		}
-		applied += int64(res.Applied)
-		read += int64(len(page))
-		last = page[len(page)-1].Position
-		if progress != nil {
-			progress(len(page))
-		}
-		return nil
-	})
-	return applied, last, read, err
+// businessModel is business-mysql as the rebuild skeleton drives it; its parts are its tables.
+type businessModel struct{ store BusinessRebuildStore }
+
+var (
+	_ ReadModel[business.TableSummary] = businessModel{}
+	_ SwapHook                         = businessModel{}
+)
+
+func (businessModel) Projection() string { return ProjectionBusinessMySQL }
+
+func (businessModel) Filter(t domain.TenantID) domain.EventFilter { return businessFilter(t) }
+
+func (businessModel) tables(suffix string) business.Tables {
+	return business.DefaultTables().WithSuffix(suffix)
+}
+
+func (m businessModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
+	if err := business.DropTables(ctx, db, m.tables(suffix)); err != nil {
+		return fmt.Errorf("drop leftover tables: %w", err)
+	}
+	return business.CreateTablesLike(ctx, db, business.DefaultTables(), m.tables(suffix))
+}
+
+func (m businessModel) Drop(ctx context.Context, db *sql.DB, suffix string) error {
+	return business.DropTables(ctx, db, m.tables(suffix))
+}
+
+func (m businessModel) Swap(ctx context.Context, db *sql.DB, suffix string) error {
+	return business.SwapTables(ctx, db, business.DefaultTables(), m.tables(suffix))
+}
+
+func (m businessModel) Apply(ctx context.Context, t domain.TenantID, suffix string, events []domain.Envelope) (int, error) {
+	res, err := m.store.ApplyBatch(ctx, t, GroupRebuildBusinessMySQL, m.tables(suffix), events)
+	return res.Applied, err
+}
+
+func (m businessModel) Checksum(ctx context.Context, t domain.TenantID, suffix string) (map[string]business.TableSummary, error) {
+	tables := m.tables(suffix)
+	sum, err := m.store.Checksum(ctx, t, tables)
+	if err != nil {
+		return nil, err
+	}
+	live := business.DefaultTables()
+	return map[string]business.TableSummary{live.Groups: sum.Groups, live.Members: sum.Members,
+		live.Relations: sum.Relations, live.Users: sum.Users}, nil
+}
+
+// AfterSwap invalidates the tenant's Redis caches, which still mirror the old tables; a failure
+// leaves them to expire by their TTL.
+func (m businessModel) AfterSwap(ctx context.Context, t domain.TenantID) error {
+	_, err := m.store.InvalidateTenant(ctx, t)
+	if err != nil {
+		return fmt.Errorf("caches not invalidated (they expire by their TTL): %w", err)
+	}
+	return nil
 }
 
 // BusinessTableDiff is a table whose live summary differs from a rebuild.
@@ -149,8 +124,7 @@ type BusinessTableDiff struct {
 }
 
 func (d BusinessTableDiff) String() string {
-	return fmt.Sprintf("%s: live rows=%d checksum=%016x; rebuilt rows=%d checksum=%016x",
-		d.Table, d.Live.Rows, d.Live.Checksum, d.Rebuilt.Rows, d.Rebuilt.Checksum)
+	return fmt.Sprintf("%s: live %s; rebuilt %s", d.Table, d.Live, d.Rebuilt)
 }
 
 // BusinessVerifyResult is the outcome of BusinessRebuilder.Verify.
@@ -164,60 +138,20 @@ type BusinessVerifyResult struct {
 func (v BusinessVerifyResult) OK() bool { return len(v.Diffs) == 0 }
 
 // Verify rebuilds o.Tenant's business read model into check tables (suffix "_verify"), compares
-// each table's row count and checksum with the live one, writes the differences to o.Out and
-// drops the check tables. While another verification of the tenant's business tables runs the
-// error wraps ErrTablesInUse. Events not yet projected show up as differences.
+// each table's row count and checksum with the live one, writes the outcome to o.Out and drops
+// the check tables (TableRebuilder.Verify). While another verification of the tenant's business
+// tables runs the error wraps ErrTablesInUse. Events not yet projected show up as differences.
 func (r *BusinessRebuilder) Verify(ctx context.Context, o VerifyOptions) (BusinessVerifyResult, error) {
-	if o.Tenant.IsZero() {
-		return BusinessVerifyResult{}, errors.New("projections: verify: tenant is required")
-	}
-	out := o.Out
-	if out == nil {
-		out = io.Discard
-	}
-	db, err := r.d.Tenants.DB(ctx, o.Tenant)
+	mr, err := r.tr.Verify(ctx, o)
 	if err != nil {
-		return BusinessVerifyResult{}, fmt.Errorf("projections: verify: %w", err)
+		return BusinessVerifyResult{}, err
 	}
-	lock, err := lockTables(ctx, db, ProjectionBusinessMySQL, verifySuffix)
-	if err != nil {
-		return BusinessVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	if o.Out != nil {
+		mr.Report(o.Out, ProjectionBusinessMySQL)
 	}
-	defer lock.release(context.WithoutCancel(ctx))
-	check := business.DefaultTables().WithSuffix(verifySuffix)
-	defer func() { _ = business.DropTables(context.WithoutCancel(ctx), db, check) }()
-	_, _, events, err := r.fill(ctx, db, o.Tenant, check, o.Progress, "verify "+o.Tenant.String())
-	if err != nil {
-		return BusinessVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
-	}
-	live, err := r.d.Store.Checksum(ctx, o.Tenant, business.DefaultTables())
-	if err != nil {
-		return BusinessVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
-	}
-	rebuilt, err := r.d.Store.Checksum(ctx, o.Tenant, check)
-	if err != nil {
-		return BusinessVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
-	}
-	res := BusinessVerifyResult{Tenant: o.Tenant, Events: events}
-	names := business.DefaultTables()
-	for _, p := range []struct {
-		name       string
-		live, buil business.TableSummary
-	}{
-		{names.Groups, live.Groups, rebuilt.Groups}, {names.Members, live.Members, rebuilt.Members},
-		{names.Relations, live.Relations, rebuilt.Relations}, {names.Users, live.Users, rebuilt.Users},
-	} {
-		if p.live != p.buil {
-			res.Diffs = append(res.Diffs, BusinessTableDiff{Table: p.name, Live: p.live, Rebuilt: p.buil})
-		}
-	}
-	if res.OK() {
-		fmt.Fprintf(out, "tenant %s: %s matches a rebuild from %d events\n", o.Tenant, ProjectionBusinessMySQL, events)
-		return res, nil
-	}
-	fmt.Fprintf(out, "tenant %s: %d %s tables differ from a rebuild from %d events\n", o.Tenant, len(res.Diffs), ProjectionBusinessMySQL, events)
-	for _, d := range res.Diffs {
-		fmt.Fprintf(out, "  %s\n", d)
+	res := BusinessVerifyResult{Tenant: mr.Tenant, Events: mr.Events}
+	for _, d := range mr.Diffs {
+		res.Diffs = append(res.Diffs, BusinessTableDiff{Table: d.Part, Live: d.Live, Rebuilt: d.Rebuilt})
 	}
 	return res, nil
 }

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/sessions"
@@ -27,10 +25,10 @@ type SessionsRebuildDeps struct {
 	Logger  *slog.Logger
 }
 
-// SessionsRebuilder rebuilds and verifies the sessions-mysql read model from the event store.
+// SessionsRebuilder rebuilds and verifies the sessions-mysql read model from the event store: the
+// TableRebuilder skeleton over readmodels/sessions.
 type SessionsRebuilder struct {
-	d   SessionsRebuildDeps
-	log *slog.Logger
+	tr *TableRebuilder[sessions.Summary]
 }
 
 // NewSessionsRebuilder checks deps.
@@ -38,11 +36,11 @@ func NewSessionsRebuilder(d SessionsRebuildDeps) (*SessionsRebuilder, error) {
 	if d.Events == nil || d.Tenants == nil || d.Store == nil {
 		return nil, errors.New("projections: sessions rebuild: events, tenant databases and store are required")
 	}
-	log := d.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	tr, err := NewTableRebuilder[sessions.Summary](sessionsModel{d.Store}, d.Events, d.Tenants, d.Logger)
+	if err != nil {
+		return nil, err
 	}
-	return &SessionsRebuilder{d: d, log: log.With("component", "rebuild")}, nil
+	return &SessionsRebuilder{tr: tr}, nil
 }
 
 // sessionsFilter selects t's session events.
@@ -50,83 +48,52 @@ func sessionsFilter(t domain.TenantID) domain.EventFilter {
 	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isSessionEvent)}
 }
 
-// Rebuild rebuilds sessions-mysql for o.Tenant (or every tenant) as BusinessRebuilder.Rebuild
-// does business-mysql: fresh tables filled from the store, an atomic swap, and the last o.CatchUpWindow positions applied again (the fold is
-// order-independent and idempotent, so what the live projector wrote meanwhile is kept).
+// Rebuild rebuilds sessions-mysql for o.Tenant (or every tenant) as TableRebuilder.Rebuild does:
+// fresh tables filled from the store, an atomic swap, and the events of the last o.CatchUpWindow
+// positions that the fill did not load applied again (the fold is order-independent and
+// idempotent, so what the live projector writes meanwhile is kept).
 func (r *SessionsRebuilder) Rebuild(ctx context.Context, o RebuildOptions) (RebuildResult, error) {
-	o.setDefaults()
-	o.Projection = ProjectionSessionsMySQL
-	return rebuildTenants(ctx, r.d.Tenants, o, r.log, r.rebuildTenant)
+	return r.tr.Rebuild(ctx, o)
 }
 
-func (r *SessionsRebuilder) rebuildTenant(ctx context.Context, t domain.TenantID, o RebuildOptions) (TenantRebuild, error) {
-	start := time.Now()
-	db, err := r.d.Tenants.DB(ctx, t)
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	lock, err := lockTables(ctx, db, ProjectionSessionsMySQL, o.Suffix)
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	defer lock.release(context.WithoutCancel(ctx))
-	live := sessions.DefaultTables()
-	rebuilt := live.WithSuffix(o.Suffix)
-	applied, last, events, err := r.fill(ctx, db, t, rebuilt, o.Progress, "rebuild "+t.String())
-	if err != nil {
-		return TenantRebuild{}, err
-	}
-	if err := sessions.SwapTables(ctx, db, live, rebuilt); err != nil {
-		return TenantRebuild{}, err
-	}
-	caught, _, _, err := r.apply(ctx, t, live, max(0, last-o.CatchUpWindow), nil)
-	if err != nil {
-		return TenantRebuild{}, fmt.Errorf("catch up after swap: %w", err)
-	}
-	return TenantRebuild{Tenant: t, Events: events, Applied: applied + caught, Duration: time.Since(start)}, nil
+// sessionsModel is sessions-mysql as the rebuild skeleton drives it; its one part is im_sessions.
+type sessionsModel struct{ store SessionsRebuildStore }
+
+var _ ReadModel[sessions.Summary] = sessionsModel{}
+
+func (sessionsModel) Projection() string { return ProjectionSessionsMySQL }
+
+func (sessionsModel) Filter(t domain.TenantID) domain.EventFilter { return sessionsFilter(t) }
+
+func (sessionsModel) tables(suffix string) sessions.Tables {
+	return sessions.DefaultTables().WithSuffix(suffix)
 }
 
-// fill creates tables like the live ones (dropping leftovers first) and applies every session
-// event of t to them.
-func (r *SessionsRebuilder) fill(ctx context.Context, db *sql.DB, t domain.TenantID, tables sessions.Tables, progress Progress, label string) (applied, last, read int64, err error) {
-	if err := sessions.DropTables(ctx, db, tables); err != nil {
-		return 0, 0, 0, fmt.Errorf("drop leftover tables: %w", err)
+func (m sessionsModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
+	if err := sessions.DropTables(ctx, db, m.tables(suffix)); err != nil {
+		return fmt.Errorf("drop leftover tables: %w", err)
 	}
-	if err := sessions.CreateTablesLike(ctx, db, sessions.DefaultTables(), tables); err != nil {
-		return 0, 0, 0, err
-	}
-	total, err := r.d.Events.Count(ctx, sessionsFilter(t))
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("count events: %w", err)
-	}
-	bar := progress.start(label, total)
-	applied, last, read, err = r.apply(ctx, t, tables, 0, func(n int) {
-		if bar != nil {
-			_ = bar.Add(n)
-		}
-	})
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	return applied, last, read, err
+	return sessions.CreateTablesLike(ctx, db, sessions.DefaultTables(), m.tables(suffix))
 }
 
-func (r *SessionsRebuilder) apply(ctx context.Context, t domain.TenantID, tables sessions.Tables, after int64, progress func(int)) (applied, last, read int64, err error) {
-	last = after
-	err = readPages(ctx, r.d.Events, sessionsFilter(t), after, businessPage, func(page []domain.Envelope) error {
-		n, err := r.d.Store.ApplyBatch(ctx, t, GroupRebuildSessionsMySQL, tables, page)
-		if err != nil {
-			return err
-		}
-		applied += int64(n)
-		read += int64(len(page))
-		last = page[len(page)-1].Position
-		if progress != nil {
-			progress(len(page))
-		}
-		return nil
-	})
-	return applied, last, read, err
+func (m sessionsModel) Drop(ctx context.Context, db *sql.DB, suffix string) error {
+	return sessions.DropTables(ctx, db, m.tables(suffix))
+}
+
+func (m sessionsModel) Swap(ctx context.Context, db *sql.DB, suffix string) error {
+	return sessions.SwapTables(ctx, db, sessions.DefaultTables(), m.tables(suffix))
+}
+
+func (m sessionsModel) Apply(ctx context.Context, t domain.TenantID, suffix string, events []domain.Envelope) (int, error) {
+	return m.store.ApplyBatch(ctx, t, GroupRebuildSessionsMySQL, m.tables(suffix), events)
+}
+
+func (m sessionsModel) Checksum(ctx context.Context, t domain.TenantID, suffix string) (map[string]sessions.Summary, error) {
+	sum, err := m.store.Checksum(ctx, t, m.tables(suffix))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]sessions.Summary{sessions.DefaultTables().Sessions: sum}, nil
 }
 
 // SessionsVerifyResult is the outcome of SessionsRebuilder.Verify.
@@ -141,45 +108,17 @@ type SessionsVerifyResult struct {
 func (v SessionsVerifyResult) OK() bool { return v.Live == v.Rebuilt }
 
 // Verify rebuilds o.Tenant's sessions into a check table (suffix "_verify"), compares its row
-// count and checksum with the live table, writes the outcome to o.Out and drops the check table.
-// While another verification of the tenant's sessions runs the error wraps ErrTablesInUse.
-// Events not yet projected show up as a difference.
+// count and checksum with the live table, writes the outcome to o.Out and drops the check table
+// (TableRebuilder.Verify). While another verification of the tenant's sessions runs the error
+// wraps ErrTablesInUse. Events not yet projected show up as a difference.
 func (r *SessionsRebuilder) Verify(ctx context.Context, o VerifyOptions) (SessionsVerifyResult, error) {
-	if o.Tenant.IsZero() {
-		return SessionsVerifyResult{}, errors.New("projections: verify: tenant is required")
-	}
-	out := o.Out
-	if out == nil {
-		out = io.Discard
-	}
-	db, err := r.d.Tenants.DB(ctx, o.Tenant)
+	mr, err := r.tr.Verify(ctx, o)
 	if err != nil {
-		return SessionsVerifyResult{}, fmt.Errorf("projections: verify: %w", err)
+		return SessionsVerifyResult{}, err
 	}
-	lock, err := lockTables(ctx, db, ProjectionSessionsMySQL, verifySuffix)
-	if err != nil {
-		return SessionsVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
+	if o.Out != nil {
+		mr.Report(o.Out, ProjectionSessionsMySQL)
 	}
-	defer lock.release(context.WithoutCancel(ctx))
-	check := sessions.DefaultTables().WithSuffix(verifySuffix)
-	defer func() { _ = sessions.DropTables(context.WithoutCancel(ctx), db, check) }()
-	_, _, events, err := r.fill(ctx, db, o.Tenant, check, o.Progress, "verify "+o.Tenant.String())
-	if err != nil {
-		return SessionsVerifyResult{}, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
-	}
-	res := SessionsVerifyResult{Tenant: o.Tenant, Events: events}
-	if res.Live, err = r.d.Store.Checksum(ctx, o.Tenant, sessions.DefaultTables()); err != nil {
-		return res, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
-	}
-	if res.Rebuilt, err = r.d.Store.Checksum(ctx, o.Tenant, check); err != nil {
-		return res, fmt.Errorf("projections: verify tenant %s: %w", o.Tenant, err)
-	}
-	if res.OK() {
-		fmt.Fprintf(out, "tenant %s: %s matches a rebuild from %d events (%d sessions)\n", o.Tenant, ProjectionSessionsMySQL, events, res.Live.Rows)
-		return res, nil
-	}
-	fmt.Fprintf(out, "tenant %s: %s differs from a rebuild from %d events\n  %s: live rows=%d checksum=%016x; rebuilt rows=%d checksum=%016x\n",
-		o.Tenant, ProjectionSessionsMySQL, events, sessions.DefaultTables().Sessions, res.Live.Rows, res.Live.Checksum,
-		res.Rebuilt.Rows, res.Rebuilt.Checksum)
-	return res, nil
+	table := sessions.DefaultTables().Sessions
+	return SessionsVerifyResult{Tenant: mr.Tenant, Events: mr.Events, Live: mr.Live[table], Rebuilt: mr.Rebuilt[table]}, nil
 }

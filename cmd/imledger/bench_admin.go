@@ -7,9 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/cmd/imledger/config"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 	"github.com/imledger/imledger/transport/kafka/adminclient"
 )
 
@@ -18,6 +20,7 @@ func newBenchAdminCmd() *cobra.Command {
 		o         adminclient.BenchOptions
 		inProcess bool
 		pprof     string
+		keys      adminKeyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "admin",
@@ -28,7 +31,8 @@ func newBenchAdminCmd() *cobra.Command {
 			"--duration. Every result is accounted for (succeeded, rejected, failed, none in --timeout).\n" +
 			"With no kafka.brokers configured, or --in-process, it starts a whole node in this process\n" +
 			"(the embedded broker, the consumer and the stores it writes to); otherwise the nodes of the\n" +
-			"configured deployment answer.",
+			"configured deployment answer. The commands are signed, and verified, as in production: in\n" +
+			"this process with a key made for the run, otherwise with admin.signing_key (--signing-key).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := domain.NewTenantID(o.Tenant)
@@ -52,7 +56,13 @@ func newBenchAdminCmd() *cobra.Command {
 			}
 			ctx := cmd.Context()
 			kcfg := n.cfg.Kafka.Config
+			var signer *admintrust.Signer
 			if inProcess || n.cfg.Kafka.UseEmbedded() {
+				// The node in this process knows a key made for the run, so the commands are
+				// signed and verified as in production.
+				if signer, err = benchKey(&n.cfg); err != nil {
+					return err
+				}
 				n.cfg.HTTP.Addr = "127.0.0.1:0"
 				if n.cfg.Kafka.UseEmbedded() {
 					remove, err := scratchBroker(&n.cfg)
@@ -71,6 +81,9 @@ func newBenchAdminCmd() *cobra.Command {
 				}
 			} else {
 				defer n.closeResources()
+				if signer, err = adminSigner(n.cfg, keys); err != nil {
+					return err
+				}
 				if err := n.openPostgres(ctx); err != nil {
 					return err
 				}
@@ -81,7 +94,7 @@ func newBenchAdminCmd() *cobra.Command {
 			if err := registerBenchUsers(ctx, n.store, t, domain.UserID(o.FirstUser), o.Users); err != nil {
 				return err
 			}
-			c, err := adminclient.New(adminclient.Config{Kafka: kcfg, Source: "imledger-bench", Actor: domain.Actor{Type: domain.ActorAdmin, ID: "bench"}})
+			c, err := adminclient.New(adminclient.Config{Kafka: kcfg, Source: "imledger-bench", Signer: signer})
 			if err != nil {
 				return err
 			}
@@ -108,7 +121,20 @@ func newBenchAdminCmd() *cobra.Command {
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long a command waits for its result")
 	f.BoolVar(&inProcess, "in-process", false, "start a node in this process even when kafka.brokers is set")
 	f.StringVar(&pprof, "pprof", "", "serve this process's net/http/pprof profiles on this address")
+	keys.register(f, false)
 	return cmd
+}
+
+// benchKey makes a producer key for one in-process benchmark run, adds it to cfg's producer keys
+// and returns its signer.
+func benchKey(cfg *config.Config) (*admintrust.Signer, error) {
+	g, err := admintrust.GenerateProducerKey(admintrust.AlgEd25519, "bench-"+time.Now().UTC().Format("150405"),
+		admintrust.PlatformScope, domain.Actor{Type: domain.ActorAdmin, ID: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Admin.ProducerKeys = append(cfg.Admin.ProducerKeys, g.Producer)
+	return admintrust.ParseSigner(g.Signer)
 }
 
 // registerBenchUsers makes the users the commands are about exist in tenant, as registrations

@@ -63,8 +63,9 @@ func TestBenchWriteWithPolicy(t *testing.T) {
 		`(?m)^write: sends=60 errors=0 `)
 }
 
-// TestBenchAdmin runs a short closed loop of bench admin against an in-process node: every
-// ban and unban must succeed, so the users the commands are about must exist in the tenant.
+// TestBenchAdmin runs a short closed loop of bench admin against an in-process node that refuses
+// unsigned commands: every ban and unban must succeed, so the commands are signed with a key the
+// node knows and the users they are about exist in the tenant.
 func TestBenchAdmin(t *testing.T) {
 	t.Parallel()
 	template := testenv.UniqueName("imbadm")
@@ -77,6 +78,7 @@ postgres: {url: %q}
 mysql: {server_dsn: %q, database_template: "%s_{tenant}"}
 redis: {key_prefix: %q}
 kafka: {embedded: {addr: "127.0.0.1:0", data_dir: memory}}
+admin: {allow_unsigned: false}
 `, testSecret, missingDatabaseURL(t), testenv.MySQLDSN, template, prefix)
 	file := filepath.Join(t.TempDir(), "bench.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {

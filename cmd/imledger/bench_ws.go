@@ -79,6 +79,7 @@ func newBenchWSCmd() *cobra.Command {
 	f.IntVar(&o.Senders, "senders", 0, "clients that publish, the first ones (default: every client)")
 	f.Float64Var(&o.Rate, "rate", 1000, "messages per second over all senders; 0 with --inflight: as fast as answers come")
 	f.IntVar(&o.InFlight, "inflight", 0, "unanswered pubs a sender may have (default: no bound)")
+	f.BoolVar(&o.Channel, "channel", false, "subscribe every client to its user's channel (me) too, after its group")
 	f.BoolVar(&o.Idle, "idle", false, "only hold the logged-in, subscribed connections for --duration and report the server's memory")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long clients publish (or hold their connections)")
 	f.DurationVar(&o.Drain, "drain", 3*time.Second, "how long to wait for outstanding acks and deliveries")
@@ -135,6 +136,12 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	start := time.Now()
 	if err := n.prepareBenchGroups(ctx, o); err != nil {
 		return err
+	}
+	if o.Channel {
+		// A channel session starts from the groups the read model knows: wait for the joins.
+		if err := n.waitBenchMembers(ctx, o); err != nil {
+			return err
+		}
 	}
 	n.log.Info("bench ws: groups ready", "groups", o.Groups, "clients", o.Clients, "took", time.Since(start).Round(time.Millisecond))
 	if mon.pid != 0 {
@@ -254,6 +261,33 @@ func (n *node) prepareBenchGroups(ctx context.Context, o wsbench.Options) error 
 		return user(i), domain.GroupID(o.FirstGroup + int64(i%o.Groups))
 	})
 	return err
+}
+
+// waitBenchMembers waits, up to a minute, until the business read model holds every membership of
+// the bench's groups; without MySQL it returns at once.
+func (n *node) waitBenchMembers(ctx context.Context, o wsbench.Options) error {
+	if n.router == nil {
+		return nil
+	}
+	db, err := n.router.DB(ctx, o.Tenant)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var members int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_group_members WHERE group_id BETWEEN ? AND ? AND status = 'member'",
+			o.FirstGroup, o.FirstGroup+int64(o.Groups)-1).Scan(&members)
+		switch {
+		case err != nil:
+			return fmt.Errorf("bench ws: count the projected memberships: %w", err)
+		case members >= o.Clients:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("bench ws: the read model holds %d of %d memberships after a minute", members, o.Clients)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // createBenchGroups creates count groups through h, ids first, first+1, ..., group g owned by

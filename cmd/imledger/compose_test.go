@@ -8,21 +8,25 @@ import (
 )
 
 // TestComposeFileLoads loads compose.yaml as docker compose does (the whole file is interpolated
-// whatever services are started), with and without IM_AUTH_SECRET: the README's recipe of
-// starting only the dependencies must work without it, and with it the node gets its keys.
+// whatever services are started), with and without IM_AUTH_SECRET and the admin keys: the
+// README's recipe of starting only the dependencies must work without them, and with them the
+// node gets its keys.
 func TestComposeFileLoads(t *testing.T) {
 	t.Parallel()
 	file, err := filepath.Abs(filepath.Join("..", "..", "compose.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const producer = "id=ops-1;scope=*;actor=admin/ops;ed25519=11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 	for _, tc := range []struct {
-		name string
-		env  []string
-		keys string
+		name     string
+		env      []string
+		keys     string
+		producer string
 	}{
-		{"without IM_AUTH_SECRET", nil, ""},
-		{"with IM_AUTH_SECRET", []string{"IM_AUTH_SECRET=0123456789abcdef0123456789abcdef"}, "k1=0123456789abcdef0123456789abcdef"},
+		{"without IM_AUTH_SECRET", nil, "", ""},
+		{"with IM_AUTH_SECRET and the admin keys", []string{"IM_AUTH_SECRET=0123456789abcdef0123456789abcdef", "IM_ADMIN_PRODUCER_KEYS=" + producer},
+			"k1=0123456789abcdef0123456789abcdef", producer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts, err := cli.NewProjectOptions([]string{file}, cli.WithName("imledger"), cli.WithEnv(tc.env),
@@ -45,6 +49,13 @@ func TestComposeFileLoads(t *testing.T) {
 			}
 			if got != tc.keys {
 				t.Errorf("IM_AUTH_KEYS = %q, want %q", got, tc.keys)
+			}
+			got = ""
+			if v := p.Services["imledger"].Environment["IM_ADMIN_PRODUCER_KEYS"]; v != nil {
+				got = *v
+			}
+			if got != tc.producer {
+				t.Errorf("IM_ADMIN_PRODUCER_KEYS = %q, want %q", got, tc.producer)
 			}
 		})
 	}

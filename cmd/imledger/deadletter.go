@@ -24,8 +24,10 @@ func newDeadLetterCmd() *cobra.Command {
 			"letter (apply it again, then the parked events) or skip it (drop it, apply the parked\n" +
 			"events). Both write to the read models directly, whether or not serve is running.\n\n" +
 			"With --admin the commands are about admin commands that kept failing (answered failed and\n" +
-			"kept in admin_command_failures): replay sends one again on im.admin.command as a new\n" +
-			"command (new event_id, parent_event_id the original's) and waits for its result.",
+			"kept in admin_command_failures, redacted): replay sends one again on im.admin.command as a\n" +
+			"new command by the operator (new event_id, parent_event_id the original's, signed with\n" +
+			"admin.signing_key or --signing-key) and waits for its result. A command with secret fields\n" +
+			"(user.reset_password) is refused: its secret was redacted; send it again with admin send.",
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newDeadLetterListCmd(), newDeadLetterResolveCmd(true), newDeadLetterResolveCmd(false))
@@ -118,6 +120,7 @@ func newDeadLetterResolveCmd(replay bool) *cobra.Command {
 	var (
 		adminCmd bool
 		timeout  time.Duration
+		keys     adminKeyFlags
 	)
 	use, short := "skip <id>", "Drop a dead letter and apply the events parked behind it"
 	if replay {
@@ -133,7 +136,7 @@ func newDeadLetterResolveCmd(replay bool) *cobra.Command {
 				return fmt.Errorf("dead letter id %q: want a positive number from `deadletter list`", args[0])
 			}
 			if adminCmd {
-				return resolveAdminFailure(cmd, id, replay, timeout)
+				return resolveAdminFailure(cmd, id, replay, timeout, keys)
 			}
 			n, d, err := openDeadLetters(cmd)
 			if err != nil {
@@ -159,8 +162,9 @@ func newDeadLetterResolveCmd(replay bool) *cobra.Command {
 	}
 	what := "skip an admin command failure (from `deadletter list --admin`) instead"
 	if replay {
-		what = "send an admin command failure (from `deadletter list --admin`) again as a new command and wait for its result"
+		what = "send an admin command failure (from `deadletter list --admin`) again as a new command, signed with admin.signing_key, and wait for its result"
 		cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "with --admin: how long to wait for the result")
+		keys.register(cmd.Flags(), false)
 	}
 	cmd.Flags().BoolVar(&adminCmd, "admin", false, what)
 	return cmd

@@ -22,7 +22,7 @@ func openAdminFailures(cmd *cobra.Command) (*node, *admin.Failures, error) {
 		n.closeResources()
 		return nil, nil, err
 	}
-	return n, admin.NewFailures(n.pool, nil, ""), nil
+	return n, admin.NewFailures(n.pool, nil, "", nil), nil
 }
 
 func listAdminFailures(cmd *cobra.Command, f admin.FailureFilter) error {
@@ -48,8 +48,9 @@ func listAdminFailures(cmd *cobra.Command, f admin.FailureFilter) error {
 	return w.Flush()
 }
 
-// resolveAdminFailure replays (and waits for the new command's result) or skips failure id.
-func resolveAdminFailure(cmd *cobra.Command, id int64, replay bool, timeout time.Duration) error {
+// resolveAdminFailure replays (and waits for the new command's result) or skips failure id. A
+// replay is a new command by the operator, signed with the tools' signing key.
+func resolveAdminFailure(cmd *cobra.Command, id int64, replay bool, timeout time.Duration, keys adminKeyFlags) error {
 	n, failures, err := openAdminFailures(cmd)
 	if err != nil {
 		return err
@@ -63,7 +64,11 @@ func resolveAdminFailure(cmd *cobra.Command, id int64, replay bool, timeout time
 		_, err := fmt.Fprintf(out, "admin command failure %d: skipped\n", id)
 		return err
 	}
-	client, err := newAdminClient(cmd, "imledger-cli", "cli")
+	signer, err := adminSigner(n.cfg, keys)
+	if err != nil {
+		return err
+	}
+	client, err := newAdminClient(cmd, "imledger-cli", keys)
 	if err != nil {
 		return err
 	}
@@ -79,7 +84,7 @@ func resolveAdminFailure(cmd *cobra.Command, id int64, replay bool, timeout time
 		return err
 	}
 	pending := client.Expect(newID)
-	replayer := admin.NewFailures(n.pool, saramaPublisher{producer}, kcfg.Topic(kafka.TopicAdminCommand))
+	replayer := admin.NewFailures(n.pool, saramaPublisher{producer}, kcfg.Topic(kafka.TopicAdminCommand), signer)
 	sent, err := replayer.Replay(cmd.Context(), id, newID)
 	if err != nil {
 		pending.Cancel()

@@ -42,7 +42,11 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: consumer group: %w", err)
 	}
-	cfg := n.cfg.Admin.Config
+	cfg, err := n.cfg.AdminConsumer()
+	if err != nil {
+		return nil, err
+	}
+	n.warnAdminTrust(cfg)
 	cfg.ResultTopic = n.cfg.Kafka.Topic(kafka.TopicAdminCommandResult)
 	cfg.DeadLetterTopic = n.cfg.Kafka.Topic(kafka.TopicDeadLetter)
 	cfg.MaxResultBytes = n.cfg.Kafka.MaxMessageBytes
@@ -56,6 +60,22 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 			MaxContentBytes: n.cfg.Send.MaxContentBytes,
 		},
 	})
+}
+
+// warnAdminTrust logs at start what the admin consumer accepts without proof or will refuse for
+// want of a key.
+func (n *node) warnAdminTrust(cfg admin.Config) {
+	log := n.log.With("component", "admin")
+	switch {
+	case cfg.AllowUnsigned:
+		log.Warn("unsigned admin commands and plain-text secret fields are accepted (embedded broker, admin.allow_unsigned): " +
+			"whoever can produce to im.admin.command acts as any administrator; with kafka.brokers set they are refused")
+	case len(cfg.ProducerKeys) == 0:
+		log.Warn("admin.producer_keys is empty: every admin command will be refused (signature_required or unknown_key)")
+	}
+	if len(cfg.SecretKeys) == 0 && !cfg.AllowUnsigned {
+		log.Warn("admin.command_secret_keys is empty: admin commands with secret fields (user.reset_password) will be refused")
+	}
 }
 
 // saramaPublisher produces records with a synchronous producer (admin.BatchPublisher).

@@ -99,10 +99,10 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	if n.reader != nil {
 		conv := query.NewConversationReader(n.reader, n.biz)
 		handlers.History, handlers.Unread, handlers.Business = n.reader, conv, n.biz
-		handlers.Conversations, handlers.FriendRequests = conv, n.biz
+		handlers.Conversations, handlers.FriendRequests, handlers.Search = conv, n.biz, n.biz
 	}
-	if n.pf.pushdb != nil {
-		handlers.Push = n.pf.pushdb
+	if n.pf.settings != nil {
+		handlers.Push = n.pf.settings
 	}
 	if n.pf.files != nil {
 		handlers.Files, handlers.FileRefs, handlers.FileURLs = n.pf.files, n.pf.filedb, n.pf.urls

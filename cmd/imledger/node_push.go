@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/commands/files"
+	"github.com/imledger/imledger/commands/pushsettings"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/filedb"
@@ -23,6 +24,7 @@ import (
 type pushFiles struct {
 	producer *push.Producer
 	pushdb   *pushdb.Store
+	settings *pushsettings.Handler
 	files    *files.Service
 	filedb   *filedb.Store
 	urls     rest.FileURLSigner
@@ -66,6 +68,9 @@ func (n *node) startPush(ctx context.Context) error {
 		return err
 	}
 	n.pf.pushdb = pushdb.New(n.router)
+	if n.pf.settings, err = pushsettings.New(pushsettings.Deps{Store: n.store, PreLog: n.pf.pushdb}); err != nil {
+		return err
+	}
 	topic := n.cfg.Kafka.Topic(kafka.TopicMessagePush)
 	log := n.log.With("component", "push")
 	deps := push.ProducerDeps{Members: n.biz, Presence: n.presence, Mutes: n.pf.pushdb,

@@ -3,17 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/imledger/imledger/readmodels/filedb"
 
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/sessions"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 // startReadSide opens the read models: the tenant database router (provisioning the demo
@@ -67,7 +69,9 @@ func (n *node) readProjections() []projections.Projection {
 		projections.MessagesHot(n.hot, ""),
 		projections.BusinessMySQL(n.biz, "", inv, log),
 		projections.SessionsMySQL(n.sess, ""),
-		projections.FileRefsMySQL(projections.ApplierFunc(filedb.New(n.router).ApplyRefs), ""),
+		projections.FileRefsMySQL(filedb.New(n.router), ""),
+		projections.PushSettings(pushdb.New(n.router), ""),
+		projections.ActionTokens(tokendb.New(n.router), ""),
 	}
 }
 

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 
 	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/verify"
+	"github.com/imledger/imledger/readmodels/tokendb"
 	"github.com/imledger/imledger/transport/ratelimit"
 )
 
@@ -36,8 +38,8 @@ func (n *node) newLimiter() (*ratelimit.Limiter, error) {
 
 // startShortState builds the rate limiter (unless rate_limit.enabled is false), and, with MySQL,
 // the verification codes and action tokens. Codes need verify.hash_key shared by every node;
-// without it they are generated per process when Kafka is embedded (the local demo) and are off
-// otherwise, so tenants that require codes are refused with 503 retry (fail closed).
+// without it the key is generated per process when Kafka is embedded (the local demo), and serve
+// refuses to start with Kafka brokers configured.
 func (n *node) startShortState(_ context.Context) (err error) {
 	if n.cfg.RateLimit.Enabled {
 		if n.state.limiter, err = n.newLimiter(); err != nil {
@@ -54,14 +56,15 @@ func (n *node) startShortState(_ context.Context) (err error) {
 	if atcfg.KeyPrefix == "" {
 		atcfg.KeyPrefix = n.cfg.Redis.KeyPrefix
 	}
-	if n.state.atokens, err = actiontoken.New(atcfg, n.rdb, n.router); err != nil {
+	if n.state.atokens, err = actiontoken.New(atcfg, actiontoken.Deps{Redis: n.rdb, Events: n.store, Rows: tokendb.New(n.router),
+		Logger: n.log.With("component", "actiontoken")}); err != nil {
 		return err
 	}
 	key := []byte(n.cfg.Verify.HashKey)
 	if len(key) == 0 {
 		if n.broker == nil {
-			n.log.Warn("no verify.hash_key configured: verification codes are off; every node must share the key")
-			return nil
+			return errors.New("verify.hash_key: required when Kafka brokers are configured; every node must share the " +
+				"same key of at least 16 bytes (IM_VERIFY_HASH_KEY)")
 		}
 		key = make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {

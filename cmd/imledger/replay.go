@@ -11,13 +11,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/readmodels/pushdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 // replayable lists the projections replay rebuilds.
 var replayable = []string{projections.ProjectionMessagesMySQL, projections.ProjectionMessagesHot, projections.ProjectionBusinessMySQL,
-	projections.ProjectionSessionsMySQL}
+	projections.ProjectionSessionsMySQL, projections.ProjectionFileRefsMySQL, projections.ProjectionPushSettings, projections.ProjectionActionTokens, account.ProjectionAPIKeys}
 
 // errReadModelDiffers is the error of a verification that found differences.
 var errReadModelDiffers = errors.New("the read model differs from a rebuild from the event store")
@@ -33,13 +38,14 @@ func newReplayCmd() *cobra.Command {
 		Short: "Rebuild a read model from the event store, or verify it against a rebuild",
 		Long: "replay rebuilds --projection (" + strings.Join(replayable, ", ") + ") from the\n" +
 			"PostgreSQL event store, for --tenant or every tenant with a database, with a progress bar on\n" +
-			"stderr. messages-mysql, business-mysql and sessions-mysql are rebuilt into fresh tables that\n" +
-			"are swapped in atomically; running projectors may keep running. messages-hot re-applies every\n" +
-			"message event to Redis.\n\n" +
+			"stderr. messages-mysql, business-mysql, sessions-mysql, files-refs, push-settings and\n" +
+			"action-tokens are rebuilt into fresh tables that are swapped in atomically; running projectors\n" +
+			"may keep running. messages-hot re-applies every message event to Redis. tenant-api-keys\n" +
+			"replaces the tenant's rows of PostgreSQL tenant_api_keys in one transaction.\n\n" +
 			"With --verify nothing is replaced: a MySQL read model is rebuilt into check tables and compared\n" +
-			"with the live tables (messages per topic, business per table, sessions); messages-hot is\n" +
-			"rebuilt into a scratch copy under its own Redis prefix and compared key by key with the live\n" +
-			"hot window, last seqs and read marks. The differences are printed, each naming its topic or\n" +
+			"with the live tables (messages per topic, the others per table; tenant-api-keys key by key);\n" +
+			"messages-hot is rebuilt into a scratch copy under its own Redis prefix and compared key by\n" +
+			"key with the live hot window, last seqs and read marks. The differences are printed, each naming its topic or\n" +
 			"table, and the command fails when there are any. Events the projectors have not applied yet\n" +
 			"count as differences. Without --tenant every tenant is verified and reported, a tenant whose\n" +
 			"verification fails too, and the command fails if any differed or failed.\n\n" +
@@ -194,6 +200,18 @@ func (n *node) replayer(projection string) (replayer, error) {
 		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: n.store, Tenants: n.router,
 			Store: n.sess, Logger: n.log})
 		return sessionsReplayer{s}, err
+	case account.ProjectionAPIKeys:
+		r, err := account.NewAPIKeyRebuilder(n.pool, n.store, n.log)
+		return apiKeyReplayer{rb: r, tenants: n.router}, err
+	case projections.ProjectionPushSettings:
+		r, err := projections.NewPushRebuilder(pushdb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
+	case projections.ProjectionFileRefsMySQL:
+		r, err := projections.NewFileRebuilder(filedb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
+	case projections.ProjectionActionTokens:
+		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), n.store, n.router, n.log)
+		return modelReplayer{r}, err
 	}
 	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
 		Hot: n.hot, Logger: n.log})
@@ -201,6 +219,60 @@ func (n *node) replayer(projection string) (replayer, error) {
 		return hotReplayer{rb}, err
 	}
 	return messagesReplayer{rb}, err
+}
+
+// modelReplayer replays a read model of the TableRebuilder skeleton whose parts are tables.
+type modelReplayer struct {
+	*projections.TableRebuilder[readmodels.TableSummary]
+}
+
+func (r modelReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.TableRebuilder.Verify(ctx, o)
+	if err == nil && o.Out != nil {
+		res.Report(o.Out, r.Projection())
+	}
+	return res.OK(), err
+}
+
+// apiKeyReplayer replays tenant_api_keys, the PostgreSQL read model of the API key events, for
+// the tenants replay finds as it does for the MySQL read models.
+type apiKeyReplayer struct {
+	rb      *account.APIKeyRebuilder
+	tenants projections.TenantDatabases
+}
+
+func (r apiKeyReplayer) Rebuild(ctx context.Context, o projections.RebuildOptions) (projections.RebuildResult, error) {
+	tenants := []domain.TenantID{o.Tenant}
+	if o.Tenant.IsZero() {
+		var err error
+		if tenants, err = r.tenants.Tenants(ctx); err != nil {
+			return projections.RebuildResult{}, err
+		}
+		if len(tenants) == 0 {
+			return projections.RebuildResult{}, fmt.Errorf("rebuild %s: %w", account.ProjectionAPIKeys, projections.ErrNoTenants)
+		}
+	}
+	start := time.Now()
+	var res projections.RebuildResult
+	for _, t := range tenants {
+		ts := time.Now()
+		n, err := r.rb.Rebuild(ctx, t)
+		if err != nil {
+			return res, err
+		}
+		res.Tenants = append(res.Tenants, projections.TenantRebuild{Tenant: t, Events: n, Applied: n, Duration: time.Since(ts)})
+		res.Events += n
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (r apiKeyReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+	res, err := r.rb.Verify(ctx, o.Tenant)
+	if err == nil && o.Out != nil {
+		res.Report(o.Out)
+	}
+	return res.OK(), err
 }
 
 type messagesReplayer struct{ *projections.Rebuilder }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 	"github.com/imledger/imledger/internal/testenv"
 )
 
@@ -45,6 +47,16 @@ type serveEnv struct {
 	defaultDataDir          bool   // leave kafka.embedded.data_dir to its default
 	embeddedAddr            string // kafka.embedded.addr; default a free port per node
 	mysqlDSN                string // default testenv.MySQLDSN
+
+	// The admin keys of every node and of the tools run against them: a platform producer key
+	// acting as admin/ops-1 (the tools sign with it) and a command-secrets key (the tools seal to
+	// its public half).
+	adminSigning, adminProducer, adminSecrets string
+}
+
+// adminYAML is the admin section of the nodes' configuration.
+func (e *serveEnv) adminYAML() string {
+	return fmt.Sprintf(`{signing_key: %q, producer_keys: [%q], command_secret_keys: [%q]}`, e.adminSigning, e.adminProducer, e.adminSecrets)
 }
 
 func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
@@ -53,8 +65,16 @@ func newServeEnv(t *testing.T, brokers []string, keys bool) *serveEnv {
 	testenv.MySQLServer(t)
 	template := testenv.UniqueName("ims")
 	testenv.DropMySQLDatabasesAtCleanup(t, template+"_")
+	g, err := admintrust.GenerateProducerKey(admintrust.AlgEd25519, "ops-1", admintrust.PlatformScope, domain.Actor{Type: domain.ActorAdmin, ID: "ops-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := admintrust.GenerateSecretsKey("cs-1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &serveEnv{dbURL: missingDatabaseURL(t), prefix: prefix, template: template, brokers: brokers, keys: keys,
-		relay: "{min_poll: 1ms, max_poll: 20ms}"}
+		relay: "{min_poll: 1ms, max_poll: 20ms}", adminSigning: g.Signer, adminProducer: g.Producer, adminSecrets: s.Open}
 }
 
 func (e *serveEnv) mysql() string {
@@ -79,6 +99,9 @@ func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 		b, _ := json.Marshal(e.brokers)
 		kafkaYAML = fmt.Sprintf(`{brokers: %s, topic_prefix: "e2e.", partitions: 4}`, b)
 	}
+	if len(e.brokers) > 0 && !strings.Contains(e.extra, "verify:") {
+		kafkaYAML += "\nverify: {hash_key: \"a test key of 32 bytes, not secret\"}"
+	}
 	authYAML := "{}"
 	if e.keys {
 		authYAML = fmt.Sprintf(`{keys: [{id: t1, secret: %q}]}`, testSecret)
@@ -94,11 +117,12 @@ mysql: {server_dsn: %q, database_template: "%s_{tenant}"}
 redis: {key_prefix: %q}
 kafka: %s
 auth: %s
+admin: %s
 account: {password: {memory: 1024, time: 1, threads: 1, salt_len: 16, key_len: 32}}
 relay: %s
 projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}}
 %s
-`, nodeID, addr, e.dbURL, e.mysql(), e.template, e.prefix, kafkaYAML, authYAML, e.relay, e.extra)
+`, nodeID, addr, e.dbURL, e.mysql(), e.template, e.prefix, kafkaYAML, authYAML, e.adminYAML(), e.relay, e.extra)
 	file := filepath.Join(t.TempDir(), nodeID+".yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,9 +30,10 @@ type cachedKey struct {
 	expires time.Time
 }
 
-// CreateAPIKey creates a new API key for tenant and returns it. Only its SHA-256 is stored:
-// the key is shown this once and cannot be recovered. Errors: *domain.ValidationError for a
-// zero tenant, domain.ErrRetryable when PostgreSQL failed.
+// CreateAPIKey creates a new API key for tenant and returns it: tenant.api_key_created.v1 on the
+// key's stream, with its row of tenant_api_keys written in the same transaction. Only the key's
+// SHA-256 is recorded: the key is shown this once and cannot be recovered. Errors:
+// *domain.ValidationError for a zero tenant, domain.ErrRetryable when PostgreSQL failed.
 func (s *Service) CreateAPIKey(ctx context.Context, tenant domain.TenantID) (string, error) {
 	if tenant.IsZero() {
 		return "", &domain.ValidationError{Field: "tenant_id", Reason: "required"}
@@ -42,11 +44,27 @@ func (s *Service) CreateAPIKey(ctx context.Context, tenant domain.TenantID) (str
 	}
 	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	sum := sha256.Sum256([]byte(key))
-	if _, err := s.pool.Exec(ctx, `INSERT INTO tenant_api_keys (key_hash, tenant_id, created_at) VALUES ($1, $2, now())`,
-		sum[:], tenant.String()); err != nil {
-		return "", dbErr("create API key", err)
+	h := hex.EncodeToString(sum[:])
+	stream := domain.APIKeyStreamID(h)
+	// PostgreSQL keeps microseconds: the row and the event say the same time.
+	now := s.now().UTC().Truncate(time.Microsecond)
+	env, err := apiKeyEnvelope(tenant, stream, 1, domain.EventTenantAPIKeyCreated,
+		domain.TenantAPIKeyCreated{KeyID: h[:domain.APIKeyIDLen], KeySHA256: h, CreatedAt: now})
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.store.AppendWith(ctx, tenant, stream, 0, []domain.Envelope{env}, applyAPIKeys); err != nil {
+		return "", fmt.Errorf("create API key: %w", err)
 	}
 	return key, nil
+}
+
+// apiKeyEnvelope builds an API key event of the system actor (keys are managed by operators'
+// tools, which name no one).
+func apiKeyEnvelope(tenant domain.TenantID, stream string, version int64, typ domain.EventType, payload any) (domain.Envelope, error) {
+	env, err := domain.NewEnvelope(tenant, stream, version, typ, domain.Actor{Type: domain.ActorSystem, ID: domain.SourceService}, payload)
+	env.BizID = tenant.String()
+	return env, err
 }
 
 // VerifyAPIKey returns the tenant of a valid, unrevoked key. Valid keys are cached for
@@ -84,18 +102,56 @@ func (s *Service) RevokeAPIKey(ctx context.Context, key string) error {
 		return ErrInvalidAPIKey
 	}
 	sum := sha256.Sum256([]byte(key))
-	tag, err := s.pool.Exec(ctx, `UPDATE tenant_api_keys SET revoked_at = now() WHERE key_hash = $1 AND revoked_at IS NULL`, sum[:])
+	var tenant string
+	err := s.pool.QueryRow(ctx, `SELECT tenant_id FROM tenant_api_keys WHERE key_hash = $1`, sum[:]).Scan(&tenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrInvalidAPIKey
+	}
 	if err != nil {
 		return dbErr("revoke API key", err)
 	}
+	t, err := domain.NewTenantID(tenant)
+	if err != nil {
+		return fmt.Errorf("revoke API key: stored tenant: %w", err)
+	}
+	err = s.revoke(ctx, t, hex.EncodeToString(sum[:]))
 	s.keysMu.Lock()
 	delete(s.keys, sum)
 	s.keysMu.Unlock()
-	if tag.RowsAffected() == 0 {
-		return ErrInvalidAPIKey
-	}
-	return nil
+	return err
 }
+
+// revoke appends tenant.api_key_revoked.v1 to the stream of the key whose SHA-256 is h, with the
+// row's revocation in the same transaction, if the stream says the key is valid; a lost race is
+// decided again. ErrInvalidAPIKey when it is unknown or revoked.
+func (s *Service) revoke(ctx context.Context, tenant domain.TenantID, h string) error {
+	stream := domain.APIKeyStreamID(h)
+	for attempt := 1; ; attempt++ {
+		last, found, err := s.store.LastEvent(ctx, tenant, stream)
+		if err != nil {
+			return fmt.Errorf("revoke API key: %w", err)
+		}
+		if !found || last.EventType != domain.EventTenantAPIKeyCreated {
+			return ErrInvalidAPIKey
+		}
+		env, err := apiKeyEnvelope(tenant, stream, last.StreamVersion+1, domain.EventTenantAPIKeyRevoked,
+			domain.TenantAPIKeyRevoked{KeyID: h[:domain.APIKeyIDLen], KeySHA256: h, RevokedAt: s.now().UTC().Truncate(time.Microsecond)})
+		if err != nil {
+			return err
+		}
+		_, err = s.store.AppendWith(ctx, tenant, stream, last.StreamVersion, []domain.Envelope{env}, applyAPIKeys)
+		if errors.Is(err, domain.ErrConcurrency) && attempt < maxRevokeAttempts {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("revoke API key: %w", err)
+		}
+		return nil
+	}
+}
+
+// maxRevokeAttempts bounds how often a revocation is decided again after losing a race.
+const maxRevokeAttempts = 5
 
 func (s *Service) cachedKey(sum [32]byte, now time.Time) (domain.TenantID, bool) {
 	if s.cfg.APIKeyCacheTTL < 0 {

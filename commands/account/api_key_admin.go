@@ -4,8 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -19,15 +20,10 @@ type APIKeyInfo struct {
 	RevokedAt time.Time // zero while the key is valid
 }
 
-// apiKeyIDLen is the length of an API key id in hex digits.
-const apiKeyIDLen = 12
-
-var apiKeyIDRe = regexp.MustCompile(`^[0-9a-f]{12}$`)
-
 // APIKeyID returns the id of key as ListAPIKeys shows it.
 func APIKeyID(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])[:apiKeyIDLen]
+	return hex.EncodeToString(sum[:])[:domain.APIKeyIDLen]
 }
 
 // ListAPIKeys returns tenant's API keys, oldest first, revoked ones included. Errors:
@@ -58,20 +54,31 @@ func (s *Service) ListAPIKeys(ctx context.Context, tenant domain.TenantID) ([]AP
 	return out, nil
 }
 
-// RevokeAPIKeyID revokes tenant's valid key whose id (ListAPIKeys) is id. Nodes that cached the
+// RevokeAPIKeyID revokes tenant's valid key whose id (ListAPIKeys) is id: tenant.api_key_revoked.v1
+// on the key's stream, with the row's revocation in the same transaction. Nodes that cached the
 // key accept it for up to Config.APIKeyCacheTTL more. Errors: ErrInvalidAPIKey when no valid key
 // of tenant has that id; domain.ErrRetryable when PostgreSQL failed.
 func (s *Service) RevokeAPIKeyID(ctx context.Context, tenant domain.TenantID, id string) error {
-	if !apiKeyIDRe.MatchString(id) {
+	if !domain.ValidAPIKeyID(id) {
 		return ErrInvalidAPIKey
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE tenant_api_keys SET revoked_at = now()
+	// The table is written with the events, so it names the streams of the tenant's valid keys.
+	rows, err := s.pool.Query(ctx, `SELECT encode(key_hash, 'hex') FROM tenant_api_keys
 		WHERE tenant_id = $1 AND substr(encode(key_hash, 'hex'), 1, 12) = $2 AND revoked_at IS NULL`, tenant.String(), id)
 	if err != nil {
 		return dbErr("revoke API key", err)
 	}
-	if tag.RowsAffected() == 0 {
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return dbErr("revoke API key", err)
+	}
+	if len(hashes) == 0 {
 		return ErrInvalidAPIKey
+	}
+	for _, h := range hashes {
+		if err := s.revoke(ctx, tenant, h); err != nil {
+			return err
+		}
 	}
 	s.keysMu.Lock()
 	clear(s.keys)

@@ -35,7 +35,12 @@ const ReasonLoginTaken = "login_taken"
 // Store is what the Service needs from the event store. *eventstore.Store satisfies it.
 type Store interface {
 	Append(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope) ([]domain.Envelope, error)
+	// AppendWith appends and runs hook in the append's transaction: the API key table is
+	// written with its events.
+	AppendWith(ctx context.Context, tenant domain.TenantID, streamID string, expectedVersion int64, events []domain.Envelope, hook eventstore.TxHook) ([]domain.Envelope, error)
 	LastVersion(ctx context.Context, tenant domain.TenantID, streamID string) (int64, error)
+	// LastEvent returns a stream's newest event: an API key's current state.
+	LastEvent(ctx context.Context, tenant domain.TenantID, streamID string) (domain.Envelope, bool, error)
 }
 
 var _ Store = (*eventstore.Store)(nil)

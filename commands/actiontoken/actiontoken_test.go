@@ -1,25 +1,40 @@
 package actiontoken_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/commands/actiontoken"
+	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 )
 
 var tenant = domain.MustTenantID("acme")
 
 func newService(t *testing.T, rdb redis.UniversalClient, prefix string) (*actiontoken.Service, *tenantdb.Router) {
 	t.Helper()
+	svc, router, _ := newServiceWithStore(t, rdb, prefix)
+	return svc, router
+}
+
+// newServiceWithStore is newService that also returns the event store the tokens' streams are in.
+func newServiceWithStore(t *testing.T, rdb redis.UniversalClient, prefix string) (*actiontoken.Service, *tenantdb.Router, *eventstore.Store) {
+	t.Helper()
 	ctx := testenv.Context(t)
+	_, store := storetest.EventStore(t, 32)
 	testenv.MySQLServer(t)
 	dbPrefix := testenv.UniqueName("imt_at")
 	testenv.DropMySQLDatabasesAtCleanup(t, dbPrefix+"_")
@@ -31,11 +46,11 @@ func newService(t *testing.T, rdb redis.UniversalClient, prefix string) (*action
 	if err := router.Provision(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := actiontoken.New(actiontoken.Config{KeyPrefix: prefix}, rdb, router)
+	svc, err := actiontoken.New(actiontoken.Config{KeyPrefix: prefix}, actiontoken.Deps{Redis: rdb, Events: store, Rows: tokendb.New(router)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc, router
+	return svc, router, store
 }
 
 func denied(err error, reason string) bool {
@@ -127,14 +142,14 @@ func TestTokenStateMachine(t *testing.T) {
 		t.Fatalf("consume from MySQL: %+v, %v", c, err)
 	}
 
-	revoked, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionEnterpriseLogin, Subject: "ent-1"})
+	revoked, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionResetPassword, Subject: "ent-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Revoke(ctx, tenant, revoked.TokenID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Consume(ctx, tenant, revoked.Token, actiontoken.ActionEnterpriseLogin, 1); !denied(err, actiontoken.ReasonTokenUsed) {
+	if _, err := svc.Consume(ctx, tenant, revoked.Token, actiontoken.ActionResetPassword, 1); !denied(err, actiontoken.ReasonTokenUsed) {
 		t.Fatalf("revoked: %v, want action_token_used", err)
 	}
 	if err := svc.Revoke(ctx, tenant, revoked.TokenID); !errors.Is(err, domain.ErrNotFound) {
@@ -258,5 +273,105 @@ func TestUnconsumeGivesBackTheConsumersToken(t *testing.T) {
 	}
 	if _, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 8); !denied(err, actiontoken.ReasonTokenUsed) {
 		t.Fatalf("consume it again: %v, want action_token_used", err)
+	}
+}
+
+// TestEveryChangeIsAnEvent: issue, consume, give back, consume and revoke are the events of the
+// token's stream, which carry the token's SHA-256 and never the token, and the row the read model
+// holds says what the stream says.
+func TestEveryChangeIsAnEvent(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	svc, router, store := newServiceWithStore(t, rdb, prefix)
+	iss, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionJoinGroup, Subject: "grp5", By: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Consume(ctx, tenant, iss.Token, actiontoken.ActionJoinGroup, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Unconsume(ctx, tenant, iss.TokenID, 4); err != nil {
+		t.Fatal(err)
+	}
+	other, err := svc.Issue(ctx, actiontoken.Issue{Tenant: tenant, Action: actiontoken.ActionResetPassword, Subject: "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Revoke(ctx, tenant, other.TokenID); err != nil {
+		t.Fatal(err)
+	}
+	events, err := store.ReadStream(ctx, tenant, domain.ActionTokenStreamID(iss.TokenID), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range events {
+		types = append(types, string(e.EventType))
+		if strings.Contains(string(e.Payload), iss.Token) {
+			t.Fatalf("%s holds the token", e.EventType)
+		}
+	}
+	if got := strings.Join(types, " "); got != "action_token.issued.v1 action_token.consumed.v1 action_token.unconsumed.v1" {
+		t.Fatalf("the token's stream: %s", got)
+	}
+	sum := sha256.Sum256([]byte(iss.Token))
+	var issued domain.ActionTokenIssued
+	if err := events[0].Decode(&issued); err != nil || issued.TokenSHA256 != hex.EncodeToString(sum[:]) || issued.CreatedBy != 3 {
+		t.Fatalf("issued %+v (%v)", issued, err)
+	}
+	db, err := router.DB(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{iss.TokenID: "active 3", other.TokenID: "revoked 2"} {
+		var state string
+		var version int
+		if err := db.QueryRow(`SELECT state, version FROM im_action_tokens WHERE token_id = ?`, id).Scan(&state, &version); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%s %d", state, version); got != want {
+			t.Errorf("row of %s: %s, want %s", id, got, want)
+		}
+	}
+}
+
+// TestTokensOlderThanTheLog: a token whose row was written before tokens were events (version 0)
+// is recorded in its stream when it is first used, and then decided like any other: an active one
+// is consumed once, a consumed one stays used, and one is revoked by its id.
+func TestTokensOlderThanTheLog(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	rdb, prefix := testenv.Redis(t)
+	svc, router, store := newServiceWithStore(t, rdb, prefix)
+	db, err := router.DB(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := func(tok string) string { s := sha256.Sum256([]byte(tok)); return hex.EncodeToString(s[:]) }
+	ids := map[string]string{"at_old_active": uuid.NewString(), "at_old_used": uuid.NewString(), "at_old_revoke": uuid.NewString()}
+	for tok, state := range map[string]string{"at_old_active": "active", "at_old_used": "consumed", "at_old_revoke": "active"} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO im_action_tokens (token_hash, token_id, action, subject, state, created_by, created_at, expires_at)
+			VALUES (?, ?, 'join_group', 'grp8', ?, 7, NOW(3), NOW(3) + INTERVAL 1 HOUR)`, hash(tok), ids[tok], state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := svc.Consume(ctx, tenant, "at_old_active", actiontoken.ActionJoinGroup, 5); err != nil || c.TokenID != ids["at_old_active"] || c.IssuedBy != 7 {
+		t.Fatalf("consume an old active token: %+v %v", c, err)
+	}
+	if _, err := svc.Consume(ctx, tenant, "at_old_active", actiontoken.ActionJoinGroup, 6); !denied(err, actiontoken.ReasonTokenUsed) {
+		t.Fatalf("consume it again: %v", err)
+	}
+	if _, err := svc.Consume(ctx, tenant, "at_old_used", actiontoken.ActionJoinGroup, 5); !denied(err, actiontoken.ReasonTokenUsed) {
+		t.Fatalf("consume an old used token: %v", err)
+	}
+	if err := svc.Revoke(ctx, tenant, ids["at_old_revoke"]); err != nil {
+		t.Fatalf("revoke an old token by id: %v", err)
+	}
+	for tok, want := range map[string]int{"at_old_active": 2, "at_old_used": 2, "at_old_revoke": 2} {
+		evs, err := store.ReadStream(ctx, tenant, domain.ActionTokenStreamID(ids[tok]), 0, 0)
+		if err != nil || len(evs) != want {
+			t.Errorf("stream of %s: %d events (%v), want %d", tok, len(evs), err, want)
+		}
 	}
 }

@@ -16,9 +16,20 @@ import (
 // TestEveryCommandChangesWhatItSays runs every admin command through Kafka and checks its result
 // and its change: the events it appended (with the administrator as actor and the command as
 // causation) and the state the handlers now see.
+// Every command does what it says, unsigned on the embedded broker and signed by the platform key
+// with its password sealed, as with real brokers; signed, its events carry the key id.
 func TestEveryCommandChangesWhatItSays(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{})
+	for _, signed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("signed=%v", signed), func(t *testing.T) {
+			t.Parallel()
+			everyCommandChangesWhatItSays(t, signed)
+		})
+	}
+}
+
+func everyCommandChangesWhatItSays(t *testing.T, signed bool) {
+	e := newEnv(t, envOpts{signed: signed})
 	ctx := testenv.Context(t)
 	tid := newTenantID(t)
 	ten := tid.String()
@@ -148,6 +159,25 @@ func TestEveryCommandChangesWhatItSays(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, `SELECT count(DISTINCT causation_id) FROM events WHERE tenant_id = $1 AND causation_id <> ''`,
 		ten).Scan(&caused); err != nil || caused < 15 {
 		t.Fatalf("commands that left events with their id as causation: %d %v", caused, err)
+	}
+	wantKey := ""
+	if signed {
+		wantKey = "platform-1"
+	}
+	var keys []string
+	rows, err := e.pool.Query(ctx, `SELECT DISTINCT actor_key_id FROM events WHERE tenant_id = $1 AND causation_id <> ''`, ten)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if rows.Err() != nil || len(keys) != 1 || keys[0] != wantKey {
+		t.Fatalf("key ids of the commands' events: %q %v, want %q", keys, rows.Err(), wantKey)
 	}
 }
 

@@ -3,6 +3,8 @@ package admin
 import (
 	"errors"
 	"time"
+
+	"github.com/imledger/imledger/domain/admintrust"
 )
 
 // DefaultConsumerGroup is the consumer group of the admin command consumer. Never renamed: a new
@@ -16,8 +18,32 @@ type Config struct {
 	// DefaultConsumerGroup.
 	ConsumerGroup string `koanf:"consumer_group"`
 	// AllowedSources lists the source_service values commands may come from; empty accepts any.
-	// A command from another source is rejected actor_forbidden.
+	// A command from another source is rejected actor_forbidden. The source is what the
+	// producer writes; the producer keys are what authenticates it.
 	AllowedSources []string `koanf:"allowed_sources"`
+
+	// ProducerKeys are the keys commands are verified with (DESIGN §7a): each with an id, a
+	// scope (every tenant, or one) and the identity its commands act as. A command is verified
+	// before anything else is read of it; one signed with no key here is refused unknown_key.
+	// Two keys of one identity may be valid at once, for a rotation. The binary fills it from
+	// admin.producer_keys.
+	ProducerKeys []admintrust.ProducerKey `koanf:"-"`
+	// SecretKeys are the node's command-secrets keys: the X25519 private keys sealed secret
+	// fields (a password) are opened with, right before the handler that needs them. Two keys
+	// may be valid at once, for a rotation. The binary fills it from admin.command_secret_keys.
+	SecretKeys []admintrust.OpenKey `koanf:"-"`
+	// AllowUnsigned accepts commands without a signature (acting as the actor their envelope
+	// names) and plain-text secret fields. Never with real Kafka brokers: the binary sets it only
+	// with the embedded broker and admin.allow_unsigned, and warns at start. Default false:
+	// unsigned commands are refused signature_required, plain secrets secret_not_sealed.
+	AllowUnsigned bool `koanf:"-"`
+	// ReplayWindow is how old a command's signing time may be when it is consumed; an older one
+	// is refused stale_command, so a signed record produced again later than this never runs.
+	// Within it a record produced again is answered from the event_id ledger. Default 5 min.
+	ReplayWindow time.Duration `koanf:"replay_window"`
+	// ClockLeeway is the clock skew tolerated between producers and nodes, added to the replay
+	// window and allowed into the future. Default 30 s.
+	ClockLeeway time.Duration `koanf:"clock_leeway"`
 	// Retry is the backoff of a command that failed transiently, before it is dead-lettered.
 	Retry RetryConfig `koanf:"retry"`
 	// ClaimTimeout is how long a command may stay claimed by a consumer that does not finish it
@@ -99,6 +125,12 @@ func (c *Config) setDefaults() {
 	if c.MaxResultBytes == 0 {
 		c.MaxResultBytes = 1_000_000
 	}
+	if c.ReplayWindow == 0 {
+		c.ReplayWindow = 5 * time.Minute
+	}
+	if c.ClockLeeway == 0 {
+		c.ClockLeeway = 30 * time.Second
+	}
 }
 
 // Validate reports every bad field at once, with defaults applied. The topics are not checked:
@@ -126,6 +158,15 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBatch < 1 || c.Concurrency < 1 {
 		errs = append(errs, errors.New("admin.max_batch and admin.concurrency must be positive"))
+	}
+	if c.ReplayWindow <= 0 || c.ClockLeeway < 0 {
+		errs = append(errs, errors.New("admin.replay_window must be positive and admin.clock_leeway not negative"))
+	}
+	if _, err := admintrust.NewVerifier(max(c.ReplayWindow, 1), max(c.ClockLeeway, 0), c.ProducerKeys...); err != nil {
+		errs = append(errs, errors.New("admin.producer_keys: "+err.Error()))
+	}
+	if _, err := admintrust.NewOpener(c.SecretKeys...); err != nil {
+		errs = append(errs, errors.New("admin.command_secret_keys: "+err.Error()))
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 )
 
 // Publisher produces one Kafka record and waits for the broker's ack. The binary backs it with
@@ -77,6 +78,16 @@ type Deps struct {
 // past Config.Retry.MaxRetries is recorded in admin_command_failures, produced to
 // im.dead.letter and answered failed.
 //
+// Trust (DESIGN §7a): a record is verified before anything else is read of it or written about
+// it: its signature by one of Config.ProducerKeys and its signing time within
+// Config.ReplayWindow; then the command is bound to the key (its tenant scope, the platform
+// commands' need of a platform key, the actor the key's identity, with the key id the events
+// and the result carry) and its secret fields must be sealed. A record refused so is answered on
+// the result topic and nothing of it is written, so a forged record never takes the event_id of a
+// genuine one in the ledger. A sealed secret is opened only right before the handler that needs
+// it; what is stored or re-published of a command (failures, dead letters, results, logs) holds
+// its secret fields redacted.
+//
 // Guarantees: each command (the envelope's event_id) is claimed once per consumer group in
 // PostgreSQL before it runs, so a redelivered or reproduced command, on any partition, is
 // answered with its first result and never runs twice (a copy that arrives while it runs, on this
@@ -91,13 +102,14 @@ type Deps struct {
 // a consumer stopped mid-batch gives up the claims of the commands it had not started, so
 // whoever gets them next runs them at once.
 type Consumer struct {
-	cfg     Config
-	deps    Deps
-	ledger  *ledger
-	disp    *dispatcher
-	log     *slog.Logger
-	metrics *metrics
-	slots   chan struct{} // commands running at once
+	cfg      Config
+	deps     Deps
+	verifier *admintrust.Verifier
+	ledger   *ledger
+	disp     *dispatcher
+	log      *slog.Logger
+	metrics  *metrics
+	slots    chan struct{} // commands running at once
 
 	mu      sync.Mutex
 	running bool
@@ -129,11 +141,19 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	verifier, err := admintrust.NewVerifier(cfg.ReplayWindow, cfg.ClockLeeway, cfg.ProducerKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	opener, err := admintrust.NewOpener(cfg.SecretKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
 	log := deps.Logger.With("consumer_group", cfg.ConsumerGroup)
 	owner := deps.Owner + "/" + uuid.NewString()[:8] // a restarted process does not resume its old claims as its own
-	return &Consumer{cfg: cfg, deps: deps, log: log, metrics: m, slots: make(chan struct{}, cfg.Concurrency),
+	return &Consumer{cfg: cfg, deps: deps, log: log, metrics: m, slots: make(chan struct{}, cfg.Concurrency), verifier: verifier,
 		ledger: newLedger(deps.Pool, cfg.ConsumerGroup, owner, cfg.ClaimTimeout),
-		disp:   newDispatcher(deps.Handlers, log)}, nil
+		disp:   newDispatcher(deps.Handlers, log, secrets{opener: opener, allowPlain: cfg.AllowUnsigned})}, nil
 }
 
 // Run consumes until ctx ends or the consumer group fails for good, then waits for the commands
@@ -212,7 +232,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				if !ok {
 					return nil
 				}
-				batch = append(batch, newItem(m))
+				batch = append(batch, c.newItem(m))
 			case <-sess.Context().Done():
 				return nil
 			}
@@ -231,7 +251,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				// A command produced twice in a row goes to the next batch, after the first
 				// is answered, so the repeat is answered from the ledger. The envelope's
 				// event_id counts, not an event_id header: the ledger deduplicates on it.
-				it := newItem(m)
+				it := c.newItem(m)
 				if id := it.cmd.EventID; id != uuid.Nil {
 					if ids[id] {
 						held = it
@@ -249,14 +269,6 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		}
 		sess.MarkMessage(batch[len(batch)-1].msg, "")
 	}
-}
-
-// newItem decodes a command record, once: the batch's de-duplication and the command's run
-// both read the decoded envelope.
-func newItem(m *sarama.ConsumerMessage) *item {
-	it := &item{msg: m, key: string(m.Key)}
-	it.cmd, it.decErr = decodeCommand(m.Value)
-	return it
 }
 
 // item is one record of a batch on its way to its answer.
@@ -541,6 +553,9 @@ func (c *Consumer) result(cmd domain.AdminCommand, status, reason string, detail
 	}
 	if cmd.ParentEventID != nil {
 		r.ParentEventID = cmd.ParentEventID.String()
+	}
+	if a := cmd.Actor; (a.Type == domain.ActorAdmin || a.Type == domain.ActorSystem) && actorIDRe.MatchString(a.ID) {
+		r.Actor = &a // the verified actor (or an unsigned one the consumer accepts); refused records have none
 	}
 	if data != nil {
 		if b, err := json.Marshal(data); err == nil {

@@ -91,23 +91,25 @@ type run struct {
 	payload any
 }
 
-// actor is the events' actor: the administrator of the envelope.
+// actor is the events' actor: the identity of the key the command was verified with, with the
+// key's id (the envelope's administrator for an unsigned command the consumer accepts).
 func (r run) actor() domain.Actor { return r.Actor }
 
 func (r run) causation() string { return r.EventID.String() }
 
 // dispatcher maps command types to the functions that run them; each returns the result's data.
 type dispatcher struct {
-	h     Handlers
-	log   *slog.Logger
-	funcs map[domain.AdminCommandType]func(context.Context, run) (any, error)
+	h       Handlers
+	log     *slog.Logger
+	secrets secrets
+	funcs   map[domain.AdminCommandType]func(context.Context, run) (any, error)
 }
 
-func newDispatcher(h Handlers, log *slog.Logger) *dispatcher {
+func newDispatcher(h Handlers, log *slog.Logger, s secrets) *dispatcher {
 	if h.MaxContentBytes <= 0 {
 		h.MaxContentBytes = domain.DefaultMaxContentBytes
 	}
-	d := &dispatcher{h: h, log: log}
+	d := &dispatcher{h: h, log: log, secrets: s}
 	d.funcs = map[domain.AdminCommandType]func(context.Context, run) (any, error){
 		domain.CmdTenantProvision:   d.tenantProvision,
 		domain.CmdTenantSuspend:     d.tenantSuspend,

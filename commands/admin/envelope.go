@@ -51,6 +51,37 @@ const (
 	// ReasonResultTooLarge: the command's result did not fit Config.MaxResultBytes; it was
 	// replaced by this small failed result, whose details keep the original status and reason.
 	ReasonResultTooLarge = "result_too_large"
+
+	// The refusals of the trust checks (DESIGN §7a). A record refused so is answered without
+	// being claimed or written anywhere; its result has no actor, and its command_event_id is
+	// only what the record claims.
+
+	// ReasonSignatureRequired: the record is not signed (none of the headers im-key-id,
+	// im-signed-at, im-signature) and the consumer does not accept unsigned commands.
+	ReasonSignatureRequired = "signature_required"
+	// ReasonSignatureInvalid: the signature headers are incomplete, repeated or malformed, or the
+	// signature does not verify over the record (its value or key changed, or another key made it).
+	ReasonSignatureInvalid = "signature_invalid"
+	// ReasonUnknownKey: no producer key of the consumer has the record's key id.
+	ReasonUnknownKey = "unknown_key"
+	// ReasonStaleCommand: the signing time is older than the replay window, or later than the
+	// clock leeway allows; produce the command again, signed now (a new event_id if it ran).
+	ReasonStaleCommand = "stale_command"
+	// ReasonKeyScope: the key is scoped to another tenant, or the command (tenant.*) needs a
+	// platform-wide key.
+	ReasonKeyScope = "key_scope"
+	// ReasonActorMismatch: the envelope's actor names someone other than the signing key's
+	// identity, or claims a key id it was not verified with.
+	ReasonActorMismatch = "actor_mismatch"
+	// ReasonSecretNotSealed: a secret field (a password) is plain text and the consumer accepts
+	// only sealed secrets.
+	ReasonSecretNotSealed = "secret_not_sealed"
+	// ReasonSecretRedacted: a secret field holds the redaction marker: the command is a redacted
+	// copy (of a failure or a dead letter); send it again with its secret.
+	ReasonSecretRedacted = "secret_redacted"
+	// ReasonSecretUnreadable: a sealed secret field names no command-secrets key of the node, or
+	// does not open for this command and field.
+	ReasonSecretUnreadable = "secret_unreadable"
 )
 
 // MaxEnvelopeString bounds every string of a command envelope (trace_id, tenant_id,

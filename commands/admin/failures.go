@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 )
 
 // Headers of a command's record on im.dead.letter, besides the command record's own headers.
@@ -29,7 +31,9 @@ const (
 // deadLetter records a command that failed with lastErr (reason ReasonRetriesExhausted after
 // its retries, ReasonPermanentFailure at once) in admin_command_failures, produces it to
 // im.dead.letter and returns its failed result. If a step fails it is tried again: the failure
-// row is written once per command, the dead letter may be produced twice. The row takes any
+// row is written once per command, the dead letter may be produced twice. Both hold the record
+// redacted (redactedValue: no secret field, sealed or not) and the dead letter has the record's
+// headers but its signature, which the redacted value no longer matches. The row takes any
 // record: one PostgreSQL's jsonb refuses (bytes that are not UTF-8 or JSON, a \u0000) is stored
 // as {"record_base64": ...} and Failures hands it back as received.
 func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error, reason string) (domain.AdminResult, error) {
@@ -52,22 +56,23 @@ func (c *Consumer) deadLetter(ctx context.Context, it *item, lastErr error, reas
 			string(command), columnText(it.key, len(it.key)), columnText(truncate(errText, 4000), 4100), attempts).Scan(&id)
 		return id, err
 	}
-	id, err := insert(storedRecord(it.msg.Value, false))
+	value := redactedValue(it.msg.Value, cmd)
+	id, err := insert(storedRecord(value, false))
 	if permanent(err) {
-		id, err = insert(storedRecord(it.msg.Value, true))
+		id, err = insert(storedRecord(value, true))
 	}
 	if err != nil {
 		return domain.AdminResult{}, dbErr("record admin command failure", err)
 	}
 	headers := map[string]string{}
 	for _, h := range it.msg.Headers {
-		if h != nil {
+		if h != nil && string(h.Key) != admintrust.HeaderSignature {
 			headers[string(h.Key)] = string(h.Value)
 		}
 	}
 	headers[HeaderReason], headers[HeaderError], headers[HeaderConsumerGroup] = reason, truncate(errText, 1000), c.cfg.ConsumerGroup
 	headers[HeaderFailureID] = fmt.Sprint(id)
-	if err := c.deps.Publisher.Publish(ctx, c.cfg.DeadLetterTopic, it.key, it.msg.Value, headers); err != nil {
+	if err := c.deps.Publisher.Publish(ctx, c.cfg.DeadLetterTopic, it.key, value, headers); err != nil {
 		if permanentPublish(err) {
 			return domain.AdminResult{}, fmt.Errorf("publish admin dead letter: %w", err)
 		}
@@ -137,7 +142,7 @@ type Failure struct {
 	TenantID        string
 	EventID         uuid.UUID
 	CommandType     string
-	Command         json.RawMessage // the record value as received (not JSON when it arrived so)
+	Command         json.RawMessage // the record value as received, secret fields redacted (not JSON when it arrived so)
 	Key             string
 	Error           string
 	Attempts        int
@@ -159,12 +164,15 @@ type Failures struct {
 	pool         *pgxpool.Pool
 	pub          Publisher
 	commandTopic string
+	signer       *admintrust.Signer
 }
 
 // NewFailures returns Failures over pool, producing replays with pub to commandTopic (the full
-// name of im.admin.command). pub may be nil for List and Skip.
-func NewFailures(pool *pgxpool.Pool, pub Publisher, commandTopic string) *Failures {
-	return &Failures{pool: pool, pub: pub, commandTopic: commandTopic}
+// name of im.admin.command), signed with signer: a replay is a new command by the operator who
+// sends it. pub may be nil for List and Skip; signer nil sends replays unsigned, which only a
+// consumer that accepts unsigned commands (the embedded broker) runs.
+func NewFailures(pool *pgxpool.Pool, pub Publisher, commandTopic string, signer *admintrust.Signer) *Failures {
+	return &Failures{pool: pool, pub: pub, commandTopic: commandTopic, signer: signer}
 }
 
 const failureColumns = `id, consumer_group, tenant_id, event_id, command_type, command, record_key, error, attempts, status,
@@ -212,11 +220,17 @@ func (f *Failures) List(ctx context.Context, filter FailureFilter) ([]Failure, e
 // ErrNotOpen is a failure that was already replayed or skipped, or does not exist.
 var ErrNotOpen = errors.New("no open admin command failure with this id")
 
-// Replay sends failure id's command again on im.admin.command under its key, as a new command:
-// event_id newID (a fresh UUIDv7 when nil), parent_event_id the original's, occurred_at now; the
-// rest as received. The failure is marked replayed with the new event id. It returns the command
-// sent; the consumer answers it on im.admin.command.result like any other. Errors: ErrNotOpen;
-// the producer's error (nothing marked).
+// ErrSecretsRedacted is a failure whose command had secret fields (a password): they were
+// redacted when it failed, so it cannot be replayed; send the command again with its secret.
+var ErrSecretsRedacted = errors.New("the command's secret fields were redacted when it failed; send the command again (imledger admin send) instead of replaying it")
+
+// Replay sends failure id's command again on im.admin.command under its key, as a new command by
+// the operator: event_id newID (a fresh UUIDv7 when nil), parent_event_id the original's,
+// occurred_at now, the actor the signer's identity and the record signed with it (with no
+// signer, the actor as received, unsigned); the rest as received. The failure is marked replayed
+// with the new event id. It returns the command sent; the consumer answers it on
+// im.admin.command.result like any other. Errors: ErrNotOpen; ErrSecretsRedacted (nothing sent,
+// the failure stays open to be skipped); the producer's error (nothing marked).
 func (f *Failures) Replay(ctx context.Context, id int64, newID uuid.UUID) (domain.AdminCommand, error) {
 	if f.pub == nil {
 		return domain.AdminCommand{}, errors.New("admin: replay needs a publisher")
@@ -231,9 +245,15 @@ func (f *Failures) Replay(ctx context.Context, id int64, newID uuid.UUID) (domai
 		if err != nil {
 			return err
 		}
+		if info, ok := domain.LookupAdminCommand(domain.AdminCommandType(fl.CommandType)); ok && len(info.SecretFields()) > 0 {
+			return ErrSecretsRedacted // every stored copy of such a command is redacted
+		}
 		var cmd domain.AdminCommand
 		if err := json.Unmarshal(fl.Command, &cmd); err != nil {
 			return fmt.Errorf("stored command of failure %d: %w", id, err)
+		}
+		if info, ok := domain.LookupAdminCommand(domain.AdminCommandType(cmd.EventType)); ok && len(info.SecretFields()) > 0 {
+			return ErrSecretsRedacted
 		}
 		parent := fl.EventID
 		cmd.EventID = newID
@@ -244,12 +264,18 @@ func (f *Failures) Replay(ctx context.Context, id int64, newID uuid.UUID) (domai
 		}
 		cmd.ParentEventID = &parent
 		cmd.OccurredAt = time.Now().UTC()
+		if f.signer != nil {
+			cmd.Actor = f.signer.Identity()
+		}
 		body, err := json.Marshal(cmd)
 		if err != nil {
 			return err
 		}
 		headers := map[string]string{"event_id": cmd.EventID.String(), "event_type": cmd.EventType, "tenant_id": cmd.TenantID,
 			"parent_event_id": parent.String()}
+		if f.signer != nil {
+			maps.Copy(headers, f.signer.Sign([]byte(fl.Key), body, time.Now()))
+		}
 		if err := f.pub.Publish(ctx, f.commandTopic, fl.Key, body, headers); err != nil {
 			return fmt.Errorf("produce the replayed command: %w", err)
 		}

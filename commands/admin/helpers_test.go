@@ -1,8 +1,10 @@
 package admin_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
@@ -53,7 +56,56 @@ type env struct {
 	failures *admin.Failures
 	handlers admin.Handlers
 	stops    map[*admin.Consumer]func()
+
+	// Trust: every consumer verifies with keys (a platform key, platform, and those of
+	// envOpts.keys) and opens secrets with openKeys; it accepts unsigned commands and plain
+	// secrets unless envOpts.signed (the real-broker mode).
+	signed   bool
+	platform *admintrust.Signer
+	keys     []admintrust.ProducerKey
+	openKeys []admintrust.OpenKey
+	sealKey  admintrust.SealKey
+	logs     *logBuffer // what every consumer logged
 }
+
+// logBuffer collects log lines; safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newKey generates a producer key of alg and returns its signer and its key as a node holds it.
+func newKey(t testing.TB, alg admintrust.Algorithm, id, scope string, who domain.Actor) (*admintrust.Signer, admintrust.ProducerKey) {
+	t.Helper()
+	g, err := admintrust.GenerateProducerKey(alg, id, scope, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := admintrust.ParseSigner(g.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := admintrust.ParseProducerKey(g.Producer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, k
+}
+
+// ops is the identity of the test environment's platform key.
+var ops = domain.Actor{Type: domain.ActorAdmin, ID: "ops-7"}
 
 // broadcasts records tenant broadcasts and tenant changes, standing in for the fanout. With
 // hold set, a tenant broadcast signals entered and waits until hold is closed.
@@ -88,6 +140,10 @@ func (b *broadcasts) TenantChanged(_ context.Context, i tenant.Info) {
 type envOpts struct {
 	mysqlDSN string        // default: the shared server
 	config   *admin.Config // default: quick retries
+	// signed refuses unsigned commands and plain secrets, as with real Kafka brokers.
+	signed bool
+	// keys are producer keys the consumers verify with besides the platform key.
+	keys []admintrust.ProducerKey
 }
 
 func saramaConfig() *sarama.Config {
@@ -103,7 +159,15 @@ func saramaConfig() *sarama.Config {
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
-	e := &env{t: t, sent: &broadcasts{}}
+	e := &env{t: t, sent: &broadcasts{}, signed: o.signed, logs: &logBuffer{}}
+	var platform admintrust.ProducerKey
+	e.platform, platform = newKey(t, admintrust.AlgEd25519, "platform-1", admintrust.PlatformScope, ops)
+	e.keys = append([]admintrust.ProducerKey{platform}, o.keys...)
+	open, err := admintrust.GenerateOpenKey("cs-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.openKeys, e.sealKey = []admintrust.OpenKey{open}, open.SealKey()
 	e.pool, e.store = storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	if o.mysqlDSN == "" {
@@ -157,7 +221,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		e.produce(topic, "init", []byte(`{}`)) // creates the topic before anyone subscribes
 	}
 	e.results, e.dead = e.collect(resultTopic), e.collect(deadTopic)
-	e.failures = admin.NewFailures(e.pool, publisher{e.producer}, commandTopic)
+	e.failures = admin.NewFailures(e.pool, publisher{e.producer}, commandTopic, nil)
 	e.handlers = admin.Handlers{Tenants: e.registry, Lookup: e.cache, Accounts: gov, Groups: e.groups, GroupStates: e.loader,
 		Messages: ops, Sender: send, Broadcaster: e.sent, Events: e.store}
 	cfg := admin.Config{Retry: admin.RetryConfig{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond}}
@@ -169,7 +233,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 }
 
 // startConsumer starts a consumer of the "admin-test" group named owner with cfg (its group and
-// topics set here). It stops when the test ends, or earlier by e.stop.
+// topics set here, and the environment's keys and trust mode unless cfg names keys). It stops
+// when the test ends, or earlier by e.stop.
 func (e *env) startConsumer(owner string, cfg admin.Config) *admin.Consumer {
 	t := e.t
 	t.Helper()
@@ -178,8 +243,16 @@ func (e *env) startConsumer(owner string, cfg admin.Config) *admin.Consumer {
 		t.Fatal(err)
 	}
 	cfg.ConsumerGroup, cfg.ResultTopic, cfg.DeadLetterTopic = "admin-test", resultTopic, deadTopic
+	if cfg.ProducerKeys == nil {
+		cfg.ProducerKeys = e.keys
+	}
+	if cfg.SecretKeys == nil {
+		cfg.SecretKeys = e.openKeys
+	}
+	cfg.AllowUnsigned = !e.signed
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := admin.New(cfg, admin.Deps{Pool: e.pool, Group: group, CommandTopic: commandTopic, Publisher: publisher{e.producer},
-		Owner: owner, Handlers: e.handlers})
+		Owner: owner, Handlers: e.handlers, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,15 +395,48 @@ func command(tenantID string, typ domain.AdminCommandType, payload string) domai
 		OccurredAt: time.Now().UTC(), Actor: domain.Actor{Type: domain.ActorAdmin, ID: "ops-7"}, Payload: json.RawMessage(payload)}
 }
 
-// send produces cmd and waits for its first result.
+// send produces cmd, signed with the platform key in a signed environment, and waits for its
+// first result.
 func (e *env) send(cmd domain.AdminCommand) domain.AdminResult {
 	e.t.Helper()
+	if e.signed {
+		return e.sendSigned(cmd, e.platform)
+	}
 	body, err := json.Marshal(cmd)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.produce(commandTopic, cmd.TenantID+":"+cmd.EventType, body)
 	return e.await(cmd.EventID, 1)
+}
+
+// sendSigned produces cmd signed by s, its secrets sealed to the node, and waits for its first
+// result.
+func (e *env) sendSigned(cmd domain.AdminCommand, s *admintrust.Signer) domain.AdminResult {
+	e.t.Helper()
+	e.produceSigned(cmd, s, time.Now())
+	return e.await(cmd.EventID, 1)
+}
+
+// produceSigned produces cmd signed by s at time at, its secrets sealed to the node; it returns
+// the record.
+func (e *env) produceSigned(cmd domain.AdminCommand, s *admintrust.Signer, at time.Time) *sarama.ProducerMessage {
+	e.t.Helper()
+	var err error
+	if cmd.Payload, err = admintrust.SealPayload(e.sealKey, cmd); err != nil {
+		e.t.Fatal(err)
+	}
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key := cmd.TenantID + ":" + cmd.EventType
+	m := &sarama.ProducerMessage{Topic: commandTopic, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(body)}
+	for k, v := range s.Sign([]byte(key), body, at) {
+		m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	e.produceRecord(m)
+	return m
 }
 
 // ok sends cmd and fails unless it succeeded; it returns the result data.

@@ -48,19 +48,36 @@ const (
 	claimReused                     // the event_id names another command (tenant, type or payload)
 )
 
-// fingerprint identifies what a command asks: its tenant, type and payload (whitespace aside).
-// A record that repeats an event_id with another fingerprint is not the same command.
+// fingerprint identifies what a command asks: its tenant, type and payload (whitespace aside),
+// and who asks it when it was verified with a key (the key's identity). A record that repeats an
+// event_id with another fingerprint is not the same command. A plain secret field is hashed
+// redacted, so not even a digest of a password is stored; a sealed one is hashed as sealed.
 func fingerprint(cmd domain.AdminCommand) []byte {
 	h := sha256.New()
 	h.Write([]byte(cmd.TenantID))
 	h.Write([]byte{0})
 	h.Write([]byte(cmd.EventType))
 	h.Write([]byte{0})
+	payload := cmd.Payload
+	if info, ok := domain.LookupAdminCommand(domain.AdminCommandType(cmd.EventType)); ok {
+		kinds, err := info.SecretFieldKinds(payload)
+		plain := err != nil && len(info.SecretFields()) > 0 // not an object: it may be anything
+		for _, k := range kinds {
+			plain = plain || k == domain.SecretPlain || k == domain.SecretOther
+		}
+		if plain {
+			payload, _ = info.Redact(payload)
+		}
+	}
 	var buf bytes.Buffer
-	if json.Compact(&buf, cmd.Payload) == nil {
+	if json.Compact(&buf, payload) == nil {
 		h.Write(buf.Bytes())
 	} else {
-		h.Write(cmd.Payload)
+		h.Write(payload)
+	}
+	if cmd.Actor.KeyID != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(cmd.Actor.Type + "/" + cmd.Actor.ID))
 	}
 	return h.Sum(nil)
 }

@@ -63,10 +63,14 @@ func (d *dispatcher) userResetPassword(ctx context.Context, r run) (any, error) 
 	if err := required("user_id", p.UserID); err != nil {
 		return nil, err
 	}
-	if p.Password == "" {
+	password, err := d.secrets.reveal(r, "password", p.Password)
+	if err != nil {
+		return nil, err
+	}
+	if password == "" {
 		return nil, &domain.ValidationError{Field: "password", Reason: "required"}
 	}
-	res, err := d.h.Accounts.ResetPassword(ctx, r.tenant, p.UserID, p.Password, r.accountMeta())
+	res, err := d.h.Accounts.ResetPassword(ctx, r.tenant, p.UserID, password, r.accountMeta())
 	if err != nil {
 		return nil, err
 	}

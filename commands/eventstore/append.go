@@ -10,12 +10,12 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// appendSQL inserts the unnested rows only when the stream's current version ($22) is the
+// appendSQL inserts the unnested rows only when the stream's current version ($23) is the
 // expected one; otherwise it inserts nothing. A concurrent append of the same version waits for
 // the other transaction and then fails with a unique violation.
 const appendSQL = `INSERT INTO events (` + insertColumns + `)
 SELECT * FROM ` + unnestRows + `
-WHERE (SELECT coalesce(max(stream_version), 0) FROM events WHERE tenant_id = $20 AND stream_id = $21) = $22
+WHERE (SELECT coalesce(max(stream_version), 0) FROM events WHERE tenant_id = $21 AND stream_id = $22) = $23
 RETURNING event_id, position`
 
 // Append writes events to one stream in one transaction, at stream versions expectedVersion+1,

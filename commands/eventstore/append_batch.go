@@ -54,7 +54,7 @@ type AppendResult struct {
 // appendBatchSQL writes every row that violates no unique constraint; later rows of the batch
 // that conflict with earlier ones are skipped the same way as conflicts with stored rows. It runs
 // as one statement in an implicit transaction — one round trip instead of BEGIN, INSERT, NOTIFY,
-// COMMIT — and signals the notify channel ($20) when it inserted anything; that extra row has a
+// COMMIT — and signals the notify channel ($21) when it inserted anything; that extra row has a
 // NULL event id.
 const appendBatchSQL = `WITH ins AS (
 INSERT INTO events (` + insertColumns + `)
@@ -63,7 +63,7 @@ ON CONFLICT DO NOTHING
 RETURNING event_id, position)
 SELECT event_id, position FROM ins
 UNION ALL
-SELECT NULL::uuid, 0::bigint FROM (SELECT pg_notify($20, '')) AS n WHERE EXISTS (SELECT 1 FROM ins)`
+SELECT NULL::uuid, 0::bigint FROM (SELECT pg_notify($21, '')) AS n WHERE EXISTS (SELECT 1 FROM ins)`
 
 // lookupSQL finds the stored events that made rows of a batch conflict: by event id ($1) and by
 // (tenant, stream, idempotency key) ($2, $3, $4). It runs in the batch's transaction, so it sees

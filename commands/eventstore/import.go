@@ -33,7 +33,7 @@ func (s *Store) Import(ctx context.Context, events []domain.Envelope) (int64, er
 		rows[i] = []any{pgtype.UUID{Bytes: p.EventID, Valid: true}, p.TenantID.String(), p.StreamID, p.StreamVersion,
 			string(p.EventType), int32(p.Version), p.TraceID, p.CorrelationID, p.CausationID, parent, p.SourceService,
 			p.TargetService, p.BizType, p.BizID, pgtype.Text{String: p.IdempotencyKey, Valid: p.IdempotencyKey != ""},
-			p.Actor.Type, p.Actor.ID, p.OccurredAt, []byte(p.Payload)}
+			p.Actor.Type, p.Actor.ID, p.OccurredAt, []byte(p.Payload), p.Actor.KeyID}
 	}
 	cols := strings.Split(strings.Join(strings.Fields(insertColumns), ""), ",")
 	var n int64

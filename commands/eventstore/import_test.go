@@ -22,6 +22,7 @@ func TestImportLoadsNewStreamsAllOrNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.IdempotencyKey = "1:c" + string(rune('0'+v))
+		e.Actor.KeyID = "k" + string(rune('0'+v))
 		events = append(events, e)
 	}
 	n, err := store.Import(ctx, events)
@@ -29,7 +30,8 @@ func TestImportLoadsNewStreamsAllOrNothing(t *testing.T) {
 		t.Fatalf("Import = %d, %v", n, err)
 	}
 	got, err := store.ReadStream(ctx, tenant, "grp1", 0, 0)
-	if err != nil || len(got) != 3 || got[2].EventID != events[2].EventID || got[0].IdempotencyKey != events[0].IdempotencyKey {
+	if err != nil || len(got) != 3 || got[2].EventID != events[2].EventID || got[0].IdempotencyKey != events[0].IdempotencyKey ||
+		got[1].Actor != events[1].Actor {
 		t.Fatalf("ReadStream after Import: %+v %v", got, err)
 	}
 	more, _ := domain.NewEnvelope(tenant, "grp2", 1, domain.EventGroupMessageSent, domain.Actor{Type: domain.ActorUser, ID: "1"}, map[string]any{})

@@ -13,15 +13,15 @@ import (
 // insertColumns are the columns an append writes, in the order of eventArrays.args.
 const insertColumns = `event_id, tenant_id, stream_id, stream_version, event_type, version,
 	trace_id, correlation_id, causation_id, parent_event_id, source_service, target_service,
-	biz_type, biz_id, idempotency_key, actor_type, actor_id, occurred_at, payload`
+	biz_type, biz_id, idempotency_key, actor_type, actor_id, occurred_at, payload, actor_key_id`
 
-// unnestRows turns the 19 array parameters $1..$19 of eventArrays.args into rows of insertColumns.
+// unnestRows turns the 20 array parameters $1..$20 of eventArrays.args into rows of insertColumns.
 const unnestRows = `unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::integer[],
 	$7::text[], $8::text[], $9::text[], $10::uuid[], $11::text[], $12::text[],
-	$13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::jsonb[])`
+	$13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::jsonb[], $20::text[])`
 
 // eventArrays holds a batch of envelopes column by column, so one INSERT … SELECT FROM unnest
-// writes all of them with 19 parameters whatever the batch size.
+// writes all of them with 20 parameters whatever the batch size.
 type eventArrays struct {
 	eventID        []pgtype.UUID
 	tenantID       []string
@@ -42,6 +42,7 @@ type eventArrays struct {
 	actorID        []string
 	occurredAt     []time.Time
 	payload        [][]byte
+	actorKeyID     []string
 }
 
 func newEventArrays(n int) *eventArrays {
@@ -53,6 +54,7 @@ func newEventArrays(n int) *eventArrays {
 		targetService: make([]string, 0, n), bizType: make([]string, 0, n), bizID: make([]string, 0, n),
 		idempotencyKey: make([]pgtype.Text, 0, n), actorType: make([]string, 0, n),
 		actorID: make([]string, 0, n), occurredAt: make([]time.Time, 0, n), payload: make([][]byte, 0, n),
+		actorKeyID: make([]string, 0, n),
 	}
 }
 
@@ -81,14 +83,16 @@ func (a *eventArrays) add(e domain.Envelope) {
 	a.actorID = append(a.actorID, e.Actor.ID)
 	a.occurredAt = append(a.occurredAt, e.OccurredAt)
 	a.payload = append(a.payload, e.Payload)
+	a.actorKeyID = append(a.actorKeyID, e.Actor.KeyID)
 }
 
-// args returns the parameters $1..$19 of unnestRows.
+// args returns the parameters $1..$20 of unnestRows.
 func (a *eventArrays) args() []any {
 	return []any{
 		a.eventID, a.tenantID, a.streamID, a.streamVersion, a.eventType, a.version,
 		a.traceID, a.correlationID, a.causationID, a.parentEventID, a.sourceService, a.targetService,
 		a.bizType, a.bizID, a.idempotencyKey, a.actorType, a.actorID, a.occurredAt, a.payload,
+		a.actorKeyID,
 	}
 }
 

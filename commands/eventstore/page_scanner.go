@@ -22,7 +22,7 @@ type pageScanner struct {
 	eventID, parentID       pgtype.UUID
 	idemKey                 pgtype.Text
 	occurredAt              pgtype.Timestamptz
-	text                    [12]internedText // tenant, stream, type, trace, correlation, causation, source, target, biz type, biz id, actor type, actor id
+	text                    [13]internedText // tenant, stream, type, trace, correlation, causation, source, target, biz type, biz id, actor type, actor id, actor key id
 	payload                 slabBytes
 	dest                    []any
 
@@ -44,6 +44,7 @@ const (
 	colBizID
 	colActorType
 	colActorID
+	colActorKeyID
 )
 
 func newPageScanner() *pageScanner {
@@ -56,7 +57,7 @@ func newPageScanner() *pageScanner {
 	s.dest = []any{&s.txID,
 		&s.position, &s.eventID, &t[colTenant], &t[colStream], &s.streamVersion, &t[colType], &s.version,
 		&t[colTrace], &t[colCorrelation], &t[colCausation], &s.parentID, &t[colSource], &t[colTarget],
-		&t[colBizType], &t[colBizID], &s.idemKey, &t[colActorType], &t[colActorID], &s.occurredAt, &s.payload}
+		&t[colBizType], &t[colBizID], &s.idemKey, &t[colActorType], &t[colActorID], &s.occurredAt, &s.payload, &t[colActorKeyID]}
 	return s
 }
 
@@ -77,7 +78,7 @@ func (s *pageScanner) scan(rows pgx.Rows) (Record, error) {
 		EventID: s.eventID.Bytes, TraceID: t[colTrace].v, CorrelationID: t[colCorrelation].v, CausationID: t[colCausation].v,
 		TenantID: s.tenant, SourceService: t[colSource].v, TargetService: t[colTarget].v, EventType: domain.EventType(t[colType].v),
 		BizType: t[colBizType].v, BizID: t[colBizID].v, IdempotencyKey: s.idemKey.String, Version: int(s.version),
-		OccurredAt: s.occurredAt.Time.UTC(), Actor: domain.Actor{Type: t[colActorType].v, ID: t[colActorID].v},
+		OccurredAt: s.occurredAt.Time.UTC(), Actor: domain.Actor{Type: t[colActorType].v, ID: t[colActorID].v, KeyID: t[colActorKeyID].v},
 		StreamID: t[colStream].v, StreamVersion: s.streamVersion, Position: s.position, Payload: s.payload.v,
 	}
 	if s.parentID.Valid {

@@ -91,3 +91,24 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
 
 // notifySQL signals the channel given as $1.
 const notifySQL = `SELECT pg_notify($1, '')`
+
+// LastEvent returns the event of the stream with the highest version, upcast as ReadStream's are,
+// and whether the stream has any: a stream whose last event is its current state (a device, a
+// mute) is decided on from one row. Errors: domain.ErrRetryable when PostgreSQL was unreachable
+// or timed out.
+func (s *Store) LastEvent(ctx context.Context, tenant domain.TenantID, streamID string) (domain.Envelope, bool, error) {
+	const op = "read last event"
+	rows, err := s.pool.Query(ctx, `SELECT `+envelopeColumns+` FROM events
+		WHERE tenant_id = $1 AND stream_id = $2 ORDER BY stream_version DESC LIMIT 1`, tenant.String(), streamID)
+	if err != nil {
+		return domain.Envelope{}, false, wrapErr(op, err)
+	}
+	events, err := collectEnvelopes(rows)
+	if err != nil {
+		return domain.Envelope{}, false, wrapErr(op, err)
+	}
+	if len(events) == 0 {
+		return domain.Envelope{}, false, nil
+	}
+	return events[0], true, nil
+}

@@ -43,7 +43,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // envelopeColumns are the stored envelope fields in the order scanEnvelope reads them.
 const envelopeColumns = `position, event_id, tenant_id, stream_id, stream_version, event_type, version,
 	trace_id, correlation_id, causation_id, parent_event_id, source_service, target_service,
-	biz_type, biz_id, idempotency_key, actor_type, actor_id, occurred_at, payload`
+	biz_type, biz_id, idempotency_key, actor_type, actor_id, occurred_at, payload, actor_key_id`
 
 // envelopeScanner scans rows of envelopeColumns. It remembers the last tenant so a page of one
 // tenant's events validates the tenant id once.
@@ -63,12 +63,12 @@ func (s *envelopeScanner) scan(row pgx.Row, extra ...any) (domain.Envelope, erro
 		idemKey   pgtype.Text
 		payload   []byte
 	)
-	dest := make([]any, 0, len(extra)+20)
+	dest := make([]any, 0, len(extra)+21)
 	dest = append(dest, extra...)
 	dest = append(dest,
 		&e.Position, &eventID, &tenant, &e.StreamID, &e.StreamVersion, &eventType, &e.Version,
 		&e.TraceID, &e.CorrelationID, &e.CausationID, &parentID, &e.SourceService, &e.TargetService,
-		&e.BizType, &e.BizID, &idemKey, &e.Actor.Type, &e.Actor.ID, &e.OccurredAt, &payload)
+		&e.BizType, &e.BizID, &idemKey, &e.Actor.Type, &e.Actor.ID, &e.OccurredAt, &payload, &e.Actor.KeyID)
 	if err := row.Scan(dest...); err != nil {
 		return domain.Envelope{}, err
 	}

@@ -112,6 +112,9 @@ func envelopeOf(t *testing.T, r export.Row) domain.Envelope {
 	if r.IdempotencyKey != nil {
 		e.IdempotencyKey = *r.IdempotencyKey
 	}
+	if r.ActorKeyID != nil {
+		e.Actor.KeyID = *r.ActorKeyID
+	}
 	return e
 }
 

@@ -36,6 +36,7 @@ type Row struct {
 	OccurredAt     time.Time `parquet:"occurred_at,timestamp(microsecond)"`
 	ActorType      string    `parquet:"actor_type,dict"`
 	ActorID        string    `parquet:"actor_id,dict"`
+	ActorKeyID     *string   `parquet:"actor_key_id,optional,dict"`
 	StreamID       string    `parquet:"stream_id,dict"`
 	StreamVersion  int64     `parquet:"stream_version"`
 	Payload        string    `parquet:"payload,json"`
@@ -81,6 +82,10 @@ func rowOf(r *Row, rec *eventstore.Record) {
 	if e.IdempotencyKey != "" {
 		k := e.IdempotencyKey
 		r.IdempotencyKey = &k
+	}
+	if e.Actor.KeyID != "" {
+		k := e.Actor.KeyID
+		r.ActorKeyID = &k
 	}
 	if !isMessage(e.EventType) {
 		return

@@ -35,6 +35,11 @@ type Config struct {
 	// UploadMemory bounds the bytes of upload bodies a node holds while they arrive (the REST
 	// API's, see rest.Config.UploadMemory). 0: twice MaxBytes; at least MaxBytes.
 	UploadMemory int64 `koanf:"upload_memory"`
+	// DirectURLs signs object-storage URLs for uploads and downloads when the bucket can sign
+	// them (S3 and S3-compatible stores), so a file's bytes need not pass through a node; off, or
+	// with a bucket that cannot sign (a local directory), uploads and downloads go through the
+	// API. The binary's default is true.
+	DirectURLs bool `koanf:"direct_urls"`
 	// UploadIdleTimeout ends an upload whose body stops arriving this long (the REST API's,
 	// see rest.Config.UploadIdleTimeout). 0: 30 s; negative: no limit.
 	UploadIdleTimeout time.Duration `koanf:"upload_idle_timeout"`

@@ -135,7 +135,7 @@ func (f *fixture) reference(t *testing.T, topic string, seq int64, from domain.U
 		t.Fatal(err)
 	}
 	for range 2 { // a redelivery adds nothing
-		if _, err := f.db.ApplyRefs(f.ctx, f.tenant, []domain.Envelope{e}); err != nil {
+		if _, err := f.db.Apply(f.ctx, f.tenant, []domain.Envelope{e}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -469,5 +469,60 @@ func TestLeftoverObjectsAreSwept(t *testing.T) {
 	}
 	if got := f.objects(t, other.ObjectKey); len(got) != 1 {
 		t.Fatalf("objects of the referenced file %q, want its one", got)
+	}
+}
+
+// staleRecords answers Unreferenced with a list read before a reference was projected.
+type staleRecords struct {
+	*filedb.Store
+	stale []domain.FileRecord
+}
+
+func (s staleRecords) Unreferenced(context.Context, domain.TenantID, time.Time, int) ([]domain.FileRecord, error) {
+	return s.stale, nil
+}
+
+// A file that a message came to reference while the collector deleted it is kept: the deletion
+// is undone by file.restored.v1, the record is as it was and the bytes are served; applying the
+// file's events again, as the projection does, changes nothing.
+func TestCollectKeepsAFileReferencedMeanwhile(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec := f.upload(t, 42, "late.txt", "text/plain", []byte("referenced late"))
+	stale, err := f.db.Get(f.ctx, f.tenant, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reference(t, "grp4", 2, 42, rec.ID)
+	svc, err := files.New(files.Deps{Bucket: f.bucket, Records: staleRecords{f.db, []domain.FileRecord{stale}}, Events: f.store,
+		Queue: f.queue, Now: func() time.Time { return f.clock().Add(2 * time.Hour) }}, files.Config{GCGrace: time.Hour, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := svc.Collect(f.ctx, f.tenant); err != nil || n != 0 {
+		t.Fatalf("collect: %d, %v; want nothing deleted", n, err)
+	}
+	want := []domain.EventType{domain.EventFileCreated, domain.EventFileUploaded, domain.EventFileDeleted, domain.EventFileRestored}
+	if ev := f.events(t, rec.ID); fmt.Sprint(ev) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", ev, want)
+	}
+	got, err := f.db.Get(f.ctx, f.tenant, rec.ID)
+	if err != nil || got.Status != domain.FileStatusUploaded || got.Version != 4 || got.RefCount != 1 {
+		t.Fatalf("record after the restore: %+v %v", got, err)
+	}
+	_, r, err := f.svc.Open(f.ctx, f.tenant, rec.ID)
+	if err != nil {
+		t.Fatalf("open the file kept: %v", err)
+	}
+	r.Close()
+	all, err := f.store.ReadAll(f.ctx, eventstore.Filter{Tenant: f.tenant}, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.db.Apply(f.ctx, f.tenant, all); err != nil || n != 0 {
+		t.Fatalf("applying the events again changed %d records (%v)", n, err)
+	}
+	if again, _ := f.db.Get(f.ctx, f.tenant, rec.ID); again != got {
+		t.Fatalf("record after the events were applied again: %+v, was %+v", again, got)
 	}
 }

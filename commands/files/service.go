@@ -22,15 +22,16 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// Records is the tenant's file table; *filedb.Store implements it. The update methods move a
-// record from version from to from+1 and report false when it was not at from.
+// Records is the tenant's file records, the read model of the file events; *filedb.Store
+// implements it. Apply writes the events the Service appended right after the append, so the
+// next call reads what it did; the files-refs projection applies them again, and a record moves
+// only from the version before an event to the event's, so the second write changes nothing.
 type Records interface {
-	Create(ctx context.Context, tenant domain.TenantID, f domain.FileRecord) error
+	Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error)
 	Get(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, error)
-	MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from, size int64, sha, objectKey string, at time.Time) (bool, error)
-	SetAudit(ctx context.Context, tenant domain.TenantID, id string, from int64, status, reason string, at time.Time) (bool, error)
-	MarkDeleted(ctx context.Context, tenant domain.TenantID, id string, from int64, at time.Time) (bool, error)
 	Unreferenced(ctx context.Context, tenant domain.TenantID, cutoff time.Time, limit int) ([]domain.FileRecord, error)
+	// Referenced reports whether a message references the file.
+	Referenced(ctx context.Context, tenant domain.TenantID, id string) (bool, error)
 }
 
 // EventStore appends events; *eventstore.Store implements it.
@@ -188,13 +189,15 @@ func (s *Service) Create(ctx context.Context, c CreateFile) (domain.FileRecord, 
 		Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size, ObjectKey: f.ObjectKey, CreatedAt: now}); err != nil {
 		return domain.FileRecord{}, err
 	}
-	if err := s.deps.Records.Create(ctx, c.Tenant, f); err != nil {
-		return domain.FileRecord{}, err
-	}
 	return f, nil
 }
 
-// append writes one event of a file's stream at version from+1.
+// errRecord marks a failure to write the record of an event that was appended: the event stands
+// and the files-refs projection writes the record later.
+var errRecord = errors.New("files: the record lags its event")
+
+// append writes one event of a file's stream at version from+1, then applies it to the record.
+// An error wrapping errRecord means the event was appended.
 func (s *Service) append(ctx context.Context, tenant domain.TenantID, id string, from int64, actor domain.UserID, typ domain.EventType, payload any) error {
 	fid, err := uuid.Parse(id)
 	if err != nil {
@@ -208,8 +211,14 @@ func (s *Service) append(ctx context.Context, tenant domain.TenantID, id string,
 	if err != nil {
 		return err
 	}
-	_, err = s.deps.Events.Append(ctx, tenant, domain.FileStreamID(fid), from, []domain.Envelope{e})
-	return err
+	stored, err := s.deps.Events.Append(ctx, tenant, domain.FileStreamID(fid), from, []domain.Envelope{e})
+	if err != nil {
+		return err
+	}
+	if _, err := s.deps.Records.Apply(ctx, tenant, stored); err != nil {
+		return fmt.Errorf("%w: %w", errRecord, err)
+	}
+	return nil
 }
 
 // Get returns a file's record.
@@ -338,11 +347,32 @@ func (s *Service) Complete(ctx context.Context, tenant domain.TenantID, uploader
 	if attrs.Size != f.Size {
 		return f, &domain.ValidationError{Field: "file", Reason: "size_mismatch", Detail: "the stored object differs from the declared size"}
 	}
-	sum, err := s.digest(ctx, f.ObjectKey)
+	// The upload URL can write the object key again until it expires: the file's bytes are a
+	// copy under a key nothing signs, made inside the store, so what was hashed and checked is
+	// what is served.
+	attempt, err := uuid.NewV7()
 	if err != nil {
 		return f, err
 	}
-	out, _, err := s.complete(ctx, tenant, uploader, f, f.ObjectKey, sum)
+	key := f.ObjectKey + "." + attempt.String()
+	if err := s.deps.Bucket.Copy(ctx, key, f.ObjectKey, nil); err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return f, ErrNotUploaded
+		}
+		return f, domain.Retryable("copy object", err)
+	}
+	sum, size, err := s.digest(ctx, key)
+	if err == nil && size != f.Size {
+		err = &domain.ValidationError{Field: "file", Reason: "size_mismatch", Detail: "the stored object differs from the declared size"}
+	}
+	if err != nil {
+		s.discard(ctx, tenant, id, key)
+		return f, err
+	}
+	out, appended, err := s.complete(ctx, tenant, uploader, f, key, sum)
+	if err != nil && !appended {
+		s.discard(ctx, tenant, id, key)
+	}
 	return out, err
 }
 
@@ -356,10 +386,7 @@ func (s *Service) complete(ctx context.Context, tenant domain.TenantID, uploader
 		if errors.Is(err, domain.ErrConcurrency) {
 			return f, false, ErrUploadConflict
 		}
-		return f, false, err
-	}
-	if _, err := s.deps.Records.MarkUploaded(ctx, tenant, f.ID, f.Version, f.Size, sum, key, now); err != nil {
-		return f, true, err
+		return f, errors.Is(err, errRecord), err
 	}
 	f.Status, f.SHA256, f.ObjectKey, f.UploadedAt, f.Version = domain.FileStatusUploaded, sum, key, now, f.Version+1
 	s.sweep(ctx, tenant, f.ID, key)
@@ -371,17 +398,19 @@ func (s *Service) complete(ctx context.Context, tenant domain.TenantID, uploader
 	return f, true, nil
 }
 
-func (s *Service) digest(ctx context.Context, key string) (string, error) {
+// digest streams the object at key and returns its SHA-256 and size.
+func (s *Service) digest(ctx context.Context, key string) (string, int64, error) {
 	r, err := s.deps.Bucket.NewReader(ctx, key, nil)
 	if err != nil {
-		return "", domain.Retryable("read object", err)
+		return "", 0, domain.Retryable("read object", err)
 	}
 	defer r.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return "", domain.Retryable("read object", err)
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return "", 0, domain.Retryable("read object", err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // Check runs the security check of a task (file.audited.v1) and, for a rejection, tells the
@@ -416,10 +445,10 @@ func (s *Service) Check(ctx context.Context, t CheckTask) error {
 		if errors.Is(err, domain.ErrConcurrency) {
 			return nil // another checker decided first
 		}
-		return err
-	}
-	if _, err := s.deps.Records.SetAudit(ctx, t.TenantID, f.ID, f.Version, status, v.Reason, now); err != nil {
-		return err
+		if !errors.Is(err, errRecord) {
+			return err
+		}
+		s.log.WarnContext(ctx, "files: the record of a check lags its event", "tenant_id", t.TenantID.String(), "file_id", f.ID, "err", err)
 	}
 	if !v.Approved && s.deps.Notifier != nil {
 		s.deps.Notifier.FileRejected(ctx, t.TenantID, f.Uploader, f.ID, v.Reason)
@@ -464,28 +493,38 @@ func (s *Service) Open(ctx context.Context, tenant domain.TenantID, id string) (
 
 // Collect deletes the files of tenant that no message references and that are older than the
 // grace period (file.deleted.v1, then the object), and returns how many it deleted. A file that
-// gains a reference while it runs is kept.
+// gains a reference while it runs is kept: its deletion is undone (file.restored.v1) and its
+// bytes stay.
 func (s *Service) Collect(ctx context.Context, tenant domain.TenantID) (int, error) {
-	now := s.deps.Now().UTC()
+	now := s.deps.Now().UTC().Truncate(time.Millisecond)
 	files, err := s.deps.Records.Unreferenced(ctx, tenant, now.Add(-s.cfg.GCGrace), 500)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, f := range files {
-		if err := s.append(ctx, tenant, f.ID, f.Version, 0, domain.EventFileDeleted,
-			domain.FileDeleted{FileID: f.ID, Reason: "unreferenced", DeletedAt: now}); err != nil {
-			if errors.Is(err, domain.ErrConcurrency) {
-				continue
-			}
+		err := s.append(ctx, tenant, f.ID, f.Version, 0, domain.EventFileDeleted,
+			domain.FileDeleted{FileID: f.ID, Reason: "unreferenced", DeletedAt: now})
+		switch {
+		case errors.Is(err, domain.ErrConcurrency):
+			continue
+		case errors.Is(err, errRecord): // deleted; the projection writes the record
+			s.log.WarnContext(ctx, "files: the record of a deletion lags its event", "tenant_id", tenant.String(), "file_id", f.ID, "err", err)
+		case err != nil:
 			return n, err
 		}
-		ok, err := s.deps.Records.MarkDeleted(ctx, tenant, f.ID, f.Version, now)
+		referenced, err := s.deps.Records.Referenced(ctx, tenant, f.ID)
 		if err != nil {
-			return n, err
+			return n, err // deleted, its bytes kept: the safe side
 		}
-		if !ok {
-			continue // referenced meanwhile: the event stands, the record and bytes stay
+		if referenced {
+			// Referenced meanwhile: the deletion is undone, the record and bytes stay.
+			err := s.append(ctx, tenant, f.ID, f.Version+1, 0, domain.EventFileRestored,
+				domain.FileRestored{FileID: f.ID, Reason: "referenced", RestoredAt: now})
+			if err != nil && !errors.Is(err, errRecord) {
+				return n, err
+			}
+			continue
 		}
 		s.sweep(ctx, tenant, f.ID, "")
 		n++

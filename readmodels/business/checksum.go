@@ -5,14 +5,13 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // TableSummary is one table's share of a Checksum.
-type TableSummary struct {
-	Rows     int64  // rows in the table
-	Checksum uint64 // XOR of a 64-bit hash of every row; order-independent
-}
+type TableSummary = readmodels.TableSummary
 
 // Summary summarises the business read model of one tenant, table by table.
 type Summary struct {
@@ -23,9 +22,7 @@ type Summary struct {
 }
 
 // rowHash turns a canonical row string into 64 bits: the first 16 hex digits of its SHA-1.
-func rowHash(cols string) string {
-	return "CAST(CONV(LEFT(SHA1(CONCAT_WS('|', " + cols + ")), 16), 16, 10) AS UNSIGNED)"
-}
+func rowHash(cols string) string { return tableset.RowHash(cols) }
 
 // Checksum summarises tables so two copies (the live tables and a rebuild) can be compared. Each
 // row hashes every column the events decide, version included; updated_at is left out, so the
@@ -42,11 +39,11 @@ func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tab
 		into  *TableSummary
 	}{
 		{tables.Groups, "group_id, topic, name, avatar, intro, owner_id, join_approval, invite_policy, announce_policy, " +
-			"mute_all, COALESCE(announcement, ''), member_count, status, version, created_at", &sum.Groups},
+			"mute_all, discoverable, COALESCE(announcement, ''), member_count, status, version, created_at", &sum.Groups},
 		{tables.Members, "group_id, user_id, role, status, COALESCE(muted_until, ''), banned, invited_by, request_message, " +
 			"COALESCE(joined_at, ''), version", &sum.Members},
 		{tables.Relations, "user_id, peer_id, friend, blocked, request, request_message, COALESCE(friends_since, ''), version", &sum.Relations},
-		{tables.Users, "user_id, nickname, avatar, signature, version", &sum.Users},
+		{tables.Users, "user_id, login, nickname, avatar, signature, discoverable, version", &sum.Users},
 	}
 	for _, p := range parts {
 		stmt := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(p.cols) + "), 0) FROM " + q(p.table)

@@ -1,5 +1,7 @@
-// Package filedb keeps file records (im_files) and their references from messages
-// (im_group_files, with source_topic and source_seq) in the tenant's MySQL database. The file
-// service writes the records right after each file event commits; the files-refs projection
-// writes the references from the messages' head.files.
+// Package filedb keeps the files-refs read model in the tenant's MySQL database: file records
+// (im_files), folded from the file events, and their references from messages (im_group_files,
+// with source_topic and source_seq), from the sent messages' head.files. The file service applies
+// each file event right after appending it, so its next call reads its own change; the files-refs
+// projection applies the same events, version-guarded, and the references. Both tables are rebuilt
+// and verified from the log by `imledger replay --projection files-refs`.
 package filedb

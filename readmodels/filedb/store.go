@@ -22,7 +22,9 @@ const (
 	StatusDeleted  = domain.FileStatusDeleted
 )
 
-// Store reads and writes the file tables of each tenant's database. Errors wrap
+// Store reads and writes the file tables of each tenant's database: the read model the files-refs
+// projection folds from the file events and the sent messages (ApplyBatch), which the file
+// service also applies its events to right after appending them. Errors wrap
 // domain.ErrRetryable when MySQL is unreachable; a missing file wraps domain.ErrNotFound.
 type Store struct {
 	router *tenantdb.Router
@@ -32,18 +34,6 @@ type Store struct {
 func New(router *tenantdb.Router) *Store { return &Store{router: router} }
 
 const fileCols = "file_id, uploader_id, name, content_type, size, object_key, sha256, status, audit_status, audit_reason, ref_count, version, created_at, uploaded_at"
-
-// Create inserts a new record (version 1, status pending).
-func (s *Store) Create(ctx context.Context, tenant domain.TenantID, f File) error {
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return err
-	}
-	_, err = db.ExecContext(ctx, "INSERT INTO im_files (file_id, uploader_id, name, content_type, size, object_key, status, audit_status, version, created_at)"+
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", f.ID, int64(f.Uploader), f.Name, f.ContentType, f.Size, f.ObjectKey,
-		StatusPending, domain.FileAuditPending, f.Version, f.CreatedAt.UTC())
-	return tenantdb.WrapErr("create file", err)
-}
 
 // Get reads a record.
 func (s *Store) Get(ctx context.Context, tenant domain.TenantID, id string) (File, error) {
@@ -103,46 +93,17 @@ func scan(row interface{ Scan(...any) error }) (File, error) {
 	return f, err
 }
 
-// update applies set to the record at version from, moving it to from+1; it reports whether
-// the record was at that version.
-func (s *Store) update(ctx context.Context, tenant domain.TenantID, id string, from int64, set string, args ...any) (bool, error) {
+// Referenced reports whether a message references the file.
+func (s *Store) Referenced(ctx context.Context, tenant domain.TenantID, id string) (bool, error) {
 	db, err := s.router.DB(ctx, tenant)
 	if err != nil {
 		return false, err
 	}
-	args = append(args, id, from)
-	res, err := db.ExecContext(ctx, "UPDATE im_files SET "+set+", version = version + 1 WHERE file_id = ? AND version = ?", args...)
-	if err != nil {
-		return false, tenantdb.WrapErr("update file", err)
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_group_files WHERE file_id = ?", id).Scan(&n); err != nil {
+		return false, tenantdb.WrapErr("read file references", err)
 	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
-}
-
-// MarkUploaded records the bytes' size, digest and object key (the object that holds them).
-func (s *Store) MarkUploaded(ctx context.Context, tenant domain.TenantID, id string, from int64, size int64, sha, objectKey string, at time.Time) (bool, error) {
-	return s.update(ctx, tenant, id, from, "status = ?, size = ?, sha256 = ?, object_key = ?, uploaded_at = ?", StatusUploaded, size, sha, objectKey, at.UTC())
-}
-
-// SetAudit records the security check's verdict.
-func (s *Store) SetAudit(ctx context.Context, tenant domain.TenantID, id string, from int64, status, reason string, at time.Time) (bool, error) {
-	return s.update(ctx, tenant, id, from, "audit_status = ?, audit_reason = ?, audited_at = ?", status, reason, at.UTC())
-}
-
-// MarkDeleted marks a record deleted unless it gained a reference meanwhile.
-func (s *Store) MarkDeleted(ctx context.Context, tenant domain.TenantID, id string, from int64, at time.Time) (bool, error) {
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return false, err
-	}
-	res, err := db.ExecContext(ctx, "UPDATE im_files SET status = ?, deleted_at = ?, version = version + 1"+
-		" WHERE file_id = ? AND version = ? AND ref_count = 0 AND NOT EXISTS (SELECT 1 FROM im_group_files r WHERE r.file_id = im_files.file_id)",
-		StatusDeleted, at.UTC(), id, from)
-	if err != nil {
-		return false, tenantdb.WrapErr("delete file", err)
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	return n > 0, nil
 }
 
 // Unreferenced returns up to limit files created before cutoff that no message references and
@@ -216,68 +177,4 @@ func (s *Store) TopicsOf(ctx context.Context, tenant domain.TenantID, ids []stri
 		out[id] = append(out[id], t)
 	}
 	return out, tenantdb.WrapErr("read file references", rows.Err())
-}
-
-// ApplyRefs is the files-refs projection's applier: for every sent message whose head names
-// files it inserts one reference per file (source_topic, source_seq), ignoring one it holds
-// already, and recounts the files' references, in one transaction. It returns how many
-// references were new.
-func (s *Store) ApplyRefs(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
-	type ref struct {
-		group int64
-		file  string
-		topic string
-		seq   int64
-		from  int64
-		at    time.Time
-	}
-	var refs []ref
-	for _, e := range events {
-		if e.EventType != domain.EventGroupMessageSent && e.EventType != domain.EventDirectMessageSent {
-			continue
-		}
-		var m domain.MessageSent
-		if err := e.Decode(&m); err != nil {
-			return 0, fmt.Errorf("decode %s %s: %w", e.EventType, e.EventID, err)
-		}
-		for _, f := range m.Head.Files {
-			refs = append(refs, ref{group: m.GroupID, file: f, topic: m.Topic, seq: m.Seq, from: m.From.Int64(), at: m.SentAt})
-		}
-	}
-	if len(refs) == 0 {
-		return 0, nil
-	}
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return 0, err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, tenantdb.WrapErr("begin file references", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
-	args := make([]any, 0, 6*len(refs))
-	files := map[string]bool{}
-	for _, r := range refs {
-		args = append(args, r.group, r.file, r.topic, r.seq, r.from, r.at.UTC())
-		files[r.file] = true
-	}
-	res, err := tx.ExecContext(ctx, "INSERT IGNORE INTO im_group_files (group_id, file_id, source_topic, source_seq, created_by, created_at) VALUES "+
-		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", len(refs)), ", "), args...)
-	if err != nil {
-		return 0, tenantdb.WrapErr("insert file references", err)
-	}
-	n, _ := res.RowsAffected()
-	ids := make([]any, 0, len(files))
-	for f := range files {
-		ids = append(ids, f)
-	}
-	if _, err := tx.ExecContext(ctx, "UPDATE im_files SET ref_count = (SELECT COUNT(*) FROM im_group_files r WHERE r.file_id = im_files.file_id)"+
-		" WHERE file_id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", ids...); err != nil {
-		return 0, tenantdb.WrapErr("count file references", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, tenantdb.WrapErr("commit file references", err)
-	}
-	return int(n), nil
 }

@@ -3,12 +3,9 @@ package pushdb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
@@ -17,8 +14,8 @@ import (
 
 // Providers a device may name.
 const (
-	ProviderJPush   = "jpush"
-	ProviderWebhook = "webhook"
+	ProviderJPush   = domain.PushProviderJPush
+	ProviderWebhook = domain.PushProviderWebhook
 )
 
 // Device is a device token a user registered.
@@ -32,39 +29,11 @@ type Device struct {
 	UpdatedAt time.Time
 }
 
-// Validate checks the device's fields against what the table holds: a *domain.ValidationError
-// per bad field, joined. Text that is not UTF-8 or holds a control character (U+0000 included) is
-// reason bad_text: MySQL would refuse the one and keep the other, unreadable.
+// Validate checks the device's fields as domain.PushDeviceRegistered.Validate does: a
+// *domain.ValidationError per bad field, joined.
 func (d Device) Validate() error {
-	var errs []error
-	if d.UserID <= 0 {
-		errs = append(errs, &domain.ValidationError{Field: "user_id", Reason: "bad_format", Detail: "a positive user id"})
-	}
-	switch {
-	case badText(d.DeviceID):
-		errs = append(errs, &domain.ValidationError{Field: "device_id", Reason: domain.ReasonBadText, Detail: "UTF-8 without control characters"})
-	case d.DeviceID == "" || len(d.DeviceID) > 64 || strings.ContainsAny(d.DeviceID, " \t\r\n"):
-		errs = append(errs, &domain.ValidationError{Field: "device_id", Reason: "bad_format", Detail: "1-64 characters, no spaces"})
-	}
-	if d.Provider != ProviderJPush && d.Provider != ProviderWebhook {
-		errs = append(errs, &domain.ValidationError{Field: "provider", Reason: "bad_value", Detail: "jpush or webhook"})
-	}
-	if badText(d.Token) {
-		errs = append(errs, &domain.ValidationError{Field: "token", Reason: domain.ReasonBadText, Detail: "UTF-8 without control characters"})
-	} else if d.Token == "" || len(d.Token) > 256 {
-		errs = append(errs, &domain.ValidationError{Field: "token", Reason: "bad_format", Detail: "1-256 characters"})
-	}
-	if badText(d.Platform) {
-		errs = append(errs, &domain.ValidationError{Field: "platform", Reason: domain.ReasonBadText, Detail: "UTF-8 without control characters"})
-	} else if len(d.Platform) > 16 {
-		errs = append(errs, &domain.ValidationError{Field: "platform", Reason: "too_long", Detail: "at most 16 characters"})
-	}
-	return errors.Join(errs...)
-}
-
-// badText reports whether s is not UTF-8 or holds a control character.
-func badText(s string) bool {
-	return !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl)
+	return domain.PushDeviceRegistered{User: d.UserID, DeviceID: d.DeviceID, Provider: d.Provider, Token: d.Token,
+		Platform: d.Platform}.Validate()
 }
 
 // LogEntry is one reminder delivered to one device, or given up on.
@@ -81,8 +50,10 @@ type LogEntry struct {
 	At       time.Time
 }
 
-// Store reads and writes the push tables of each tenant's database. It is safe for concurrent
-// use. Errors wrap domain.ErrRetryable when MySQL is unreachable.
+// Store reads and writes the push tables of each tenant's database: the devices and mutes that
+// the push-settings projection folds from the push events (ApplyBatch), and the reminder log the
+// push worker writes. It is safe for concurrent use. Errors wrap domain.ErrRetryable when MySQL is
+// unreachable.
 type Store struct {
 	router *tenantdb.Router
 }
@@ -90,39 +61,8 @@ type Store struct {
 // New returns a Store over the tenant databases of router.
 func New(router *tenantdb.Router) *Store { return &Store{router: router} }
 
-// PutDevice registers (or replaces) a device's token. Bad fields fail with a
-// *domain.ValidationError and write nothing.
-func (s *Store) PutDevice(ctx context.Context, tenant domain.TenantID, d Device) error {
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return err
-	}
-	now := time.Now().UTC()
-	_, err = db.ExecContext(ctx, "INSERT INTO im_push_devices (user_id, device_id, provider, token, platform, created_at, updated_at)"+
-		" VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE provider = VALUES(provider), token = VALUES(token),"+
-		" platform = VALUES(platform), updated_at = VALUES(updated_at)",
-		int64(d.UserID), d.DeviceID, d.Provider, d.Token, d.Platform, now, now)
-	return tenantdb.WrapErr("register device", err)
-}
-
-// DeleteDevice removes a device; it reports whether there was one.
-func (s *Store) DeleteDevice(ctx context.Context, tenant domain.TenantID, uid domain.UserID, deviceID string) (bool, error) {
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return false, err
-	}
-	res, err := db.ExecContext(ctx, "DELETE FROM im_push_devices WHERE user_id = ? AND device_id = ?", int64(uid), deviceID)
-	if err != nil {
-		return false, tenantdb.WrapErr("delete device", err)
-	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
-}
-
-// Devices returns the devices of each of users that has any, in one statement per 1,000 users.
+// Devices returns the registered (not removed) devices of each of users that has any, in one
+// statement per 1,000 users.
 func (s *Store) Devices(ctx context.Context, tenant domain.TenantID, users []domain.UserID) (map[domain.UserID][]Device, error) {
 	out := map[domain.UserID][]Device{}
 	if len(users) == 0 {
@@ -147,7 +87,7 @@ func (s *Store) Devices(ctx context.Context, tenant domain.TenantID, users []dom
 
 func (s *Store) readDevices(ctx context.Context, db *sql.DB, args []any, out map[domain.UserID][]Device) error {
 	rows, err := db.QueryContext(ctx, "SELECT user_id, device_id, provider, token, platform, updated_at FROM im_push_devices"+
-		" WHERE user_id IN (?"+strings.Repeat(", ?", len(args)-1)+") ORDER BY user_id, device_id", args...)
+		" WHERE user_id IN (?"+strings.Repeat(", ?", len(args)-1)+") AND removed_at IS NULL ORDER BY user_id, device_id", args...)
 	if err != nil {
 		return tenantdb.WrapErr("read devices", err)
 	}
@@ -164,28 +104,13 @@ func (s *Store) readDevices(ctx context.Context, db *sql.DB, args []any, out map
 	return tenantdb.WrapErr("read devices", rows.Err())
 }
 
-// SetMuted mutes (or unmutes) topic's reminders for uid.
-func (s *Store) SetMuted(ctx context.Context, tenant domain.TenantID, topic domain.Topic, uid domain.UserID, muted bool) error {
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return err
-	}
-	if muted {
-		_, err = db.ExecContext(ctx, "INSERT IGNORE INTO im_push_mutes (topic, user_id, created_at) VALUES (?, ?, ?)",
-			topic.String(), int64(uid), time.Now().UTC())
-	} else {
-		_, err = db.ExecContext(ctx, "DELETE FROM im_push_mutes WHERE topic = ? AND user_id = ?", topic.String(), int64(uid))
-	}
-	return tenantdb.WrapErr("set muted", err)
-}
-
-// MutedUsers returns the users who muted topic.
+// MutedUsers returns the users who muted topic (and did not unmute it since).
 func (s *Store) MutedUsers(ctx context.Context, tenant domain.TenantID, topic domain.Topic) (map[domain.UserID]bool, error) {
 	db, err := s.router.DB(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, "SELECT user_id FROM im_push_mutes WHERE topic = ?", topic.String())
+	rows, err := db.QueryContext(ctx, "SELECT user_id FROM im_push_mutes WHERE topic = ? AND muted = 1", topic.String())
 	if err != nil {
 		return nil, tenantdb.WrapErr("read mutes", err)
 	}

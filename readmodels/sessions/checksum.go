@@ -5,15 +5,13 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Summary summarises a sessions table so two copies (the live table and a rebuild) can be
-// compared.
-type Summary struct {
-	Rows     int64  // sessions
-	Checksum uint64 // XOR of a 64-bit hash of every row; order-independent
-}
+// compared: Rows is the number of sessions.
+type Summary = readmodels.TableSummary
 
 // Checksum summarises tables.Sessions: each row hashes every column the events decide;
 // updated_at is left out.

@@ -205,10 +205,36 @@ func (f *fixture) startWorker(t *testing.T, cfg push.Config, providers map[strin
 func (f *fixture) devices(t *testing.T, provider string, users ...domain.UserID) {
 	t.Helper()
 	for _, u := range users {
-		if err := f.store.PutDevice(f.ctx, f.tenant, pushdb.Device{UserID: u, DeviceID: "d" + u.String(), Provider: provider,
-			Token: "tok-" + u.String(), Platform: "android"}); err != nil {
-			t.Fatal(err)
-		}
+		f.putDevice(t, f.tenant, pushdb.Device{UserID: u, DeviceID: "d" + u.String(), Provider: provider,
+			Token: "tok-" + u.String(), Platform: "android"})
+	}
+}
+
+// putDevice registers d in tenant's read model as the push-settings projection does, from a
+// push.device_registered.v1 event.
+func (f *fixture) putDevice(t *testing.T, tenant domain.TenantID, d pushdb.Device) {
+	t.Helper()
+	f.applyPush(t, tenant, domain.PushDeviceStreamID(d.UserID, d.DeviceID), domain.EventPushDeviceRegistered, d.UserID,
+		domain.PushDeviceRegistered{User: d.UserID, DeviceID: d.DeviceID, Provider: d.Provider, Token: d.Token, Platform: d.Platform,
+			RegisteredAt: time.Now()})
+}
+
+// mute mutes topic for u as the push-settings projection does, from a push.conversation_muted.v1
+// event.
+func (f *fixture) mute(t *testing.T, topic domain.Topic, u domain.UserID) {
+	t.Helper()
+	f.applyPush(t, f.tenant, domain.PushMuteStreamID(u, topic), domain.EventPushConversationMuted, u,
+		domain.PushConversationMuted{User: u, Topic: topic.String(), MutedAt: time.Now()})
+}
+
+func (f *fixture) applyPush(t *testing.T, tenant domain.TenantID, stream string, typ domain.EventType, u domain.UserID, payload any) {
+	t.Helper()
+	env, err := domain.NewEnvelope(tenant, stream, 1, typ, domain.Actor{Type: domain.ActorUser, ID: u.String()}, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.ApplyBatch(f.ctx, tenant, pushdb.DefaultTables(), []domain.Envelope{env}); err != nil {
+		t.Fatal(err)
 	}
 }
 

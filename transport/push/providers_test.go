@@ -109,10 +109,7 @@ func TestHangingProviderOfOneTenantDoesNotHoldAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.devices(t, pushdb.ProviderWebhook, 2)
-	if err := f.store.PutDevice(f.ctx, other, pushdb.Device{UserID: 2, DeviceID: "d2", Provider: pushdb.ProviderJPush,
-		Token: "tok-b2", Platform: "ios"}); err != nil {
-		t.Fatal(err)
-	}
+	f.putDevice(t, other, pushdb.Device{UserID: 2, DeviceID: "d2", Provider: pushdb.ProviderJPush, Token: "tok-b2", Platform: "ios"})
 	release := make(chan struct{})
 	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

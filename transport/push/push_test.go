@@ -34,9 +34,7 @@ func TestOneMessageTasksOfflineUnmutedMembers(t *testing.T) {
 	topic := f.group(t, 7, 50)
 	f.online(t, users(1, 10)...)
 	for _, u := range []domain.UserID{11, 12} {
-		if err := f.store.SetMuted(f.ctx, f.tenant, topic, u, true); err != nil {
-			t.Fatal(err)
-		}
+		f.mute(t, topic, u)
 	}
 	if n := f.producer.Produce(f.ctx, f.message(topic, 1, 1)); n != 38 {
 		t.Fatalf("produced %d tasks, want 38", n)
@@ -105,9 +103,7 @@ func TestMentionReachesMutedMember(t *testing.T) {
 	f := setup(t, push.Config{})
 	topic := f.group(t, 8, 5)
 	f.online(t, 1)
-	if err := f.store.SetMuted(f.ctx, f.tenant, topic, 2, true); err != nil {
-		t.Fatal(err)
-	}
+	f.mute(t, topic, 2)
 	tasks, err := f.producer.Tasks(f.ctx, f.message(topic, 1, 1, 2))
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +135,7 @@ func TestBurstCoalescesToOneReminderPerUser(t *testing.T) {
 	topic := f.group(t, 9, 50)
 	f.online(t, users(1, 10)...)
 	for _, u := range []domain.UserID{11, 12} {
-		if err := f.store.SetMuted(f.ctx, f.tenant, topic, u, true); err != nil {
-			t.Fatal(err)
-		}
+		f.mute(t, topic, u)
 	}
 	f.devices(t, pushdb.ProviderWebhook, users(11, 50)...)
 	hook := newWebhookServer(t, nil)

@@ -34,7 +34,7 @@ const (
 
 // IssueActionTokenRequest is the body of POST /v1/im/action-tokens.
 type IssueActionTokenRequest struct {
-	Action     string `json:"action" enum:"join_group" doc:"What the token allows. Over REST only join_group (an invite link of a group the caller reads); reset_password and enterprise_login tokens are issued by the platform."`
+	Action     string `json:"action" enum:"join_group" doc:"What the token allows. Over REST only join_group (an invite link of a group the caller reads)."`
 	Subject    string `json:"subject" doc:"What the action applies to: the group topic for join_group" example:"grp42"`
 	TTLSeconds int    `json:"ttl_seconds,omitempty" doc:"Lifetime in seconds; default one day, at most 30 days"`
 }
@@ -48,7 +48,7 @@ type ActionTokenIssued struct {
 
 // ConsumeActionTokenRequest is the body of POST /v1/im/action-tokens/consume.
 type ConsumeActionTokenRequest struct {
-	Action string `json:"action" enum:"reset_password,join_group,enterprise_login" doc:"The action the token must be for"`
+	Action string `json:"action" enum:"join_group" doc:"The action the token must be for: join_group (reset_password tokens are spent by the password reset itself)"`
 	Token  string `json:"token" doc:"The token"`
 }
 
@@ -130,6 +130,10 @@ func (a *API) registerActionTokens() {
 			action, err := actiontoken.ParseAction(in.Body.Action)
 			if err != nil {
 				return nil, a.fail(ctx, err)
+			}
+			if action != actiontoken.ActionJoinGroup {
+				// Spending another action's token here would do nothing but burn it.
+				return nil, a.fail(ctx, domain.ErrForbidden)
 			}
 			var (
 				check func(actiontoken.Consumed) error

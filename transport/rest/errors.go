@@ -108,7 +108,7 @@ func mapError(requestID string, err error) *Error {
 		return newError(requestID, http.StatusConflict, ReasonInProgress, "the same request is in progress, retry", retry)
 	case errors.As(err, &limited):
 		e := newError(requestID, http.StatusTooManyRequests, ReasonRateLimited, "too many requests, slow down",
-			map[string]any{"limit": string(limited.Limit), "retry_after_ms": limited.RetryAfter.Milliseconds(), "retryable": true})
+			map[string]any{"limit": string(limited.Limit), "retry_after_ms": limited.RetryAfterMillis(), "retryable": true})
 		e.headers.Set("Retry-After", strconv.Itoa(limited.RetryAfterSeconds()))
 		return e
 	case errors.Is(err, domain.ErrRetryable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

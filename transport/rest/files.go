@@ -26,6 +26,8 @@ type FileService interface {
 	Complete(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, id string) (domain.FileRecord, error)
 	Get(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, error)
 	Open(ctx context.Context, tenant domain.TenantID, id string) (domain.FileRecord, io.ReadCloser, error)
+	DirectUpload(ctx context.Context, f domain.FileRecord, caller domain.UserID) (files.SignedURL, bool, error)
+	DirectDownload(ctx context.Context, f domain.FileRecord, disposition string) (files.SignedURL, bool, error)
 }
 
 var _ FileService = (*files.Service)(nil)
@@ -76,7 +78,17 @@ type File struct {
 	Audit       string `json:"audit" enum:"pending,approved,rejected"`
 	AuditReason string `json:"audit_reason,omitempty"`
 	UploadURL   string `json:"upload_url,omitempty" doc:"PUT the bytes here (with the bearer token) while the file is pending"`
-	CreatedAt   string `json:"created_at"`
+	// DirectUpload is set for the uploader of a pending file when object storage takes uploads
+	// directly.
+	DirectUpload *DirectUpload `json:"direct_upload,omitempty" doc:"Present for the uploader of a pending file when object storage takes uploads directly (S3 and S3-compatible stores): PUT exactly size bytes to url, with no token, before expires_at, then POST /v1/im/files/{id}/complete. Absent: PUT the bytes to upload_url."`
+	CreatedAt    string        `json:"created_at"`
+}
+
+// DirectUpload is a signed URL of object storage that takes a pending file's bytes.
+type DirectUpload struct {
+	URL       string `json:"url" doc:"Signed object-storage URL; send no Authorization header"`
+	Method    string `json:"method" enum:"PUT"`
+	ExpiresAt string `json:"expires_at"`
 }
 
 func fileData(f domain.FileRecord) File {
@@ -88,9 +100,23 @@ func fileData(f domain.FileRecord) File {
 	return out
 }
 
+// fileAnswer is f as its reader p sees it: with a direct upload URL for the uploader of a
+// pending file when the bucket signs them.
+func (a *API) fileAnswer(ctx context.Context, p Principal, f domain.FileRecord) (File, error) {
+	out := fileData(f)
+	u, ok, err := a.h.Files.DirectUpload(ctx, f, p.User)
+	if err != nil {
+		return out, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	if ok {
+		out.DirectUpload = &DirectUpload{URL: u.URL, Method: u.Method, ExpiresAt: rfc3339(u.ExpiresAt)}
+	}
+	return out, nil
+}
+
 // FileURL is the data of a download URL answer.
 type FileURL struct {
-	URL       string `json:"url" doc:"Path of the download, valid until expires_at without a token"`
+	URL       string `json:"url" doc:"The download, valid until expires_at without a token: a path of this API, or a signed object-storage URL when the bucket signs them"`
 	ExpiresAt string `json:"expires_at"`
 }
 
@@ -131,7 +157,7 @@ func (a *API) registerFiles() {
 	fs := a.h.Files
 	huma.Register(a.huma, a.build(op{id: "create-file", method: http.MethodPost, path: "/v1/im/files", status: http.StatusCreated,
 		summary: "Register a file's metadata before its bytes", tag: "files",
-		desc: "Then PUT the bytes to upload_url. A message references files with head.files; a file no message references is collected after files.gc_grace."}),
+		desc: "Then PUT the bytes to upload_url, or, when the answer has direct_upload, straight to object storage and POST /v1/im/files/{id}/complete. A message references files with head.files; a file no message references is collected after files.gc_grace."}),
 		func(ctx context.Context, in *fileCreateInput) (*reply[File], error) {
 			p := principal(ctx)
 			size, err := strconv.ParseInt(in.Body.Size, 10, 64)
@@ -142,7 +168,11 @@ func (a *API) registerFiles() {
 			if err != nil {
 				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
 			}
-			return respond(ctx, http.StatusCreated, fileData(f)), nil
+			out, err := a.fileAnswer(ctx, p, f)
+			if err != nil {
+				return nil, err
+			}
+			return respond(ctx, http.StatusCreated, out), nil
 		})
 	up := a.build(op{id: "upload-file", method: http.MethodPut, path: "/v1/im/files/{id}/content",
 		summary: "Upload a file's bytes", tag: "files",
@@ -165,7 +195,10 @@ func (a *API) registerFiles() {
 		return respond(ctx, http.StatusOK, fileData(f)), nil
 	})
 	huma.Register(a.huma, a.build(op{id: "complete-file", method: http.MethodPost, path: "/v1/im/files/{id}/complete",
-		summary: "Completion callback after a direct upload to object storage", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound}}),
+		summary: "Completion callback after a direct upload to object storage", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
+		desc: "The uploader, after PUTting the bytes to direct_upload.url. The object must hold exactly the declared size (400 size_mismatch); " +
+			"it is copied inside the store to a key no URL writes, hashed, recorded (file.uploaded.v1) and queued for the security check. " +
+			"400 not_uploaded when the store has no object yet; completing a completed file answers its record."}),
 		func(ctx context.Context, in *fileWrite) (*reply[File], error) {
 			p := principal(ctx)
 			f, err := fs.Complete(ctx, p.Tenant, p.User, in.ID)
@@ -182,7 +215,11 @@ func (a *API) registerFiles() {
 			if err != nil {
 				return nil, err
 			}
-			return respond(ctx, http.StatusOK, fileData(f)), nil
+			out, err := a.fileAnswer(ctx, p, f)
+			if err != nil {
+				return nil, err
+			}
+			return respond(ctx, http.StatusOK, out), nil
 		})
 	huma.Register(a.huma, a.build(op{id: "file-url", method: http.MethodGet, path: "/v1/im/files/{id}/url",
 		summary: "A short-lived download URL", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
@@ -198,6 +235,13 @@ func (a *API) registerFiles() {
 			}
 			if f.Status != domain.FileStatusUploaded {
 				return nil, a.fail(ctx, files.ErrNotUploaded)
+			}
+			direct, ok, err := fs.DirectDownload(ctx, f, attachment(f.Name))
+			if err != nil {
+				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+			}
+			if ok {
+				return respond(ctx, http.StatusOK, FileURL{URL: direct.URL, ExpiresAt: rfc3339(direct.ExpiresAt)}), nil
 			}
 			u, exp := a.h.FileURLs.Sign(p.Tenant, f.ID, time.Now())
 			return respond(ctx, http.StatusOK, FileURL{URL: u, ExpiresAt: rfc3339(exp)}), nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
 	"github.com/imledger/imledger/commands"
@@ -22,6 +23,7 @@ import (
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/pushsettings"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -32,6 +34,7 @@ import (
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/query"
 	"github.com/imledger/imledger/readmodels/tenantdb"
+	"github.com/imledger/imledger/readmodels/tokendb"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
@@ -73,6 +76,7 @@ type stackOpts struct {
 	more    bool                     // with reads: push settings and action tokens too
 	gateFor func(s *stack) rest.Gate // optional: the gate, built over the stack's stores
 	files   bool                     // with reads: the file endpoints and the send path's head.files check
+	s3      bool                     // with files: an S3-compatible bucket that signs direct URLs
 	groups  group.Config             // the group handlers' configuration
 	// tokens, when set, wraps the action token service (more) the API uses.
 	tokens func(rest.ActionTokenService) rest.ActionTokenService
@@ -131,7 +135,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	}
 	sendDeps := commands.SendMessageDeps{Store: s.store, Redis: s.rdb}
 	if o.files {
-		sendDeps.Files = s.withFiles(t, &h)
+		sendDeps.Files = s.withFiles(t, &h, o.s3)
 	}
 	send, err := commands.NewSendMessageHandler(sendDeps,
 		commands.SendMessageConfig{Partitions: 2, MaxContentBytes: cfg.MaxContentBytes, Seq: seq.Config{KeyPrefix: s.prefix}})
@@ -177,11 +181,14 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 	reader := query.NewReader(s.msgs, nil, nil)
 	conv := query.NewConversationReader(reader, s.biz)
 	h.History, h.Unread, h.Business = reader, conv, s.biz
-	h.Conversations, h.FriendRequests = conv, s.biz
+	h.Conversations, h.FriendRequests, h.Search = conv, s.biz, s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 	if o.more {
-		h.Push = pushdb.New(router)
-		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"}, s.rdb, router); err != nil {
+		if h.Push, err = pushsettings.New(pushsettings.Deps{Store: s.store, PreLog: pushdb.New(router)}); err != nil {
+			t.Fatal(err)
+		}
+		if h.ActionTokens, err = actiontoken.New(actiontoken.Config{KeyPrefix: s.prefix + "at:"},
+			actiontoken.Deps{Redis: s.rdb, Events: s.store, Rows: tokendb.New(router)}); err != nil {
 			t.Fatal(err)
 		}
 		if o.tokens != nil {
@@ -190,17 +197,26 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 	}
 }
 
-// withFiles adds the file endpoints over a bucket in a temporary directory and returns the
-// send path's head.files check, as serve wires them. It needs withReads first.
-func (s *stack) withFiles(t testing.TB, h *rest.Handlers) commands.FileAccess {
+// withFiles adds the file endpoints over a bucket in a temporary directory (or, with s3, an
+// S3-compatible store with direct URLs on) and returns the send path's head.files check, as
+// serve wires them. It needs withReads first.
+func (s *stack) withFiles(t testing.TB, h *rest.Handlers, s3 bool) commands.FileAccess {
 	t.Helper()
-	bucket, err := fileblob.OpenBucket(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
+	var bucket *blob.Bucket
+	if s3 {
+		bucket = testenv.S3Bucket(t)
+	} else {
+		b, err := fileblob.OpenBucket(t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		bucket = b
 	}
-	t.Cleanup(func() { _ = bucket.Close() })
 	s.fileDB, s.fileQueue = filedb.New(s.router), &checkQueue{}
-	if s.files, err = files.New(files.Deps{Bucket: bucket, Records: s.fileDB, Events: s.store, Queue: s.fileQueue}, files.Config{}); err != nil {
+	var err error
+	if s.files, err = files.New(files.Deps{Bucket: bucket, Records: s.fileDB, Events: s.store, Queue: s.fileQueue},
+		files.Config{DirectURLs: s3}); err != nil {
 		t.Fatal(err)
 	}
 	h.Files, h.FileRefs, h.FileURLs = s.files, s.fileDB, rest.FileURLSigner{Key: []byte("file-url-key"), TTL: time.Minute}
@@ -237,7 +253,7 @@ func (s *stack) project(t testing.TB) {
 		t.Fatal(err)
 	}
 	if s.fileDB != nil {
-		if _, err := s.fileDB.ApplyRefs(ctx, s.tenant, evs); err != nil {
+		if _, err := s.fileDB.Apply(ctx, s.tenant, evs); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -175,3 +175,25 @@ func TestInviteLinkTTLPastAnyDurationIsOutOfRange(t *testing.T) {
 		expectInvalid(t, "ttl_seconds "+ttl, a, "ttl_seconds", "out_of_range")
 	}
 }
+
+// TestConsumeEndpointSpendsOnlyInviteLinks: a reset_password token presented to the generic
+// consume endpoint is refused and stays active: spending it there would only burn it.
+func TestConsumeEndpointSpendsOnlyInviteLinks(t *testing.T) {
+	t.Parallel()
+	var tokens rest.ActionTokenService
+	s := newStack(t, rest.Config{}, stackOpts{reads: true, more: true,
+		tokens: func(svc rest.ActionTokenService) rest.ActionTokenService { tokens = svc; return svc }})
+	user := s.token(t, s.tenant, 7)
+	iss, err := tokens.Issue(testCtx(t), actiontoken.Issue{Tenant: s.tenant, Action: actiontoken.ActionResetPassword, Subject: "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.do(t, req{method: http.MethodPost, path: "/v1/im/action-tokens/consume", token: user, key: "c1",
+		body: fmt.Sprintf(`{"action":"reset_password","token":%q}`, iss.Token)})
+	if a.Status == http.StatusOK {
+		t.Fatalf("a reset_password token spent on the consume endpoint: %s", a.Raw)
+	}
+	if _, err := tokens.ConsumeIf(testCtx(t), s.tenant, iss.Token, actiontoken.ActionResetPassword, 7, nil); err != nil {
+		t.Fatalf("the token after the refused consume: %v, want it still active", err)
+	}
+}

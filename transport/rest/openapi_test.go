@@ -38,6 +38,7 @@ var routes = []string{
 	"POST /v1/im/friends/requests/{uid}/decline", "DELETE /v1/im/friends/{uid}",
 	"GET /v1/im/blocks", "POST /v1/im/blocks", "DELETE /v1/im/blocks/{uid}",
 	"GET /v1/im/conversations", "GET /v1/im/friends/requests",
+	"GET /v1/im/search/users", "GET /v1/im/search/groups", "GET /v1/im/users", "GET /v1/im/groups/requests",
 }
 
 func TestOpenAPIListsEveryRoute(t *testing.T) {

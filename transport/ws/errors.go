@@ -96,7 +96,7 @@ func mapError(id string, err error) ctrl {
 		return c
 	case errors.As(err, &limited):
 		c := errCtrl(id, http.StatusTooManyRequests, ReasonRateLimited, "too many requests, slow down")
-		c.Params = map[string]any{"limit": string(limited.Limit), "retry_after_ms": limited.RetryAfter.Milliseconds(), "retryable": true}
+		c.Params = map[string]any{"limit": string(limited.Limit), "retry_after_ms": limited.RetryAfterMillis(), "retryable": true}
 		return c
 	case errors.Is(err, domain.ErrRetryable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		c := errCtrl(id, http.StatusServiceUnavailable, ReasonRetry, "temporarily unavailable, retry")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
@@ -21,5 +22,15 @@ func TestMissingTenantDatabaseIsRetry(t *testing.T) {
 		if c.Code != http.StatusServiceUnavailable || c.Reason != ReasonRetry || c.Params["retryable"] != true {
 			t.Errorf("%v: %d %s %v, want 503 retry {retryable: true}", err, c.Code, c.Reason, c.Params)
 		}
+	}
+}
+
+// TestRateLimitWaitBelowAMillisecond: a refusal whose wait is below a millisecond tells the
+// client to retry after 1 ms, not 0 (which a client would take as "now", and be refused again).
+func TestRateLimitWaitBelowAMillisecond(t *testing.T) {
+	t.Parallel()
+	c := mapError("7", &domain.RateLimitedError{Limit: limitSubLeave, RetryAfter: 300 * time.Microsecond})
+	if c.Code != http.StatusTooManyRequests || c.Params["retry_after_ms"] != int64(1) {
+		t.Fatalf("%d %v, want 429 with retry_after_ms 1", c.Code, c.Params)
 	}
 }

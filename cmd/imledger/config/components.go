@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/imledger/imledger/commands"
-	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
@@ -14,6 +13,7 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -27,17 +27,6 @@ type ProjectionsConfig struct {
 	// Run makes serve run the projectors (messages-mysql, messages-hot). Nodes of one deployment
 	// share their consumer groups, so any number may run them. Default true; ignored when MySQL
 	// is off.
-	Run bool `koanf:"run"`
-}
-
-// AdminConfig configures the admin command consumer of serve: the admin package's settings and
-// whether this node runs it.
-type AdminConfig struct {
-	// Config holds the consumer settings: consumer_group, allowed_sources, retry.*,
-	// claim_timeout, command_timeout, close_timeout.
-	admin.Config `koanf:",squash"`
-	// Run makes serve consume im.admin.command. Nodes share the consumer group, so any number
-	// may run it. Default true.
 	Run bool `koanf:"run"`
 }
 
@@ -63,7 +52,7 @@ func (c DemoConfig) Validate() error {
 // applied, as serve resolves them, and refuses keys that other sections own.
 func (c Config) validateComponents() error {
 	errs := []error{c.Auth.Validate(), c.Account.Validate(), c.MessageOps.Validate(), c.Demo.Validate(),
-		c.Tenants.Validate(), c.Admin.Config.Validate(), c.RateLimit.Config.Validate(), c.Verify.Validate(),
+		c.Tenants.Validate(), c.Admin.Config.Validate(), c.Admin.validateTrust(), c.RateLimit.Config.Validate(), c.Verify.Validate(),
 		c.ActionTokens.Validate()}
 	if err := c.WSConfig().Validate(); err != nil {
 		errs = append(errs, err)
@@ -71,6 +60,9 @@ func (c Config) validateComponents() error {
 	if c.Presence.NodeID != "" {
 		errs = append(errs, errors.New("presence.node_id: not a key; presence uses node_id"))
 	} else if err := c.PresenceConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.ChannelConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Fanout.NodeID != "" {
@@ -114,6 +106,13 @@ func (c Config) SendConfig() commands.SendMessageConfig {
 	s.Seq.KeyPrefix = c.prefix(s.Seq.KeyPrefix)
 	s.Seq.NodeID = c.NodeID
 	return s
+}
+
+// ChannelConfig is the channel section with the key prefix resolved.
+func (c Config) ChannelConfig() userchan.Config {
+	ch := c.Channel
+	ch.KeyPrefix = c.prefix(ch.KeyPrefix)
+	return ch
 }
 
 // PresenceConfig is the presence section with node_id and the key prefix resolved.

@@ -14,6 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/imledger/imledger/cmd/imledger/config"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 )
 
 // composeFile is the part of compose.yaml the checks below read.
@@ -159,7 +161,17 @@ func TestComposeImledger(t *testing.T) {
 	}
 	// Compose interpolates ${VAR} and ${VAR:?message} from the operator's shell; these are the
 	// variables the file expects the operator to set.
-	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48)}
+	producer, err := admintrust.GenerateProducerKey(admintrust.AlgEd25519, "ops-1", admintrust.PlatformScope, domain.Actor{Type: domain.ActorAdmin, ID: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := admintrust.GenerateSecretsKey("cs-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48), "IM_ADMIN_PRODUCER_KEYS": producer.Producer,
+		"IM_ADMIN_COMMAND_SECRET_KEYS": secrets.Open,
+		"IM_VERIFY_HASH_KEY":           strings.Repeat("h", 32)}
 	// ${VAR:-default} and ${VAR:+alternative} follow Compose: the default when VAR is unset or
 	// empty, the alternative only when VAR is set and not empty.
 	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(?:(:[?+-])([^}]*))?\}`)
@@ -192,6 +204,9 @@ func TestComposeImledger(t *testing.T) {
 		t.Fatalf("imledger's environment does not load: %v", err)
 	}
 
+	if len(cfg.Kafka.Brokers) > 0 && cfg.Verify.HashKey == "" {
+		t.Errorf("imledger: real brokers and no verify.hash_key: serve would refuse to start")
+	}
 	pg, err := pgx.ParseConfig(cfg.Postgres.URL)
 	if err != nil || pg.Host != "postgres" || pg.Port != 5432 {
 		t.Errorf("postgres.url %q must point at the postgres service", cfg.Postgres.URL)
@@ -209,6 +224,10 @@ func TestComposeImledger(t *testing.T) {
 	}
 	if len(cfg.Auth.Keys) == 0 {
 		t.Error("imledger in compose must configure auth.keys: with real brokers serve refuses to start without them")
+	}
+	if a, err := cfg.AdminConsumer(); err != nil || len(a.ProducerKeys) != 1 || len(a.SecretKeys) != 1 || a.AllowUnsigned {
+		t.Errorf("imledger in compose must take the operator's admin keys and refuse unsigned commands: %d producer keys, %d secrets keys, unsigned %v, %v",
+			len(a.ProducerKeys), len(a.SecretKeys), a.AllowUnsigned, err)
 	}
 	if cfg.Kafka.UseEmbedded() {
 		t.Error("imledger in compose must not start the embedded broker")

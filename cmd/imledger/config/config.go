@@ -17,6 +17,7 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
@@ -28,6 +29,7 @@ import (
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -90,6 +92,9 @@ type Config struct {
 	// WS tunes the WebSocket gateway (transport/ws). An empty max_content_bytes means
 	// send.max_content_bytes.
 	WS ws.Config `koanf:"ws"`
+	// Channel tunes the per-user channel's log in Redis (transport/userchan): how many items
+	// of a user it keeps and for how long. An empty key_prefix means redis.key_prefix.
+	Channel userchan.Config `koanf:"channel"`
 	// Projections tunes the projectors that build the read models from Kafka (projections). They
 	// consume with the kafka section's settings; projections.kafka is not a key.
 	Projections ProjectionsConfig `koanf:"projections"`
@@ -244,14 +249,14 @@ func Defaults() Config {
 		Kafka:       KafkaConfig{Embedded: kafkabroker.Config{Addr: "127.0.0.1:9092"}},
 		Auth:        AuthConfig{TokenTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour, Leeway: 30 * time.Second},
 		Projections: ProjectionsConfig{Run: true},
-		Admin:       AdminConfig{Run: true},
+		Admin:       AdminConfig{Run: true, AllowUnsigned: true},
 		Demo:        DemoConfig{Tenant: "demo"},
 		RateLimit:   RateLimitConfig{Enabled: true},
 		Verify: VerifyConfig{CodeLength: 6, TTL: 5 * time.Minute, ResendInterval: time.Minute, MaxAttempts: 5,
 			CreatePerHour: 5, GatewayTimeout: 5 * time.Second},
 		ActionTokens: actiontoken.Config{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour},
 		Push:         PushConfig{Run: true},
-		Files:        FilesConfig{Run: true},
+		Files:        FilesConfig{Run: true, Config: files.Config{DirectURLs: true}},
 	}
 }
 

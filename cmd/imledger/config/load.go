@@ -127,6 +127,7 @@ func unmarshal(ko *koanf.Koanf, c *Config) error {
 	dc := &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			keyListHook,
+			secretListHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc(),

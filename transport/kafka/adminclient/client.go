@@ -1,8 +1,9 @@
 // Package adminclient is what an admin system imports to use imledger's admin plane: it
-// produces commands on im.admin.command in the event envelope and waits for their results on
-// im.admin.command.result, correlated by event id. It imports no command handler: the contract is
-// the wire format of domain.AdminCommand and domain.AdminResult, with the JSON Schemas in
-// domain/schemas/commands.
+// produces commands on im.admin.command in the event envelope, signed with its producer key and
+// their secret fields sealed to the nodes' command-secrets key (domain/admintrust), and waits for
+// their results on im.admin.command.result, correlated by event id. It imports no command
+// handler: the contract is the wire format of domain.AdminCommand and domain.AdminResult, with
+// the JSON Schemas in domain/schemas/commands, and the signature of domain/admintrust.
 package adminclient
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/domain/admintrust"
 	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
@@ -31,9 +33,17 @@ type Config struct {
 	Kafka tkafka.Config
 	// Source is the source_service of the commands. Default "imledger-admin".
 	Source string
-	// Actor is who the commands are from, the actor of the events they write. Default
-	// {admin, "admin"}.
+	// Actor is who the commands are from, the actor of the events they write. With a Signer it
+	// is the signer's identity (another is an error); without, default {admin, "admin"}.
 	Actor domain.Actor
+	// Signer signs every command produced (admintrust.ParseSigner reads the spec `imledger admin
+	// keygen` prints). Nodes with real Kafka brokers refuse unsigned commands; nil produces them
+	// unsigned, which only a node on the embedded broker may accept.
+	Signer *admintrust.Signer
+	// SealKey is the nodes' public command-secrets key (admintrust.ParseSealKey): the secret
+	// fields of every command (a password) are sealed to it before they leave the client. Nodes
+	// with real Kafka brokers refuse a plain secret; nil leaves secrets as they are.
+	SealKey *admintrust.SealKey
 	// Timeout is how long Send waits for a result when ctx has no deadline. Default 30 s.
 	Timeout time.Duration
 }
@@ -56,6 +66,13 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	if cfg.Source == "" {
 		cfg.Source = "imledger-admin"
+	}
+	if s := cfg.Signer; s != nil {
+		id := s.Identity()
+		if a := cfg.Actor; a != (domain.Actor{}) && (a.Type != id.Type || a.ID != id.ID) {
+			return nil, fmt.Errorf("adminclient: actor %s/%s is not the identity of signing key %s (%s/%s)", a.Type, a.ID, s.KeyID(), id.Type, id.ID)
+		}
+		cfg.Actor = id
 	}
 	if cfg.Actor == (domain.Actor{}) {
 		cfg.Actor = domain.Actor{Type: domain.ActorAdmin, ID: "admin"}
@@ -115,7 +132,8 @@ func (c *Client) dispatch(pc sarama.PartitionConsumer) {
 
 // NewCommand builds a command of type typ for tenant with payload (a value marshalled to JSON,
 // such as a domain payload type or a map), a fresh UUIDv7 event id, the client's source and
-// actor, and biz_type/biz_id from the payload's user_id, group_id or topic.
+// actor, and biz_type/biz_id from the payload's user_id, group_id or topic. Its secret fields are
+// sealed to Config.SealKey (for this command: keep its event id).
 func (c *Client) NewCommand(tenant string, typ domain.AdminCommandType, payload any) (domain.AdminCommand, error) {
 	raw, err := json.Marshal(payload)
 	if err != nil {
@@ -132,7 +150,22 @@ func (c *Client) NewCommand(tenant string, typ domain.AdminCommandType, payload 
 		TargetService: domain.SourceService, EventType: string(typ), IdempotencyKey: id.String(),
 		Version: domain.AdminCommandVersion, OccurredAt: time.Now().UTC(), Actor: c.cfg.Actor, Payload: raw}
 	cmd.BizType, cmd.BizID = bizOf(raw)
+	if cmd.Payload, err = c.seal(cmd); err != nil {
+		return domain.AdminCommand{}, err
+	}
 	return cmd, nil
+}
+
+// seal returns cmd's payload with its plain secret fields sealed to Config.SealKey.
+func (c *Client) seal(cmd domain.AdminCommand) (json.RawMessage, error) {
+	if c.cfg.SealKey == nil {
+		return cmd.Payload, nil
+	}
+	p, err := admintrust.SealPayload(*c.cfg.SealKey, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("adminclient: seal the secret fields: %w", err)
+	}
+	return p, nil
 }
 
 // bizOf names what a payload is about, for biz_type and biz_id and the record key.
@@ -166,18 +199,32 @@ func Key(cmd domain.AdminCommand) string {
 	return cmd.TenantID + ":" + cmd.BizType + ":" + cmd.BizID
 }
 
-// Produce sends cmd on im.admin.command, keyed by Key, and returns when the broker acked it.
+// Produce sends cmd on im.admin.command, keyed by Key, and returns when the broker acked it:
+// its plain secret fields sealed to Config.SealKey and the record signed by Config.Signer now.
+// Producing the same command again (same event_id) within the nodes' replay window is answered
+// with its first result.
 func (c *Client) Produce(ctx context.Context, cmd domain.AdminCommand) error {
+	var err error
+	if cmd.Payload, err = c.seal(cmd); err != nil {
+		return err
+	}
 	body, err := json.Marshal(cmd)
 	if err != nil {
 		return err
 	}
-	msg := &sarama.ProducerMessage{Topic: c.topic, Key: sarama.StringEncoder(Key(cmd)), Value: sarama.ByteEncoder(body),
+	key := Key(cmd)
+	msg := &sarama.ProducerMessage{Topic: c.topic, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(body),
 		Headers: []sarama.RecordHeader{
 			{Key: []byte("event_id"), Value: []byte(cmd.EventID.String())},
 			{Key: []byte("event_type"), Value: []byte(cmd.EventType)},
 			{Key: []byte("tenant_id"), Value: []byte(cmd.TenantID)},
 		}}
+	if c.cfg.Signer != nil {
+		sig := c.cfg.Signer.Sign([]byte(key), body, time.Now())
+		for _, name := range []string{admintrust.HeaderKeyID, admintrust.HeaderSignedAt, admintrust.HeaderSignature} {
+			msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(name), Value: []byte(sig[name])})
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -1,0 +1,276 @@
+package tokendb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/internal/eventdecode"
+	"github.com/imledger/imledger/readmodels/internal/tableset"
+	"github.com/imledger/imledger/readmodels/tenantdb"
+)
+
+// States of a token's row.
+const (
+	StateActive   = "active"
+	StateConsumed = "consumed"
+	StateRevoked  = "revoked"
+)
+
+// Tables names the tables of the read model. The projection and the queries use DefaultTables; a
+// rebuild writes DefaultTables().WithSuffix("_rebuild") and then SwapTables.
+type Tables struct {
+	Tokens string // im_action_tokens
+}
+
+// DefaultTables returns the live table names created by the migrations.
+func DefaultTables() Tables { return Tables{Tokens: "im_action_tokens"} }
+
+// WithSuffix returns t with s appended to every name, e.g. "_rebuild".
+func (t Tables) WithSuffix(s string) Tables { return Tables{Tokens: t.Tokens + s} }
+
+const pkgName = "tokendb"
+
+func (t Tables) list() []string { return []string{t.Tokens} }
+
+// Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_].
+func (t Tables) Validate() error { return tableset.Validate(pkgName, t.list()) }
+
+// CreateTablesLike creates each table of to like the matching table of from, without rows.
+func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
+	return tableset.CreateLike(ctx, db, pkgName, from.list(), to.list())
+}
+
+// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
+// old ones (tableset.Swap).
+func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
+	return tableset.Swap(ctx, db, pkgName, live.list(), rebuilt.list())
+}
+
+// DropTables drops every table of t that exists.
+func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
+	return tableset.Drop(ctx, db, pkgName, t.list())
+}
+
+// CarryPreLogRows copies the rows of live written before tokens were events (version 0) into
+// fresh, before a rebuild or a verification applies the events to it: they are in no stream.
+func CarryPreLogRows(ctx context.Context, db *sql.DB, live, fresh Tables) error {
+	if err := tableset.Validate(pkgName, []string{live.Tokens, fresh.Tokens}); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, "INSERT INTO "+tableset.Quote(fresh.Tokens)+" SELECT * FROM "+tableset.Quote(live.Tokens)+" WHERE version = 0")
+	return tenantdb.WrapErr("tokendb: carry rows over", err)
+}
+
+// Store reads and writes im_action_tokens of each tenant's database. It is safe for concurrent
+// use. Errors wrap domain.ErrRetryable when MySQL is unreachable.
+type Store struct {
+	router *tenantdb.Router
+}
+
+// New returns a Store over the tenant databases of router.
+func New(router *tenantdb.Router) *Store { return &Store{router: router} }
+
+// EventError says which event of a batch could not be applied; Err wraps domain.ErrInvalid for
+// an event that can never be applied.
+type EventError = readmodels.EventError
+
+// Statements of the fold: a row changes only for an event newer than the one that wrote it (the
+// version is assigned last: MySQL evaluates the assignments in order), so applying an event
+// again, or an older one after a newer, changes nothing.
+const (
+	issueStmt = "INSERT INTO %s (token_hash, token_id, action, subject, state, created_by, consumed_by, created_at, expires_at, finished_at, version)" +
+		" VALUES (?, ?, ?, ?, 'active', ?, NULL, ?, ?, NULL, ?) ON DUPLICATE KEY UPDATE" +
+		" state = IF(version < VALUES(version), 'active', state)," +
+		" consumed_by = IF(version < VALUES(version), NULL, consumed_by)," +
+		" finished_at = IF(version < VALUES(version), NULL, finished_at)," +
+		" version = GREATEST(version, VALUES(version))"
+	stateStmt = "UPDATE %s SET state = ?, consumed_by = ?, finished_at = ?, version = ? WHERE token_id = ? AND version < ?"
+)
+
+type tokenOp struct {
+	stmt string
+	args []any
+}
+
+// decodeOne decodes an action token event and checks it against its stream.
+func decodeOne(tables Tables) func(int, domain.Envelope) (tokenOp, error) {
+	q := tableset.Quote(tables.Tokens)
+	return func(_ int, env domain.Envelope) (tokenOp, error) {
+		v := env.StreamVersion
+		var (
+			id    string
+			state string
+			by    any
+			at    time.Time
+		)
+		switch env.EventType {
+		case domain.EventActionTokenIssued:
+			var p domain.ActionTokenIssued
+			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
+				return tokenOp{}, err
+			}
+			if len(p.TokenSHA256) != 64 || p.Action == "" || len(p.Subject) > 128 {
+				return tokenOp{}, eventdecode.Bad("payload", "a 64-digit hash, an action and a subject of at most 128 bytes")
+			}
+			return tokenOp{fmt.Sprintf(issueStmt, q), []any{p.TokenSHA256, p.TokenID, p.Action, p.Subject, p.CreatedBy.Int64(),
+				readmodels.Millis(p.IssuedAt), readmodels.Millis(p.ExpiresAt), v}}, nil
+		case domain.EventActionTokenConsumed:
+			var p domain.ActionTokenConsumed
+			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
+				return tokenOp{}, err
+			}
+			id, state, by, at = p.TokenID, StateConsumed, p.By.Int64(), p.ConsumedAt
+		case domain.EventActionTokenRevoked:
+			var p domain.ActionTokenRevoked
+			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
+				return tokenOp{}, err
+			}
+			id, state, at = p.TokenID, StateRevoked, p.RevokedAt
+		case domain.EventActionTokenUnconsumed:
+			var p domain.ActionTokenUnconsumed
+			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
+				return tokenOp{}, err
+			}
+			return tokenOp{fmt.Sprintf(stateStmt, q), []any{StateActive, nil, nil, v, p.TokenID, v}}, nil
+		default:
+			return tokenOp{}, nil
+		}
+		return tokenOp{fmt.Sprintf(stateStmt, q), []any{state, by, readmodels.Millis(at), v, id, v}}, nil
+	}
+}
+
+// check decodes env into p and checks that env is on the stream of the token id that id, called
+// after decoding, returns.
+func check(env domain.Envelope, p any, id func() string) error {
+	if err := env.Decode(p); err != nil {
+		return eventdecode.Bad("payload", err.Error())
+	}
+	if want := domain.ActionTokenStreamID(id()); id() == "" || env.StreamID != want {
+		return eventdecode.Bad("stream_id", fmt.Sprintf("%s names stream %q, the payload belongs to %q", env.EventType, env.StreamID, want))
+	}
+	return nil
+}
+
+// ApplyBatch folds one tenant's action token events into tables in one transaction and returns
+// how many changed a row. Other event types are ignored.
+//
+// Errors: an *EventError wrapping domain.ErrInvalid for an event that can never be applied;
+// domain.ErrNotFound (wrapped) for a tenant without a database; domain.ErrRetryable when MySQL is
+// unreachable.
+func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (n int, err error) {
+	if err := tables.Validate(); err != nil {
+		return 0, err
+	}
+	ops, err := eventdecode.Batch(tenant, events, decodeOne(tables), func(i int, id uuid.UUID, err error) error {
+		return &EventError{Index: i, EventID: id, Err: err}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("tokendb: apply: %w", err)
+	}
+	db, err := s.router.DB(ctx, tenant)
+	if err != nil {
+		return 0, fmt.Errorf("tokendb: apply: %w", err)
+	}
+	if len(ops) == 1 && ops[0].stmt != "" {
+		// One row change (a command's write right after its event): one round trip.
+		res, err := db.ExecContext(ctx, ops[0].stmt, ops[0].args...)
+		if err != nil {
+			return 0, tenantdb.WrapErr("tokendb: apply", err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			return 1, nil
+		}
+		return 0, nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, tenantdb.WrapErr("tokendb: apply: begin", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	for _, o := range ops {
+		if o.stmt == "" {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, o.stmt, o.args...)
+		if err != nil {
+			return 0, tenantdb.WrapErr("tokendb: apply", err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			n++
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, tenantdb.WrapErr("tokendb: apply: commit", err)
+	}
+	return n, nil
+}
+
+// Apply is ApplyBatch to the live tables.
+func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
+	return s.ApplyBatch(ctx, tenant, DefaultTables(), events)
+}
+
+// Checksum summarises tables.Tokens so two copies (the live table and a rebuild) can be compared:
+// each row hashes every column the events decide.
+func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tables) (readmodels.TableSummary, error) {
+	if err := tables.Validate(); err != nil {
+		return readmodels.TableSummary{}, err
+	}
+	db, err := s.router.DB(ctx, tenant)
+	if err != nil {
+		return readmodels.TableSummary{}, fmt.Errorf("tokendb: checksum: %w", err)
+	}
+	return tableset.Summarize(ctx, db, pkgName, tables.Tokens, "token_hash, token_id, action, subject, state, created_by, "+
+		"COALESCE(consumed_by, ''), created_at, expires_at, COALESCE(finished_at, ''), version")
+}
+
+// Row is a token's row.
+type Row struct {
+	TokenHash  string
+	TokenID    string
+	Action     string
+	Subject    string
+	State      string
+	CreatedBy  domain.UserID
+	ConsumedBy domain.UserID // 0 unless consumed
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	FinishedAt time.Time // zero unless consumed or revoked
+	Version    int64     // 0: written before tokens were events
+}
+
+// Find returns the row of the token whose hash is hash or whose id is id (either may be empty),
+// and whether there is one.
+func (s *Store) Find(ctx context.Context, tenant domain.TenantID, hash, id string) (Row, bool, error) {
+	db, err := s.router.DB(ctx, tenant)
+	if err != nil {
+		return Row{}, false, err
+	}
+	var (
+		r              Row
+		by, consumedBy sql.NullInt64
+		finished       sql.NullTime
+	)
+	err = db.QueryRowContext(ctx, "SELECT token_hash, token_id, action, subject, state, created_by, consumed_by, created_at, expires_at,"+
+		" finished_at, version FROM im_action_tokens WHERE token_hash = ? OR token_id = ? LIMIT 1", hash, id).
+		Scan(&r.TokenHash, &r.TokenID, &r.Action, &r.Subject, &r.State, &by, &consumedBy, &r.CreatedAt, &r.ExpiresAt, &finished, &r.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Row{}, false, nil
+	}
+	if err != nil {
+		return Row{}, false, tenantdb.WrapErr("tokendb: find", err)
+	}
+	r.CreatedBy, r.ConsumedBy, r.FinishedAt = domain.UserID(by.Int64), domain.UserID(consumedBy.Int64), finished.Time
+	return r, true, nil
+}
