@@ -4,6 +4,9 @@
 //
 // # Frames
 //
+// asyncapi.json (served at AsyncAPIPath, /asyncapi.json) is the AsyncAPI 3.0 document of every
+// frame below, with its codes, params and reasons; a test holds real frames to it.
+//
 // Every WebSocket message is one JSON text object with exactly one key, the frame type (a
 // binary message is closed with 1003); keys appear once and match exactly. Seqs and 64-bit ids
 // are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
