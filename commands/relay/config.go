@@ -36,9 +36,9 @@ type Config struct {
 	// commit since the relay last read and the MinPoll-to-MaxPoll series that followed the last
 	// signal is over: every append notifies at its commit and a dropped notification connection
 	// wakes the relay when it reconnects, so an idle relay need not poll often. A commit held
-	// back behind an older transaction is chased with the short series after its signal; one
-	// held longer than that series (about a second) waits up to IdlePoll. Without notifications
-	// MaxPoll applies. Default 5s.
+	// back behind an older transaction (of any database of the cluster: transaction ids are the
+	// cluster's) is looked for every MaxPoll after the series, until it shows or IdlePoll has
+	// passed since its signal. Without notifications MaxPoll applies. Default 5s.
 	IdlePoll time.Duration
 
 	// Linger is how long the relay waits, after a pause that followed a read with nothing new,
