@@ -138,7 +138,7 @@ func procCPU(pid int) (comm string, t procTimes, err error) {
 type windowCatchUp struct {
 	serverPID   int
 	serverLabel string
-	storeRoots  map[string]int // store label → the pid whose process tree is that store
+	storeRoots  map[string]int                                        // store label → the pid whose process tree is that store
 	lag         func(context.Context) ([]projections.GroupLag, error) // nil: no projectors to wait for
 	wait        time.Duration
 
