@@ -37,7 +37,7 @@ type deadLetterSink struct {
 	log      *slog.Logger
 	// settled is told about each record once it is dead-lettered; may be nil.
 	settled func(msg *message.Message, tenant, conv string)
-	// opening is told before a dead letter is recorded; may be nil.
+	// opening is told before a dead letter is recorded and again once it is; may be nil.
 	opening func()
 }
 
@@ -108,6 +108,11 @@ func (s *deadLetterSink) publish(topic string, msg *message.Message) error {
 		Reason: reason, Error: truncate(errText, 4000), Topic: src.Topic, Partition: src.Partition, Offset: src.Offset,
 		Key: src.Key, Payload: msg.Payload,
 	})
+	if s.opening != nil {
+		// Again once the row is committed: a group-wide lookup that ran while it was being
+		// written may have missed it, and must not be trusted.
+		s.opening()
+	}
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,8 @@ var openRecheck = 5 * time.Second
 // per event). It trusts a group-wide lookup that found none only until something could have
 // opened one that this process did not see:
 //
-//   - this process records a dead letter of the group (the sink says so before it records it);
+//   - this process records a dead letter of the group (the sink says so before it records it,
+//     and again once it has: a lookup that ran while the row was written may have missed it);
 //   - the group's partitions move (a new consumer group session): another member may have
 //     dead-lettered an event of a partition this process now consumes, before it got it.
 //

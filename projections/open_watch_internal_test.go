@@ -53,4 +53,15 @@ func TestOpenWatch(t *testing.T) {
 	w.checked = time.Now().Add(-openRecheck)
 	w.mu.Unlock()
 	none("resolved elsewhere, after openRecheck", true)
+
+	// The sink tells the watch before it records a dead letter and again once it has: a lookup
+	// that ran in between found no row, and the second word makes the watch forget it.
+	w.invalidate()
+	none("a lookup while the sink writes its row", true)
+	if _, _, err := parking.recordDeadLetter(ctx, DeadLetter{ConsumerGroup: group, TenantID: "acme", ConversationKey: "grp2",
+		EventID: "e2", Reason: ReasonBadEvent, Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	w.invalidate()
+	none("once the row is written", false)
 }
