@@ -38,7 +38,8 @@ type Config struct {
 	// wakes the relay when it reconnects, so an idle relay need not poll often. A commit held
 	// back behind an older transaction (of any database of the cluster: transaction ids are the
 	// cluster's) is looked for every MaxPoll after the series, until it shows or IdlePoll has
-	// passed since its signal. Without notifications MaxPoll applies. Default 5s.
+	// passed since its signal. While conversation seqs are missing (the gap sweeper waits for
+	// their deadline) and without notifications, MaxPoll applies. Default 5s.
 	IdlePoll time.Duration
 
 	// Linger is how long the relay waits, after a pause that followed a read with nothing new,

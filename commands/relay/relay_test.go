@@ -231,7 +231,9 @@ func TestIdleRelayWaitsForCommits(t *testing.T) {
 	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Active })
 	warm := e.appendEvents(acme, "grp-warm", domain.EventGroupMessageSent, 1, "")
 	e.collector().waitFor(e.ctx, warm, 20*time.Second)
-	time.Sleep(time.Second) // the short series after the batch runs out
+	// The short series after the batch runs out, and so does the chase of the warm commit's own
+	// signal, which may arrive after the batch it announced was relayed.
+	time.Sleep(cfg.IdlePoll + 500*time.Millisecond)
 	before := r.Stats().Reads
 	time.Sleep(3 * time.Second)
 	// At MaxPoll (50 ms) an idle second would be 20 reads; at IdlePoll, one or two in 3 s.

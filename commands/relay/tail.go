@@ -92,6 +92,8 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 				// A commit was signalled and is not visible yet: an older transaction, of any
 				// database of the cluster, holds the commit-safe horizon back.
 				d = r.cfg.MaxPoll
+			case t.sweep.missing > 0:
+				d = r.cfg.MaxPoll // seqs are missing: their deadlines are swept at this pace
 			default:
 				d = r.cfg.IdlePoll
 			}
