@@ -60,6 +60,22 @@ type ChangeListener interface {
 	MessageChanged(ctx context.Context, c CommittedChange)
 }
 
+// CommittedRead is a user's read mark in a topic as a command moved it forward.
+type CommittedRead struct {
+	Tenant  domain.TenantID
+	Topic   domain.Topic
+	User    domain.UserID
+	ReadSeq int64 // the read mark after the command
+	At      time.Time
+}
+
+// ReadListener hears about read marks right after they move forward and commit (not about
+// receive marks alone, nor about marks that did not move), on the caller's goroutine, even when
+// the caller's context has ended. It must return quickly; a panic is recovered and logged.
+type ReadListener interface {
+	ReadMarked(ctx context.Context, r CommittedRead)
+}
+
 // AbandonedSeq is a seq a send was given and that will never hold its message.
 type AbandonedSeq struct {
 	Tenant domain.TenantID

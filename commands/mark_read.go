@@ -27,7 +27,8 @@ type MarkResult struct {
 
 // MarkRead records read/receive marks. Marks only move forward: a mark at or below the current one
 // changes nothing and appends nothing (Changed false). Unread counts are derived from these marks
-// (last seq − read seq), so nothing is written per message.
+// (last seq − read seq), so nothing is written per message. A read mark that moved forward is
+// told to the ReadListener once committed.
 func (h *MessageOpsHandler) MarkRead(ctx context.Context, cmd MarkRead) (MarkResult, error) {
 	switch {
 	case cmd.Tenant.IsZero():
@@ -53,8 +54,13 @@ func (h *MessageOpsHandler) MarkRead(ctx context.Context, cmd MarkRead) (MarkRes
 		return MarkResult{}, invalidField("seq", "beyond_last_seq", fmt.Sprintf("the topic's last seq is %d", last))
 	}
 	stream := domain.ReadMarksStreamID(cmd.Topic, cmd.User)
-	var res MarkResult
+	var (
+		res      MarkResult
+		readMove bool
+		at       time.Time
+	)
 	err = h.withRetry(ctx, func() error {
+		readMove = false // an attempt that lost a race appended nothing
 		cur, v, err := h.currentMarks(ctx, cmd.Tenant, stream)
 		if err != nil {
 			return err
@@ -63,14 +69,20 @@ func (h *MessageOpsHandler) MarkRead(ctx context.Context, cmd MarkRead) (MarkRes
 		if res.ReadSeq == cur.ReadSeq && res.RecvSeq == cur.RecvSeq {
 			return nil
 		}
-		res.Changed = true
+		res.Changed, readMove, at = true, res.ReadSeq > cur.ReadSeq, time.Now().UTC()
 		payload := domain.ReadMarked{Topic: cmd.Topic.String(), User: cmd.User, ReadSeq: res.ReadSeq,
-			RecvSeq: res.RecvSeq, At: time.Now().UTC()}
+			RecvSeq: res.RecvSeq, At: at}
 		typ := domain.MessageEventType(cmd.Topic.Kind(), domain.ActionReadMarked)
 		return h.appendOne(ctx, cmd.Tenant, stream, v, typ, cmd.User, cmd.TraceID, payload)
 	})
 	if err != nil {
 		return MarkResult{}, err
+	}
+	if readMove && h.reads != nil {
+		lctx := context.WithoutCancel(ctx)
+		safely(lctx, h.log, "read listener", func() {
+			h.reads.ReadMarked(lctx, CommittedRead{Tenant: cmd.Tenant, Topic: cmd.Topic, User: cmd.User, ReadSeq: res.ReadSeq, At: at})
+		})
 	}
 	return res, nil
 }

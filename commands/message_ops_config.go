@@ -62,6 +62,9 @@ type MessageOpsDeps struct {
 	// Listener hears about every recall and edit right after it commits: realtime delivery.
 	// Optional.
 	Listener ChangeListener
+	// Reads hears about every read mark that moved forward, right after it commits: a user's
+	// other devices learn it on the user's channel. Optional.
+	Reads ReadListener
 	// Policy, when set, is asked before an edit whether its sender may still post to the topic:
 	// an edit puts new content in front of the members, so a sender removed, banned or muted
 	// since, or blocked by the peer, may not edit. Recall and the other operations do not ask.
@@ -75,6 +78,7 @@ type MessageOpsDeps struct {
 type MessageOpsHandler struct {
 	store    StreamStore
 	listener ChangeListener // nil: none
+	reads    ReadListener   // nil: none
 	policy   SendPolicy     // nil: edits are not checked against it
 	log      *slog.Logger
 	cfg      MessageOpsConfig
@@ -93,7 +97,7 @@ func NewMessageOpsHandler(deps MessageOpsDeps, cfg MessageOpsConfig) (*MessageOp
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, policy: deps.Policy, log: deps.Logger, cfg: cfg,
+	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, reads: deps.Reads, policy: deps.Policy, log: deps.Logger, cfg: cfg,
 		now: func() time.Time { return time.Now().UTC() }}, nil
 }
 

@@ -1,8 +1,10 @@
 package commands_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -279,5 +281,44 @@ func TestMessageOpsOnASkippedSeqAreNotFound(t *testing.T) {
 	}
 	if _, err := e.h.DeleteForMe(ctx, e.ref(seq, bob)); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("delete of a skipped seq: %v, want ErrNotFound", err)
+	}
+}
+
+// readLog is a ReadListener that remembers the read marks it heard.
+type readLog struct {
+	mu  sync.Mutex
+	got []int64
+}
+
+func (l *readLog) ReadMarked(_ context.Context, r commands.CommittedRead) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, r.ReadSeq)
+}
+
+// TestReadListenerHearsReadMarksThatMoved checks that the ReadListener hears each read mark that
+// moved forward, once, with the mark after the command, and nothing for a mark that did not move
+// or for a receive mark alone.
+func TestReadListenerHearsReadMarksThatMoved(t *testing.T) {
+	t.Parallel()
+	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	reads := &readLog{}
+	h, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: e.store, Reads: reads}, commands.MessageOpsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for range 5 {
+		e.send(t, alice, "m")
+	}
+	for _, m := range []struct{ read, recv int64 }{{2, 0}, {1, 0}, {0, 4}, {2, 0}, {5, 0}} {
+		if _, err := h.MarkRead(ctx, commands.MarkRead{Tenant: e.tenant, Topic: e.topic, User: bob, ReadSeq: m.read, RecvSeq: m.recv}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads.mu.Lock()
+	defer reads.mu.Unlock()
+	if want := []int64{2, 5}; !slices.Equal(reads.got, want) {
+		t.Fatalf("heard read marks %v, want %v", reads.got, want)
 	}
 }

@@ -107,13 +107,17 @@ func (p GroupProfile) Intro() string { return p.intro }
 func (p GroupProfile) IsZero() bool { return p == GroupProfile{} }
 
 // GroupSettings are a group's rules: whether joins need approval, the lowest role that may
-// invite and that may set the announcement, and mute-all. It is a plain record (it is also the
+// invite and that may set the announcement, mute-all, and whether search finds it. It is a plain record (it is also the
 // event payload); Validate checks it.
 type GroupSettings struct {
 	JoinApproval   bool `json:"join_approval"`    // joins go through request and approval
 	WhoMayInvite   Role `json:"who_may_invite"`   // owner, admin or member
 	WhoMayAnnounce Role `json:"who_may_announce"` // owner, admin or member
 	MuteAll        bool `json:"mute_all"`         // only the owner and admins may post
+	// Discoverable groups are found by name in the tenant's group search. It is left out of
+	// the events when false, so the events written before it existed say what they said: not
+	// discoverable.
+	Discoverable bool `json:"discoverable,omitempty"`
 }
 
 // DefaultGroupSettings are the settings of a group created without explicit ones: open to join,

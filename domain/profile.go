@@ -13,6 +13,10 @@ const (
 // EventUserProfileUpdated is the event type of a changed public user profile (Category business).
 const EventUserProfileUpdated EventType = "user.profile_updated.v1"
 
+// EventUserDiscoverableSet is the event type of a user's choice to be found, or not, by other
+// users' search (Category business). A user who never chose is discoverable.
+const EventUserDiscoverableSet EventType = "user.discoverable_set.v1"
+
 // ProfileStreamID is the stream of one user's public profile: "user:<uid>".
 func ProfileStreamID(u UserID) string { return "user:" + u.String() }
 
@@ -55,6 +59,13 @@ func (p UserProfile) IsZero() bool { return p == UserProfile{} }
 // profile has when the change is decided. The zero ProfilePatch changes nothing.
 type ProfilePatch struct {
 	Nickname, Avatar, Signature *string
+	// Discoverable, when set, is whether other users' search finds the user.
+	Discoverable *bool
+}
+
+// touchesProfile reports whether pp sets a field of the public profile itself.
+func (pp ProfilePatch) touchesProfile() bool {
+	return pp.Nickname != nil || pp.Avatar != nil || pp.Signature != nil
 }
 
 // Patch returns the patch that sets every field to p's, replacing the whole profile.
@@ -106,12 +117,20 @@ type UserProfileUpdated struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// UserDiscoverableSet is the payload of user.discoverable_set.v1: whether search finds User.
+type UserDiscoverableSet struct {
+	User         UserID    `json:"user"`
+	Discoverable bool      `json:"discoverable"`
+	SetAt        time.Time `json:"set_at"`
+}
+
 // ProfileState is a user's profile folded from its stream (ProfileStreamID).
 type ProfileState struct {
 	tenant    TenantID
 	user      UserID
 	version   int64
 	profile   UserProfile
+	hidden    bool // the user chose not to be found by search
 	updatedAt time.Time
 }
 
@@ -154,6 +173,9 @@ func (s *ProfileState) Apply(env Envelope) error {
 	case *UserProfileUpdated:
 		s.profile = UserProfile{nickname: e.Nickname, avatar: e.Avatar, signature: e.Signature}
 		s.updatedAt = e.UpdatedAt
+	case *UserDiscoverableSet:
+		s.hidden = !e.Discoverable
+		s.updatedAt = e.SetAt
 	default:
 		return unknownEvent(s.StreamID(), p)
 	}
@@ -175,6 +197,9 @@ func (s ProfileState) Version() int64 { return s.version }
 
 // Profile returns the current profile; zero before the first update.
 func (s ProfileState) Profile() UserProfile { return s.profile }
+
+// Discoverable reports whether other users' search finds the user: true unless they chose not.
+func (s ProfileState) Discoverable() bool { return !s.hidden }
 
 // UpdatedAt returns when the profile last changed.
 func (s ProfileState) UpdatedAt() time.Time { return s.updatedAt }
@@ -202,7 +227,8 @@ func (s ProfileState) Update(p Principal, profile UserProfile, now time.Time) ([
 
 // Patch decides user.profile_updated.v1 with s's profile changed by patch: the fields the patch
 // leaves out keep the values s holds, so a patch decided on the stream's current version never
-// loses a change committed before it. Refusals as Update; a bad field is a *ValidationError
+// loses a change committed before it; and user.discoverable_set.v1 when the patch sets
+// Discoverable to another value than s's. Refusals as Update; a bad field is a *ValidationError
 // (see ProfilePatch.Merge). A patch that changes nothing, the empty one included, decides nothing.
 func (s ProfileState) Patch(p Principal, patch ProfilePatch, now time.Time) ([]PendingEvent, error) {
 	if p.Tenant != s.tenant {
@@ -211,13 +237,25 @@ func (s ProfileState) Patch(p Principal, patch ProfilePatch, now time.Time) ([]P
 	if p.User != s.user {
 		return nil, Deny(ReasonNotSelf)
 	}
-	profile, err := patch.Merge(s.profile)
-	if err != nil {
-		return nil, err
+	var events []PendingEvent
+	if patch.touchesProfile() || patch.Discoverable == nil { // the empty patch checks the profile as ever
+
+		profile, err := patch.Merge(s.profile)
+		if err != nil {
+			return nil, err
+		}
+		if events, err = s.Update(p, profile, now); err != nil {
+			return nil, err
+		}
 	}
-	return s.Update(p, profile, now)
+	if d := patch.Discoverable; d != nil && *d == s.hidden {
+		events = append(events, PendingEvent{StreamID: s.StreamID(), ExpectedVersion: s.version, Type: EventUserDiscoverableSet,
+			Payload: &UserDiscoverableSet{User: s.user, Discoverable: *d, SetAt: now.UTC()}})
+	}
+	return events, nil
 }
 
 func init() {
 	registerBusiness(EventUserProfileUpdated, BizTypeUser, func() any { return &UserProfileUpdated{} })
+	registerBusiness(EventUserDiscoverableSet, BizTypeUser, func() any { return &UserDiscoverableSet{} })
 }

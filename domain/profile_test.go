@@ -3,8 +3,10 @@ package domain_test
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/imledger/imledger/domain"
 )
@@ -223,3 +225,58 @@ func TestProfilePatchKeepsARecordedAvatarItLeavesAlone(t *testing.T) {
 		t.Fatalf("setting a javascript: avatar: %v", err)
 	}
 }
+
+// TestProfilePatchSetsDiscoverable checks that a user is discoverable until they choose not to
+// be, that the choice is its own event (user.discoverable_set.v1) folded into the state, that a
+// patch repeating the current choice decides nothing, and that a patch setting a profile field
+// and the choice decides both in one go.
+func TestProfilePatchSetsDiscoverable(t *testing.T) {
+	t.Parallel()
+	const me domain.UserID = 33
+	yes, no := true, false
+	nick := "Mei"
+	s, _ := domain.NewProfileState(tenantA, me)
+	base, _ := domain.NewUserProfile("Mei", "", "")
+	evs, err := s.Update(asIn(tenantA, me), base, t0)
+	commit(t, tenantA, evs, err, &s)
+	if !s.Discoverable() {
+		t.Fatal("a new user is not discoverable")
+	}
+	for _, c := range []struct {
+		name  string
+		patch domain.ProfilePatch
+		types []domain.EventType
+		after bool
+	}{
+		{"already discoverable", domain.ProfilePatch{Discoverable: &yes}, nil, true},
+		{"opt out", domain.ProfilePatch{Discoverable: &no}, []domain.EventType{domain.EventUserDiscoverableSet}, false},
+		{"opt out again", domain.ProfilePatch{Discoverable: &no}, nil, false},
+		{"nickname unchanged, opt in", domain.ProfilePatch{Nickname: &nick, Discoverable: &yes}, []domain.EventType{domain.EventUserDiscoverableSet}, true},
+		{"rename and opt out", domain.ProfilePatch{Nickname: ptr("Li"), Discoverable: &no},
+			[]domain.EventType{domain.EventUserProfileUpdated, domain.EventUserDiscoverableSet}, false},
+	} {
+		evs, err := s.Patch(asIn(tenantA, me), c.patch, t0.Add(time.Second))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var types []domain.EventType
+		for _, e := range evs {
+			types = append(types, e.Type)
+		}
+		if !slices.Equal(types, c.types) {
+			t.Fatalf("%s: decided %v, want %v", c.name, types, c.types)
+		}
+		if len(evs) > 0 {
+			commit(t, tenantA, evs, nil, &s)
+		}
+		if s.Discoverable() != c.after {
+			t.Fatalf("%s: discoverable %v, want %v", c.name, s.Discoverable(), c.after)
+		}
+	}
+	if s.Profile().Nickname() != "Li" {
+		t.Errorf("nickname %q after the rename", s.Profile().Nickname())
+	}
+	assertBusinessEvents(t, domain.EventUserDiscoverableSet)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -37,6 +37,8 @@ type deadLetterSink struct {
 	log      *slog.Logger
 	// settled is told about each record once it is dead-lettered; may be nil.
 	settled func(msg *message.Message, tenant, conv string)
+	// opening is told before a dead letter is recorded and again once it is; may be nil.
+	opening func()
 }
 
 var _ message.Publisher = (*deadLetterSink)(nil)
@@ -98,11 +100,19 @@ func (s *deadLetterSink) publish(topic string, msg *message.Message) error {
 	if eventID == "" {
 		eventID = msg.UUID
 	}
+	if s.opening != nil {
+		s.opening()
+	}
 	id, created, err := s.parking.recordDeadLetter(msg.Context(), DeadLetter{
 		ConsumerGroup: s.group, TenantID: tenant, ConversationKey: conv, EventID: eventID, EventType: eventType,
 		Reason: reason, Error: truncate(errText, 4000), Topic: src.Topic, Partition: src.Partition, Offset: src.Offset,
 		Key: src.Key, Payload: msg.Payload,
 	})
+	if s.opening != nil {
+		// Again once the row is committed: a group-wide lookup that ran while it was being
+		// written may have missed it, and must not be trusted.
+		s.opening()
+	}
 	if err != nil {
 		return err
 	}

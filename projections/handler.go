@@ -36,6 +36,7 @@ type runner struct {
 	metrics *Metrics
 	log     *slog.Logger
 	batch   *batcher
+	opened  openWatch // whether the group holds any open dead letter
 
 	batchEvents, flushTime prometheus.Observer
 }
@@ -222,6 +223,10 @@ func (r *runner) startParkCheck(ctx context.Context, items []*batchItem) *parkCh
 	keys := conversations(items)
 	go func() {
 		defer close(c.done)
+		if none, err := r.opened.none(ctx, r.parking, r.p.ConsumerGroup); none || err != nil {
+			c.err = err
+			return
+		}
 		c.open, c.err = r.parking.openConversations(ctx, r.p.ConsumerGroup, keys)
 	}()
 	return c
@@ -262,6 +267,9 @@ func conversations(items []*batchItem) []convKey {
 // parkBatch parks the items whose conversation has an open dead letter (answering them) and
 // returns the items to apply.
 func (r *runner) parkBatch(ctx context.Context, items []*batchItem) ([]*batchItem, error) {
+	if none, err := r.opened.none(ctx, r.parking, r.p.ConsumerGroup); none || err != nil {
+		return items, err
+	}
 	open, err := r.parking.openConversations(ctx, r.p.ConsumerGroup, conversations(items))
 	if err != nil {
 		return nil, err

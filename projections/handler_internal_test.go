@@ -98,6 +98,7 @@ func TestFlushChecksParkingWhileWriting(t *testing.T) {
 		t.Fatalf("clean batch: calls %v, applied %d", rec.calls, len(rec.applied))
 	}
 
+	r.opened.invalidate() // as the dead-letter sink does before it records one
 	if _, _, err := r.parking.recordDeadLetter(ctx, DeadLetter{ConsumerGroup: "g", TenantID: tenant.String(),
 		ConversationKey: domain.ConversationKey(events[0].StreamID), EventID: "earlier", Reason: ReasonBadEvent, Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)

@@ -80,6 +80,14 @@ func (s parkingStore) openConversations(ctx context.Context, group string, keys 
 	return out, pgErr("find parked conversations", rows.Err())
 }
 
+// anyOpen reports whether group has an open dead letter.
+func (s parkingStore) anyOpen(ctx context.Context, group string) (bool, error) {
+	var any bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projection_dead_letters
+		WHERE consumer_group = $1 AND status = 'open')`, group).Scan(&any)
+	return any, pgErr("find open dead letters", err)
+}
+
 // parkOutcome says what park did with an event.
 type parkOutcome int
 

@@ -156,7 +156,7 @@ func (p *Projector) Run(ctx context.Context) error {
 func (p *Projector) addHandlers(router *message.Router, r *runner, producer sarama.SyncProducer, wlog watermill.LoggerAdapter) error {
 	pr := r.p
 	sink := &deadLetterSink{group: pr.ConsumerGroup, producer: producer, parking: p.parking, metrics: p.metrics, log: r.log,
-		settled: r.settled}
+		settled: r.settled, opening: r.opened.invalidate}
 	poison, err := middleware.PoisonQueueWithFilter(sink, p.cfg.Kafka.Topic(tkafka.TopicDeadLetter),
 		func(err error) bool { return !isTransient(err) })
 	if err != nil {
@@ -196,6 +196,7 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 		NackResendSleep: p.cfg.NackResendSleep,
 		Topics:          topics,
 		Prepare:         prepareRecord,
+		OnSession:       r.opened.invalidate,
 	}, wlog)
 	if err != nil {
 		return fmt.Errorf("projections: subscriber %s: %w", pr.ConsumerGroup, err)

@@ -41,6 +41,9 @@ type PipelinedSubscriberConfig struct {
 	// before the record is delivered; the handler finds the result with Prepared. Decoding
 	// there, ahead of the handler, spares each handler goroutine growing its stack for it.
 	Prepare func(*message.Message) any
+	// OnSession, when set, is called at the start of every consumer group session, before any
+	// record of it is delivered: the partitions this member consumes may have changed.
+	OnSession func()
 }
 
 func (c *PipelinedSubscriberConfig) setDefaults() {
@@ -247,7 +250,13 @@ type claimHandler struct {
 	outs map[string]chan *message.Message
 }
 
-func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error {
+	if h.s.cfg.OnSession != nil {
+		h.s.cfg.OnSession()
+	}
+	return nil
+}
+
 func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
 // pending is a delivered record not yet acked, in partition order.

@@ -50,6 +50,9 @@ func (c *client) connect(ctx context.Context, o Options) error {
 		{"login", fmt.Sprintf(`{"login":{"id":"login","token":%q}}`, tok)},
 		{"sub", fmt.Sprintf(`{"sub":{"id":"sub","topic":%q}}`, c.topic)},
 	}
+	if o.Channel {
+		steps = append(steps, struct{ id, frame string }{"me", `{"sub":{"id":"me","topic":"me"}}`})
+	}
 	for _, s := range steps {
 		if err := c.conn.WriteText([]byte(s.frame)); err != nil {
 			return fmt.Errorf("client %d: %s: %w", c.index, s.id, err)

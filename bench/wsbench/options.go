@@ -40,6 +40,9 @@ type Options struct {
 	// for an answer before it writes more. 0 means no bound (the rate alone paces senders).
 	// InFlight 1 with Rate 0 is a closed loop: the next pub is written when the ack arrives.
 	InFlight int
+	// Channel makes every client also subscribe to its user's channel ("me") after its group:
+	// the load of a client that follows every conversation of its user.
+	Channel bool
 	// Idle makes the clients connect, log in, subscribe and then only hold their connections
 	// for Duration, pinging as a live client does; nobody publishes.
 	Idle bool

@@ -16,10 +16,11 @@ func newBenchCmd() *cobra.Command {
 		Long: "bench measures the configured services from inside this process: the send path and the\n" +
 			"relay (write), the WebSocket gateway of an in-process or running node (ws), the admin\n" +
 			"command consumer through Kafka (admin), the messages-mysql projection, live and rebuilt\n" +
-			"(projection), and the analysts' export and republish of a tenant's history (export, republish).",
+			"(projection), the analysts' export and republish of a tenant's history (export, republish), and\n" +
+			"user search by prefix in the business read model (search).",
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchWriteCmd(), newBenchWSCmd(), newBenchProjectionCmd(), newBenchAdminCmd(), newBenchExportCmd(), newBenchRepublishCmd(), newBenchPushCmd())
+	cmd.AddCommand(newBenchWriteCmd(), newBenchWSCmd(), newBenchProjectionCmd(), newBenchAdminCmd(), newBenchExportCmd(), newBenchRepublishCmd(), newBenchPushCmd(), newBenchSearchCmd())
 	return cmd
 }
 

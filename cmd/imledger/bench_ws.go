@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,11 @@ func newBenchWSCmd() *cobra.Command {
 				}
 				o.Groups = o.Clients / groupSize
 			}
+			for label := range mon.stores {
+				if !slices.ContainsFunc(benchStores, func(s benchStore) bool { return s.label == label }) {
+					return fmt.Errorf("--store-pid %s: want postgres, mariadb or redis", label)
+				}
+			}
 			if mon.pid != 0 && len(o.URLs) == 0 {
 				return errors.New("--server-pid needs --url: without it the node runs in this process")
 			}
@@ -79,6 +85,7 @@ func newBenchWSCmd() *cobra.Command {
 	f.IntVar(&o.Senders, "senders", 0, "clients that publish, the first ones (default: every client)")
 	f.Float64Var(&o.Rate, "rate", 1000, "messages per second over all senders; 0 with --inflight: as fast as answers come")
 	f.IntVar(&o.InFlight, "inflight", 0, "unanswered pubs a sender may have (default: no bound)")
+	f.BoolVar(&o.Channel, "channel", false, "subscribe every client to its user's channel (me) too, after its group")
 	f.BoolVar(&o.Idle, "idle", false, "only hold the logged-in, subscribed connections for --duration and report the server's memory")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long clients publish (or hold their connections)")
 	f.DurationVar(&o.Drain, "drain", 3*time.Second, "how long to wait for outstanding acks and deliveries")
@@ -87,6 +94,8 @@ func newBenchWSCmd() *cobra.Command {
 	f.Int64Var(&o.FirstGroup, "first-group", 1_000_000, "id of the first group")
 	f.IntVar(&o.DialConcurrency, "dial-concurrency", 32, "connections set up at once")
 	f.IntVar(&mon.pid, "server-pid", 0, "process id of the node behind --url, to report its RSS and CPU")
+	f.StringToIntVar(&mon.stores, "store-pid", nil, "charge a store (postgres, mariadb, redis) with the process tree of this pid "+
+		"rather than every process of its name, e.g. postgres=<postmaster pid> (repeatable)")
 	f.DurationVar(&mon.lagWait, "lag-wait", 5*time.Minute, "how long to wait after the window for the projectors to reach lag 0")
 	f.StringVar(&mon.pprof, "pprof", "", "serve net/http/pprof of this process (with --url the load client alone) on this address, e.g. 127.0.0.1:6060")
 	return cmd
@@ -136,6 +145,12 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 	if err := n.prepareBenchGroups(ctx, o); err != nil {
 		return err
 	}
+	if o.Channel {
+		// A channel session starts from the groups the read model knows: wait for the joins.
+		if err := n.waitBenchMembers(ctx, o); err != nil {
+			return err
+		}
+	}
 	n.log.Info("bench ws: groups ready", "groups", o.Groups, "clients", o.Clients, "took", time.Since(start).Round(time.Millisecond))
 	if mon.pid != 0 {
 		o.Monitor = mon.run
@@ -178,7 +193,7 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 // process's own when the node runs here, else those of this configuration (measured from their
 // committed offsets on its brokers).
 func (n *node) benchCatchUp(mon *benchMonitor) *windowCatchUp {
-	cu := &windowCatchUp{serverPID: mon.pid, serverLabel: "server", wait: mon.lagWait}
+	cu := &windowCatchUp{serverPID: mon.pid, serverLabel: "server", wait: mon.lagWait, storeRoots: mon.stores}
 	switch {
 	case mon.inProcess:
 		cu.serverLabel = "this process (node and clients)"
@@ -256,6 +271,33 @@ func (n *node) prepareBenchGroups(ctx context.Context, o wsbench.Options) error 
 	return err
 }
 
+// waitBenchMembers waits, up to a minute, until the business read model holds every membership of
+// the bench's groups; without MySQL it returns at once.
+func (n *node) waitBenchMembers(ctx context.Context, o wsbench.Options) error {
+	if n.router == nil {
+		return nil
+	}
+	db, err := n.router.DB(ctx, o.Tenant)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var members int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_group_members WHERE group_id BETWEEN ? AND ? AND status = 'member'",
+			o.FirstGroup, o.FirstGroup+int64(o.Groups)-1).Scan(&members)
+		switch {
+		case err != nil:
+			return fmt.Errorf("bench ws: count the projected memberships: %w", err)
+		case members >= o.Clients:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("bench ws: the read model holds %d of %d memberships after a minute", members, o.Clients)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // createBenchGroups creates count groups through h, ids first, first+1, ..., group g owned by
 // owner(g). Groups that exist already are kept.
 func createBenchGroups(ctx context.Context, h *group.Handlers, tenant domain.TenantID, first int64, count int, owner func(g int) domain.UserID) error {
@@ -326,6 +368,7 @@ func isDenied(err error, reason string) bool {
 // endpoint of this process.
 type benchMonitor struct {
 	pid       int
+	stores    map[string]int // --store-pid: store label → root pid
 	pprof     string
 	inProcess bool
 	procs     []*wsbench.ProcessMonitor

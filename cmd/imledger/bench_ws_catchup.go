@@ -16,11 +16,14 @@ import (
 // clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat (100 on Linux).
 const clockTicks = 100
 
-// benchStores are the processes bench ws charges besides the server, by process name.
-var benchStores = []struct {
+// benchStore is a store bench ws charges besides the server, by process name.
+type benchStore struct {
 	label string
 	comms []string
-}{
+}
+
+// benchStores are the processes bench ws charges besides the server.
+var benchStores = []benchStore{
 	{"postgres", []string{"postgres"}},
 	{"mariadb", []string{"mariadbd", "mysqld"}},
 	{"redis", []string{"redis-server"}},
@@ -32,8 +35,10 @@ var benchStores = []struct {
 type cpuSample map[string]float64
 
 // sampleCPU reads /proc: the server's own CPU time (pid 0: none) under serverLabel and each
-// store's by process name. Processes that vanish while read are skipped.
-func sampleCPU(serverPID int, serverLabel string) cpuSample {
+// store's, by process name or, for a store named in roots, by the process tree of that pid
+// (the store of this bench alone, where the machine runs other instances of it). Processes that
+// vanish while read are skipped.
+func sampleCPU(serverPID int, serverLabel string, roots map[string]int) cpuSample {
 	out := cpuSample{}
 	if serverPID != 0 {
 		if _, t, err := procCPU(serverPID); err == nil {
@@ -41,6 +46,7 @@ func sampleCPU(serverPID int, serverLabel string) cpuSample {
 		}
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	procs := map[int]procInfo{}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(d))
 		if err != nil || pid == serverPID {
@@ -50,10 +56,19 @@ func sampleCPU(serverPID int, serverLabel string) cpuSample {
 		if err != nil {
 			continue
 		}
+		procs[pid] = procInfo{comm: comm, times: t}
+	}
+	for pid, p := range procs {
 		for _, s := range benchStores {
+			if root, ok := roots[s.label]; ok {
+				if descends(procs, pid, root) {
+					out[s.label] += p.times.own + p.times.children
+				}
+				continue
+			}
 			for _, c := range s.comms {
-				if comm == c {
-					out[s.label] += t.own + t.children
+				if p.comm == c {
+					out[s.label] += p.times.own + p.times.children
 				}
 			}
 		}
@@ -61,9 +76,32 @@ func sampleCPU(serverPID int, serverLabel string) cpuSample {
 	return out
 }
 
-type procTimes struct{ own, children float64 }
+type procInfo struct {
+	comm  string
+	times procTimes
+}
 
-// procCPU reads a process's name and CPU seconds from /proc/<pid>/stat.
+// descends reports whether pid is root or one of its descendants among procs.
+func descends(procs map[int]procInfo, pid, root int) bool {
+	for range 64 { // a bound on the depth, should /proc be read mid-change
+		if pid == root {
+			return true
+		}
+		p, ok := procs[pid]
+		if !ok || p.times.ppid <= 1 {
+			return false
+		}
+		pid = p.times.ppid
+	}
+	return false
+}
+
+type procTimes struct {
+	own, children float64
+	ppid          int
+}
+
+// procCPU reads a process's name, parent and CPU seconds from /proc/<pid>/stat.
 func procCPU(pid int) (comm string, t procTimes, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -79,6 +117,10 @@ func procCPU(pid int) (comm string, t procTimes, err error) {
 	if len(f) < 15 {
 		return "", t, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
+	ppid, err := strconv.Atoi(f[1]) // field 4
+	if err != nil {
+		return "", t, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
 	var v [4]float64
 	for i := range v { // utime, stime, cutime, cstime: fields 14-17
 		n, err := strconv.ParseInt(f[11+i], 10, 64)
@@ -87,7 +129,7 @@ func procCPU(pid int) (comm string, t procTimes, err error) {
 		}
 		v[i] = float64(n) / clockTicks
 	}
-	return comm, procTimes{own: v[0] + v[1], children: v[2] + v[3]}, nil
+	return comm, procTimes{own: v[0] + v[1], children: v[2] + v[3], ppid: ppid}, nil
 }
 
 // windowCatchUp measures what a bench ws window cost every process, and what the projections' catch-up
@@ -96,6 +138,7 @@ func procCPU(pid int) (comm string, t procTimes, err error) {
 type windowCatchUp struct {
 	serverPID   int
 	serverLabel string
+	storeRoots  map[string]int                                        // store label → the pid whose process tree is that store
 	lag         func(context.Context) ([]projections.GroupLag, error) // nil: no projectors to wait for
 	wait        time.Duration
 
@@ -115,13 +158,13 @@ type lagResult struct {
 // and starts measuring the lag at the end without holding up the drain of acks.
 func (c *windowCatchUp) monitor(inner func(context.Context)) func(context.Context) {
 	return func(ctx context.Context) {
-		c.start = sampleCPU(c.serverPID, c.serverLabel)
+		c.start = sampleCPU(c.serverPID, c.serverLabel, c.storeRoots)
 		if inner != nil {
 			inner(ctx)
 		} else {
 			<-ctx.Done()
 		}
-		c.windowEnd, c.endAt = sampleCPU(c.serverPID, c.serverLabel), time.Now()
+		c.windowEnd, c.endAt = sampleCPU(c.serverPID, c.serverLabel, c.storeRoots), time.Now()
 		c.endLag = make(chan lagResult, 1)
 		if c.lag == nil {
 			return
@@ -155,7 +198,7 @@ func (c *windowCatchUp) finish(ctx context.Context) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	c.drained = sampleCPU(c.serverPID, c.serverLabel)
+	c.drained = sampleCPU(c.serverPID, c.serverLabel, c.storeRoots)
 }
 
 // describeLag names the groups and partitions that are behind.

@@ -90,7 +90,51 @@ func TestTwoNodesFormACluster(t *testing.T) {
 		t.Fatalf("replay --projection business-mysql --verify: %v\n%s\n%s", err, out, errOut)
 	}
 	checkCacheInvalidations(t, env.brokers, gid)
+	checkChannelAcrossNodes(t, a, b, alice, bob)
 	checkOperatorCommands(t, env, a)
+}
+
+// checkChannelAcrossNodes follows bob's channel on node b while alice acts through node a's REST
+// API: her friend request, a group she creates and invites him to, his acceptance, her message to
+// that group (which bob has not subscribed to) and his read mark each reach bob's channel.
+func checkChannelAcrossNodes(t *testing.T, a, b *served, alice, bob user) {
+	t.Helper()
+	ch := dialWS(t, b.base, bob, "bob's channel@b")
+	ch.write(`{"sub":{"id":"me","topic":"me"}}`)
+	if r := ch.ctrl("me"); r.Code != 200 || r.Params["topic"] != "me" {
+		t.Fatalf("sub me: %+v", r)
+	}
+	dm := "p2p" + min(alice.id, bob.id) + "_" + max(alice.id, bob.id)
+	if len(alice.id) != len(bob.id) {
+		t.Fatalf("ids of different lengths (%s, %s) do not order as strings", alice.id, bob.id)
+	}
+	post := func(u user, path, key, body string) {
+		t.Helper()
+		if r := call(t, http.MethodPost, a.base+path, u.token, key, body); r.status/100 != 2 {
+			t.Fatalf("POST %s: %d %s", path, r.status, r.raw)
+		}
+	}
+	post(alice, "/v1/im/friends/requests", "chan-friend", fmt.Sprintf(`{"user_id":%q}`, bob.id))
+	if it := ch.waitMe("friend_requested", dm); it.Seq == "" || it.Epoch == "" || it.From != alice.id {
+		t.Errorf("friend request item %+v", it)
+	}
+	gid := createGroup(t, a.base, alice, "channel")
+	grp := "grp" + gid
+	post(alice, "/v1/im/groups/"+gid+"/invites", "chan-invite", fmt.Sprintf(`{"user_id":%q}`, bob.id))
+	ch.waitMe("invited", grp)
+	post(bob, "/v1/im/groups/"+gid+"/invites/accept", "chan-accept", "")
+	ch.waitMe("joined", grp)
+	r := sendREST(t, a.base, alice, grp, "chan-msg", `{"text":"to the channel"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("send: %d %s", r.status, r.raw)
+	}
+	if m := ch.waitMe("msg", grp); m.Seq != "" || m.MsgSeq != "1" || string(m.Content) != `{"text":"to the channel"}` {
+		t.Errorf("msg frame %+v", m)
+	}
+	post(bob, "/v1/im/topics/"+grp+"/read", "chan-read", `{"read_seq":"1"}`)
+	if it := ch.waitMe("read", grp); it.ReadSeq != "1" {
+		t.Errorf("read item %+v", it)
+	}
 }
 
 // checkCacheInvalidations waits for the business projection to publish, on im.cache.invalidate,

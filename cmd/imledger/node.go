@@ -41,6 +41,7 @@ import (
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/httpserver"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -98,6 +99,7 @@ type node struct {
 	fanout   *fanout.Fanout
 	hub      *ws.Hub // this node's WebSocket sessions by topic
 	gateway  *ws.Gateway
+	channel  *userchan.Channel // the users' channel logs; nil before startRealtime
 
 	// Short-lived state: rate limits, verification codes, action tokens.
 	state shortState

@@ -46,6 +46,9 @@ func (n *node) newAdminConsumer() (*admin.Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The configuration points kafka.brokers at the embedded broker once it runs: whether this
+	// node runs it is what allows unsigned commands.
+	cfg.AllowUnsigned = n.cfg.Admin.AllowUnsigned && n.broker != nil
 	n.warnAdminTrust(cfg)
 	cfg.ResultTopic = n.cfg.Kafka.Topic(kafka.TopicAdminCommandResult)
 	cfg.DeadLetterTopic = n.cfg.Kafka.Topic(kafka.TopicDeadLetter)

@@ -39,13 +39,14 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 	if n.groups, err = group.New(group.Deps{Store: n.store,
 		Invalidator: policy.Broadcaster{Local: n.policy, Remote: inval, Logger: n.log.With("component", "groups")},
 		Notifier:    notifier,
+		Changes:     nodeChannel{n},
 	}, n.cfg.Groups); err != nil {
 		return err
 	}
 	if n.send, err = n.newSendHandler(ctx, n.policy); err != nil {
 		return err
 	}
-	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n}, Policy: n.policy,
+	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n}, Reads: nodeChannel{n}, Policy: n.policy,
 		Logger: n.log.With("component", "message_ops")}, n.cfg.MessageOps); err != nil {
 		return fmt.Errorf("message_ops: %w", err)
 	}

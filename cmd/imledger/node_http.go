@@ -20,8 +20,9 @@ import (
 	"github.com/imledger/imledger/transport/ws"
 )
 
-// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway, the stream contract's
-// schemas and the chat page on one mux, binds the listener and serves in the background.
+// startHTTP mounts the ops endpoints, the REST API, the WebSocket gateway and its AsyncAPI
+// document, the stream contract's schemas and the chat page on one mux, binds the listener and
+// serves in the background.
 func (n *node) startHTTP(ctx context.Context) error {
 	health, err := httpserver.NewOps(httpserver.Config{
 		Checks: n.checks(), Gatherer: n.reg, Logger: n.log.With("component", "readyz"),
@@ -36,6 +37,7 @@ func (n *node) startHTTP(ctx context.Context) error {
 		return err
 	}
 	mux.Handle(ws.Path, n.gateway)
+	mux.Handle(ws.AsyncAPIPath, ws.AsyncAPIHandler())
 	mux.Handle(schemaapi.Path, schemaapi.Handler(n.cfg.Kafka.Config))
 	mux.Handle("/", web.Handler())
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Addr)
@@ -108,7 +110,7 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 	if n.reader != nil {
 		conv := query.NewConversationReader(n.reader, n.biz)
 		handlers.History, handlers.Unread, handlers.Business = n.reader, conv, n.biz
-		handlers.Conversations, handlers.FriendRequests = conv, n.biz
+		handlers.Conversations, handlers.FriendRequests, handlers.Search = conv, n.biz, n.biz
 	}
 	if n.pf.settings != nil {
 		handlers.Push = n.pf.settings

@@ -11,6 +11,7 @@ import (
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -41,6 +42,9 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	if err := n.fanout.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
+	if err := n.startChannel(ctx); err != nil {
+		return err
+	}
 	sessions, err := commands.NewSessionRecorder(n.store, n.cfg.SessionsConfig(), n.log.With("component", "sessions"))
 	if err != nil {
 		return err
@@ -61,6 +65,9 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	if n.reader != nil {
 		deps.History = wsHistory{n.reader}
 	}
+	if n.biz != nil {
+		deps.Channel, deps.ChannelState = n.channel.Log(), n.biz
+	}
 	if n.gateway, err = ws.New(deps, n.cfg.WSConfig()); err != nil {
 		return fmt.Errorf("ws: %w", err)
 	}
@@ -76,4 +83,22 @@ func (n *node) readPolicy() rest.ReadPolicy {
 		ttl = policy.DefaultTTL
 	}
 	return rest.MemberReadPolicy{Members: stateMembers{loader: n.loader, maxAge: ttl}}
+}
+
+// startChannel builds the users' channel logs (transport/userchan), which deliver their items
+// through the fanout, and runs the logger of the items queued off the send path.
+func (n *node) startChannel(ctx context.Context) error {
+	log, err := userchan.NewLog(n.rdb, n.presence.ChannelNodesKey, n.cfg.ChannelConfig())
+	if err != nil {
+		return fmt.Errorf("channel: %w", err)
+	}
+	deps := userchan.Deps{Log: log, Publisher: n.fanout, Logger: n.log.With("component", "channel"), Registerer: n.reg}
+	if n.biz != nil {
+		deps.Directory = n.biz
+	}
+	if n.channel, err = userchan.New(deps); err != nil {
+		return fmt.Errorf("channel: %w", err)
+	}
+	n.aux = append(n.aux, n.spawn(ctx, "channel", n.channel.Run))
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 // and account guard, loaded after the im.config.event watcher took its position so no change
 // falls between the two, the account governance and the gate REST and WebSocket check.
 func (n *node) startTenants(ctx context.Context) (err error) {
-	n.notifier = access.NewNotifier(nodeBroadcast{n}, n.log.With("component", "access"))
+	n.notifier = access.NewNotifier(nodeBroadcast{n}, n.log.With("component", "access")).WithChannel(nodeChannel{n})
 	if err := n.openRegistry(n.notifier); err != nil {
 		return err
 	}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -49,6 +53,9 @@ func (c nodeCommits) MessagesCommitted(ctx context.Context, msgs []commands.Comm
 	if c.n.fanout != nil {
 		fanout.Commits{Publisher: c.n.fanout}.MessagesCommitted(ctx, msgs)
 	}
+	if c.n.channel != nil {
+		c.n.channel.MessagesCommitted(ctx, msgs) // queues: a new 1:1 chat's item never holds the sequencer
+	}
 	if c.n.pf.producer != nil {
 		c.n.pf.producer.MessagesCommitted(ctx, msgs) // queues: offline reminders never hold the sequencer
 	}
@@ -59,4 +66,37 @@ func (c nodeCommits) MessageChanged(ctx context.Context, ch commands.CommittedCh
 	if c.n.fanout != nil {
 		fanout.Commits{Publisher: c.n.fanout}.MessageChanged(ctx, ch)
 	}
+}
+
+// nodeChannel hands what the handlers commit to the node's per-user channel (userchan), found
+// through the node as nodeFanout finds the fanout: the handlers are built before it. Before
+// startRealtime builds it nothing is logged; requests come only after.
+type nodeChannel struct{ n *node }
+
+var (
+	_ group.ChangeListener  = nodeChannel{}
+	_ commands.ReadListener = nodeChannel{}
+	_ access.AccountLog     = nodeChannel{}
+)
+
+// ChangesCommitted implements group.ChangeListener.
+func (c nodeChannel) ChangesCommitted(ctx context.Context, tenant domain.TenantID, changes []group.Change) {
+	if c.n.channel != nil {
+		c.n.channel.ChangesCommitted(ctx, tenant, changes)
+	}
+}
+
+// ReadMarked implements commands.ReadListener.
+func (c nodeChannel) ReadMarked(ctx context.Context, r commands.CommittedRead) {
+	if c.n.channel != nil {
+		c.n.channel.ReadMarked(ctx, r)
+	}
+}
+
+// LogOnly implements access.AccountLog.
+func (c nodeChannel) LogOnly(ctx context.Context, tenant domain.TenantID, user domain.UserID, item userchan.Item) (userchan.Logged, error) {
+	if c.n.channel == nil {
+		return userchan.Logged{}, errors.New("the per-user channel is not running yet")
+	}
+	return c.n.channel.LogOnly(ctx, tenant, user, item)
 }

@@ -52,10 +52,14 @@ type serveEnv struct {
 	// acting as admin/ops-1 (the tools sign with it) and a command-secrets key (the tools seal to
 	// its public half).
 	adminSigning, adminProducer, adminSecrets string
+	noAdminKeys                               bool // configure no admin keys at all
 }
 
 // adminYAML is the admin section of the nodes' configuration.
 func (e *serveEnv) adminYAML() string {
+	if e.noAdminKeys {
+		return "{}"
+	}
 	return fmt.Sprintf(`{signing_key: %q, producer_keys: [%q], command_secret_keys: [%q]}`, e.adminSigning, e.adminProducer, e.adminSecrets)
 }
 

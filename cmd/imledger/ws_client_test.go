@@ -20,6 +20,7 @@ import (
 type wsFrame struct {
 	Ctrl *wsCtrl `json:"ctrl"`
 	Data *wsData `json:"data"`
+	Me   *wsMe   `json:"me"`
 	Pres *struct {
 		Topic string `json:"topic"`
 		What  string `json:"what"`
@@ -32,6 +33,19 @@ type wsFrame struct {
 		Version string          `json:"version"`
 		Content json.RawMessage `json:"content"`
 	} `json:"info"`
+}
+
+// wsMe is a frame of the per-user channel.
+type wsMe struct {
+	Seq     string          `json:"seq"`
+	Epoch   string          `json:"epoch"`
+	What    string          `json:"what"`
+	Topic   string          `json:"topic"`
+	From    string          `json:"from"`
+	Src     string          `json:"src"`
+	MsgSeq  string          `json:"msg_seq"`
+	ReadSeq string          `json:"read_seq"`
+	Content json.RawMessage `json:"content"`
 }
 
 type wsCtrl struct {
@@ -239,4 +253,33 @@ func (c *wsClient) endedWith(reason string, within time.Duration) {
 		}
 	}
 	c.t.Fatalf("%s: no ctrl frame with reason %s before the close", c.name, reason)
+}
+
+// me returns the channel frames received so far.
+func (c *wsClient) me() []wsMe {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []wsMe
+	for _, f := range c.frames {
+		if f.Me != nil {
+			out = append(out, *f.Me)
+		}
+	}
+	return out
+}
+
+// waitMe waits for a channel frame of kind what in topic and returns it.
+func (c *wsClient) waitMe(what, topic string) wsMe {
+	c.t.Helper()
+	var got wsMe
+	c.waitFor(what+" in "+topic+" on the channel", func([]wsFrame) bool {
+		for _, m := range c.me() {
+			if m.What == what && m.Topic == topic {
+				got = m
+				return true
+			}
+		}
+		return false
+	})
+	return got
 }

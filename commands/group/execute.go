@@ -183,7 +183,7 @@ func resultOf(d decision, envs []domain.Envelope) Result {
 	return Result{Group: d.group, Topic: d.topic, Versions: versionsOf(envs), Changes: changesOf(d.events)}
 }
 
-// announce tells the Invalidator and the Notifier about a committed result, with a context that
+// announce tells the Invalidator, the Notifier and the ChangeListener about a committed result, with a context that
 // ignores ctx's cancellation: the commit already happened.
 func (c *core) announce(ctx context.Context, tenant domain.TenantID, res Result) {
 	ctx = context.WithoutCancel(ctx)
@@ -193,6 +193,9 @@ func (c *core) announce(ctx context.Context, tenant domain.TenantID, res Result)
 	}
 	c.inval.Invalidate(ctx, tenant, streams)
 	notify(ctx, c.notifier, tenant, res.Changes)
+	if c.changes != nil && len(res.Changes) > 0 {
+		c.changes.ChangesCommitted(ctx, tenant, res.Changes)
+	}
 }
 
 // groupDecision is the decision of a group command: events plus the group, its topic and biz id.

@@ -47,6 +47,8 @@ type Deps struct {
 	Invalidator Invalidator
 	// Notifier hears what changed, after the commit. Default: none.
 	Notifier Notifier
+	// Changes hears every command's changes whole, after the Notifier. Default: none.
+	Changes ChangeListener
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -98,7 +100,7 @@ func New(deps Deps, cfg Config) (*Handlers, error) {
 		return nil, fmt.Errorf("group handlers: %w", err)
 	}
 	c := &core{cfg: cfg, store: deps.Store, ids: deps.IDs, loader: deps.Loader, inval: deps.Invalidator,
-		notifier: deps.Notifier, now: deps.Now, locks: newStripes(256)}
+		notifier: deps.Notifier, changes: deps.Changes, now: deps.Now, locks: newStripes(256)}
 	if c.ids == nil {
 		var b [2]byte
 		_, _ = rand.Read(b[:])
@@ -145,6 +147,7 @@ type core struct {
 	loader   *Loader
 	inval    Invalidator
 	notifier Notifier
+	changes  ChangeListener // nil: none
 	now      func() time.Time
 	locks    *stripes
 	joins    *joinBatcher

@@ -39,6 +39,8 @@ type Loader struct {
 	epoch time.Time
 	ahead chan struct{} // one token per background read in progress
 
+	confirms confirmQueue // read-ahead confirmations waiting for their batch (StreamConfirmer)
+
 	hits, reads, aheadReads atomic.Int64
 }
 
@@ -203,9 +205,13 @@ func load[S any, P foldable[S]](ctx context.Context, l *Loader, tenant domain.Te
 		if st, ok, aging := hit[S](l, sh, key, maxAge); ok {
 			if aging != nil {
 				// A load that takes states of aheadAge as expired reads, aging's state included.
-				l.readAhead(aging, maxAge, func(ctx context.Context) {
-					_, _ = load[S, P](ctx, l, tenant, key, aheadAge(maxAge), empty)
-				})
+				read := func(ctx context.Context) { _, _ = load[S, P](ctx, l, tenant, key, aheadAge(maxAge), empty) }
+				if _, ok := l.store.(StreamConfirmer); ok {
+					stream, _, _ := empty()
+					l.confirmAhead(confirmReq{sh: sh, key: key, e: aging, tenant: tenant, stream: stream, maxAge: maxAge, fallback: read})
+				} else {
+					l.readAhead(aging, maxAge, read)
+				}
 			}
 			return st, nil
 		}

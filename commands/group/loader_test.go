@@ -16,6 +16,8 @@ import (
 type countingReader struct {
 	*eventstore.Store
 	reads, events atomic.Int64
+	confirms      atomic.Int64 // StreamsMoved queries
+	confirmHook   func()       // non-nil: runs inside each StreamsMoved query, before it returns
 	mu            sync.Mutex
 	gate          chan struct{} // non-nil: reads wait for it to close
 	entered       chan struct{} // signalled when a read reaches the gate
@@ -46,6 +48,15 @@ func (c *countingReader) ReadStream(ctx context.Context, tenant domain.TenantID,
 	}
 	c.events.Add(int64(len(evs)))
 	return evs, err
+}
+
+func (c *countingReader) StreamsMoved(ctx context.Context, tenants []domain.TenantID, streams []string, versions []int64) ([]bool, error) {
+	c.confirms.Add(1)
+	moved, err := c.Store.StreamsMoved(ctx, tenants, streams, versions)
+	if c.confirmHook != nil {
+		c.confirmHook()
+	}
+	return moved, err
 }
 
 // loaderEnv is a group of acme owned by user 1, the handlers that write it, and a loader over a

@@ -79,6 +79,7 @@ type Change struct {
 	User  domain.UserID
 	Peer  domain.UserID
 	By    domain.UserID // who caused it
+	Role  domain.Role   // the member's new role, for ChangeRoleSet
 }
 
 // Notifier is told about committed changes so online sessions hear of them at once: transport
@@ -95,6 +96,14 @@ type Notifier interface {
 	RelationChanged(ctx context.Context, tenant domain.TenantID, a, b domain.UserID, change ChangeKind)
 	// ProfileChanged reports that user's public profile changed.
 	ProfileChanged(ctx context.Context, tenant domain.TenantID, user domain.UserID)
+}
+
+// ChangeListener hears every command's committed changes whole, who made each included, after
+// the Invalidator and the Notifier (transport/userchan logs them on the per-user channels of the
+// users they concern). It is called synchronously after the commit, with a context that ignores
+// the caller's cancellation, and is best effort: it returns nothing and must not block for long.
+type ChangeListener interface {
+	ChangesCommitted(ctx context.Context, tenant domain.TenantID, changes []Change)
 }
 
 // Invalidator is told which streams a command wrote, after the commit, so caches of folded
@@ -196,7 +205,7 @@ func memberChange(p any) (Change, bool) {
 	case *domain.MemberUnbanned:
 		return Change{Kind: ChangeUnbanned, Group: e.GroupID, User: e.User, By: e.By}, true
 	case *domain.MemberRoleSet:
-		return Change{Kind: ChangeRoleSet, Group: e.GroupID, User: e.User, By: e.By}, true
+		return Change{Kind: ChangeRoleSet, Group: e.GroupID, User: e.User, By: e.By, Role: e.Role}, true
 	case *domain.MemberMuted:
 		kind := ChangeMuted
 		if !e.Muted {

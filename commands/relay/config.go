@@ -32,6 +32,16 @@ type Config struct {
 	// MaxPoll: see MinPoll.
 	MaxPoll time.Duration
 
+	// IdlePoll is the pause after a read that found nothing new when no append has signalled a
+	// commit since the relay last read and the MinPoll-to-MaxPoll series that followed the last
+	// signal is over: every append notifies at its commit and a dropped notification connection
+	// wakes the relay when it reconnects, so an idle relay need not poll often. A commit held
+	// back behind an older transaction (of any database of the cluster: transaction ids are the
+	// cluster's) is looked for every MaxPoll after the series, until it shows or IdlePoll has
+	// passed since its signal. While conversation seqs are missing (the gap sweeper waits for
+	// their deadline) and without notifications, MaxPoll applies. Default 5s.
+	IdlePoll time.Duration
+
 	// Linger is how long the relay waits, after a pause that followed a read with nothing new,
 	// before it reads again: the commits of that window go out in one Kafka transaction instead
 	// of one each, which at a low, steady rate is much of the relay's, the broker's and the
@@ -133,6 +143,9 @@ func (c *Config) setDefaults() {
 	if c.MaxPoll == 0 {
 		c.MaxPoll = 500 * time.Millisecond
 	}
+	if c.IdlePoll == 0 {
+		c.IdlePoll = 5 * time.Second
+	}
 	if c.Linger == 0 {
 		c.Linger = 20 * time.Millisecond
 	}
@@ -200,6 +213,9 @@ func (c Config) Validate() error {
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("relay: batch size: %d, want >= 1", c.BatchSize))
 	}
+	if c.IdlePoll < c.MaxPoll {
+		errs = append(errs, fmt.Errorf("relay: idle poll %s: want at least MaxPoll (%s)", c.IdlePoll, c.MaxPoll))
+	}
 	if c.MinPoll <= 0 || c.MaxPoll < c.MinPoll {
 		errs = append(errs, fmt.Errorf("relay: poll: want 0 < MinPoll (%s) <= MaxPoll (%s)", c.MinPoll, c.MaxPoll))
 	}
@@ -266,3 +282,6 @@ func (b *backoff) next() time.Duration {
 }
 
 func (b *backoff) reset() { b.cur = b.min }
+
+// spent reports whether the series has given its longest pause and would repeat it.
+func (b *backoff) spent() bool { return b.cur == b.max }

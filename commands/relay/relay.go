@@ -57,6 +57,7 @@ type Relay struct {
 	term    atomic.Int64
 	events  atomic.Int64
 	batches atomic.Int64
+	reads   atomic.Int64
 	skips   atomic.Int64
 	pos     atomic.Int64
 	txID    atomic.Uint64
@@ -96,6 +97,7 @@ type Stats struct {
 	Events  int64             // events published and checkpointed
 	Batches int64             // batches published and checkpointed
 	Skips   int64             // seq-skip markers it appended
+	Reads   int64             // reads of the committed tail, empty ones included
 	Cursor  eventstore.Cursor // the last checkpoint saved
 }
 
@@ -104,6 +106,7 @@ type Stats struct {
 func (r *Relay) Stats() Stats {
 	return Stats{
 		Active: r.active.Load(), Term: r.term.Load(), Events: r.events.Load(), Batches: r.batches.Load(), Skips: r.skips.Load(),
+		Reads:  r.reads.Load(),
 		Cursor: eventstore.Cursor{TxID: r.txID.Load(), Position: r.pos.Load()},
 	}
 }

@@ -216,3 +216,38 @@ func TestRelayLingerJoinsTheCommitsOfAWindow(t *testing.T) {
 			took, st.Batches-before, st.Events, most)
 	}
 }
+
+// TestIdleRelayWaitsForCommits: a relay with nothing to publish reads once per IdlePoll, not
+// once per MaxPoll, yet an append wakes it at once (its commit's notification): idle costs one
+// read per IdlePoll, and a commit is relayed without waiting for it.
+func TestIdleRelayWaitsForCommits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, true)
+	acme := domain.MustTenantID("acme")
+	cfg := e.fastConfig()
+	cfg.Linger, cfg.IdlePoll = -1, 2*time.Second
+	r := e.newRelay(cfg, nil)
+	start(t, e.ctx, r)
+	waitUntil(t, 10*time.Second, func() bool { return r.Stats().Active })
+	warm := e.appendEvents(acme, "grp-warm", domain.EventGroupMessageSent, 1, "")
+	e.collector().waitFor(e.ctx, warm, 20*time.Second)
+	// The short series after the batch runs out, and so does the chase of the warm commit's own
+	// signal, which may arrive after the batch it announced was relayed.
+	time.Sleep(cfg.IdlePoll + 500*time.Millisecond)
+	before := r.Stats().Reads
+	time.Sleep(3 * time.Second)
+	// At MaxPoll (50 ms) an idle second would be 20 reads; at IdlePoll, one or two in 3 s.
+	if n := r.Stats().Reads - before; n > 3 {
+		t.Fatalf("an idle relay read %d times in 3 s, want at most 3 with an IdlePoll of %s", n, cfg.IdlePoll)
+	}
+	// The commit wakes the relay at once. (When it is relayed also depends on the transactions of
+	// the whole PostgreSQL cluster: the commit-safe horizon waits for older ones.)
+	published, reads := r.Stats().Events, r.Stats().Reads
+	began := time.Now()
+	e.appendEvents(acme, "grp-woken", domain.EventGroupMessageSent, 1, "")
+	waitUntil(t, 20*time.Second, func() bool { return r.Stats().Reads > reads })
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("an idle relay read %v after an append, want it woken by the commit, well within IdlePoll", took)
+	}
+	waitUntil(t, 20*time.Second, func() bool { return r.Stats().Events > published })
+}

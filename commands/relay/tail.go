@@ -25,6 +25,7 @@ type readResult struct {
 
 // read reads and encodes the batch after cursor.
 func (t *term) read(after eventstore.Cursor) (batch, error) {
+	t.r.reads.Add(1)
 	recs, err := t.r.store.ReadCommitted(t.work, after, t.r.cfg.BatchSize)
 	if err != nil {
 		return batch{}, err
@@ -46,11 +47,15 @@ func (t *term) readAhead(after eventstore.Cursor) <-chan readResult {
 
 // tail relays batches from cursor until the term ends. While a batch is published, the next one
 // is already being read; a batch read ahead is dropped unpublished if the term ends. An empty
-// read pauses (MinPoll doubling to MaxPoll, cut short by a store hint) before the next one.
+// read pauses before the next one, a pause a store hint cuts short: MinPoll doubling to MaxPoll
+// after a hint or a batch, then MaxPoll while a signalled commit is not visible yet (held behind
+// an older transaction), for at most IdlePoll after its signal, and IdlePoll otherwise.
 func (t *term) tail(cursor eventstore.Cursor) error {
 	r := t.r
 	poll := newBackoff(r.cfg.MinPoll, r.cfg.MaxPoll)
 	retry := newBackoff(r.cfg.RetryMin, r.cfg.RetryMax)
+	chasing := true      // a hint or a batch came since the short series last ran out
+	var hintAt time.Time // the last hint no batch has answered yet
 	var ahead <-chan readResult
 	for {
 		if stop, err := t.end(); stop {
@@ -78,8 +83,27 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 			if stop, err := t.sweepGaps(); stop {
 				return err
 			}
-			if stop, err := t.pause(poll.next(), true); stop {
+			var d time.Duration
+			switch {
+			case chasing || t.notes == nil:
+				chasing = !poll.spent()
+				d = poll.next()
+			case time.Since(hintAt) < r.cfg.IdlePoll:
+				// A commit was signalled and is not visible yet: an older transaction, of any
+				// database of the cluster, holds the commit-safe horizon back.
+				d = r.cfg.MaxPoll
+			case t.sweep.missing > 0:
+				d = r.cfg.MaxPoll // seqs are missing: their deadlines are swept at this pace
+			default:
+				d = r.cfg.IdlePoll
+			}
+			hinted, stop, err := t.await(d, true)
+			if stop {
 				return err
+			}
+			if hinted {
+				chasing, hintAt = true, time.Now()
+				poll.reset()
 			}
 			if r.cfg.Linger > 0 {
 				// Whatever ended the pause, the commits of the next Linger join one batch.
@@ -98,6 +122,7 @@ func (t *term) tail(cursor eventstore.Cursor) error {
 		}
 		cursor = next
 		poll.reset()
+		chasing, hintAt = true, time.Time{}
 		if stop, err := t.sweepGaps(); stop {
 			return err
 		}

@@ -37,6 +37,12 @@ func (t *term) end() (bool, error) {
 
 // pause waits d, or less if wake is set and the store sends a hint, then reports end().
 func (t *term) pause(d time.Duration, wake bool) (bool, error) {
+	_, stop, err := t.await(d, wake)
+	return stop, err
+}
+
+// await is pause that also reports whether a store hint ended the wait.
+func (t *term) await(d time.Duration, wake bool) (hinted, stop bool, err error) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	var notes <-chan struct{}
@@ -49,10 +55,12 @@ func (t *term) pause(d time.Duration, wake bool) (bool, error) {
 		if !ok {
 			t.notes = nil // the store stopped listening; fall back to polling
 		}
+		hinted = ok
 	case <-t.ctx.Done():
 	case <-t.work.Done():
 	}
-	return t.end()
+	stop, err = t.end()
+	return hinted, stop, err
 }
 
 // retry calls f until it succeeds, pausing with backoff after each failure, and gives up when

@@ -176,29 +176,51 @@ func (a *Allocator) Allocate(ctx context.Context, keys []Key) []Allocation {
 // request's own nonce and take-over) in the same round trip, for a sequencer that finishes one
 // batch while it starts the next. The error is MarkDone's.
 func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, reqs []Request) ([]Allocation, error) {
-	ttl := a.cfg.PendingTTL.Milliseconds()
-	calls := make([]scriptCall, len(reqs))
-	for i, r := range reqs {
-		calls[i] = scriptCall{Script: allocateScript, Keys: []string{a.ClaimKey(r.Key), a.CounterKey(r.Key.Tenant, r.Key.Topic)},
-			Args: []any{a.pendingPrefix(r.Nonce), ttl, r.TakeOver}}
-	}
+	// One script call per topic, its sends in request order: the seqs a topic's sends get are
+	// those one call per send would give them.
+	calls, members := a.allocateCalls(reqs)
 	var sets []*redis.StatusCmd
 	cmds := redisscript.Run(ctx, a.rdb, calls, func(p redis.Pipeliner) { sets = a.queueDone(ctx, p, done) })
 	out := make([]Allocation, len(reqs))
-	for i, cmd := range cmds {
-		out[i] = parseAllocate(cmd)
+	for c, cmd := range cmds {
+		res, err := cmd.Slice()
+		for j, i := range members[c] {
+			switch {
+			case err != nil:
+				out[i] = Allocation{Err: redisErr("allocate seq", err)}
+			case len(res) != 2*len(members[c]):
+				out[i] = Allocation{Err: fmt.Errorf("allocate seq: unexpected reply %v", res)}
+			default:
+				out[i] = parseAllocate(res[2*j : 2*j+2])
+			}
+		}
 	}
 	return out, doneErr(sets)
 }
 
-func parseAllocate(cmd *redis.Cmd) Allocation {
-	res, err := cmd.Slice()
-	if err != nil {
-		return Allocation{Err: redisErr("allocate seq", err)}
+// allocateCalls groups reqs by topic into one allocate call each; members[c] lists, in order,
+// the indexes in reqs of call c's sends.
+func (a *Allocator) allocateCalls(reqs []Request) (calls []scriptCall, members [][]int) {
+	ttl := a.cfg.PendingTTL.Milliseconds()
+	byTopic := map[string]int{}
+	for i, r := range reqs {
+		counter := a.CounterKey(r.Key.Tenant, r.Key.Topic)
+		c, ok := byTopic[counter]
+		if !ok {
+			c = len(calls)
+			byTopic[counter] = c
+			calls = append(calls, scriptCall{Script: allocateScript, Keys: []string{counter}, Args: []any{ttl}})
+			members = append(members, nil)
+		}
+		calls[c].Keys = append(calls[c].Keys, a.ClaimKey(r.Key))
+		calls[c].Args = append(calls[c].Args, a.pendingPrefix(r.Nonce), r.TakeOver)
+		members[c] = append(members[c], i)
 	}
-	if len(res) != 2 {
-		return Allocation{Err: fmt.Errorf("allocate seq: unexpected reply %v", res)}
-	}
+	return calls, members
+}
+
+// parseAllocate reads one send's two values of an allocate reply.
+func parseAllocate(res []any) Allocation {
 	code, _ := res[0].(int64)
 	switch code {
 	case 0:

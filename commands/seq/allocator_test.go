@@ -268,3 +268,32 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestOneBatchOfSeveralTopics: sends to several topics interleaved in one batch get, per topic,
+// the seqs one call per send would give them, in request order; a topic whose counter is missing
+// needs seeding without touching the others.
+func TestOneBatchOfSeveralTopics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, rdb, _ := newAllocator(t)
+	a1, b1, a2, c1 := key(t, "grp1", 1, "a"), key(t, "grp2", 1, "a"), key(t, "grp1", 2, "a"), key(t, "grp3", 1, "a")
+	if err := a.Seed(ctx, []seq.TopicFloor{{Tenant: a1.Tenant, Topic: a1.Topic, Floor: 10}, {Tenant: c1.Tenant, Topic: c1.Topic}}); err != nil {
+		t.Fatal(err)
+	}
+	got := a.Allocate(ctx, []seq.Key{a1, b1, a2, c1, a1})
+	want := []struct {
+		outcome seq.Outcome
+		seq     int64
+	}{{seq.Allocated, 11}, {seq.NeedsSeed, 0}, {seq.Allocated, 12}, {seq.Allocated, 1}, {seq.Held, 0}}
+	for i, w := range want {
+		if got[i].Err != nil || got[i].Outcome != w.outcome || (w.outcome == seq.Allocated && got[i].Seq != w.seq) {
+			t.Errorf("send %d: %+v, want outcome %v seq %d", i, got[i], w.outcome, w.seq)
+		}
+	}
+	if got[4].Claim.Seq != 11 {
+		t.Errorf("the repeated send's held claim: %+v, want seq 11", got[4].Claim)
+	}
+	if n := rdb.Exists(ctx, a.ClaimKey(b1), a.CounterKey(b1.Tenant, b1.Topic)).Val(); n != 0 {
+		t.Errorf("the topic without a counter got %d keys, want none", n)
+	}
+}

@@ -77,6 +77,13 @@ type Config struct {
 
 	// AdminTimeout bounds one cluster-admin operation such as creating a topic. Default 10s.
 	AdminTimeout time.Duration
+
+	// FetchIdleWait is how long the broker may hold a consumer's fetch that finds no record (the
+	// consumers of this config answer a record at once: the admin commands, push tasks, file
+	// checks, the tenant configuration; the projectors have settings of their own). It costs no
+	// latency, only the idle consumer's polls, one per FetchIdleWait. At most a third of three
+	// times DialTimeout, the read timeout of a fetch. Default 2s, or DialTimeout when that is shorter.
+	FetchIdleWait time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -109,6 +116,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.AdminTimeout == 0 {
 		c.AdminTimeout = 10 * time.Second
+	}
+	if c.FetchIdleWait == 0 {
+		c.FetchIdleWait = min(2*time.Second, c.DialTimeout)
 	}
 }
 
@@ -161,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProduceTimeout < time.Millisecond || c.DialTimeout < time.Millisecond || c.AdminTimeout < time.Millisecond {
 		errs = append(errs, errors.New("kafka: timeouts must be at least 1ms"))
+	}
+	if c.FetchIdleWait < time.Millisecond || c.FetchIdleWait > c.DialTimeout {
+		errs = append(errs, fmt.Errorf("kafka: fetch idle wait %s: want 1ms..dial_timeout (%s)", c.FetchIdleWait, c.DialTimeout))
 	}
 	if c.ProduceRetries < 1 {
 		errs = append(errs, fmt.Errorf("kafka: produce retries: %d, want >= 1", c.ProduceRetries))

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -29,6 +30,9 @@ func TestConfigValidate(t *testing.T) {
 		{"lz4", kafka.Config{Brokers: []string{"b:1"}, Compression: "lz4"}, ""},
 		{"huge message", kafka.Config{Brokers: []string{"b:1"}, MaxMessageBytes: 1 << 30}, "max message bytes"},
 		{"negative flush", kafka.Config{Brokers: []string{"b:1"}, FlushMessages: -1}, "flush"},
+		{"fetch idle wait past the read timeout", kafka.Config{Brokers: []string{"b:1"}, FetchIdleWait: time.Minute}, "fetch idle wait"},
+		{"negative fetch idle wait", kafka.Config{Brokers: []string{"b:1"}, FetchIdleWait: -time.Second}, "fetch idle wait"},
+		{"short dial timeout, default fetch idle wait", kafka.Config{Brokers: []string{"b:1"}, DialTimeout: 300 * time.Millisecond}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,8 @@ func NewSaramaConfig(cfg Config) (*sarama.Config, error) {
 	sc.Admin.Timeout = cfg.AdminTimeout
 	sc.Metadata.AllowAutoTopicCreation = false
 	sc.Consumer.IsolationLevel = sarama.ReadCommitted
+	sc.Consumer.Fetch.Min = 1                   // a record is answered at once...
+	sc.Consumer.MaxWaitTime = cfg.FetchIdleWait // ...and an idle consumer polls this seldom
 	return sc, nil
 }
 

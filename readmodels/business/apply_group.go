@@ -34,7 +34,7 @@ type groupRow struct {
 }
 
 var groupCols = []string{"group_id", "topic", "name", "avatar", "intro", "owner_id", "join_approval",
-	"invite_policy", "announce_policy", "mute_all", "announcement", "member_count", "status", "version",
+	"invite_policy", "announce_policy", "mute_all", "discoverable", "announcement", "member_count", "status", "version",
 	"created_at", "updated_at"}
 
 var groupColList = strings.Join(groupCols, ", ")
@@ -45,7 +45,7 @@ func (g groupRow) values() []any {
 		ann = g.announcement
 	}
 	return []any{g.id, g.topic, g.name, g.avatar, g.intro, g.owner, g.settings.JoinApproval,
-		string(g.settings.WhoMayInvite), string(g.settings.WhoMayAnnounce), g.settings.MuteAll, ann,
+		string(g.settings.WhoMayInvite), string(g.settings.WhoMayAnnounce), g.settings.MuteAll, g.settings.Discoverable, ann,
 		g.memberCount, g.status, g.version, g.createdAt, g.updatedAt}
 }
 
@@ -55,7 +55,7 @@ func scanGroup(row interface{ Scan(...any) error }) (groupRow, error) {
 	var invite, announce string
 	var ann sql.NullString
 	err := row.Scan(&g.id, &g.topic, &g.name, &g.avatar, &g.intro, &g.owner, &g.settings.JoinApproval,
-		&invite, &announce, &g.settings.MuteAll, &ann, &g.memberCount, &g.status, &g.version,
+		&invite, &announce, &g.settings.MuteAll, &g.settings.Discoverable, &ann, &g.memberCount, &g.status, &g.version,
 		&g.createdAt, &g.updatedAt)
 	g.settings.WhoMayInvite, g.settings.WhoMayAnnounce = domain.Role(invite), domain.Role(announce)
 	g.announcement = ann.String

@@ -66,10 +66,12 @@ func rowKeys(ops []op) (groups []int64, members, pairs [][2]int64, users []int64
 	seenGroups, seenUsers := map[int64]bool{}, map[int64]bool{}
 	seenMembers, seenPairs := map[[2]int64]bool{}, map[[2]int64]bool{}
 	for _, o := range ops {
+		if uid, ok := profileUser(o.payload); ok {
+			users = appendNew(users, seenUsers, uid)
+			continue
+		}
 		switch p := o.payload.(type) {
 		case nil:
-		case *domain.UserProfileUpdated:
-			users = appendNew(users, seenUsers, int64(p.User))
 		default:
 			if gid := groupOf(p); gid != 0 {
 				groups = appendNew(groups, seenGroups, gid)
@@ -107,7 +109,7 @@ func (a *applier) load(ctx context.Context, ops []op) error {
 		a.pairs[k] = &rowState[pair]{old: p, cur: p}
 	}
 	for _, uid := range users {
-		a.users[uid] = &rowState[userRow]{old: userRow{id: uid}, cur: userRow{id: uid}}
+		a.users[uid] = &rowState[userRow]{old: newUserRow(uid), cur: newUserRow(uid)}
 	}
 	return a.loadRows(ctx, groups, members, pairs, users)
 }
@@ -223,13 +225,13 @@ func pairsOf(ks [][2]int64) [][]any {
 // and fits the row to its columns (see fit.go).
 func (a *applier) fold(o op) error {
 	v := o.env.StreamVersion
-	switch p := o.payload.(type) {
-	case nil:
+	if o.payload == nil {
 		return nil
-	case *domain.UserProfileUpdated:
-		st := a.users[int64(p.User)]
+	}
+	if uid, ok := profileUser(o.payload); ok {
+		st := a.users[uid]
 		if st.cur.version < v {
-			st.cur = foldUser(st.cur, p)
+			st.cur = foldUser(st.cur, o.payload)
 			st.cur.version, st.cur.updatedAt, st.changed = v, o.at(), true
 			st.cur = st.cur.fit()
 		}

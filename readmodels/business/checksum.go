@@ -39,11 +39,11 @@ func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tab
 		into  *TableSummary
 	}{
 		{tables.Groups, "group_id, topic, name, avatar, intro, owner_id, join_approval, invite_policy, announce_policy, " +
-			"mute_all, COALESCE(announcement, ''), member_count, status, version, created_at", &sum.Groups},
+			"mute_all, discoverable, COALESCE(announcement, ''), member_count, status, version, created_at", &sum.Groups},
 		{tables.Members, "group_id, user_id, role, status, COALESCE(muted_until, ''), banned, invited_by, request_message, " +
 			"COALESCE(joined_at, ''), version", &sum.Members},
 		{tables.Relations, "user_id, peer_id, friend, blocked, request, request_message, COALESCE(friends_since, ''), version", &sum.Relations},
-		{tables.Users, "user_id, nickname, avatar, signature, version", &sum.Users},
+		{tables.Users, "user_id, login, nickname, avatar, signature, discoverable, version", &sum.Users},
 	}
 	for _, p := range parts {
 		stmt := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(p.cols) + "), 0) FROM " + q(p.table)

@@ -77,7 +77,7 @@ func projected(p any) bool {
 		*domain.GroupAnnouncementUpdated, *domain.GroupOwnershipTransferred, *domain.GroupDissolved,
 		*domain.GroupMemberCountChanged, *domain.FriendRequested, *domain.FriendAccepted,
 		*domain.FriendDeclined, *domain.FriendRemoved, *domain.UserBlocked, *domain.UserUnblocked,
-		*domain.UserProfileUpdated:
+		*domain.UserRegistered, *domain.UserProfileUpdated, *domain.UserDiscoverableSet:
 		return true
 	}
 	return false
@@ -112,11 +112,12 @@ func streamOf(p any) (string, error) {
 		return domain.RelationStreamID(e.By, e.Peer)
 	case *domain.UserUnblocked:
 		return domain.RelationStreamID(e.By, e.Peer)
-	case *domain.UserProfileUpdated:
-		if e.User <= 0 {
+	}
+	if uid, ok := profileUser(p); ok {
+		if uid <= 0 {
 			return "", bad("user", "must be positive")
 		}
-		return domain.ProfileStreamID(e.User), nil
+		return domain.ProfileStreamID(domain.UserID(uid)), nil
 	}
 	g, u, _ := membershipOf(p)
 	if g <= 0 || u <= 0 {

@@ -98,6 +98,7 @@ func (p pair) fit() pair {
 
 // fit returns u with every value within its column.
 func (u userRow) fit() userRow {
+	u.login = fitChars(u.login, domain.MaxLoginLen)
 	u.nickname = fitChars(u.nickname, widthNickname)
 	u.avatar = fitChars(u.avatar, widthURL)
 	u.signature = fitChars(u.signature, widthSignature)

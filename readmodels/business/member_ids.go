@@ -45,3 +45,18 @@ func (s *Store) MemberIDsMany(ctx context.Context, tenant domain.TenantID, gids 
 	}
 	return ids, errs
 }
+
+// Moderators returns the ids of group gid's owner and admins, sorted (cache entry
+// group:{gid}:admins, filled from MySQL on a miss): the members who decide join requests. Errors
+// as MemberIDs.
+func (s *Store) Moderators(ctx context.Context, tenant domain.TenantID, gid domain.GroupID) ([]domain.UserID, error) {
+	if err := checkGroupID(gid); err != nil {
+		return nil, err
+	}
+	ids, err := s.setMembers(ctx, tenant, s.keyspace(tenant).groupAdmins(int64(gid)),
+		func(ctx context.Context) ([]int64, error) { return s.loadMemberIDs(ctx, tenant, int64(gid), true) })
+	if err != nil {
+		return nil, err
+	}
+	return toUserIDs(ids), nil
+}

@@ -57,6 +57,7 @@ func (g groupRow) settingsPairs() []string {
 		"invite_policy", string(g.settings.WhoMayInvite),
 		"announce_policy", string(g.settings.WhoMayAnnounce),
 		"mute_all", boolString(g.settings.MuteAll),
+		"discoverable", boolString(g.settings.Discoverable),
 	}
 }
 
@@ -111,7 +112,8 @@ func decodeGroup(m map[string]string) (Group, error) {
 func decodeSettings(m map[string]string) (domain.GroupSettings, error) {
 	r := fieldReader{m: m}
 	s := domain.GroupSettings{JoinApproval: r.bool("join_approval"), WhoMayInvite: domain.Role(r.str("invite_policy")),
-		WhoMayAnnounce: domain.Role(r.str("announce_policy")), MuteAll: r.bool("mute_all")}
+		WhoMayAnnounce: domain.Role(r.str("announce_policy")), MuteAll: r.bool("mute_all"),
+		Discoverable: r.bool("discoverable")} // an entry written before the field is refilled
 	return s, r.err
 }
 

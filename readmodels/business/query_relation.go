@@ -100,3 +100,31 @@ func toUserIDs(ids []int64) []domain.UserID {
 	}
 	return out
 }
+
+// BlockedBy returns the users who block uid, by user id, from MySQL (one range of the index
+// idx_im_relations_blocked_by). A session on uid's channel reads it when it subscribes: the
+// blockers' new 1:1 messages must not reach it.
+func (s *Store) BlockedBy(ctx context.Context, tenant domain.TenantID, uid domain.UserID) ([]domain.UserID, error) {
+	if err := checkUserID("user_id", uid); err != nil {
+		return nil, err
+	}
+	db, err := s.router.DB(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, "SELECT user_id FROM "+q(DefaultTables().Relations)+
+		" WHERE peer_id = ? AND blocked = 1 ORDER BY user_id", int64(uid))
+	if err != nil {
+		return nil, tenantdb.WrapErr("read blockers", err)
+	}
+	defer rows.Close()
+	var out []domain.UserID
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, tenantdb.WrapErr("read blockers", err)
+		}
+		out = append(out, domain.UserID(id))
+	}
+	return out, tenantdb.WrapErr("read blockers", rows.Err())
+}

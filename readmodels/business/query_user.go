@@ -53,8 +53,8 @@ func (s *Store) User(ctx context.Context, tenant domain.TenantID, uid domain.Use
 			return nil, err
 		}
 		u, err := scanUser(db.QueryRowContext(ctx, "SELECT "+userColList+" FROM "+q(DefaultTables().Users)+" WHERE user_id = ?", int64(uid)))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("user %s: %w", uid, domain.ErrNotFound)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && u.nickname == "") {
+			return nil, fmt.Errorf("user %s: %w", uid, domain.ErrNotFound) // no profile yet: a registration alone
 		}
 		if err != nil {
 			return nil, tenantdb.WrapErr("read user", err)

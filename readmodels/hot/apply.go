@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -46,7 +47,7 @@ func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, env domain.En
 // is returned with an error wrapping domain.ErrInvalid. On a Redis failure some scripts may have
 // run; applying the batch again is safe.
 func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (applied int, err error) {
-	b := batch{s: s, tenant: tenant, hot: map[int64]bool{}}
+	b := batch{s: s, tenant: tenant, hot: map[int64]bool{}, runs: map[string]int{}, reads: map[domain.UserID]map[string]int64{}}
 	var decodeErr error
 	for i, env := range events {
 		if decodeErr = b.add(ctx, env); decodeErr != nil {
@@ -54,6 +55,7 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, events [
 			break
 		}
 	}
+	b.addReads()
 	if err := s.run(ctx, b.calls); err != nil {
 		return 0, err
 	}
@@ -63,16 +65,25 @@ func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, events [
 // call is one script invocation.
 type call = redisscript.Call
 
-// batch collects the script calls of a run of events.
+// batch collects the script calls of a run of events. Consecutive sent events of one topic
+// share one script call (the messages, then the topic's watermark once); read seqs only rise, so
+// every raise of a user's read seqs is made by one call at the end of the batch.
 type batch struct {
 	s      *Store
 	tenant domain.TenantID
 	hot    map[int64]bool // group id -> cached, asked of the GroupSizer once per batch
 	calls  []call
+	runs   map[string]int                     // topic -> index in calls of its open run of sent events
+	reads  map[domain.UserID]map[string]int64 // user -> topic -> read seq to raise to
+	users  []domain.UserID                    // the keys of reads, in first-seen order
 }
 
 func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 	s, tenant := b.s, b.tenant
+	if env.EventType != domain.EventGroupMessageSent && env.EventType != domain.EventDirectMessageSent {
+		// Any other event of a topic comes after the sent events before it: it ends their run.
+		delete(b.runs, domain.ConversationKey(env.StreamID))
+	}
 	switch env.EventType {
 	case domain.EventGroupMessageSent, domain.EventDirectMessageSent:
 		var p domain.MessageSent
@@ -106,7 +117,7 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 		if err != nil {
 			return err
 		}
-		b.calls = append(b.calls, s.raiseReadSeqCall(tenant, p.User, topic, p.ReadSeq))
+		b.raiseRead(p.User, topic, p.ReadSeq)
 	case domain.EventGroupSeqSkipped, domain.EventDirectSeqSkipped:
 		var p domain.SeqSkipped
 		topic, err := decode(env, &p, func() string { return p.Topic })
@@ -170,15 +181,54 @@ func (b *batch) addSent(ctx context.Context, topic domain.Topic, p domain.Messag
 		return fmt.Errorf("hot: snapshot: %w", err)
 	}
 	t := topic.String()
-	b.calls = append(b.calls,
-		call{Script: sentScript, Keys: []string{s.msgKey(b.tenant, t, p.Seq), s.seqsKey(b.tenant, t), s.lastSeqKey(b.tenant, t)},
-			Args: []any{p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl, s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}},
-		s.raiseReadSeqCall(b.tenant, p.From, topic, p.Seq),
-		s.watermarkCall(b.tenant, topic, p.Seq, -1))
+	i, open := b.runs[t]
+	if !open {
+		i = len(b.calls)
+		b.runs[t] = i
+		b.calls = append(b.calls, call{Script: sentScript,
+			Keys: []string{s.seqsKey(b.tenant, t), s.lastSeqKey(b.tenant, t), s.watermarkKey(b.tenant, t), s.seenKey(b.tenant, t)},
+			Args: []any{s.cfg.StateTTL.Milliseconds(), s.cfg.MaxPerTopic}})
+	}
+	c := &b.calls[i]
+	c.Keys = append(c.Keys, s.msgKey(b.tenant, t, p.Seq))
+	c.Args = append(c.Args, p.Seq, meta, string(p.Content), sentAt.Format(time.RFC3339Nano), ttl)
+	b.raiseRead(p.From, topic, p.Seq)
 	if topic.Kind() == domain.TopicDirect {
-		b.calls = append(b.calls, s.raiseReadSeqCall(b.tenant, snap.To, topic, 0))
+		b.raiseRead(snap.To, topic, 0)
 	}
 	return nil
+}
+
+// raiseRead notes that user's read seq of topic is at least seq (0 creates it when absent).
+func (b *batch) raiseRead(user domain.UserID, topic domain.Topic, seq int64) {
+	m := b.reads[user]
+	if m == nil {
+		m = map[string]int64{}
+		b.reads[user] = m
+		b.users = append(b.users, user)
+	}
+	t := topic.String()
+	if cur, ok := m[t]; !ok || seq > cur {
+		m[t] = max(seq, 0)
+	}
+}
+
+// addReads adds one call per user that raises the read seqs the batch noted.
+func (b *batch) addReads() {
+	for _, u := range b.users {
+		marks := b.reads[u]
+		topics := make([]string, 0, len(marks))
+		for t := range marks {
+			topics = append(topics, t)
+		}
+		sort.Strings(topics)
+		args := make([]any, 0, 2*len(topics)+1)
+		for _, t := range topics {
+			args = append(args, t, strconv.FormatInt(marks[t], 10))
+		}
+		args = append(args, b.s.cfg.StateTTL.Milliseconds())
+		b.calls = append(b.calls, call{Script: maxHSet, Keys: []string{b.s.readMarksKey(b.tenant, u)}, Args: args})
+	}
 }
 
 // isHot reports whether topic's messages are cached: group topics at or above MinGroupSize.

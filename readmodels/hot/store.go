@@ -29,14 +29,16 @@ var (
 	skipLua string
 	//go:embed lua/watermark.lua
 	watermarkLua string
+	//go:embed lua/watermark_lib.lua
+	watermarkLib string
 
-	sentScript   = redis.NewScript(sentLua)
+	sentScript   = redis.NewScript(watermarkLib + sentLua)
 	recallScript = redis.NewScript(recallLua)
 	editScript   = redis.NewScript(editLua)
 	maxSetScript = redis.NewScript(maxSetLua)
 	maxHSet      = redis.NewScript(maxHSetLua)
 	skipScript   = redis.NewScript(skipLua)
-	wmScript     = redis.NewScript(watermarkLua)
+	wmScript     = redis.NewScript(watermarkLib + watermarkLua)
 )
 
 // Store keeps the Redis read model. It is safe for concurrent use. Every method that talks to

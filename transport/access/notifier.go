@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/userchan"
 )
 
 // Broadcaster sends a fanout.KindAccount message to every node (*fanout.Fanout, or for an
@@ -29,8 +30,15 @@ func (f BroadcastFunc) Broadcast(ctx context.Context, m *fanout.Message) error {
 // cache and their gateway turns into ended sessions. It is best effort: a lost message reaches
 // a node with its next cache refresh, and sessions are checked against the gate at every frame.
 type Notifier struct {
-	b   Broadcaster
-	log *slog.Logger
+	b       Broadcaster
+	log     *slog.Logger
+	channel AccountLog // nil: account changes are not logged on users' channels
+}
+
+// AccountLog logs an item on a user's channel without delivering it (*userchan.Channel
+// implements it): the account change carries it to every node.
+type AccountLog interface {
+	LogOnly(ctx context.Context, tenant domain.TenantID, user domain.UserID, item userchan.Item) (userchan.Logged, error)
 }
 
 var (
@@ -45,6 +53,14 @@ func NewNotifier(b Broadcaster, logger *slog.Logger) *Notifier {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Notifier{b: b, log: logger}
+}
+
+// WithChannel makes n log every account change on its user's channel first (a "me" item what
+// "account"), and send the item with the change, so each node hands it to the user's channel
+// sessions before it ends any of them. Call it before n is used. It returns n.
+func (n *Notifier) WithChannel(c AccountLog) *Notifier {
+	n.channel = c
+	return n
 }
 
 // endReasons are the reasons a session ending for an account change is told.
@@ -62,7 +78,8 @@ const ReasonSessionRevoked = "session_revoked"
 
 // AccountChanged implements account.Notifier. A ban and a kick end every session of the user;
 // a revocation and a password reset those whose token predates the new not-before time; a
-// password change those too but the sessions of the login session it was made from.
+// password change those too but the sessions of the login session it was made from. With a
+// channel (WithChannel) the change is logged on the user's channel first.
 func (n *Notifier) AccountChanged(ctx context.Context, st account.Status, change account.Change) {
 	a := &fanout.AccountControl{What: string(change), User: st.User, Banned: st.Banned, NotBefore: st.NotBefore,
 		KeptSession: st.KeptSession, KeptSince: st.KeptSince, Version: st.Version, EndSessions: change.EndsSessions(),
@@ -71,7 +88,17 @@ func (n *Notifier) AccountChanged(ctx context.Context, st account.Status, change
 	case account.ChangeTokensRevoked, account.ChangePasswordReset, account.ChangePasswordChanged:
 		a.EndBefore = st.NotBefore
 	}
-	n.send(ctx, &fanout.Message{Kind: fanout.KindAccount, Tenant: st.Tenant, TS: time.Now().UTC(), Account: a})
+	now := time.Now().UTC()
+	if n.channel != nil && st.User > 0 {
+		logged, err := n.channel.LogOnly(ctx, st.Tenant, st.User, userchan.AccountItem(string(change), a.Reason, now))
+		if err != nil {
+			n.log.WarnContext(ctx, "account change not logged on the user's channel", "tenant_id", st.Tenant.String(),
+				"what", string(change), "err", err)
+		} else {
+			a.Item = logged.Body
+		}
+	}
+	n.send(ctx, &fanout.Message{Kind: fanout.KindAccount, Tenant: st.Tenant, TS: now, Account: a})
 }
 
 // SessionEnded implements account.SessionNotifier: every node refuses the session's tokens and
@@ -79,7 +106,16 @@ func (n *Notifier) AccountChanged(ctx context.Context, st account.Status, change
 func (n *Notifier) SessionEnded(ctx context.Context, t domain.TenantID, user domain.UserID, session string, expires time.Time) {
 	a := &fanout.AccountControl{What: fanout.WhatSessionEnded, User: user, Session: session, SessionExpires: expires,
 		EndSessions: true, Reason: ReasonSessionRevoked}
-	n.send(ctx, &fanout.Message{Kind: fanout.KindAccount, Tenant: t, TS: time.Now().UTC(), Account: a})
+	now := time.Now().UTC()
+	if n.channel != nil && user > 0 {
+		logged, err := n.channel.LogOnly(ctx, t, user, userchan.AccountItem(fanout.WhatSessionEnded, ReasonSessionRevoked, now))
+		if err != nil {
+			n.log.WarnContext(ctx, "session end not logged on the user's channel", "tenant_id", t.String(), "err", err)
+		} else {
+			a.Item = logged.Body
+		}
+	}
+	n.send(ctx, &fanout.Message{Kind: fanout.KindAccount, Tenant: t, TS: now, Account: a})
 }
 
 // TenantChanged implements tenant.Notifier. A suspension ends every session of the tenant.

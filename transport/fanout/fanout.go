@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,6 +188,65 @@ func (f *Fanout) Broadcast(ctx context.Context, m *Message) error {
 		return fmt.Errorf("fanout: broadcast: %w", call.err)
 	}
 	f.metrics.published.Inc()
+	return nil
+}
+
+// Routed is a message and the nodes it goes to.
+type Routed struct {
+	Message *Message
+	Nodes   []string
+}
+
+// PublishNodes delivers each message to its nodes: to this node's sessions at once when it is
+// among them, and to the others over their channels, all in one Redis round trip, waiting up to
+// PublishTimeout. It is for messages whose nodes the caller already knows, such as KindUser
+// items, which go to the nodes with a channel session of their user as the channel log read them
+// when it appended the items. It fails when Redis did not take the messages; then only this
+// node delivered them. Like every Pub/Sub message they reach only the nodes subscribed at the
+// time.
+func (f *Fanout) PublishNodes(ctx context.Context, routed ...Routed) error {
+	type out struct {
+		node    string
+		payload []byte
+	}
+	var outs []out
+	for _, r := range routed {
+		var payload []byte
+		var seen []string
+		for _, n := range r.Nodes {
+			if slices.Contains(seen, n) {
+				continue
+			}
+			seen = append(seen, n)
+			if n == f.cfg.NodeID {
+				f.local.Deliver(r.Message)
+				continue
+			}
+			if payload == nil {
+				var err error
+				if payload, err = encode(r.Message); err != nil {
+					return err
+				}
+			}
+			outs = append(outs, out{n, payload})
+		}
+	}
+	if len(outs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+	defer cancel()
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, o := range outs {
+			p.Publish(ctx, Channel(f.cfg.KeyPrefix, o.node), o.payload)
+		}
+		return nil
+	})
+	if err != nil {
+		f.metrics.errors.WithLabelValues("publish").Inc()
+		return fmt.Errorf("fanout: publish to nodes: %w", err)
+	}
+	f.metrics.published.Add(float64(len(outs)))
 	return nil
 }
 

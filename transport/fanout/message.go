@@ -35,6 +35,12 @@ const (
 	// an edit carries the content Version after it and the new Content. Nodes that do not know
 	// the kind ignore it.
 	KindChange Kind = "change"
+	// KindUser is an item of user To's per-user channel (the WebSocket "me" topic), sent with
+	// Fanout.PublishNodes to the nodes with a channel session of the user: Content is the item as
+	// its frame carries it, What its kind, Src whom it concerns and Topic, when set, the
+	// conversation it concerns (a node starts or stops routing that conversation's messages to
+	// the user's channel sessions by them). Nodes that do not know the kind ignore it.
+	KindUser Kind = "user"
 )
 
 // AccountControl is the body of a KindAccount message.
@@ -65,6 +71,10 @@ type AccountControl struct {
 	// Reason is the stable reason the ended sessions are told (user_banned, token_revoked,
 	// kicked, tenant_suspended).
 	Reason string `json:"reason,omitempty"`
+	// Item is the change as an item of the user's channel (its frame body, channel seq
+	// included), for the user's channel sessions before any of them ends; empty when it was
+	// not logged.
+	Item json.RawMessage `json:"item,omitempty"`
 	// Status and Settings are the tenant's, for tenant changes.
 	Status   string          `json:"status,omitempty"`
 	Settings json.RawMessage `json:"settings,omitempty"`
@@ -107,7 +117,7 @@ const (
 type Message struct {
 	Kind   Kind            `json:"kind"`
 	Tenant domain.TenantID `json:"tenant"`
-	Topic  domain.Topic    `json:"topic,omitzero"` // zero only in a KindAccount message
+	Topic  domain.Topic    `json:"topic,omitzero"` // zero only in a KindAccount or KindUser message
 	From   domain.UserID   `json:"from,omitempty"` // 0 only in a control message of an unknown actor
 	// Data fields.
 	Seq       int64          `json:"seq,omitempty,string"`
@@ -129,6 +139,8 @@ type Message struct {
 	Version int64 `json:"version,omitempty,string"`
 	// SkipSession, when set, names the session the message came from; it does not receive it.
 	SkipSession string `json:"skip_session,omitempty"`
+	// To is the user whose channel a KindUser message is for.
+	To domain.UserID `json:"to,omitempty"`
 	// Account is the body of a KindAccount message.
 	Account *AccountControl `json:"account,omitempty"`
 	// Origin is the node that broadcast the message; it skips its own copy.
@@ -163,7 +175,9 @@ func decode(b []byte) (*Message, error) {
 		return nil, errors.New("decode fanout message: tenant is required")
 	case m.Kind == KindAccount && m.Account == nil:
 		return nil, errors.New("decode fanout message: an account message needs its body")
-	case m.Kind != KindAccount && m.Topic.IsZero():
+	case m.Kind == KindUser && m.To <= 0:
+		return nil, errors.New("decode fanout message: a user message needs its user")
+	case m.Kind != KindAccount && m.Kind != KindUser && m.Topic.IsZero():
 		return nil, errors.New("decode fanout message: topic is required")
 	}
 	if len(content) > 0 {

@@ -32,7 +32,21 @@ func (f *Fanout) work(ctx context.Context, q chan *Message) {
 	}
 }
 
-type topicKey struct{ tenant, topic string }
+// topicKey names a topic's route: its online nodes, or with channel also the nodes with channel
+// sessions its messages concern.
+type topicKey struct {
+	tenant, topic string
+	channel       bool
+}
+
+// keyOf is m's route.
+func keyOf(m *Message) topicKey {
+	return topicKey{m.Tenant.String(), m.Topic.String(), toChannels(m)}
+}
+
+// toChannels reports whether m goes to the per-user channel sessions of the topic's users too: a
+// committed message (its conversation's last message and counters) and a recall or edit of one.
+func toChannels(m *Message) bool { return m.Kind == KindData || m.Kind == KindChange }
 
 // everyNode reports whether m goes to every node on the broadcast channel: a control message
 // that ends subscriptions (see PublishControl).
@@ -47,10 +61,10 @@ func (f *Fanout) send(ctx context.Context, batch []*Message) {
 	targets := map[topicKey][]string{}
 	var refs []presence.TopicRef
 	for _, m := range batch {
-		k := topicKey{m.Tenant.String(), m.Topic.String()}
+		k := keyOf(m)
 		if _, ok := targets[k]; !ok && !everyNode(m) {
 			targets[k] = nil
-			refs = append(refs, presence.TopicRef{Tenant: m.Tenant, Topic: m.Topic})
+			refs = append(refs, presence.TopicRef{Tenant: m.Tenant, Topic: m.Topic, Channel: k.channel})
 		}
 	}
 	if len(refs) > 0 {
@@ -61,13 +75,13 @@ func (f *Fanout) send(ctx context.Context, batch []*Message) {
 			return
 		}
 		for i, r := range refs {
-			targets[topicKey{r.Tenant.String(), r.Topic.String()}] = slices.DeleteFunc(lists[i], func(n string) bool { return n == f.cfg.NodeID })
+			targets[topicKey{r.Tenant.String(), r.Topic.String(), r.Channel}] = slices.DeleteFunc(lists[i], func(n string) bool { return n == f.cfg.NodeID })
 		}
 	}
 	n := 0
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
-			nodes := targets[topicKey{m.Tenant.String(), m.Topic.String()}]
+			nodes := targets[keyOf(m)]
 			if len(nodes) == 0 && !everyNode(m) {
 				continue
 			}

@@ -97,6 +97,7 @@ func (st *Store) heartbeat(ctx context.Context) {
 	if len(chunk) > 0 {
 		st.refresh(ctx, chunk)
 	}
+	st.refreshChannels(ctx, now, !existed)
 }
 
 // work is a session a heartbeat refreshes, with its topics.

@@ -9,10 +9,12 @@ import (
 //
 //	<p><t>:presence:user:{<uid>}                          hash: status, node, sessions, last_active_at, last_seen_at, ua
 //	<p><t>:presence:user:{<uid>}:sessions                 zset: session id -> deadline (ms, Redis clock)
+//	<p><t>:presence:user:{<uid>}:chan_nodes               zset: node -> deadline, nodes with a session of the user on its channel
 //	<p><t>:presence:node:<node>:users                     set of user ids with a session on the node
 //	<p><t>:topic:{<topic>}:online_members                 zset: uid -> deadline
 //	<p><t>:topic:{<topic>}:node:<node>:online_members     zset: uid -> deadline, this node only
 //	<p><t>:topic:{<topic>}:online_nodes                   zset: node -> deadline, nodes with members online
+//	<p><t>:topic:{<topic>}:chan_nodes                     zset: node -> deadline, nodes with channel sessions watching the topic
 //	<p>presence:node:<node>:marker                        string, TTL: Store.Run's sign that Redis kept this node's keys
 //
 // The sets seed 000 names "set" are sorted sets scored by deadline, so a crashed node's entries
@@ -25,6 +27,16 @@ func (k keys) user(t domain.TenantID, u domain.UserID) string {
 
 func (k keys) userSessions(t domain.TenantID, u domain.UserID) string {
 	return k.user(t, u) + ":sessions"
+}
+
+// userChanNodes is the zset of the nodes with a session of the user on its per-user channel.
+func (k keys) userChanNodes(t domain.TenantID, u domain.UserID) string {
+	return k.user(t, u) + ":chan_nodes"
+}
+
+// topicChanNodes is the zset of the nodes with channel sessions watching a group topic.
+func (k keys) topicChanNodes(t domain.TenantID, topic domain.Topic) string {
+	return k.topic(t, topic) + ":chan_nodes"
 }
 
 func (k keys) node(node string) string { return k.prefix + "presence:node:" + node + ":marker" }

@@ -388,7 +388,7 @@ func TestNodesForTopicsAnswersEachTopicInOrder(t *testing.T) {
 		}
 	}
 	other := domain.MustTenantID("other")
-	lists, err := e.a.NodesForTopics(ctx, []presence.TopicRef{{acme, nobody}, {acme, both}, {other, both}, {acme, onlyB}})
+	lists, err := e.a.NodesForTopics(ctx, []presence.TopicRef{{Tenant: acme, Topic: nobody}, {Tenant: acme, Topic: both}, {Tenant: other, Topic: both}, {Tenant: acme, Topic: onlyB}})
 	if err != nil {
 		t.Fatal(err)
 	}

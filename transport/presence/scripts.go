@@ -21,6 +21,8 @@ var (
 	nodesSrc string
 	//go:embed lua/member.lua
 	memberSrc string
+	//go:embed lua/chan_add.lua
+	chanAddSrc string
 
 	onlineScript  = redis.NewScript(onlineSrc)
 	offlineScript = redis.NewScript(offlineSrc)
@@ -29,4 +31,5 @@ var (
 	leaveScript   = redis.NewScript(leaveSrc)
 	nodesScript   = redis.NewScript(nodesSrc)
 	memberScript  = redis.NewScript(memberSrc)
+	chanAddScript = redis.NewScript(chanAddSrc)
 )

@@ -36,6 +36,10 @@ type Session struct {
 	topics    smallmap.Map[string, domain.Topic] // by name
 	lastTouch time.Time
 	closed    bool
+
+	// The session's channel registrations (channel.go), guarded by Store.chanMu.
+	chanOn   bool
+	watching map[string]domain.Topic // group topics the channel watches, by name
 }
 
 // LoginInfo describes a session that has just authenticated.
@@ -232,6 +236,9 @@ func (s *Session) Logout(ctx context.Context) error {
 			b.P.SRem(ctx, st.keys.nodeUsers(s.tenant, st.cfg.NodeID), s.user.String())
 		}
 	})
+	if cerr := s.ChannelOff(ctx); cerr != nil && err == nil {
+		return cerr
+	}
 	return s.fail(ctx, "logout", err)
 }
 

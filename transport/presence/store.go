@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,13 @@ type Store struct {
 	sessions    map[*Session]struct{}
 	localUsers  map[userKey]int
 	localTopics map[topicUserKey]int
+
+	// Channel registrations (channel.go), guarded by chanMu, which is held across their Redis
+	// writes so that a removal never lands after a newer addition of the same key.
+	chanMu        sync.Mutex
+	chanUsers     map[userKey]int           // local channel sessions per user
+	chanTopics    map[chanTopicKey]*watched // local channel sessions watching each group topic
+	chanRefreshed time.Time                 // when the heartbeat last wrote them all
 }
 
 type userKey struct {
@@ -102,6 +110,8 @@ func New(deps Deps, cfg Config) (*Store, error) {
 		sessions:    map[*Session]struct{}{},
 		localUsers:  map[userKey]int{},
 		localTopics: map[topicUserKey]int{},
+		chanUsers:   map[userKey]int{},
+		chanTopics:  map[chanTopicKey]*watched{},
 	}
 	for _, op := range redisOps {
 		s.errs.WithLabelValues(op) // exported at 0 from the start
@@ -115,7 +125,7 @@ func New(deps Deps, cfg Config) (*Store, error) {
 }
 
 // redisOps are the op labels of imledger_presence_redis_errors_total.
-var redisOps = []string{"get", "heartbeat", "join", "leave", "login", "logout", "touch"}
+var redisOps = []string{"channel", "get", "heartbeat", "join", "leave", "login", "logout", "touch"}
 
 // NodeID returns this node's id.
 func (s *Store) NodeID() string { return s.cfg.NodeID }
@@ -163,12 +173,16 @@ func parsePresence(res []any) Presence {
 type TopicRef struct {
 	Tenant domain.TenantID
 	Topic  domain.Topic
+	// Channel adds the nodes with per-user channel sessions that the topic's messages concern:
+	// for a group topic the nodes whose channel sessions watch it, for a 1:1 topic the nodes
+	// with a channel session of either of its two users (see channel.go).
+	Channel bool
 }
 
 // NodesForTopic returns the nodes with live online members of a topic, this node included when
 // it has some. Errors are Redis errors wrapped as domain.ErrRetryable.
 func (s *Store) NodesForTopic(ctx context.Context, tenant domain.TenantID, topic domain.Topic) ([]string, error) {
-	nodes, err := s.NodesForTopics(ctx, []TopicRef{{tenant, topic}})
+	nodes, err := s.NodesForTopics(ctx, []TopicRef{{Tenant: tenant, Topic: topic}})
 	if err != nil {
 		return nil, err
 	}
@@ -176,21 +190,44 @@ func (s *Store) NodesForTopic(ctx context.Context, tenant domain.TenantID, topic
 }
 
 // NodesForTopics is NodesForTopic for several topics in one Redis round trip: nodes[i] are those
-// of refs[i].
+// of refs[i], each node once, and with refs[i].Channel also the nodes with channel sessions the
+// topic's messages concern.
 func (s *Store) NodesForTopics(ctx context.Context, refs []TopicRef) (nodes [][]string, err error) {
-	cmds := make([]*redis.Cmd, len(refs))
+	cmds := make([][]*redis.Cmd, len(refs))
 	err = redisscript.Pipelined(ctx, s.rdb, func(b *redisscript.Batch) {
 		for i, r := range refs {
-			cmds[i] = b.EvalRO(nodesScript, []string{s.keys.topicNodes(r.Tenant, r.Topic)})
+			keys := []string{s.keys.topicNodes(r.Tenant, r.Topic)}
+			if r.Channel && r.Topic.Kind() == domain.TopicGroup {
+				keys = append(keys, s.keys.topicChanNodes(r.Tenant, r.Topic))
+			}
+			cmds[i] = append(cmds[i], b.EvalRO(nodesScript, keys))
+			if r.Channel && r.Topic.Kind() == domain.TopicDirect {
+				a, c := r.Topic.Parties()
+				for _, u := range []domain.UserID{a, c} { // another slot each: a script of its own
+					cmds[i] = append(cmds[i], b.EvalRO(nodesScript, []string{s.keys.userChanNodes(r.Tenant, u)}))
+				}
+			}
 		}
 	})
 	if err != nil {
 		return nil, domain.Retryable("presence: nodes for topic", err)
 	}
 	nodes = make([][]string, len(refs))
-	for i, c := range cmds {
-		if nodes[i], err = c.StringSlice(); err != nil {
-			return nil, domain.Retryable("presence: nodes for topic", err)
+	for i, cs := range cmds {
+		for j, c := range cs {
+			list, err := c.StringSlice()
+			if err != nil {
+				return nil, domain.Retryable("presence: nodes for topic", err)
+			}
+			if j == 0 {
+				nodes[i] = list
+				continue
+			}
+			for _, n := range list {
+				if !slices.Contains(nodes[i], n) {
+					nodes[i] = append(nodes[i], n)
+				}
+			}
 		}
 	}
 	return nodes, nil

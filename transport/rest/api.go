@@ -218,6 +218,9 @@ type Handlers struct {
 	Groups *group.Handlers
 	// Business serves the reads of groups, members, friends, blocks and profiles.
 	Business BusinessReader
+	// Search serves GET /v1/im/search/users, /v1/im/search/groups, the batch profile read
+	// GET /v1/im/users and the pending group requests GET /v1/im/groups/requests.
+	Search SearchReader
 	// Conversations serves GET /v1/im/conversations; FriendRequests GET /v1/im/friends/requests.
 	Conversations  ConversationLister
 	FriendRequests FriendRequestReader
@@ -317,7 +320,7 @@ func checkHandlers(cfg Config, h Handlers) error {
 	var errs []error
 	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil || h.ActionTokens != nil
 	reads := h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil ||
-		h.Conversations != nil || h.FriendRequests != nil
+		h.Conversations != nil || h.FriendRequests != nil || h.Search != nil
 	if (writes || reads) && h.Tokens == nil && !cfg.DevAuth {
 		errs = append(errs, errors.New("rest: Tokens is required to authenticate requests (or turn DevAuth on)"))
 	}
@@ -407,6 +410,10 @@ func (a *API) registerAll() {
 	}
 	if a.h.Business != nil {
 		a.registerBusinessReads()
+	}
+	if a.h.Search != nil {
+		a.registerSearch()
+		a.registerGroupRequests()
 	}
 	if a.h.Conversations != nil {
 		a.registerConversations()

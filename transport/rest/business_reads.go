@@ -121,7 +121,7 @@ func (a *API) readGroup(ctx context.Context, gidText string) (*reply[Group], err
 		Intro: g.Intro, Owner: g.Owner.String(), MemberCount: g.MemberCount, Announcement: g.Announcement,
 		Status: g.Status, CreatedAt: rfc3339(g.CreatedAt), UpdatedAt: rfc3339(g.UpdatedAt),
 		Settings: GroupSettingsBody{JoinApproval: s.JoinApproval, WhoMayInvite: s.WhoMayInvite.String(),
-			WhoMayAnnounce: s.WhoMayAnnounce.String(), MuteAll: s.MuteAll}}), nil
+			WhoMayAnnounce: s.WhoMayAnnounce.String(), MuteAll: s.MuteAll, Discoverable: &s.Discoverable}}), nil
 }
 
 func (a *API) listMembers(ctx context.Context, in *membersInput) (*reply[MemberPage], error) {

@@ -30,6 +30,7 @@ type GroupSettingsBody struct {
 	WhoMayInvite   string `json:"who_may_invite" enum:"owner,admin,member" doc:"The lowest role that may invite"`
 	WhoMayAnnounce string `json:"who_may_announce" enum:"owner,admin,member" doc:"The lowest role that may set the announcement"`
 	MuteAll        bool   `json:"mute_all" doc:"Only the owner and admins may post"`
+	Discoverable   *bool  `json:"discoverable,omitempty" doc:"Group search (GET /v1/im/search/groups) finds the group by name. Answers always carry it; in a request, left out keeps the group's current value (false for a new group)"`
 }
 
 // CreateGroupRequest is the body of POST /v1/im/groups.
@@ -116,7 +117,8 @@ func (a *API) registerGroupCommands() {
 			return a.command(ctx, http.StatusOK, func() (group.Result, error) { return g.UpdateGroupProfile.Handle(ctx, cmd) })
 		})
 	groupCommand(a, op{id: "update-group-settings", method: http.MethodPut, path: "/v1/im/groups/{gid}/settings",
-		summary: "Replace a group's settings", desc: "Owner and admins. Turning mute_all on takes effect at once."},
+		summary: "Replace a group's settings", desc: "Owner and admins. Turning mute_all on takes effect at once. " +
+			"discoverable, when left out, keeps the group's current value."},
 		func(ctx context.Context, in *groupSettingsInput) (*reply[CommandResult], error) {
 			gid, err := domain.ParseGroupID(in.GID)
 			if err != nil {
@@ -127,6 +129,13 @@ func (a *API) registerGroupCommands() {
 				return nil, a.fail(ctx, err)
 			}
 			cmd := group.UpdateGroupSettings{Actor: principal(ctx).domain(), Group: gid, Settings: s, Meta: meta(ctx)}
+			if in.Body.Discoverable == nil { // left out: the group's current value, as the store holds it
+				cmd.Edit = func(cur domain.GroupSettings) domain.GroupSettings {
+					next := s
+					next.Discoverable = cur.Discoverable
+					return next
+				}
+			}
 			return a.command(ctx, http.StatusOK, func() (group.Result, error) { return g.UpdateGroupSettings.Handle(ctx, cmd) })
 		})
 	a.registerGroupAdmin()
@@ -197,6 +206,9 @@ func (b GroupSettingsBody) settings() (domain.GroupSettings, error) {
 		return domain.GroupSettings{}, &domain.ValidationError{Field: "who_may_announce", Reason: "unknown", Detail: "owner, admin or member"}
 	}
 	s := domain.GroupSettings{JoinApproval: b.JoinApproval, WhoMayInvite: invite, WhoMayAnnounce: announce, MuteAll: b.MuteAll}
+	if b.Discoverable != nil {
+		s.Discoverable = *b.Discoverable
+	}
 	return s, s.Validate()
 }
 

@@ -192,7 +192,7 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 	reader := query.NewReader(s.msgs, nil, nil)
 	conv := query.NewConversationReader(reader, s.biz)
 	h.History, h.Unread, h.Business = reader, conv, s.biz
-	h.Conversations, h.FriendRequests = conv, s.biz
+	h.Conversations, h.FriendRequests, h.Search = conv, s.biz, s.biz
 	h.ReadPolicy = rest.MemberReadPolicy{Members: s.biz}
 	if o.more {
 		if h.Push, err = pushsettings.New(pushsettings.Deps{Store: s.store, PreLog: pushdb.New(router)}); err != nil {

@@ -43,6 +43,7 @@ var routes = []string{
 	"DELETE /v1/im/account/sessions/{session_id}", "PUT /v1/im/account/password", "PUT /v1/im/account/contact",
 	"POST /v1/im/account/delete", "POST /v1/im/auth/password-reset/token", "POST /v1/im/auth/password-reset",
 	"POST /v1/im/verify/codes", "POST /v1/im/verify/codes/status", "POST /v1/im/verify/codes/verify",
+	"GET /v1/im/search/users", "GET /v1/im/search/groups", "GET /v1/im/users", "GET /v1/im/groups/requests",
 }
 
 // allOpts is a stack with every handler the route list covers.

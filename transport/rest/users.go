@@ -21,9 +21,10 @@ type Profile struct {
 
 // ProfilePatch is the body of PATCH /v1/im/users/me. Fields left out keep their values.
 type ProfilePatch struct {
-	Nickname  *string `json:"nickname,omitempty" doc:"Nickname, 1-32 characters on one line"`
-	Avatar    *string `json:"avatar,omitempty" doc:"Avatar URL; empty removes it"`
-	Signature *string `json:"signature,omitempty" doc:"Status signature; empty removes it"`
+	Nickname     *string `json:"nickname,omitempty" doc:"Nickname, 1-32 characters on one line"`
+	Avatar       *string `json:"avatar,omitempty" doc:"Avatar URL; empty removes it"`
+	Signature    *string `json:"signature,omitempty" doc:"Status signature; empty removes it"`
+	Discoverable *bool   `json:"discoverable,omitempty" doc:"Whether other users' search (GET /v1/im/search/users) finds the caller; a user who never chose is found"`
 }
 
 type profileInput struct {
@@ -59,7 +60,8 @@ func (a *API) registerUpdateProfile() {
 			"included, writes nothing (unchanged=true)."}),
 		func(ctx context.Context, in *profileInput) (*reply[CommandResult], error) {
 			p := principal(ctx)
-			patch := domain.ProfilePatch{Nickname: in.Body.Nickname, Avatar: in.Body.Avatar, Signature: in.Body.Signature}
+			patch := domain.ProfilePatch{Nickname: in.Body.Nickname, Avatar: in.Body.Avatar, Signature: in.Body.Signature,
+				Discoverable: in.Body.Discoverable}
 			cmd := group.UpdateProfile{Actor: p.domain(), Patch: patch, Meta: meta(ctx)}
 			return a.command(ctx, http.StatusOK, func() (group.Result, error) { return a.h.Groups.UpdateProfile.Handle(ctx, cmd) })
 		})

@@ -13,7 +13,10 @@ import (
 	"time"
 )
 
-//go:embed static
+// static is the page; sdk/src is the client SDK it runs on (the npm package's sources, served
+// as they are at /sdk/): one client implementation for the page and for other clients.
+//
+//go:embed static sdk/src
 var static embed.FS
 
 // contentTypes lists the file kinds the page is made of; a file of another kind is not served.
@@ -37,8 +40,9 @@ type handler struct {
 	assets map[string]asset // by URL path, "/" for index.html
 }
 
-// Handler returns the handler of the demo page: GET or HEAD of "/" (index.html) and of the page's
-// files ("/app.js", "/app.css", ...). Any other path is 404 and any other method 405, so it can be
+// Handler returns the handler of the demo page: GET or HEAD of "/" (index.html), of the page's
+// files ("/app.js", "/app.css", ...) and of the SDK's modules the page imports ("/sdk/index.js",
+// ...). Any other path is 404 and any other method 405, so it can be
 // mounted at "/" of a ServeMux as the fallback of the API's routes. Every answer carries a strict
 // Content-Security-Policy (scripts, styles and images from the page's origin only; connections
 // to the page's origin only, over HTTP or WebSocket; no frames, plugins or inline code),
@@ -53,38 +57,45 @@ func Handler() http.Handler {
 }
 
 func newHandler(files fs.FS) (*handler, error) {
-	root, err := fs.Sub(files, "static")
-	if err != nil {
-		return nil, fmt.Errorf("web: %w", err)
-	}
 	h := &handler{assets: map[string]asset{}}
-	err = fs.WalkDir(root, ".", func(name string, d fs.DirEntry, err error) error {
+	for _, dir := range []struct{ dir, url string }{{"static", "/"}, {"sdk/src", "/sdk/"}} {
+		if err := h.add(files, dir.dir, dir.url); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := h.assets["/"]; !ok {
+		return nil, fmt.Errorf("web: static/index.html is missing")
+	}
+	return h, nil
+}
+
+// add reads every file under dir of files into the assets, served under the URL path prefix;
+// index.html of the page's own directory is "/".
+func (h *handler) add(files fs.FS, dir, prefix string) error {
+	root, err := fs.Sub(files, dir)
+	if err != nil {
+		return fmt.Errorf("web: %w", err)
+	}
+	return fs.WalkDir(root, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		ct, ok := contentTypes[path.Ext(name)]
 		if !ok {
-			return fmt.Errorf("web: %s: no content type for this kind of file", name)
+			return fmt.Errorf("web: %s/%s: no content type for this kind of file", dir, name)
 		}
 		body, err := fs.ReadFile(root, name)
 		if err != nil {
 			return fmt.Errorf("web: %w", err)
 		}
 		sum := sha256.Sum256(body)
-		urlPath := "/" + name
-		if name == "index.html" {
+		urlPath := prefix + name
+		if urlPath == "/index.html" {
 			urlPath = "/"
 		}
 		h.assets[urlPath] = asset{body: body, contentType: ct, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := h.assets["/"]; !ok {
-		return nil, fmt.Errorf("web: static/index.html is missing")
-	}
-	return h, nil
 }
 
 // ServeHTTP implements http.Handler.

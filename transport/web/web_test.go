@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,9 +37,10 @@ func TestServesThePageWithContentTypes(t *testing.T) {
 	for _, c := range []struct {
 		path, contentType, contains string
 	}{
-		{"/", "text/html; charset=utf-8", `<script src="app.js" defer></script>`},
-		{"/app.js", "text/javascript; charset=utf-8", "'use strict'"},
-		{"/net.js", "text/javascript; charset=utf-8", "Connection.prototype.request"},
+		{"/", "text/html; charset=utf-8", `<script type="module" src="app.js"></script>`},
+		{"/app.js", "text/javascript; charset=utf-8", "from './sdk/index.js'"},
+		{"/sdk/index.js", "text/javascript; charset=utf-8", "export { Client"},
+		{"/sdk/client.js", "text/javascript; charset=utf-8", "export class Client"},
 		{"/app.css", "text/css; charset=utf-8", "#messages"},
 		{"/favicon.svg", "image/svg+xml", "<svg"},
 	} {
@@ -95,6 +97,9 @@ func TestOnlyThePageIsServed(t *testing.T) {
 	}{
 		{http.MethodGet, "/nope", http.StatusNotFound},
 		{http.MethodGet, "/static/app.js", http.StatusNotFound},
+		{http.MethodGet, "/sdk/src/index.js", http.StatusNotFound},
+		{http.MethodGet, "/sdk/package.json", http.StatusNotFound},
+		{http.MethodGet, "/sdk/../app.js", http.StatusNotFound},
 		{http.MethodGet, "/v1/im/anything", http.StatusNotFound},
 		{http.MethodGet, "/../web.go", http.StatusNotFound},
 		{http.MethodPost, "/", http.StatusMethodNotAllowed},
@@ -140,7 +145,7 @@ func TestPageHasNoInlineCodeOrHTMLSinks(t *testing.T) {
 			t.Errorf("index.html matches %s at %q", re, html[loc[0]:min(loc[1]+20, len(html))])
 		}
 	}
-	for _, script := range []string{"/app.js", "/net.js"} {
+	for _, script := range pageScripts(t) {
 		js := body(t, serve(t, http.MethodGet, script, nil))
 		for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
 			"new Function", "setTimeout('", `setTimeout("`, "createContextualFragment", "DOMParser"} {
@@ -149,4 +154,36 @@ func TestPageHasNoInlineCodeOrHTMLSinks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// pageScripts lists the page's scripts: app.js and every module of the SDK it imports, found by
+// following the imports from app.js, so a module added to the SDK is checked too.
+func pageScripts(t *testing.T) []string {
+	t.Helper()
+	imports := regexp.MustCompile(`(?m)^(?:import|export)\b[^'"]*['"](\./[^'"]+)['"]`)
+	seen := map[string]bool{}
+	queue := []string{"/app.js"}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		res := serve(t, http.MethodGet, p, nil)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s (imported): %d", p, res.StatusCode)
+		}
+		for _, m := range imports.FindAllStringSubmatch(body(t, res), -1) {
+			queue = append(queue, path.Join(path.Dir(p), m[1]))
+		}
+	}
+	if !seen["/sdk/client.js"] || !seen["/sdk/topicsync.js"] {
+		t.Fatalf("the imports of app.js reach %v, not the SDK's client", seen)
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	return out
 }

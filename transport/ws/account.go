@@ -75,9 +75,10 @@ func (h *Hub) removeUser(s *session, tenant domain.TenantID, user domain.UserID)
 	}
 }
 
-// account applies a fanout.KindAccount message on this node: the sessions it ends
-// (fanout.AccountControl.Ends) get a last ctrl frame with the reason and are closed with 1008; a
-// broadcast is queued to every logged-in session of the tenant as an info frame.
+// account applies a fanout.KindAccount message on this node: the user's channel sessions get the
+// change's item, then the sessions it ends (fanout.AccountControl.Ends) get a last ctrl frame
+// with the reason and are closed with 1008; a broadcast is queued to every logged-in session of
+// the tenant as an info frame.
 func (h *Hub) account(m *fanout.Message) {
 	a := m.Account
 	if a == nil {
@@ -105,6 +106,17 @@ func (h *Hub) account(m *fanout.Message) {
 		}
 		h.mu.RUnlock()
 		return
+	}
+	if a.User != 0 && len(a.Item) > 0 {
+		// The change as an item of the user's channel, before any session of the user ends.
+		frame := wireFrame(encodeMe(a.Item))
+		h.mu.RLock()
+		for s := range h.users[userKey{m.Tenant, a.User}].All() {
+			if s.ch != nil {
+				s.sendWire(frame)
+			}
+		}
+		h.mu.RUnlock()
 	}
 	if !a.EndSessions {
 		return

@@ -28,7 +28,8 @@ func encodeChange(m *fanout.Message) []byte {
 // write lock covers both, so a message delivered after control returns never reaches a dropped
 // session, and the dropped session's info frame is the last frame of the topic it gets. The
 // dropped subscriptions leave presence in the background and the session's own topic list at
-// its next frame, so a new sub goes through the Policy again.
+// its next frame, so a new sub goes through the Policy again. Channel sessions stop hearing the
+// topic's messages as a subscription would (channelControl).
 func (h *Hub) control(m *fanout.Message) {
 	frame := encodeChange(m)
 	k := hubKey{m.Tenant, m.Topic.String()}
@@ -46,14 +47,19 @@ func (h *Hub) control(m *fanout.Message) {
 	if len(set) == 0 {
 		delete(h.topics, k)
 	}
+	var rewatch []*session
 	if m.Drop != fanout.DropNone {
 		h.dropShard(k).Add(1)
+		rewatch = h.channelControl(m)
 	}
 	h.mu.Unlock()
 	for _, s := range dropped {
 		if s.pres != nil {
 			go s.safely(s.g.life, func() { s.leavePresence(m.Tenant, m.Topic) })
 		}
+	}
+	for _, s := range rewatch {
+		s.syncWatchLater()
 	}
 }
 

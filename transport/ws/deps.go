@@ -13,6 +13,7 @@ import (
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 )
 
 // TokenVerifier turns a login token into a principal (transport/auth.Signer implements it).
@@ -142,6 +143,21 @@ type SessionRecorder interface {
 	Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error
 }
 
+// ChannelLog reads the users' channel logs (*userchan.Log implements it).
+type ChannelLog interface {
+	Read(ctx context.Context, tenant domain.TenantID, user domain.UserID, epoch string, after int64, limit int) (userchan.Page, error)
+	Tail(ctx context.Context, tenant domain.TenantID, user domain.UserID, n int) ([]userchan.Entry, error)
+}
+
+// ChannelState is what a session on its user's channel starts from (the business read model
+// implements it): the groups the user is a member of, whose messages reach the channel, and the
+// users who block the user, whose 1:1 messages do not. Its answers may trail the last changes;
+// the channel log holds those.
+type ChannelState interface {
+	UserGroups(ctx context.Context, tenant domain.TenantID, user domain.UserID) ([]domain.GroupID, error)
+	BlockedBy(ctx context.Context, tenant domain.TenantID, user domain.UserID) ([]domain.UserID, error)
+}
+
 // RateLimiter counts a request against a rate limit (*ratelimit.Limiter): nil, a
 // *domain.RateLimitedError, or a retryable error when Redis does not answer (fail closed).
 type RateLimiter interface {
@@ -169,6 +185,10 @@ type Deps struct {
 	// Gate checks the principal at login and before every frame, and gives the tenant's content
 	// limit. Optional: without it every verified token is admitted.
 	Gate Gate
+	// Channel serves the per-user channel ("me"): its log, and with ChannelState what a session
+	// on it starts from. Optional: without both, a sub or get of "me" is answered 501.
+	Channel      ChannelLog
+	ChannelState ChannelState
 	// Limiter limits WebSocket connects per client address (ratelimit.Limiter, kind
 	// ws_connect_ip, node-wide). Optional. Pubs are limited by the Sender given
 	// (ratelimit.LimitSends) and refused with ctrl 429 rate_limited.

@@ -4,10 +4,13 @@
 //
 // # Frames
 //
+// asyncapi.json (served at AsyncAPIPath, /asyncapi.json) is the AsyncAPI 3.0 document of every
+// frame below, with its codes, params and reasons; a test holds real frames to it.
+//
 // Every WebSocket message is one JSON text object with exactly one key, the frame type (a
 // binary message is closed with 1003); keys appear once and match exactly. Seqs and 64-bit ids
 // are strings. Client frames: hi, login, sub, leave, pub, get, note, ping. Server
-// frames: ctrl (the answer to a frame with an id, echoing it; code and a stable reason on
+// frames: me (the per-user channel, see below), ctrl (the answer to a frame with an id, echoing it; code and a stable reason on
 // errors), data (a message; content exactly as its sender sent it), pres (a user came "on" or
 // went "off" in a topic; "off" only once none of the user's sessions, on any node, is left in
 // it), info (a note: typing "kp", a "read" or "recv" receipt; or a change of
@@ -105,6 +108,31 @@
 // topic, content spliced verbatim:
 //
 //	< {"info":{"what":"broadcast","ts":"2026-11-29T08:01:02.003Z","content":{"text":"maintenance at 22:00"}}}
+//
+// # The per-user channel
+//
+// A sub of the topic "me" (ChannelTopic) puts the session on its user's channel: it gets every
+// new item of the user's log (transport/userchan) as a me frame with the item's seq and epoch,
+// and, for every message, recall and edit of each of the user's conversations it is not
+// subscribed to, a me frame without seq (what "msg", "recall", "edit") carrying the conversation's
+// last message:
+//
+//	> {"sub":{"id":"12","topic":"me"}}
+//	< {"ctrl":{"id":"12","code":200,"text":"ok","params":{"epoch":"9f2c41d07a3be815","last_seq":"41","topic":"me"},"ts":"…"}}
+//	< {"me":{"seq":"42","epoch":"9f2c41d07a3be815","what":"friend_requested","topic":"p2p42_57","from":"57","src":"42","ts":"…"}}
+//	< {"me":{"what":"msg","topic":"grp9","msg_seq":"118","from":"43","message_id":"…","ts":"…","content":{"text":"hi"}}}
+//	> {"get":{"id":"13","topic":"me","epoch":"9f2c41d07a3be815","after_seq":"37"}}
+//	< {"me":{"seq":"38",…}} … then {"ctrl":{"id":"13","code":200,"params":{"count":5,"epoch":"…","has_more":false,"last_seq":"42","topic":"me"},…}}
+//	< {"ctrl":{"id":"14","code":205,"text":"resync","params":{"epoch":"…","last_seq":"42","resync":true,"topic":"me"},…}}
+//
+// The hub keeps, per group topic, the channel sessions that watch it (the user's groups, read
+// from ChannelState at the sub, corrected by the log's last items and followed through joined,
+// left, removed and dissolved items and the control messages that end subscriptions), and for
+// each session the 1:1 topics whose peer blocks the user; a 1:1 topic's messages reach the
+// channel sessions of its two users. presence registers the node, not each session, for each
+// watched topic and channel user, and fanout sends a topic's messages to those nodes too. A get
+// of "me" reads the log after a seq of an epoch, or answers 205 resync when the log no longer
+// holds every item after it.
 //
 // # Delivery and recovery
 //

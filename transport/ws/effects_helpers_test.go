@@ -15,6 +15,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -48,6 +49,9 @@ type fullOpts struct {
 	wrap func(ws.Policy) ws.Policy // wraps the gateway's policy; nil: not wrapped
 	// held, when set, holds the invalidations other nodes send until it is closed.
 	held chan struct{}
+	// channel, when set, serves the per-user channel with this config (see readModel) and logs
+	// the group handlers' changes on it.
+	channel *userchan.Config
 }
 
 // fullNodeOpts is fullNode as o says.
@@ -86,13 +90,16 @@ func (c *cluster) fullNodeOpts(t testing.TB, id string, o fullOpts) *fullNode {
 	local := func(h *ws.Hub) fanout.Deliverer {
 		return ws.Invalidating{Next: h, Invalidate: func(tenant domain.TenantID, ids []string) { pol.Invalidate(ctx, tenant, ids) }}
 	}
-	n := c.node(t, id, nodeOpts{policy: gwPolicy, local: local})
+	n := c.node(t, id, nodeOpts{policy: gwPolicy, local: local, channel: o.channel})
 	notifier, err := ws.NewNotifier(n.fan, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups, err := group.New(group.Deps{Store: c.store, Notifier: notifier,
-		Invalidator: policy.Broadcaster{Local: pol, Remote: inval}}, group.Config{})
+	gdeps := group.Deps{Store: c.store, Notifier: notifier, Invalidator: policy.Broadcaster{Local: pol, Remote: inval}}
+	if n.channel != nil {
+		gdeps.Changes = n.channel
+	}
+	groups, err := group.New(gdeps, group.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,7 @@ type getFrame struct {
 	AfterSeq  seqParam `json:"after_seq"`
 	BeforeSeq seqParam `json:"before_seq"`
 	Limit     int      `json:"limit"`
+	Epoch     string   `json:"epoch"` // the channel log's epoch of after_seq (topic "me" only)
 }
 
 type noteFrame struct {

@@ -17,6 +17,10 @@ func (s *session) onSub(ctx context.Context, f topicFrame) {
 	if !s.authenticated(ctx, f.ID) {
 		return
 	}
+	if f.Topic == ChannelTopic {
+		s.onSubMe(ctx, f)
+		return
+	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)
 	if !ok {
 		return
@@ -55,6 +59,10 @@ func (s *session) onLeave(ctx context.Context, f topicFrame) {
 	if !s.authenticated(ctx, f.ID) {
 		return
 	}
+	if f.Topic == ChannelTopic {
+		s.onLeaveMe(ctx, f)
+		return
+	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)
 	if !ok {
 		return
@@ -81,6 +89,10 @@ func (s *session) onLeave(ctx context.Context, f topicFrame) {
 // count, the topic's last seq and whether more messages match.
 func (s *session) onGet(ctx context.Context, f getFrame) {
 	if !s.authenticated(ctx, f.ID) {
+		return
+	}
+	if f.Topic == ChannelTopic {
+		s.onGetMe(ctx, f)
 		return
 	}
 	t, ok := s.topicOf(ctx, f.ID, f.Topic)

@@ -27,9 +27,11 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/transport/auth"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -46,6 +48,7 @@ type cluster struct {
 	prefix string
 	tokens *auth.Signer
 	send   *commands.SendMessageHandler // delivers nothing: for senders that wrap it
+	biz    *business.Store              // the business read model, for channel nodes (readModel)
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -145,6 +148,7 @@ type node struct {
 	gw       *ws.Gateway
 	srv      *httptest.Server
 	registry *prometheus.Registry
+	channel  *userchan.Channel // with nodeOpts.channel
 }
 
 type nodeOpts struct {
@@ -162,6 +166,7 @@ type nodeOpts struct {
 	gate        ws.Gate                         // optional
 	limiter     ws.RateLimiter                  // optional
 	local       func(*ws.Hub) fanout.Deliverer  // the fanout's Local in front of the hub; default: the hub
+	channel     *userchan.Config                // serve the per-user channel with this config (needs c.readModel)
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
@@ -192,7 +197,13 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.fan.Close() })
-	commits := fanout.Commits{Publisher: n.fan}
+	var commits commands.CommitListener = fanout.Commits{Publisher: n.fan}
+	opsDeps := commands.MessageOpsDeps{Store: c.store, Listener: fanout.Commits{Publisher: n.fan}}
+	if o.channel != nil {
+		n.channel = c.channelFor(t, n, *o.channel)
+		commits = bothCommits{commits, n.channel}
+		opsDeps.Reads = n.channel
+	}
 	var store commands.MessageStore = c.store
 	if o.sendStore != nil {
 		store = o.sendStore
@@ -202,12 +213,15 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 		sendRedis = o.sendRedis
 	}
 	n.send = c.sendHandlerOver(t, store, sendRedis, commits)
-	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: c.store, Listener: commits}, commands.MessageOpsConfig{}); err != nil {
+	if n.ops, err = commands.NewMessageOpsHandler(opsDeps, commands.MessageOpsConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	deps := ws.Deps{Tokens: c.tokens, Sender: n.send, Marks: n.ops, History: storeHistory{c.store},
 		Presence: n.pres, Hub: hub, Publisher: n.fan, Logger: o.logger, Registerer: n.registry, Sessions: o.sessions,
 		Policy: o.policy, Gate: o.gate, Limiter: o.limiter}
+	if n.channel != nil {
+		deps.Channel, deps.ChannelState = n.channel.Log(), c.biz
+	}
 	if o.sender != nil {
 		deps.Sender = o.sender
 	}
@@ -281,6 +295,17 @@ type (
 		Content   json.RawMessage `json:"content"`
 	}
 	presFrame struct{ Topic, What, Src string }
+	// meFrame is an item of the per-user channel, or a conversation's channel frame.
+	meFrame struct {
+		Seq, Epoch, What, Topic, From, Src, Role, Change, Reason, Version string
+		ReadSeq                                                           string          `json:"read_seq"`
+		MsgSeq                                                            string          `json:"msg_seq"`
+		MessageID                                                         string          `json:"message_id"`
+		Message                                                           json.RawMessage `json:"message"`
+		Content                                                           json.RawMessage `json:"content"`
+		Head                                                              json.RawMessage `json:"head"`
+		Raw                                                               json.RawMessage `json:"-"` // the item as sent
+	}
 	infoFrame struct {
 		Topic, From, What, Seq, Src, Version string
 		MessageID                            string          `json:"message_id"`
@@ -291,6 +316,7 @@ type (
 		Data *dataFrame `json:"data"`
 		Pres *presFrame `json:"pres"`
 		Info *infoFrame `json:"info"`
+		Me   *meFrame   `json:"me"`
 		at   time.Time
 	}
 )
@@ -359,6 +385,13 @@ func (cl *client) readLoop() {
 		if err := json.Unmarshal(b, &f); err != nil {
 			cl.t.Errorf("%s: undecodable server frame %q: %v", cl.name, b, err)
 			continue
+		}
+		if f.Me != nil {
+			var raw struct {
+				Me json.RawMessage `json:"me"`
+			}
+			_ = json.Unmarshal(b, &raw)
+			f.Me.Raw = raw.Me
 		}
 		f.at = time.Now()
 		cl.mu.Lock()

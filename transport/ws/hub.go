@@ -17,20 +17,27 @@ type Hub struct {
 	mu     sync.RWMutex
 	topics map[hubKey]map[*session]domain.UserID          // each session with its user
 	users  map[userKey]*smallmap.Map[*session, userToken] // logged-in sessions with their token
+	watch  map[hubKey]map[*session]struct{}               // group topics' channel sessions (channel.go)
 	drops  [dropShards]atomic.Uint64                      // control messages that ended subscriptions, by topic shard; changed under mu
 
 	delivery []*deliveryShard // deliveries by topic: each shard keeps its topics' order
 }
 
 // delivery is one message for the sessions of a topic, framed once, or a control message to
-// apply in the topic's order (done is closed once it is).
+// apply in the topic's order (done is closed once it is), or an item of a user's channel.
 type delivery struct {
 	key     hubKey
 	skip    string
 	wire    []byte
+	msg     *fanout.Message // a committed message or change: its channel frame goes to channel sessions
 	control *fanout.Message
+	user    *fanout.Message // a KindUser item
 	done    chan struct{}
 }
+
+// alone reports whether d is delivered by itself rather than in a run (deliverRun): a control
+// message or a user's channel item.
+func (d delivery) alone() bool { return d.control != nil || d.user != nil }
 
 // deliveryShard is a queue of deliveries and the goroutine that writes them, in order. The
 // caller of Deliver is usually the sequencer's commit path: writing there, even to the ten
@@ -82,7 +89,8 @@ var _ fanout.Deliverer = (*Hub)(nil)
 
 // NewHub returns an empty Hub.
 func NewHub() *Hub {
-	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]*smallmap.Map[*session, userToken]{}}
+	h := &Hub{topics: map[hubKey]map[*session]domain.UserID{}, users: map[userKey]*smallmap.Map[*session, userToken]{},
+		watch: map[hubKey]map[*session]struct{}{}}
 	h.delivery = make([]*deliveryShard, max(2, runtime.GOMAXPROCS(0)))
 	for i := range h.delivery {
 		h.delivery[i] = &deliveryShard{wake: make(chan struct{}, 1)}
@@ -151,12 +159,21 @@ func (h *Hub) Deliver(m *fanout.Message) {
 	case fanout.KindAccount:
 		h.account(m)
 		return
+	case fanout.KindUser:
+		if m.To > 0 && len(m.Content) > 0 {
+			h.enqueue(delivery{key: hubKey{m.Tenant, "@" + m.To.String()}, user: m})
+		}
+		return
 	}
 	frame := encodeMessage(m)
 	if frame == nil {
 		return
 	}
-	h.enqueue(delivery{key: k, skip: m.SkipSession, wire: wireFrame(frame)})
+	d := delivery{key: k, skip: m.SkipSession, wire: wireFrame(frame)}
+	if m.Kind == fanout.KindData || m.Kind == fanout.KindChange {
+		d.msg = m
+	}
+	h.enqueue(d)
 }
 
 // enqueue hands d to its topic's delivery shard.
@@ -175,9 +192,13 @@ func (h *Hub) enqueue(d delivery) {
 // deliver writes d to the topic's sessions. It never blocks (see session.sendWire), so holding
 // the read lock is cheap.
 func (h *Hub) deliver(d delivery) {
-	if d.control != nil {
+	switch {
+	case d.control != nil:
 		h.control(d.control)
 		close(d.done)
+		return
+	case d.user != nil:
+		h.deliverUser(d.user)
 		return
 	}
 	h.mu.RLock()
@@ -186,6 +207,9 @@ func (h *Hub) deliver(d delivery) {
 		if s.id != d.skip {
 			s.sendWire(d.wire)
 		}
+	}
+	if d.msg != nil {
+		h.deliverChannels(d, (*session).sendWireAny)
 	}
 }
 
@@ -206,7 +230,7 @@ func (h *Hub) deliverLoop(sh *deliveryShard) {
 			sh.mu.Unlock()
 			for i := 0; i < len(batch); {
 				j := i
-				for j < len(batch) && batch[j].control == nil {
+				for j < len(batch) && !batch[j].alone() {
 					j++
 				}
 				h.deliverRun(sh, batch[i:j])
@@ -221,7 +245,7 @@ func (h *Hub) deliverLoop(sh *deliveryShard) {
 	}
 }
 
-// deliverRun writes a run of message deliveries (no control message among them): one message
+// deliverRun writes a run of message deliveries (no control message or item among them): one message
 // alone as deliver does; several with the frames each session gets joined into one write, in
 // the run's order. A session with one frame of the run is handed the shared frame; only one with
 // more gets a buffer of its own (it may keep it queued, so it cannot share memory).
@@ -253,6 +277,13 @@ func (h *Hub) deliverRun(sh *deliveryShard, run []delivery) {
 				w.b, w.own = append(make([]byte, 0, 2*(len(w.b)+len(d.wire))), w.b...), true
 			}
 			w.b = append(w.b, d.wire...)
+		}
+	}
+	for _, d := range run {
+		if d.msg != nil {
+			h.deliverChannels(d, func(s *session, wire []byte) {
+				sh.order = append(sh.order, pendingWrite{s: s, b: wire})
+			})
 		}
 	}
 	h.mu.RUnlock()

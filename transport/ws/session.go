@@ -122,6 +122,13 @@ type session struct {
 	topics  smallmap.Map[string, domain.Topic]   // by name
 	subTAT  time.Duration                        // the sub/leave limit's state (allowSubLeave)
 	kps     *smallmap.Map[string, time.Duration] // when a kp was last relayed, by topic; nil until the first
+	chanOn  bool                                 // subscribed to the user's channel ("me")
+
+	// The per-user channel (channel.go): ch is the hub's state of it, guarded by Hub.mu;
+	// presWatched is what presence was told the channel watches, guarded by chanSync.
+	ch          *chanState
+	chanSync    sync.Mutex
+	presWatched map[string]domain.Topic
 }
 
 func newSession(g *Gateway, conn net.Conn, br *bufio.Reader, remote string) *session {
@@ -656,6 +663,10 @@ func (s *session) cleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.g.cfg.RequestTimeout)
 	defer cancel()
 	s.forgetDrops()
+	if s.chanOn {
+		s.g.deps.Hub.channelOff(s) // presence forgets it at the logout
+		s.chanOn = false
+	}
 	if s.user != 0 {
 		s.g.deps.Hub.removeUser(s, s.tenant, s.user)
 	}

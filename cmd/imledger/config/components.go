@@ -13,6 +13,7 @@ import (
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -61,6 +62,9 @@ func (c Config) validateComponents() error {
 	} else if err := c.PresenceConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.ChannelConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Fanout.NodeID != "" {
 		errs = append(errs, errors.New("fanout.node_id: not a key; fanout uses node_id"))
 	} else if err := c.FanoutConfig().Validate(); err != nil {
@@ -102,6 +106,13 @@ func (c Config) SendConfig() commands.SendMessageConfig {
 	s.Seq.KeyPrefix = c.prefix(s.Seq.KeyPrefix)
 	s.Seq.NodeID = c.NodeID
 	return s
+}
+
+// ChannelConfig is the channel section with the key prefix resolved.
+func (c Config) ChannelConfig() userchan.Config {
+	ch := c.Channel
+	ch.KeyPrefix = c.prefix(ch.KeyPrefix)
+	return ch
 }
 
 // PresenceConfig is the presence section with node_id and the key prefix resolved.

@@ -171,7 +171,7 @@ func TestComposeImledger(t *testing.T) {
 	}
 	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48), "IM_ADMIN_PRODUCER_KEYS": producer.Producer,
 		"IM_ADMIN_COMMAND_SECRET_KEYS": secrets.Open,
-		"IM_VERIFY_HASH_KEY": strings.Repeat("h", 32)}
+		"IM_VERIFY_HASH_KEY":           strings.Repeat("h", 32)}
 	// ${VAR:-default} and ${VAR:+alternative} follow Compose: the default when VAR is unset or
 	// empty, the alternative only when VAR is set and not empty.
 	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(?:(:[?+-])([^}]*))?\}`)

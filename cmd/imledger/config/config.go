@@ -29,6 +29,7 @@ import (
 	"github.com/imledger/imledger/readmodels/tenantdb"
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -91,6 +92,9 @@ type Config struct {
 	// WS tunes the WebSocket gateway (transport/ws). An empty max_content_bytes means
 	// send.max_content_bytes.
 	WS ws.Config `koanf:"ws"`
+	// Channel tunes the per-user channel's log in Redis (transport/userchan): how many items
+	// of a user it keeps and for how long. An empty key_prefix means redis.key_prefix.
+	Channel userchan.Config `koanf:"channel"`
 	// Projections tunes the projectors that build the read models from Kafka (projections). They
 	// consume with the kafka section's settings; projections.kafka is not a key.
 	Projections ProjectionsConfig `koanf:"projections"`

@@ -1,37 +1,55 @@
--- Apply a sent event.
--- KEYS[1] hot_msg:<seq> hash, KEYS[2] hot_msg_seqs zset, KEYS[3] proj_last_seq
--- ARGV[1] seq, ARGV[2] snapshot JSON, ARGV[3] content JSON, ARGV[4] updated_at,
--- ARGV[5] snapshot ttl ms (0: do not cache the snapshot), ARGV[6] state ttl ms, ARGV[7] max seqs per topic
+-- Apply a run of sent events of one topic, then record their seqs in the topic's watermark
+-- (watermark_lib.lua, which the loader puts in front of this file).
+-- KEYS[1] hot_msg_seqs zset, KEYS[2] proj_last_seq, KEYS[3] proj_wm hash, KEYS[4] proj_seen bitmap,
+-- KEYS[4 + i] hot_msg:<seq> hash of the i-th message
+-- ARGV[1] state ttl ms, ARGV[2] max seqs per topic, then five per message: seq, snapshot JSON,
+-- content JSON, updated_at, snapshot ttl ms (0: do not cache the snapshot)
 -- The snapshot fields are only ever filled in, never overwritten: a recall ('r') or a newer edit
 -- ('v') already applied wins over a redelivered sent event.
-local seq = tonumber(ARGV[1])
-local ttl = tonumber(ARGV[5])
-if ttl > 0 then
-  local existed = redis.call('EXISTS', KEYS[1]) == 1
-  redis.call('HSETNX', KEYS[1], 'm', ARGV[2])
-  if redis.call('HEXISTS', KEYS[1], 'r') == 1 then
-    -- a tombstone left by an earlier recall: version 1 as sent, bumped by the recall
-    redis.call('HSETNX', KEYS[1], 'v', '2')
-  elseif redis.call('HEXISTS', KEYS[1], 'v') == 0 then
-    redis.call('HSET', KEYS[1], 'c', ARGV[3], 'v', '1', 'u', ARGV[4])
+-- Returns the watermark.
+local stateTTL = tonumber(ARGV[1])
+local cap = tonumber(ARGV[2])
+local n = (#ARGV - 2) / 5
+local seqs = {}
+local top, topArg, maxTTL = 0, '0', 0
+for i = 1, n do
+  local o = 2 + (i - 1) * 5
+  local seq = tonumber(ARGV[o + 1])
+  local ttl = tonumber(ARGV[o + 5])
+  local key = KEYS[4 + i]
+  if ttl > 0 then
+    local existed = redis.call('EXISTS', key) == 1
+    redis.call('HSETNX', key, 'm', ARGV[o + 2])
+    if redis.call('HEXISTS', key, 'r') == 1 then
+      -- a tombstone left by an earlier recall: version 1 as sent, bumped by the recall
+      redis.call('HSETNX', key, 'v', '2')
+    elseif redis.call('HEXISTS', key, 'v') == 0 then
+      redis.call('HSET', key, 'c', ARGV[o + 3], 'v', '1', 'u', ARGV[o + 4])
+    end
+    if not existed then
+      redis.call('PEXPIRE', key, ttl)
+    end
+    redis.call('ZADD', KEYS[1], seq, ARGV[o + 1])
+    maxTTL = math.max(maxTTL, ttl)
   end
-  if not existed then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-  end
-  redis.call('ZADD', KEYS[2], seq, ARGV[1])
-  local n = redis.call('ZCARD', KEYS[2])
-  local cap = tonumber(ARGV[7])
-  if n > cap then
-    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - cap - 1)
-  end
-  if redis.call('PTTL', KEYS[2]) < ttl then
-    redis.call('PEXPIRE', KEYS[2], ttl)
+  seqs[i] = seq
+  if seq > top then
+    top, topArg = seq, ARGV[o + 1]
   end
 end
-local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-if seq > cur then
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[6])
+if maxTTL > 0 then
+  local count = redis.call('ZCARD', KEYS[1])
+  if count > cap then
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, count - cap - 1)
+  end
+  if redis.call('PTTL', KEYS[1]) < maxTTL then
+    redis.call('PEXPIRE', KEYS[1], maxTTL)
+  end
+end
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if top > cur then
+  redis.call('SET', KEYS[2], topArg, 'PX', stateTTL)
 else
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  redis.call('PEXPIRE', KEYS[2], stateTTL)
 end
-return 1
+return watermark(KEYS[3], KEYS[4], seqs, stateTTL, -1)
