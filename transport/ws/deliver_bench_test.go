@@ -61,7 +61,7 @@ func benchDeliver(b *testing.B, rawWrites, channel bool) {
 		sessions = append(sessions, s)
 		h.topics[k][s] = s.user
 		if channel {
-			h.addUser(s, tenant, s.user, time.Now())
+			h.addUser(s, tenant, s.user, time.Now(), "")
 			h.channelOn(s, []domain.Topic{topic}, nil)
 		}
 	}
