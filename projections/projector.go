@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -88,16 +89,22 @@ func NewProjector(cfg Config, deps Deps, projections ...Projection) (*Projector,
 // Metrics returns the projector's metrics.
 func (p *Projector) Metrics() *Metrics { return p.metrics }
 
-// saramaConfig is the consumer configuration shared by the projector's subscribers.
-func (p *Projector) saramaConfig() (*sarama.Config, error) {
+// saramaConfig is the consumer configuration of a subscriber to topics. A projection of the
+// message topics batches its fetches (FetchMinBytes, or FetchMaxWait under light traffic), so one
+// fetch carries many records at full load. A projection of the other topics, which carry few
+// records, long-polls: the broker answers its fetch at the first record and holds an empty one
+// for kafka.fetch_idle_wait, so an idle projector costs a poll every two seconds, not twenty a second.
+func (p *Projector) saramaConfig(topics []string) (*sarama.Config, error) {
 	sc, err := tkafka.NewSaramaConfig(p.cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}
 	sc.Consumer.Return.Errors = true
 	sc.ChannelBufferSize = p.cfg.ChannelBufferSize
-	sc.Consumer.Fetch.Min = p.cfg.FetchMinBytes
-	sc.Consumer.MaxWaitTime = p.cfg.FetchMaxWait
+	if slices.ContainsFunc(topics, tkafka.CarriesMessages) {
+		sc.Consumer.Fetch.Min = p.cfg.FetchMinBytes
+		sc.Consumer.MaxWaitTime = p.cfg.FetchMaxWait
+	}
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	if p.cfg.InitialOffset == OffsetNewest {
 		sc.Consumer.Offsets.Initial = sarama.OffsetNewest
@@ -183,7 +190,7 @@ func (p *Projector) addHandlers(router *message.Router, r *runner, producer sara
 	for i, base := range pr.Topics {
 		topics[i] = p.cfg.Kafka.Topic(base)
 	}
-	sc, err := p.saramaConfig()
+	sc, err := p.saramaConfig(pr.Topics)
 	if err != nil {
 		return err
 	}

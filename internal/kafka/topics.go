@@ -32,6 +32,12 @@ const (
 	TopicDeadLetter = "im.dead.letter"
 )
 
+// CarriesMessages reports whether base is a topic of message events, the busiest topics by far:
+// their consumers batch fetches, the others can afford a fetch per record.
+func CarriesMessages(base string) bool {
+	return base == TopicMessagePersist || base == TopicGroupMessagePersist
+}
+
 // TopicNames returns every base topic name, unprefixed, in a fixed order.
 func TopicNames() []string {
 	return []string{
