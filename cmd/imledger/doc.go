@@ -14,6 +14,6 @@
 //	version           print the build version
 //
 // Configuration comes from defaults, an optional YAML file (--config), IM_* environment variables
-// and flags, in that order of precedence (see cmd/imledger/config and README.md). This package is the
+// and flags, in that order of precedence (see cmd/imledger/config and docs/operators.md). This package is the
 // only place that builds concrete adapters and wires them together.
 package main
