@@ -120,7 +120,7 @@ type MessageBroadcastPayload struct {
 // AdminCommandInfo describes an admin command type.
 type AdminCommandInfo struct {
 	Type AdminCommandType
-	// Summary says what the command does, for the schema and the README.
+	// Summary says what the command does, for the schema and docs/admin.md.
 	Summary string
 	// Payload returns a pointer to a new payload value.
 	Payload func() any

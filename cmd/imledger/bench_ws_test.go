@@ -61,8 +61,8 @@ func TestBenchWSInProcess(t *testing.T) {
 	}
 }
 
-// TestBenchWSAgainstServe loads a running serve with its default embedded broker, as the README's
-// recipe does: the report reads the node's projector lag from the broker serve runs.
+// TestBenchWSAgainstServe loads a running serve with its default embedded broker, as the recipe in
+// docs/benchmarks.md does: the report reads the node's projector lag from the broker serve runs.
 func TestBenchWSAgainstServe(t *testing.T) {
 	t.Parallel()
 	env := newServeEnv(t, nil, true)

@@ -9,8 +9,8 @@ import (
 
 // TestComposeFileLoads loads compose.yaml as docker compose does (the whole file is interpolated
 // whatever services are started), with and without IM_AUTH_SECRET and the admin keys: the
-// README's recipe of starting only the dependencies must work without them, and with them the
-// node gets its keys.
+// recipe in docs/operators.md of starting only the dependencies must work without them, and with
+// them the node gets its keys.
 func TestComposeFileLoads(t *testing.T) {
 	t.Parallel()
 	file, err := filepath.Abs(filepath.Join("..", "..", "compose.yaml"))

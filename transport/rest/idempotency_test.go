@@ -187,7 +187,7 @@ func repeat(s string, n int) string {
 }
 
 // TestIdempotencyKeyTakesInnerSpaces: a key is 1-255 printable ASCII characters, the space
-// (0x20) included, as the README says; it is kept and replayed like any other.
+// (0x20) included, as docs/clients.md says; it is kept and replayed like any other.
 func TestIdempotencyKeyTakesInnerSpaces(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, rest.Config{}, stackOpts{})

@@ -131,7 +131,7 @@ func TestJSONErrorsAreToldInJSONTerms(t *testing.T) {
 }
 
 // TestBadMentionIDsAreBadFormat: a send whose head mentions a string that is not a user id
-// ("abc", "0", "-1") is 400 invalid head.mentions/bad_format, as the README lists, and writes
+// ("abc", "0", "-1") is 400 invalid head.mentions/bad_format, as docs/clients.md lists, and writes
 // nothing; a mention that is not a string is still head/bad_json.
 func TestBadMentionIDsAreBadFormat(t *testing.T) {
 	t.Parallel()

@@ -112,7 +112,7 @@ func TestReadAnswersMatchTheServedOpenAPIDocument(t *testing.T) {
 		}
 	}
 
-	// The wire types themselves, as the README states them.
+	// The wire types themselves, as docs/clients.md states them.
 	a = s.do(t, req{method: http.MethodGet, path: "/v1/im/topics/" + grp + "/messages?after_seq=0", token: alice})
 	var page struct {
 		Messages []map[string]any `json:"messages"`
@@ -122,7 +122,7 @@ func TestReadAnswersMatchTheServedOpenAPIDocument(t *testing.T) {
 	}
 	edited, reply, recalled := page.Messages[0], page.Messages[1], page.Messages[2]
 	if edited["seq"] != "1" || edited["version"] != "2" || reply["version"] != "1" || recalled["version"] != "2" {
-		t.Errorf("seq and version are not the strings the README promises: %s", a.Raw)
+		t.Errorf("seq and version are not the strings docs/clients.md promises: %s", a.Raw)
 	}
 	head, _ := reply["head"].(map[string]any)
 	if head["reply_seq"] != "1" || head["root_seq"] != "1" || head["mentions"].([]any)[0] != aliceID {

@@ -110,8 +110,8 @@ export function gatewayUrl(base) {
 }
 
 /**
- * Client is the SDK's connection to imledger; see the module comment and README "The TypeScript
- * SDK". Events: see ClientEvents. Nothing happens until connect().
+ * Client is the SDK's connection to imledger; see the module comment and docs/clients.md "The
+ * TypeScript SDK". Events: see ClientEvents. Nothing happens until connect().
  *
  * @extends {Emitter<ClientEvents>}
  */

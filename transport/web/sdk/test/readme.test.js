@@ -1,5 +1,5 @@
-// The quick start in the README's "The TypeScript SDK" section runs as written against a real
-// server (with the server's address and this package's path put in).
+// The quick start in the "The TypeScript SDK" section of docs/clients.md runs as written against a
+// real server (with the server's address and this package's path put in).
 
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,9 +11,9 @@ import { startServer } from './harness.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-test('the README quick start runs', async () => {
-  const readme = readFileSync(path.join(here, '../../../../README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### The TypeScript SDK'));
+test('the quick start of docs/clients.md runs', async () => {
+  const doc = readFileSync(path.join(here, '../../../../docs/clients.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('### The TypeScript SDK'));
   const code = /```js\n([\s\S]*?)```/.exec(section)?.[1];
   assert.ok(code, 'a js block in the section');
   const s = await startServer({ after });

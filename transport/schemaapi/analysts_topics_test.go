@@ -11,18 +11,18 @@ import (
 	"github.com/imledger/imledger/transport/schemaapi"
 )
 
-// readmeTopics parses the analysts' topic table of README.md ("### Topics" under "Consuming the
+// analystsTopics parses the topic table of docs/analysts.md ("### Topics" under "Consuming the
 // event stream"): for each topic it names, the event types its row lists.
-func readmeTopics(t *testing.T) map[string][]string {
+func analystsTopics(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/analysts.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
 	start := strings.Index(doc, "\n### Topics\n")
 	if start < 0 {
-		t.Fatal("README.md has no ### Topics section")
+		t.Fatal("docs/analysts.md has no ### Topics section")
 	}
 	section := doc[start+1:]
 	if end := strings.Index(section[4:], "\n#"); end >= 0 {
@@ -47,7 +47,7 @@ func readmeTopics(t *testing.T) map[string][]string {
 				continue
 			}
 			if _, dup := out[m[1]]; dup {
-				t.Errorf("README topic table: %s has two rows", m[1])
+				t.Errorf("docs/analysts.md topic table: %s has two rows", m[1])
 			}
 			out[m[1]] = types
 		}
@@ -55,16 +55,16 @@ func readmeTopics(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestREADMETopicTableMatchesTheRegistry fails when the analysts' topic table and the event
+// TestAnalystsTopicTableMatchesTheRegistry fails when the analysts' topic table and the event
 // registry disagree: every topic has a row, every registered event type is listed on the topic it
 // is published to, and the table names no event type the build does not publish there.
-func TestREADMETopicTableMatchesTheRegistry(t *testing.T) {
-	table := readmeTopics(t)
+func TestAnalystsTopicTableMatchesTheRegistry(t *testing.T) {
+	table := analystsTopics(t)
 	want := map[string][]string{}
 	for _, name := range kafka.TopicNames() {
 		want[name] = nil
 		if _, ok := table[name]; !ok {
-			t.Errorf("README topic table has no row for %s", name)
+			t.Errorf("docs/analysts.md topic table has no row for %s", name)
 		}
 	}
 	for _, e := range schemaapi.NewIndex(kafka.Config{}, "").EventTypes {
@@ -76,18 +76,18 @@ func TestREADMETopicTableMatchesTheRegistry(t *testing.T) {
 	}
 	for topic, types := range table {
 		if _, ok := want[topic]; !ok {
-			t.Errorf("README topic table names %s, which is no topic of this build", topic)
+			t.Errorf("docs/analysts.md topic table names %s, which is no topic of this build", topic)
 		}
 		for _, typ := range types {
 			if !slices.Contains(want[topic], typ) {
-				t.Errorf("README topic table lists %s on %s; this build publishes no such event there", typ, topic)
+				t.Errorf("docs/analysts.md topic table lists %s on %s; this build publishes no such event there", typ, topic)
 			}
 		}
 	}
 	for topic, types := range want {
 		for _, typ := range types {
 			if !slices.Contains(table[topic], typ) {
-				t.Errorf("README topic table does not list %s on %s", typ, topic)
+				t.Errorf("docs/analysts.md topic table does not list %s on %s", typ, topic)
 			}
 		}
 	}
