@@ -235,7 +235,7 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 	cfg.setDefaults()
 	var errs []error
 	if deps.Store == nil {
-		errs = append(errs, errors.New("Store is required"))
+		errs = append(errs, errors.New("store is required"))
 	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)

@@ -318,7 +318,7 @@ func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply appl
 	)
 	err := refusal(items)
 	if err == nil {
-		n, err, panicked = r.safeApply(ctx, apply, events)
+		n, panicked, err = r.safeApply(ctx, apply, events)
 	}
 	if err == nil && panicked == nil {
 		r.applied(n, events)
@@ -361,7 +361,7 @@ func (r *runner) applyTenant(ctx context.Context, items []*batchItem, apply appl
 		}
 		n, err, panicked := 0, it.refused, any(nil)
 		if err == nil {
-			n, err, panicked = r.safeApply(ctx, apply, events[i:i+1])
+			n, panicked, err = r.safeApply(ctx, apply, events[i:i+1])
 		}
 		if err == nil && panicked == nil {
 			r.applied(n, events[i:i+1])
@@ -387,14 +387,14 @@ func refusal(items []*batchItem) error {
 }
 
 // safeApply calls apply and catches its panic.
-func (r *runner) safeApply(ctx context.Context, apply applyFunc, events []domain.Envelope) (n int, err error, panicked any) {
+func (r *runner) safeApply(ctx context.Context, apply applyFunc, events []domain.Envelope) (n int, panicked any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = v
 		}
 	}()
 	n, err = apply(ctx, events)
-	return n, err, nil
+	return n, nil, err
 }
 
 func (r *runner) applied(n int, events []domain.Envelope) {

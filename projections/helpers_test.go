@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -289,15 +288,6 @@ func ids(envs ...domain.Envelope) []string {
 	for i, e := range envs {
 		out[i] = e.EventID.String()
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -114,16 +114,16 @@ func (o *BenchWriteOptions) setDefaults() {
 func (o BenchWriteOptions) Validate() error {
 	var errs []error
 	if o.Tenant.IsZero() {
-		errs = append(errs, errors.New("Tenant is required"))
+		errs = append(errs, errors.New("tenant is required"))
 	}
 	if o.Senders <= 0 || o.Topics <= 0 || o.FirstGroupID <= 0 || o.ContentBytes <= 0 {
-		errs = append(errs, errors.New("Senders, Topics, FirstGroupID and ContentBytes must be positive"))
+		errs = append(errs, errors.New("senders, topics, first group id and content bytes must be positive"))
 	}
 	if o.Count < 0 || o.Duration < 0 {
-		errs = append(errs, errors.New("Count and Duration must not be negative"))
+		errs = append(errs, errors.New("count and duration must not be negative"))
 	}
 	if (o.Alternate == nil) != (o.Slice <= 0) {
-		errs = append(errs, errors.New("Alternate and Slice go together"))
+		errs = append(errs, errors.New("alternate and slice go together"))
 	} else if o.Alternate != nil && (o.Count != 0 || o.Duration <= 0 || o.Duration%(4*o.Slice) != 0) {
 		errs = append(errs, errors.New("an alternating run needs a Duration of whole rounds of four slices and no Count"))
 	}

@@ -69,7 +69,7 @@ func TestAdminPlaneAcrossTwoNodes(t *testing.T) {
 	onA.endedWith("user_banned", time.Second)
 	onB.endedWith("user_banned", time.Second)
 	t.Logf("bob's sessions on both nodes ended %s after the result", time.Since(start).Round(time.Millisecond))
-	body := fmt.Sprintf(`{"tenant":"demo","login":"bob","password":"correct horse battery"}`)
+	body := `{"tenant":"demo","login":"bob","password":"correct horse battery"}`
 	for _, n := range []*served{a, b} {
 		if ans := call(t, http.MethodPost, n.base+"/v1/im/auth/login", "", "", body); ans.status != 403 || ans.Reason != "user_banned" {
 			t.Fatalf("banned login on %s: %d %s", n.base, ans.status, ans.raw)

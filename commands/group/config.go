@@ -132,7 +132,7 @@ func (c LoaderConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("MaxEntries must be positive, got %d", c.MaxEntries))
 	}
 	if c.Shards <= 0 || c.Shards > c.MaxEntries {
-		errs = append(errs, fmt.Errorf("Shards must be 1 to MaxEntries, got %d", c.Shards))
+		errs = append(errs, fmt.Errorf("shards must be 1 to MaxEntries, got %d", c.Shards))
 	}
 	if c.ReadPage <= 0 {
 		errs = append(errs, fmt.Errorf("ReadPage must be positive, got %d", c.ReadPage))

@@ -71,7 +71,7 @@ func New(deps Deps, cfg Config) (*Policy, error) {
 	cfg.setDefaults()
 	var errs []error
 	if deps.Store == nil && deps.Loader == nil {
-		errs = append(errs, errors.New("Store or Loader is required"))
+		errs = append(errs, errors.New("store or loader is required"))
 	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)

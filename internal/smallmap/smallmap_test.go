@@ -86,7 +86,6 @@ func TestFewEntriesCostTheirSize(t *testing.T) {
 	type topic struct {
 		name  string
 		group int64
-		a, b  int64
 	}
 	var sink *smallmap.Map[string, topic]
 	small := testing.AllocsPerRun(100, func() {

@@ -22,15 +22,14 @@ import (
 )
 
 type fixture struct {
-	router  *tenantdb.Router
-	store   *msgstore.Store
-	hot     *hot.Store
-	rdb     *redis.Client
-	prefix  string
-	tenant  domain.TenantID
-	cached  *query.Reader // Redis first
-	mysql   *query.Reader // MySQL only
-	applied int
+	router *tenantdb.Router
+	store  *msgstore.Store
+	hot    *hot.Store
+	rdb    *redis.Client
+	prefix string
+	tenant domain.TenantID
+	cached *query.Reader // Redis first
+	mysql  *query.Reader // MySQL only
 }
 
 func setup(t *testing.T) (context.Context, *fixture) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,7 +59,6 @@ type Channel struct {
 	errs  *prometheus.CounterVec
 
 	queue chan queued
-	once  sync.Once
 }
 
 // queued is an item waiting for Run.

@@ -68,6 +68,7 @@ func TestClientCloseIsAnsweredPerRFC6455(t *testing.T) {
 				t.Fatal(err)
 			}
 			for {
+				//lint:ignore SA1019 the peer is this package's own server under test; its frames are small
 				f, err := ws.ReadFrame(conn)
 				if err != nil {
 					t.Fatalf("no close frame from the server: %v", err)
@@ -94,6 +95,7 @@ func readCloseCode(t *testing.T, conn net.Conn) (ws.StatusCode, []string) {
 	t.Helper()
 	var texts []string
 	for {
+		//lint:ignore SA1019 the peer is this package's own server under test; its frames are small
 		f, err := ws.ReadFrame(conn)
 		if err != nil {
 			t.Fatalf("no close frame from the server (text frames %q): %v", texts, err)

@@ -27,17 +27,6 @@ func (s *slowOnce) AppendBatch(ctx context.Context, events []domain.Envelope) ([
 	return s.MessageStore.AppendBatch(ctx, events)
 }
 
-// dataSeqs returns the seqs of the data frames cl received for topic.
-func dataSeqs(cl *client, topic string) []string {
-	var out []string
-	for _, d := range cl.data() {
-		if d.Topic == topic {
-			out = append(out, d.Seq)
-		}
-	}
-	return out
-}
-
 // TestPubWhoseCallerTimedOutIsDeliveredOnce holds the first append past the pub's request
 // timeout: the sender is answered 503 retry, yet the message commits and reaches every online
 // member, on this node and the other, exactly once; the retry is acked as a duplicate and

@@ -154,19 +154,18 @@ type node struct {
 type nodeOpts struct {
 	cfg         ws.Config
 	presenceTTL time.Duration
-	rdb         *redis.Client                   // presence and fanout; default: the cluster's
-	sendRedis   *redis.Client                   // the node's own handler's sequencer; default: the cluster's
-	sender      ws.MessageSender                // default: the node's own handler
-	sendStore   commands.MessageStore           // the node's own handler's store; default: the cluster's
-	history     ws.HistoryReader                // default: storeHistory
-	logger      *slog.Logger                    // default: discard
-	mux         func(http.Handler) http.Handler // optional wrapper
-	sessions    ws.SessionRecorder              // optional
-	policy      ws.Policy                       // default: ws.DefaultPolicy
-	gate        ws.Gate                         // optional
-	limiter     ws.RateLimiter                  // optional
-	local       func(*ws.Hub) fanout.Deliverer  // the fanout's Local in front of the hub; default: the hub
-	channel     *userchan.Config                // serve the per-user channel with this config (needs c.readModel)
+	rdb         *redis.Client                  // presence and fanout; default: the cluster's
+	sendRedis   *redis.Client                  // the node's own handler's sequencer; default: the cluster's
+	sender      ws.MessageSender               // default: the node's own handler
+	sendStore   commands.MessageStore          // the node's own handler's store; default: the cluster's
+	history     ws.HistoryReader               // default: storeHistory
+	logger      *slog.Logger                   // default: discard
+	sessions    ws.SessionRecorder             // optional
+	policy      ws.Policy                      // default: ws.DefaultPolicy
+	gate        ws.Gate                        // optional
+	limiter     ws.RateLimiter                 // optional
+	local       func(*ws.Hub) fanout.Deliverer // the fanout's Local in front of the hub; default: the hub
+	channel     *userchan.Config               // serve the per-user channel with this config (needs c.readModel)
 }
 
 func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
