@@ -16,234 +16,200 @@ import (
 // module is the import path prefix of every imledger package.
 const module = "github.com/imledger/imledger"
 
-// layers are the top-level directories that hold the application's layers.
-// internal/* packages are shared plumbing and may import none of them.
-var layers = []string{"domain", "commands", "readmodels", "projections", "transport"}
-
-// rule is one arrow that must not exist: a package under from may not import
-// an import path for which forbidden returns a reason.
-type rule struct {
-	name      string
-	applies   func(pkg string) bool
-	forbidden func(imp string) bool
+// allowance is what the files of one top-level folder may import from the rest of the module,
+// beyond their own folder: prod for every file, test in addition for _test.go files. An entry
+// names a folder and everything below it ("readmodels") or one package subtree
+// ("readmodels/tokendb").
+type allowance struct {
+	prod, test []string
 }
 
-func under(dir string) func(string) bool {
-	return func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+// allowed is the table of arrows, one row per top-level folder of the module. A folder missing
+// from it fails the test: a new folder states its place. Within its own folder a package may
+// import any other. internal/testenv is further restricted (see testOnly).
+var allowed = map[string]allowance{
+	// The model: no project import at all; its third-party rule is domainThirdParty.
+	"domain": {},
+	// Shared plumbing below every layer.
+	"internal":   {},
+	"migrations": {test: []string{"internal"}},
+	"readmodels": {prod: []string{"domain", "internal", "migrations"}},
+	"projections": {prod: []string{"domain", "readmodels", "internal", "migrations"},
+		// rebuild and verify are tested against a real event log, wired in behind the EventReader
+		// port as cmd/imledger wires it; the projector benchmarks live in bench/.
+		test: []string{"commands/eventstore", "bench/projectionbench"}},
+	// commands/actiontoken reads the action-token read model it keeps in step (readmodels/tokendb);
+	// tests of a command look at the read models it changes.
+	"commands": {prod: []string{"domain", "internal", "migrations", "readmodels/tokendb"},
+		test: []string{"readmodels", "bench/writebench"}},
+	"transport": {prod: []string{"domain", "commands", "readmodels", "internal"},
+		test: []string{"projections", "migrations"}},
+	// The load generators drive the layers from outside, as a client or an operator would.
+	"bench": {prod: []string{"domain", "commands", "readmodels", "projections", "internal"},
+		test: []string{"transport"}},
+	// The composition root and CLI wire everything.
+	"cmd": {prod: []string{"domain", "commands", "readmodels", "projections", "transport", "internal", "migrations", "bench"}},
 }
+
+// testOnly: internal/testenv starts and isolates stores for tests; production code never
+// imports it. Test-helper packages (whose name ends in "test": commands/storetest,
+// readmodels/internal/rmtest) count as tests.
+const testOnly = "internal/testenv"
+
+// domainThirdParty is the one module outside the standard library that domain may import.
+const domainThirdParty = "github.com/google/uuid"
+
+type importEdge struct {
+	pkg  string // package directory relative to the module root
+	file string // file path relative to the module root
+	imp  string // the imported path
+	test bool   // the file is a _test.go file or belongs to a test-helper package
+}
+
+func topFolder(rel string) string {
+	first, _, _ := strings.Cut(rel, "/")
+	return first
+}
+
+func under(dir, p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 func isStdlib(imp string) bool {
 	first, _, _ := strings.Cut(imp, "/")
 	return !strings.Contains(first, ".")
 }
 
-func project(imp string) (string, bool) {
-	if imp == module {
-		return "", true
+// check returns why e breaks the table, or "".
+func check(e importEdge) string {
+	top := topFolder(e.pkg)
+	row, ok := allowed[top]
+	if !ok {
+		return fmt.Sprintf("top-level folder %s has no row in the allowed-imports table", top)
 	}
-	return strings.CutPrefix(imp, module+"/")
-}
-
-var rules = []rule{
-	{
-		name:    "domain imports only the standard library and github.com/google/uuid",
-		applies: under("domain"),
-		forbidden: func(imp string) bool {
-			if rel, ok := project(imp); ok {
-				return !under("domain")(rel)
+	rel, ours := strings.CutPrefix(e.imp, module+"/")
+	if !ours {
+		if top == "domain" && !isStdlib(e.imp) && e.imp != domainThirdParty {
+			return "domain imports only the standard library and " + domainThirdParty
+		}
+		return ""
+	}
+	if under(testOnly, rel) && !e.test {
+		return testOnly + " is for tests and test-helper packages only"
+	}
+	if topFolder(rel) == top {
+		return ""
+	}
+	for _, a := range row.prod {
+		if under(a, rel) {
+			return ""
+		}
+	}
+	if e.test {
+		for _, a := range row.test {
+			if under(a, rel) {
+				return ""
 			}
-			return !isStdlib(imp) && imp != "github.com/google/uuid"
-		},
-	},
-	{
-		name:    "commands/** never imports transport/**",
-		applies: under("commands"),
-		forbidden: func(imp string) bool {
-			rel, ok := project(imp)
-			return ok && under("transport")(rel)
-		},
-	},
-	{
-		name:    "readmodels/** never imports commands/**",
-		applies: under("readmodels"),
-		forbidden: func(imp string) bool {
-			rel, ok := project(imp)
-			return ok && under("commands")(rel)
-		},
-	},
-	{
-		name:    "projections/** never imports commands/**",
-		applies: under("projections"),
-		forbidden: func(imp string) bool {
-			rel, ok := project(imp)
-			return ok && under("commands")(rel)
-		},
-	},
-	{
-		name:    "internal/* imports no layer package (domain, commands, readmodels, projections, transport)",
-		applies: under("internal"),
-		forbidden: func(imp string) bool {
-			rel, ok := project(imp)
-			if !ok {
-				return false
-			}
-			for _, l := range layers {
-				if under(l)(rel) {
-					return true
-				}
-			}
-			return false
-		},
-	},
+		}
+	}
+	kind := "production code"
+	if e.test {
+		kind = "tests"
+	}
+	return fmt.Sprintf("%s of %s may import %s (tests also %s)", kind, top, list(row.prod), list(row.test))
 }
 
-// exemption lets the files of one package's external tests (package x_test) import one
-// package a rule forbids. An external test is a client of x, like cmd/imledger: where x reaches
-// an adapter only through a port, the test may wire the real adapter in, as the composition
-// root does. Internal test files (package x) and production files never get one. Each exemption
-// must be used, so a stale one fails the test.
-type exemption struct {
-	pkg, imp, why string
+func list(s []string) string {
+	if len(s) == 0 {
+		return "nothing of the module"
+	}
+	return strings.Join(s, ", ")
 }
 
-var exemptions = []exemption{
-	{
-		pkg: "projections",
-		imp: module + "/commands/eventstore",
-		why: "rebuild and verify are tested against a real event log; projections reads it only through its EventReader port, which the test fills with the store as cmd/imledger does",
-	},
-}
-
-// importEdge is one import statement of one file.
-type importEdge struct {
-	pkg   string // package directory relative to the module root
-	file  string // file path relative to the module root
-	imp   string // the imported path
-	xtest bool   // the file belongs to an external test package (package x_test)
-}
-
-// TestLayering parses the import block of every .go file in the module, test
-// files included: a test that reaches across a layer couples the layers just as
-// production code does (a helper in internal/testenv that builds an event
-// store ties every test that uses it to commands), so the rules make no
-// exception for _test.go files. Directories named testdata, vendor or starting
-// with "." or "_" are skipped, as the go tool skips them.
-//
-// The one exception is the exemptions table above: an external test package
-// may wire a real adapter behind a port, as the composition root does, and
-// each such import is named with its reason.
-//
-// On failure the message names every offending import with its file and rule,
-// then lists every import the test checked, so a reader sees both what broke
-// and what was looked at.
+// TestLayering parses the import block of every .go file in the module, test files included (a
+// test that reaches across a layer couples the layers just as production code does), and checks
+// each project import against the table above. Directories named testdata, vendor or starting
+// with "." or "_" are skipped, as the go tool skips them. Every row and every entry of the table
+// must be used, so a stale allowance fails too.
 func TestLayering(t *testing.T) {
 	root := moduleRoot(t)
 	edges := collectImports(t, root)
-	if len(edges) == 0 {
-		t.Fatalf("no imports found under %s: the walk is broken", root)
+	if len(edges) < 1000 {
+		t.Fatalf("only %d imports found under %s: the walk is broken", len(edges), root)
 	}
-
-	var violations, exempted []string
-	used := map[exemption]bool{}
-	checked := map[string]map[string]bool{} // pkg → import → any rule applied
+	var violations []string
+	used := map[string]bool{}
 	for _, e := range edges {
-		if checked[e.pkg] == nil {
-			checked[e.pkg] = map[string]bool{}
+		if why := check(e); why != "" {
+			violations = append(violations, fmt.Sprintf("%s imports %q: %s", e.file, e.imp, why))
+			continue
 		}
-		for _, r := range rules {
-			if !r.applies(e.pkg) {
-				continue
-			}
-			checked[e.pkg][e.imp] = true
-			if !r.forbidden(e.imp) {
-				continue
-			}
-			if ex, ok := exempt(e); ok {
-				used[ex] = true
-				exempted = append(exempted, fmt.Sprintf("%s imports %q (%s): exempt, %s", e.pkg, e.imp, e.file, ex.why))
-				continue
-			}
-			violations = append(violations, fmt.Sprintf("%s imports %q (%s): breaks %q", e.pkg, e.imp, e.file, r.name))
+		used[topFolder(e.pkg)] = true
+		if rel, ok := strings.CutPrefix(e.imp, module+"/"); ok {
+			used[topFolder(e.pkg)+" → "+allowanceFor(e, rel)] = true
 		}
 	}
-
-	for _, ex := range exemptions {
-		if !used[ex] {
-			violations = append(violations, fmt.Sprintf("exemption for %s importing %q is unused: delete it", ex.pkg, ex.imp))
+	for top, row := range allowed {
+		if !used[top] {
+			violations = append(violations, fmt.Sprintf("the table has a row for %s, which holds no Go file", top))
 		}
-	}
-	sort.Strings(exempted)
-	list := checkedList(checked)
-	if len(exempted) > 0 {
-		list += "\nexempted external-test imports:\n  " + strings.Join(exempted, "\n  ") + "\n"
+		for _, a := range append(append([]string{}, row.prod...), row.test...) {
+			if !used[top+" → "+a] {
+				violations = append(violations, fmt.Sprintf("%s may import %s, but nothing there does: drop the entry", top, a))
+			}
+		}
 	}
 	if len(violations) > 0 {
 		sort.Strings(violations)
-		t.Fatalf("%d import(s) break the layering:\n  %s\n\nimports checked (%d edges in %d packages under a rule):\n%s",
-			len(violations), strings.Join(violations, "\n  "), countEdges(checked), countPkgs(checked), list)
+		t.Fatalf("%d import(s) break the allowed-imports table:\n  %s", len(violations), strings.Join(violations, "\n  "))
 	}
-	t.Logf("layering holds; imports checked (%d edges in %d packages under a rule):\n%s",
-		countEdges(checked), countPkgs(checked), list)
+	t.Logf("%d imports of %d files checked against the table", len(edges), countFiles(edges))
 }
 
-// TestRulesCatchKnownViolations guards the rules themselves: each sample
-// import must be refused, each allowed import accepted.
-func TestRulesCatchKnownViolations(t *testing.T) {
+// allowanceFor names the table entry that allowed e's import of rel ("" within the folder).
+func allowanceFor(e importEdge, rel string) string {
+	row := allowed[topFolder(e.pkg)]
+	for _, a := range append(append([]string{}, row.prod...), row.test...) {
+		if under(a, rel) {
+			return a
+		}
+	}
+	return ""
+}
+
+// TestTableCatchesKnownViolations guards the table itself: each sample import must be refused,
+// each allowed import accepted.
+func TestTableCatchesKnownViolations(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		pkg, imp string
+		test     bool
 		want     bool
 	}{
-		{"domain", "github.com/jackc/pgx/v5", false},
-		{"domain", module + "/internal/jsonschema", false},
-		{"domain", "github.com/google/uuid", true},
-		{"domain/schemas", "encoding/json", true},
-		{"commands/account", module + "/transport/auth", false},
-		{"commands/account", module + "/domain", true},
-		{"readmodels/business", module + "/commands/eventstore", false},
-		{"projections", module + "/commands/eventstore", false},
-		{"projections", module + "/readmodels/hot", true},
-		{"internal/config", module + "/transport/ws", false},
-		{"internal/testenv", module + "/domain", false},
-		{"internal/testenv", "github.com/jackc/pgx/v5", true},
-		{"transport/rest", module + "/commands", true},
+		{"domain", "github.com/jackc/pgx/v5", false, false},
+		{"domain", module + "/internal/jsonschema", false, false},
+		{"domain", "github.com/google/uuid", false, true},
+		{"domain/schemas", "encoding/json", false, true},
+		{"commands/account", module + "/transport/auth", false, false},
+		{"commands/account", module + "/transport/auth", true, false},
+		{"commands/account", module + "/domain", false, true},
+		{"commands/account", module + "/readmodels/business", false, false},
+		{"commands/actiontoken", module + "/readmodels/tokendb", false, true},
+		{"readmodels/business", module + "/commands/eventstore", false, false},
+		{"projections", module + "/commands/eventstore", false, false},
+		{"projections", module + "/commands/eventstore", true, true},
+		{"projections", module + "/readmodels/hot", false, true},
+		{"internal/kafka", module + "/transport/ws", false, false},
+		{"internal/testenv", module + "/domain", false, false},
+		{"internal/testenv", "github.com/jackc/pgx/v5", false, true},
+		{"transport/rest", module + "/commands", false, true},
+		{"transport/rest", module + "/internal/testenv", false, false},
+		{"transport/rest", module + "/internal/testenv", true, true},
+		{"transport/rest", module + "/cmd/imledger", true, false},
+		{"newfolder/x", module + "/domain", false, false},
 	}
 	for _, c := range cases {
-		ok := true
-		for _, r := range rules {
-			if r.applies(c.pkg) && r.forbidden(c.imp) {
-				ok = false
-			}
-		}
-		if ok != c.want {
-			t.Errorf("%s importing %s: allowed=%v, want %v", c.pkg, c.imp, ok, c.want)
-		}
-	}
-}
-
-func exempt(e importEdge) (exemption, bool) {
-	if !e.xtest {
-		return exemption{}, false
-	}
-	for _, ex := range exemptions {
-		if ex.pkg == e.pkg && ex.imp == e.imp {
-			return ex, true
-		}
-	}
-	return exemption{}, false
-}
-
-// TestExemptionsCoverOnlyExternalTests guards the exemption table: the same
-// import from an internal test file or production file of the package is not
-// exempt.
-func TestExemptionsCoverOnlyExternalTests(t *testing.T) {
-	t.Parallel()
-	for _, ex := range exemptions {
-		if _, ok := exempt(importEdge{pkg: ex.pkg, imp: ex.imp, file: ex.pkg + "/x_test.go", xtest: true}); !ok {
-			t.Errorf("exemption %s → %s does not apply to an external test", ex.pkg, ex.imp)
-		}
-		if _, ok := exempt(importEdge{pkg: ex.pkg, imp: ex.imp, file: ex.pkg + "/x.go"}); ok {
-			t.Errorf("exemption %s → %s applies to a production file", ex.pkg, ex.imp)
+		why := check(importEdge{pkg: c.pkg, imp: c.imp, test: c.test, file: c.pkg + "/x.go"})
+		if (why == "") != c.want {
+			t.Errorf("%s importing %s (test %v): allowed=%v (%s), want %v", c.pkg, c.imp, c.test, why == "", why, c.want)
 		}
 	}
 }
@@ -270,17 +236,17 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-func collectImports(t *testing.T, root string) []importEdge {
+// walkGo calls fn for every .go file of the module, skipping what the go tool skips.
+func walkGo(t *testing.T, root string, fn func(path, rel string) error) {
 	t.Helper()
-	var edges []importEdge
-	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if path != root && (name == "testdata" || name == "vendor" || name == "node_modules" ||
+				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -288,65 +254,41 @@ func collectImports(t *testing.T, root string) []importEdge {
 		if !strings.HasSuffix(name, ".go") {
 			return nil
 		}
+		rel, _ := filepath.Rel(root, path)
+		return fn(path, filepath.ToSlash(rel))
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+}
+
+func collectImports(t *testing.T, root string) []importEdge {
+	t.Helper()
+	var edges []importEdge
+	fset := token.NewFileSet()
+	walkGo(t, root, func(path, rel string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", path, err)
 		}
-		rel, _ := filepath.Rel(root, path)
 		pkg := filepath.ToSlash(filepath.Dir(rel))
-		xtest := strings.HasSuffix(name, "_test.go") && strings.HasSuffix(f.Name.Name, "_test")
+		test := strings.HasSuffix(rel, "_test.go") || strings.HasSuffix(filepath.Base(pkg), "test")
 		for _, spec := range f.Imports {
 			imp, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
 				return fmt.Errorf("%s: import %s: %w", path, spec.Path.Value, err)
 			}
-			edges = append(edges, importEdge{pkg: pkg, file: filepath.ToSlash(rel), imp: imp, xtest: xtest})
+			edges = append(edges, importEdge{pkg: pkg, file: rel, imp: imp, test: test})
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", root, err)
-	}
 	return edges
 }
 
-func checkedList(checked map[string]map[string]bool) string {
-	pkgs := make([]string, 0, len(checked))
-	for p, imps := range checked {
-		if len(imps) > 0 {
-			pkgs = append(pkgs, p)
-		}
+func countFiles(edges []importEdge) int {
+	files := map[string]bool{}
+	for _, e := range edges {
+		files[e.file] = true
 	}
-	sort.Strings(pkgs)
-	var b strings.Builder
-	for _, p := range pkgs {
-		imps := make([]string, 0, len(checked[p]))
-		for i := range checked[p] {
-			imps = append(imps, i)
-		}
-		sort.Strings(imps)
-		fmt.Fprintf(&b, "  %s:\n", p)
-		for _, i := range imps {
-			fmt.Fprintf(&b, "    %s\n", i)
-		}
-	}
-	return b.String()
-}
-
-func countEdges(checked map[string]map[string]bool) int {
-	n := 0
-	for _, imps := range checked {
-		n += len(imps)
-	}
-	return n
-}
-
-func countPkgs(checked map[string]map[string]bool) int {
-	n := 0
-	for _, imps := range checked {
-		if len(imps) > 0 {
-			n++
-		}
-	}
-	return n
+	return len(files)
 }
