@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/bench/writebench"
+	"github.com/imledger/imledger/cmd/imledger/bench/writebench"
 	"github.com/imledger/imledger/commands"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/bench/projectionbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/projections"
 )
 

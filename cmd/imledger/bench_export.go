@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/bench/projectionbench"
-	"github.com/imledger/imledger/bench/wsbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/wsbench"
 	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"

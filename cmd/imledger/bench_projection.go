@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/bench/projectionbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"

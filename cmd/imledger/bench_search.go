@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/bench/searchbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/searchbench"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/business"
 )

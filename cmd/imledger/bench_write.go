@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/bench/writebench"
+	"github.com/imledger/imledger/cmd/imledger/bench/writebench"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/ratelimit"
 )

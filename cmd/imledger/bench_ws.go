@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/bench/wsbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/wsbench"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/tenant"

@@ -36,19 +36,16 @@ var allowed = map[string]allowance{
 	"readmodels": {prod: []string{"domain", "internal", "migrations"}},
 	"projections": {prod: []string{"domain", "readmodels", "internal", "migrations"},
 		// rebuild and verify are tested against a real event log, wired in behind the EventReader
-		// port as cmd/imledger wires it; the projector benchmarks live in bench/.
-		test: []string{"commands/eventstore", "bench/projectionbench"}},
+		// port as cmd/imledger wires it; the projector benchmark runs from its tests too.
+		test: []string{"commands/eventstore", "cmd/imledger/bench/projectionbench"}},
 	// commands/actiontoken reads the action-token read model it keeps in step (readmodels/tokendb);
 	// tests of a command look at the read models it changes.
 	"commands": {prod: []string{"domain", "internal", "migrations", "readmodels/tokendb"},
-		test: []string{"readmodels", "bench/writebench"}},
+		test: []string{"readmodels", "cmd/imledger/bench/writebench"}},
 	"transport": {prod: []string{"domain", "commands", "readmodels", "internal"},
 		test: []string{"projections", "migrations"}},
-	// The load generators drive the layers from outside, as a client or an operator would.
-	"bench": {prod: []string{"domain", "commands", "readmodels", "projections", "internal"},
-		test: []string{"transport"}},
-	// The composition root and CLI wire everything.
-	"cmd": {prod: []string{"domain", "commands", "readmodels", "projections", "transport", "internal", "migrations", "bench"}},
+	// The composition root, the CLI and the benchmarks (cmd/imledger/bench) wire everything.
+	"cmd": {prod: []string{"domain", "commands", "readmodels", "projections", "transport", "internal", "migrations"}},
 }
 
 // testOnly: internal/testenv starts and isolates stores for tests; production code never

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/bench/searchbench"
+	"github.com/imledger/imledger/cmd/imledger/bench/searchbench"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/business"
