@@ -67,7 +67,7 @@ type Config struct {
 
 	// FetchMaxWait is how long the broker may hold a fetch that has fewer than FetchMinBytes:
 	// the longest an event waits before the projector sees it when traffic is light. An idle
-	// consumer fetches this often. Default 50ms.
+	// consumer fetches this often. Default 150ms.
 	FetchMaxWait time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -145,7 +145,7 @@ func (c *Config) setDefaults() {
 		c.FetchMinBytes = 64 << 10
 	}
 	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = 50 * time.Millisecond
+		c.FetchMaxWait = 150 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
