@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 var (
@@ -172,28 +173,13 @@ func (b *batcher) send(batch []*check) {
 	// The round trip serves many callers: it is bounded by its own deadline, not one caller's.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), 5*time.Second)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(batch))
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, c := range batch {
-			cmds[i] = gcraScript.EvalSha(ctx, p, []string{c.key}, float64(time.Minute.Milliseconds())/float64(c.limit), c.limit, max(c.n, 1))
-		}
-		return nil
-	})
-	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
+	calls := make([]redisscript.Call, len(batch))
+	for i, c := range batch {
+		calls[i] = redisscript.Call{Script: gcraScript, Keys: []string{c.key},
+			Args: []any{float64(time.Minute.Milliseconds()) / float64(c.limit), c.limit, max(c.n, 1)}}
 	}
-	if len(again) > 0 {
-		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range again {
-				c := batch[i]
-				cmds[i] = gcraScript.Eval(ctx, p, []string{c.key}, float64(time.Minute.Milliseconds())/float64(c.limit), c.limit, max(c.n, 1))
-			}
-			return nil
-		})
-	}
+	// One round trip as EVALSHA; after a restart or SCRIPT FLUSH the NOSCRIPT ones go again as EVAL.
+	cmds := redisscript.Run(ctx, b.rdb, calls, nil)
 	for i, c := range batch {
 		res, err := cmds[i].Int64Slice()
 		switch {

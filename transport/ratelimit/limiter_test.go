@@ -123,3 +123,31 @@ func TestRedisDownFailsClosed(t *testing.T) {
 		t.Fatalf("request with Redis down: %v, want retryable", err)
 	}
 }
+
+// TestLimitsSurviveAFlushedScriptCache: after SCRIPT FLUSH (or a restart) the limiter's scripts
+// are sent again in full, and the limits keep counting from where they were.
+func TestLimitsSurviveAFlushedScriptCache(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	private := testenv.StartPrivateRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: private.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := newLimiter(t, rdb, "im:", nil)
+	tenant := domain.MustTenantID("acme")
+	for i := range 3 {
+		if err := l.AllowSend(ctx, tenant, "1", "grp1"); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < 5; i++ {
+		if err := l.AllowSend(ctx, tenant, "1", "grp1"); err != nil {
+			t.Fatalf("send %d after SCRIPT FLUSH: %v", i, err)
+		}
+	}
+	if err := l.AllowSend(ctx, tenant, "1", "grp1"); !limitedBy(err, domain.RateSendUser) {
+		t.Fatalf("6th send within the minute: %v, want send_user", err)
+	}
+}
