@@ -9,12 +9,12 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/imledger/imledger/cmd/imledger/config"
+	"github.com/imledger/imledger/internal/pgerr"
 	"github.com/imledger/imledger/migrations"
 )
 
@@ -44,10 +44,9 @@ func ensureDatabase(ctx context.Context, url string) (bool, error) {
 		return false, nil
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	var pgErr *pgconn.PgError
 	// Created concurrently: duplicate_database, or a unique violation of pg_database's name index
 	// when both CREATE DATABASE statements passed the existence check.
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
+	if pgerr.Code(err) == pgerr.DuplicateDatabase || pgerr.Code(err) == pgerr.UniqueViolation {
 		return false, nil
 	}
 	if err != nil {
@@ -88,8 +87,7 @@ func checkEventStore(ctx context.Context, cfg config.PostgresConfig) error {
 	}
 	where := fmt.Sprintf("database %q on %s:%d", cc.Database, cc.Host, cc.Port)
 	conn, err := pgx.ConnectConfig(ctx, cc)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
+	if pgerr.Code(err) == pgerr.UnknownDatabase {
 		return fmt.Errorf("postgres.url: %s does not exist: check the URL, or create it with imledger migrate", where)
 	}
 	if err != nil {

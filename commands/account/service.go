@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/pgerr"
 )
 
 // Errors of the account operations. Transport answers both with a fixed 401 and no detail.
@@ -131,33 +130,22 @@ func New(deps Deps, cfg Config) (*Service, error) {
 // Config returns the configuration with defaults applied.
 func (s *Service) Config() Config { return s.cfg }
 
-// dbErr wraps a PostgreSQL failure for op: unreachable, timed out or overloaded is a
+// dbErr wraps a PostgreSQL failure for op: a transient one (internal/pgerr) is a
 // *domain.RetryableError; a cancelled context and anything else stay plain wrapped errors.
 func dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%s: %w", op, err)
+	if pgerr.Transient(err) {
+		return domain.Retryable(op, err)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// 08: connection exception, 40: transaction rollback, 53: insufficient resources,
-		// 57: operator intervention.
-		for _, class := range []string{"08", "40", "53", "57"} {
-			if strings.HasPrefix(pgErr.Code, class) {
-				return domain.Retryable(op, err)
-			}
-		}
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return domain.Retryable(op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // uniqueViolation reports whether err is a unique violation of constraint.
 func uniqueViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+	c, ok := pgerr.Unique(err)
+	return ok && c == constraint
 }
 
 // detached returns a context for cleanup that must run even when ctx was cancelled.

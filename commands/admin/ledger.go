@@ -7,16 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/coalesce"
+	"github.com/imledger/imledger/internal/pgerr"
 )
 
 // ledger is the admin_commands table: one row per command and consumer group, claimed before the
@@ -247,19 +246,14 @@ func (l *ledger) attempts(ctx context.Context, id uuid.UUID) (int, error) {
 	return n, nil
 }
 
-// dbErr wraps a PostgreSQL failure for op as retryable unless it is a plain SQL error.
+// dbErr wraps a PostgreSQL failure for op: a transient one (internal/pgerr) is a
+// *domain.RetryableError; a cancelled context and anything else stay plain wrapped errors.
 func dbErr(op string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%s: %w", op, err)
+	if err == nil {
+		return nil
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		for _, class := range []string{"08", "40", "53", "57"} {
-			if strings.HasPrefix(pgErr.Code, class) {
-				return domain.Retryable(op, err)
-			}
-		}
-		return fmt.Errorf("%s: %w", op, err)
+	if pgerr.Transient(err) {
+		return domain.Retryable(op, err)
 	}
-	return domain.Retryable(op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }

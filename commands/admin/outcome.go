@@ -2,13 +2,11 @@ package admin
 
 import (
 	"errors"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/domain/admintrust"
+	"github.com/imledger/imledger/internal/pgerr"
 )
 
 // classify maps a command's error to its rejection reason and details; rejected is false for a
@@ -91,6 +89,5 @@ func trustRejection(r *admintrust.Refusal) *rejection {
 // constraint the command handlers do not turn into a domain error). Such a command is failed at
 // once instead of retried.
 func permanent(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
+	return pgerr.Class(err, "22", "23")
 }

@@ -79,7 +79,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ListenMaxBackoff (%s) must not be below ListenMinBackoff (%s)", c.ListenMaxBackoff, c.ListenMinBackoff))
 	}
 	if c.Logger == nil {
-		errs = append(errs, errors.New("logger is required"))
+		errs = append(errs, errors.New("a Logger is required"))
 	}
 	return errors.Join(errs...)
 }

@@ -2,11 +2,9 @@ package eventstore
 
 import (
 	"errors"
-	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/pgerr"
 )
 
 // Refused reports whether err, from a write, says the data itself was refused: the store found
@@ -20,6 +18,5 @@ func Refused(err error) bool {
 	if errors.Is(err, domain.ErrInvalid) {
 		return true
 	}
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+	return pgerr.Class(err, "22")
 }

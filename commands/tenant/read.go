@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/pgerr"
 )
 
 const infoColumns = `tenant_id, status, settings, version, not_before, created_at, updated_at`
@@ -75,20 +74,14 @@ func scanInfo(row pgx.Row) (Info, error) {
 	return info, nil
 }
 
-// dbErr wraps a PostgreSQL failure for op: unreachable, timed out or overloaded is a
-// *domain.RetryableError; anything else a plain wrapped error.
+// dbErr wraps a PostgreSQL failure for op: a transient one (internal/pgerr) is a
+// *domain.RetryableError; a cancelled context and anything else stay plain wrapped errors.
 func dbErr(op string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%s: %w", op, err)
+	if err == nil {
+		return nil
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		for _, class := range []string{"08", "40", "53", "57"} {
-			if strings.HasPrefix(pgErr.Code, class) {
-				return domain.Retryable(op, err)
-			}
-		}
-		return fmt.Errorf("%s: %w", op, err)
+	if pgerr.Transient(err) {
+		return domain.Retryable(op, err)
 	}
-	return domain.Retryable(op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }

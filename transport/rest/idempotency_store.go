@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/pgerr"
 )
 
 // ClaimState is the outcome of claiming an Idempotency-Key.
@@ -198,9 +198,8 @@ func pgErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *pgconn.PgError
-	if errors.Is(err, context.Canceled) || (errors.As(err, &pe) && pe.Code[:2] != "08" && pe.Code[:2] != "57" && pe.Code[:2] != "53") {
-		return fmt.Errorf("%s: %w", op, err)
+	if pgerr.Transient(err) {
+		return domain.Retryable(op, err)
 	}
-	return domain.Retryable(op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }
