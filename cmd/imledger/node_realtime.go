@@ -56,7 +56,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	}))
 	deps := ws.Deps{
 		Tokens: n.signer, Sender: n.state.sender, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
-		Policy: ws.MemberPolicy{Read: n.readPolicy(), Send: n.policy}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
+		Policy: ws.MemberPolicy{Read: n.readPolicy(), Send: n.policy, SenderChecks: true}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
 		Panics: n.panics, Gate: n.gate,
 	}
 	if n.state.limiter != nil {

@@ -111,6 +111,10 @@ type TopicReader interface {
 type MemberPolicy struct {
 	Read TopicReader
 	Send commands.SendPolicy
+	// SenderChecks says Deps.Sender applies Send itself (commands.SendMessageHandler with the same
+	// policy): a pub then leaves the check to it, so the send policy is asked once per pub. Other
+	// frames that post to a topic (read receipts, typing) are checked here all the same.
+	SenderChecks bool
 }
 
 var _ Policy = MemberPolicy{}
@@ -130,6 +134,11 @@ func (p MemberPolicy) CanSubscribe(ctx context.Context, tenant domain.TenantID, 
 func (p MemberPolicy) CanRead(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
 	return p.Read.CanRead(ctx, tenant, user, topic)
 }
+
+// checkedBySender is a Policy whose publish check the send handler makes again.
+type checkedBySender interface{ pubCheckedBySender() bool }
+
+func (p MemberPolicy) pubCheckedBySender() bool { return p.SenderChecks }
 
 // CanPublish implements Policy.
 func (p MemberPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, user domain.UserID, topic domain.Topic) error {
