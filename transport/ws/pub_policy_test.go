@@ -24,7 +24,9 @@ func (c *countingSend) CanSend(_ context.Context, _ domain.TenantID, _ domain.Us
 
 type readAll struct{}
 
-func (readAll) CanRead(context.Context, domain.TenantID, domain.UserID, domain.Topic) error { return nil }
+func (readAll) CanRead(context.Context, domain.TenantID, domain.UserID, domain.Topic) error {
+	return nil
+}
 
 // TestPubAsksTheSendPolicyOnce: with a send handler that applies the send policy itself
 // (MemberPolicy.SenderChecks), a pub asks the policy once, not once in the gateway and again in
