@@ -165,7 +165,7 @@ export class Server {
     const creds = { tenant: 'demo', login, password };
     await anon.register(creds);
     const r = await anon.login(creds);
-    return { id: r.user_id, token: r.token, login, password };
+    return { id: r.user_id, token: r.token, sessionId: r.session_id || '', login, password };
   }
 
   /** issueToken runs `imledger token issue` for user with lifetime ttl (a Go duration). */
