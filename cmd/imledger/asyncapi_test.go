@@ -315,7 +315,9 @@ func docChannel(t *testing.T, base string, doc *asyncDoc) {
 	if r := call(t, http.MethodDelete, base+"/v1/im/account/sessions/"+sid, other, "sign-out-1", ""); r.status != http.StatusOK {
 		t.Fatalf("sign out: %d %s", r.status, r.raw)
 	}
-	x.awaitMessage("meItem", func(f docFrame) bool { return f.str("me", "what") == "account" && f.str("me", "reason") == "session_revoked" })
+	x.awaitMessage("meItem", func(f docFrame) bool {
+		return f.str("me", "what") == "account" && f.str("me", "reason") == "session_revoked"
+	})
 	x.awaitMessage("ctrlSessionEnded", func(f docFrame) bool { return f.str("ctrl", "reason") == "session_revoked" })
 	x.closedWith(websocket.StatusPolicyViolation)
 }

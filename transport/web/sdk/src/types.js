@@ -313,6 +313,7 @@
  * @typedef {object} ConversationsLoaded
  * @property {'start'|'reconnect'|'resync'} reason
  * @property {ConversationState[]} conversations the conversations read, most recently active first
+ * @property {import('./rest.js').Conversation[]} entries the list's entries as read (names, roles, peers' read marks)
  */
 
 /**

@@ -362,7 +362,7 @@ export class UserChannel {
       }
       return st;
     });
-    this._host.emit('conversations', { reason, conversations: states });
+    this._host.emit('conversations', { reason, conversations: states, entries: convs });
   }
 
   /**
