@@ -45,3 +45,34 @@ test('the README quick start runs', async () => {
 function messageLogged(line) {
   return /^grp[0-9]+ 1 [0-9]+ /.test(line);
 }
+
+test('the package README quick start runs', async () => {
+  const readme = readFileSync(path.join(here, '../README.md'), 'utf8');
+  const code = /```js\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.ok(code, 'a js block in the README');
+  assert.ok(code.split('\n').length <= 26, 'a short quick start');
+  const s = await startServer({ after });
+  const script = code
+    .replaceAll('http://localhost:8080', s.base)
+    .replace("from '@imledger/sdk'", 'from ' + JSON.stringify(pathToFileURL(path.join(here, '../src/index.js')).href))
+    + '\nexport { client, ack };\n';
+  const file = path.join(s.dir, 'sdk-quickstart.mjs');
+  writeFileSync(file, script);
+  const logs = [];
+  const log = console.log;
+  console.log = (...args) => logs.push(args.join(' '));
+  try {
+    const { client, ack } = await import(pathToFileURL(file).href);
+    assert.equal(ack.seq, '1');
+    const read = (line) => /^grp[0-9]+ unread 0 mentions 0$/.test(line);
+    const deadline = Date.now() + 10000;
+    while (!logs.some(read) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(client.channel.state, 'active');
+    client.close();
+    assert.ok(logs.some(read), 'the conversation event of the group: ' + logs.join('\n'));
+  } finally {
+    console.log = log;
+  }
+});
