@@ -328,10 +328,10 @@
  */
 
 /**
- * @typedef {'off'|'pending'|'active'|'failed'} ChannelState
- * off: the Client was made with channel false; pending: not on the channel on the current
- * connection yet; active: items and conversation frames flow; failed: the server does not serve
- * the channel (501) or refused it for good.
+ * @typedef {'pending'|'active'|'failed'} ChannelState
+ * pending: not on the channel on the current connection yet (or not caught up); active: items
+ * and conversation frames flow; failed: the server does not serve the channel (501) or refused
+ * it for good. (A Client made with channel false has no channel: Client.channel is null.)
  */
 
 /**

@@ -19,6 +19,9 @@ import { messageOf } from './topicsync.js';
 /** @typedef {import('./errors.js').ProtocolError} ProtocolError */
 /** @typedef {import('./rest.js').Conversation} Conversation */
 
+/** @param {number} ms @returns {Promise<void>} */
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /** The channel's topic. */
 export const ME = 'me';
 
@@ -104,15 +107,8 @@ export class UserChannel {
     const gen = ++this._gen;
     this._conn = conn;
     this._state = 'pending';
-    /** @type {import('./types.js').CtrlFrame} */
-    let ctrl;
-    try {
-      ctrl = await conn.request('sub', { topic: ME });
-    } catch (err) {
-      if (gen === this._gen && !(err instanceof ConnectionLostError)) { this._fail(/** @type {Error} */ (err)); }
-      return;
-    }
-    if (gen !== this._gen) { return; }
+    const ctrl = await this._subscribe(conn, gen);
+    if (!ctrl) { return; }
     const p = ctrl.params || {};
     const epoch = String(p.epoch ?? '');
     const last = seqNumber(p.last_seq) || 0;
@@ -138,6 +134,34 @@ export class UserChannel {
     }).catch((err) => {
       if (gen === this._gen && !(err instanceof ConnectionLostError)) { this._host.emit('error', err); }
     });
+  }
+
+  /**
+   * _subscribe sends sub of me until it is answered: over the connection's sub/leave limit (429)
+   * or while the server is short of a store (a retryable refusal) it waits and asks again. It
+   * returns null when the connection changed, or the refusal is final (the channel failed).
+   *
+   * @param {Connection} conn
+   * @param {number} gen
+   * @returns {Promise<import('./types.js').CtrlFrame|null>}
+   */
+  async _subscribe(conn, gen) {
+    for (let tries = 0; ; tries++) {
+      try {
+        const ctrl = await conn.request('sub', { topic: ME });
+        return gen === this._gen ? ctrl : null;
+      } catch (err) {
+        if (gen !== this._gen || err instanceof ConnectionLostError) { return null; }
+        const e = /** @type {ProtocolError} */ (err);
+        if (e.code === 429 || e.retryable) {
+          await sleep(Math.max(50, Number(e.params?.retry_after_ms) || 400 * Math.pow(2, Math.min(tries, 5))));
+          if (gen !== this._gen) { return null; }
+          continue;
+        }
+        this._fail(e);
+        return null;
+      }
+    }
   }
 
   /** _deactivate forgets the lost connection; the next one subscribes again. */
