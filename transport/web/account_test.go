@@ -69,10 +69,11 @@ func TestAccountPanel(t *testing.T) {
 	mei.register(n.url, "mei", "mei-password-1")
 	mei.clickJS(`#account-box summary`)
 
-	mei.do("a wrong old password", chromedp.SendKeys(chromedp.ID("old-password"), "not-it"),
-		chromedp.SendKeys(chromedp.ID("new-password"), "mei-password-2"), chromedp.Click(chromedp.ID("password-btn")))
+	mei.do("a wrong old password", chromedp.SetValue(chromedp.ID("old-password"), "not-it"),
+		chromedp.SetValue(chromedp.ID("new-password"), "mei-password-2"), chromedp.Click(chromedp.ID("password-btn")))
 	mei.waitFor("the refusal", `document.getElementById('account-error').textContent.includes('Could not change the password')`)
-	mei.do("the right one", chromedp.SetValue(chromedp.ID("old-password"), "mei-password-1"), chromedp.Click(chromedp.ID("password-btn")))
+	mei.do("the right one", chromedp.SetValue(chromedp.ID("old-password"), "mei-password-1"),
+		chromedp.SetValue(chromedp.ID("new-password"), "mei-password-2"), chromedp.Click(chromedp.ID("password-btn")))
 	mei.waitFor("the change", `document.getElementById('account-status').textContent.startsWith('Password changed')`)
 	if _, err := restCall(n.url, "", http.MethodPost, "/v1/im/auth/login",
 		map[string]string{"tenant": "demo", "login": "mei", "password": "mei-password-1"}); err == nil {
@@ -110,7 +111,7 @@ func TestAccountPanel(t *testing.T) {
 	}
 	mei.waitFor("the row gone", `!document.querySelector('`+row+`')`)
 
-	mei.do("delete the account", chromedp.SendKeys(chromedp.ID("delete-password"), "mei-password-2"), chromedp.Click(chromedp.ID("delete-btn")))
+	mei.do("delete the account", chromedp.SetValue(chromedp.ID("delete-password"), "mei-password-2"), chromedp.Click(chromedp.ID("delete-btn")))
 	mei.waitFor("the server's answer", `document.getElementById('account-error').textContent.startsWith('Could not delete the account: ')`)
 	if got := mei.text("#conn"); got != "Connected" {
 		t.Errorf("the page's own session after signing another out: %q", got)
