@@ -1185,6 +1185,7 @@ function startClient() {
   c.on('friend', mine(function (e) { onInfo({ topic: e.topic, what: e.what, from: e.from, src: e.src }); }));
   c.on('block', mine(function (e) { onInfo({ topic: e.topic, what: e.what, from: e.from, src: e.src }); }));
   c.on('membership', mine(function (e) { onInfo({ topic: e.topic, what: e.what, from: e.from, src: e.src }); }));
+  c.on('resync', mine(function () { loadFriends(); })); // the items lost were about these too
   c.on('session_revoked', mine(function () { logout('This session was signed out (from another device, or everywhere); log in again.'); }));
   c.connect();
 }

@@ -137,3 +137,39 @@ describe('the per-user channel', () => {
     assert.ok(r.events.account.some((e) => e.change === 'session_ended'), 'the account item came first');
   });
 });
+
+describe('a log that lost the client\'s position', () => {
+  test('a reconnect past the log\'s items resyncs: the list is read again, the items go on from the log\'s head', async () => {
+    const small = new Server({ extra: 'channel: {log_size: 3}' });
+    after(() => small.cleanup());
+    await small.start();
+    const b = await small.signUp('rs-b');
+    const r = await new Recorder(small.wsUrl, b.token, { rest: small.rest(b.token) }).connect();
+    await r.client.channel?.ready();
+    const first = await small.signUp('rs-first');
+    await small.rest(first.token).requestFriend(b.id);
+    await waitFor('an item live: the client has a position in the log', () => r.events.friend.length === 1, 10000);
+    r.client.disconnect();
+    const others = [];
+    for (let i = 0; i < 5; i++) {
+      const o = await small.signUp('rs-o' + i);
+      others.push(o);
+      await small.rest(o.token).requestFriend(b.id); // 5 items: the log keeps the last 3
+    }
+    const g = await small.rest(others[0].token).createGroup({ name: 'while away' });
+    await small.rest(b.token).joinGroup(/** @type {string} */ (g.group_id));
+    const grp = 'grp' + g.group_id;
+    await waitFor('the join is listed', async () => (await small.rest(b.token).conversations()).conversations.some((c) => c.topic === grp), 15000);
+    r.client.connect();
+    await waitFor('a resync', () => r.events.resync.length === 1, 10000);
+    await r.client.channel?.ready();
+    assert.equal(r.events.friend.length, 1, 'the items in between are gone, not replayed');
+    assert.ok(r.events.conversations.some((e) => e.reason === 'resync' && e.conversations.some((c) => c.topic === grp)),
+      'the whole list was read again');
+    const head = Number(r.events.resync[0].lastSeq);
+    await small.rest(b.token).declineFriend(others[2].id);
+    await waitFor('the next item', () => r.events.friend.length === 2, 10000);
+    assert.equal(Number(r.events.item.at(-1)?.seq), head + 1, 'items go on from the head');
+    r.client.close();
+  });
+});
