@@ -51,6 +51,7 @@ func TestWebSocketFramesMatchTheAsyncAPIDocument(t *testing.T) {
 	docDirect(t, node.base, a, b, alice, bob)
 	docLimitsAndEndings(t, node, doc, a, carol)
 	docNotice(t, node.base, doc, carol)
+	docChannel(t, node.base, doc)
 
 	if missing := doc.unseen(); len(missing) > 0 {
 		t.Errorf("server messages of the document no frame matched: %v", missing)
@@ -273,4 +274,69 @@ func docNotice(t *testing.T, base string, doc *asyncDoc, carol user) {
 		t.Fatalf("upload: %d", resp.StatusCode)
 	}
 	c.awaitMessage("infoNotice", func(f docFrame) bool { return strings.Contains(f.raw, id) })
+}
+
+// docChannel follows a user's channel (sub of me): a new 1:1 chat is an item, a later message of
+// it a conversation frame; a get of me reads the items back, a get from another epoch is answered
+// 205; signing the login session out from another one logs an account item, then ends the
+// session with session_revoked.
+func docChannel(t *testing.T, base string, doc *asyncDoc) {
+	t.Helper()
+	xena, yuri := signUp(t, base, "xena"), signUp(t, base, "yuri")
+	x := dialDoc(t, base, doc, "xena")
+	x.login(xena.token)
+	head := x.request("sub", `{"sub":{"id":%q,"topic":"me"}}`, "ctrlTopic")
+	params, _ := head.body("ctrl")["params"].(map[string]any)
+	if params["topic"] != "me" || params["last_seq"] == nil {
+		t.Fatalf("sub of me: %s", head.raw)
+	}
+	p2p := directTopicOf(xena.id, yuri.id)
+	for i, text := range []string{"first", "second"} {
+		body := fmt.Sprintf(`{"client_msg_id":"ch-%d","content":{"text":%q}}`, i, text)
+		if r := call(t, http.MethodPost, base+"/v1/im/topics/"+p2p+"/messages", yuri.token, fmt.Sprintf("ch-%d", i), body); r.status/100 != 2 {
+			t.Fatalf("send %s: %d %s", text, r.status, r.raw)
+		}
+		if i == 0 {
+			x.awaitMessage("meItem", func(f docFrame) bool { return f.str("me", "what") == "conv" && f.str("me", "topic") == p2p })
+		}
+	}
+	item := x.awaitMessage("meItem", func(f docFrame) bool { return f.str("me", "what") == "conv" })
+	x.awaitMessage("meConversation", func(f docFrame) bool { return f.str("me", "what") == "msg" && f.str("me", "msg_seq") == "2" })
+	epoch := item.str("me", "epoch")
+	page := x.request("get", `{"get":{"id":%q,"topic":"me","epoch":`+jsonString(epoch)+`}}`, "ctrlPage")
+	if n, _ := page.body("ctrl")["params"].(map[string]any)["count"].(float64); n < 1 {
+		t.Fatalf("get of me: %s", page.raw)
+	}
+	x.request("get", `{"get":{"id":%q,"topic":"me","epoch":"not-the-epoch","after_seq":"1"}}`, "ctrlResync")
+
+	again := call(t, http.MethodPost, base+"/v1/im/auth/login", "", "", `{"tenant":"demo","login":"xena","password":"correct horse battery"}`)
+	other, _ := again.Data["token"].(string)
+	sid := sessionOf(t, base, xena.token)
+	if r := call(t, http.MethodDelete, base+"/v1/im/account/sessions/"+sid, other, "sign-out-1", ""); r.status != http.StatusOK {
+		t.Fatalf("sign out: %d %s", r.status, r.raw)
+	}
+	x.awaitMessage("meItem", func(f docFrame) bool {
+		return f.str("me", "what") == "account" && f.str("me", "reason") == "session_revoked"
+	})
+	x.awaitMessage("ctrlSessionEnded", func(f docFrame) bool { return f.str("ctrl", "reason") == "session_revoked" })
+	x.closedWith(websocket.StatusPolicyViolation)
+}
+
+// sessionOf is the login session of token, as the session list marks it current.
+func sessionOf(t *testing.T, base, token string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := call(t, http.MethodGet, base+"/v1/im/account/sessions", token, "", "")
+		list, _ := r.Data["sessions"].([]any)
+		for _, s := range list {
+			if m, _ := s.(map[string]any); m["current"] == true {
+				return m["session_id"].(string)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the token's session was never listed: %d %s", r.status, r.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -213,6 +213,7 @@ func (p *page) state() string {
 		hash: location.hash,
 		room: document.getElementById('room-name').textContent,
 		sendStatus: document.getElementById('send-status').textContent,
+		account: document.getElementById('account-status').textContent + ' ' + document.getElementById('account-error').textContent,
 		conversations: Array.from(document.querySelectorAll('#convs li')).map(li => li.textContent),
 		members: Array.from(document.querySelectorAll('#members li')).map(li => li.textContent),
 		messages: Array.from(document.querySelectorAll('#messages li')).map(li => li.textContent)})`))

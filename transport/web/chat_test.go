@@ -189,18 +189,7 @@ func TestABurstOfJoinsCostsAFewMemberLoads(t *testing.T) {
 // restLogin registers login in the demo tenant through the REST API and returns a token of it.
 func restLogin(t *testing.T, baseURL, login, password string) string {
 	t.Helper()
-	creds := map[string]string{"tenant": "demo", "login": login, "password": password}
-	if _, err := restCall(baseURL, "", http.MethodPost, "/v1/im/auth/register", creds); err != nil {
-		t.Fatal(err)
-	}
-	data, err := restCall(baseURL, "", http.MethodPost, "/v1/im/auth/login", creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, _ := data["token"].(string)
-	if token == "" {
-		t.Fatalf("login of %s: no token in %v", login, data)
-	}
+	token, _ := restSignUp(t, baseURL, login, password)
 	return token
 }
 

@@ -38,6 +38,7 @@ import (
 	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/presence"
 	"github.com/imledger/imledger/transport/rest"
+	"github.com/imledger/imledger/transport/userchan"
 	"github.com/imledger/imledger/transport/web"
 	"github.com/imledger/imledger/transport/ws"
 )
@@ -258,18 +259,31 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 	if err != nil {
 		fail(err)
 	}
-	groups, err := group.New(group.Deps{Store: s.store, Invalidator: sendPolicy, Notifier: notifier}, group.Config{})
+	// The users' channels (the page's conversation list), in presence's key space as serve keeps them.
+	chLog, err := userchan.NewLog(s.rdb, pres.ChannelNodesKey, userchan.Config{KeyPrefix: s.prefix + "pres:"})
+	if err != nil {
+		fail(err)
+	}
+	channel, err := userchan.New(userchan.Deps{Log: chLog, Publisher: fan, Directory: s.biz, Logger: s.log})
+	if err != nil {
+		fail(err)
+	}
+	chDone := make(chan error, 1)
+	go func() { chDone <- channel.Run(ctx) }()
+	closers = append(closers, func() { <-chDone })
+	groups, err := group.New(group.Deps{Store: s.store, Invalidator: sendPolicy, Notifier: notifier, Changes: channel}, group.Config{})
 	if err != nil {
 		fail(err)
 	}
 	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log,
-		Listener: fanout.Commits{Publisher: fan}},
+		Listener: commitsAndChannel{fanout.Commits{Publisher: fan}, channel}},
 		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})
 	if err != nil {
 		fail(err)
 	}
 	closers = append(closers, func() { _ = send.Close() })
-	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store, Listener: fanout.Commits{Publisher: fan}}, commands.MessageOpsConfig{})
+	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store, Listener: fanout.Commits{Publisher: fan}, Reads: channel},
+		commands.MessageOpsConfig{})
 	if err != nil {
 		fail(err)
 	}
@@ -287,7 +301,8 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 		fail(err)
 	}
 	gw, err := ws.New(ws.Deps{Tokens: signer, Sender: send, Marks: ops, History: wsHistory{reader}, Presence: pres,
-		Hub: hub, Publisher: fan, Policy: ws.MemberPolicy{Read: readPolicy, Send: sendPolicy}, Logger: s.log}, ws.Config{})
+		Hub: hub, Publisher: fan, Policy: ws.MemberPolicy{Read: readPolicy, Send: sendPolicy}, Logger: s.log,
+		Channel: chLog, ChannelState: s.biz}, ws.Config{})
 	if err != nil {
 		fail(err)
 	}
@@ -338,4 +353,17 @@ func (h wsHistory) History(ctx context.Context, tenant domain.TenantID, topic do
 		return ws.HistoryPage{}, err
 	}
 	return ws.HistoryPage{Messages: p.Messages, LastSeq: p.LastSeq, HasMore: p.HasMore}, nil
+}
+
+// commitsAndChannel hands committed messages to the fanout and to the users' channels (a new
+// 1:1 chat's item), as serve does.
+type commitsAndChannel struct {
+	fanout.Commits
+	channel *userchan.Channel
+}
+
+// MessagesCommitted implements commands.CommitListener.
+func (c commitsAndChannel) MessagesCommitted(ctx context.Context, msgs []commands.CommittedMessage) {
+	c.Commits.MessagesCommitted(ctx, msgs)
+	c.channel.MessagesCommitted(ctx, msgs)
 }

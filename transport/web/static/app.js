@@ -1,6 +1,7 @@
 // imledger chat, the page: logs in over REST, lists the user's conversations and friends, and
 // chats over the WebSocket gateway, both through the SDK (sdk/, the npm package @imledger/sdk):
-// the SDK reconnects, resends and catches up; the page shows. Message content is always rendered
+// the SDK reconnects, resends and catches up; the page shows. The conversation list, its counters
+// and new chats come over the SDK's per-user channel: the page never polls the list. Message content is always rendered
 // as text (textContent), never as HTML. The open conversation is the URL's hash (#grp7,
 // #p2p5_6), so a group's link can be shared and survives a reload.
 
@@ -10,7 +11,7 @@ var TENANT = 'demo';
 var HISTORY_PAGE = 50;
 var CONV_PAGE = 100;
 var PRESENCE_LOOKUPS = 50;
-var REFRESH_MS = 20000;
+var PRESENCE_TTL_MS = 20000; // a peer's presence is looked up again after this
 var TYPING_EVERY_MS = 3000;
 var TYPING_SHOWN_MS = 5000;
 var STORAGE_KEY = 'imledger.demo.session';
@@ -37,7 +38,9 @@ var el = {};
   'join-form', 'group-id', 'friends-box', 'requests-badge', 'friend-form', 'friend-id', 'requests', 'friends',
   'side-error', 'room-empty', 'room-open', 'room-dot', 'room-name', 'room-sub', 'share', 'share-link', 'share-copy',
   'join-banner', 'join-banner-text', 'join-banner-btn', 'older-btn', 'messages', 'typing', 'send-form',
-  'message-label', 'message', 'send-btn', 'cancel-edit-btn', 'send-status', 'members-box', 'members', 'leave-btn'
+  'message-label', 'message', 'send-btn', 'cancel-edit-btn', 'send-status', 'members-box', 'members', 'leave-btn',
+  'account-box', 'password-form', 'old-password', 'new-password', 'sessions', 'logout-all-btn', 'delete-form',
+  'delete-password', 'account-status', 'account-error'
 ].forEach(function (id) { el[id.replace(/-([a-z])/g, function (_, c) { return c.toUpperCase(); })] = $(id); });
 
 var state = {
@@ -162,7 +165,7 @@ function learnPresence(uid) {
   uid = String(uid);
   if (uid === state.userId) { return; }
   var last = presenceLookups.get(uid);
-  if (last && Date.now() - last < REFRESH_MS) { return; }
+  if (last && Date.now() - last < PRESENCE_TTL_MS) { return; }
   presenceLookups.set(uid, Date.now());
   var frames = state.presFrames.get(uid) || 0;
   request('GET', api.presence(uid)).then(function (p) {
@@ -251,34 +254,33 @@ el.loginForm.addEventListener('submit', function (ev) {
     .finally(function () { buttons.forEach(function (b) { b.disabled = false; }); });
 });
 
-var refreshTimer = 0;
+var listedOnce = false; // the channel read the conversation list of this login
 function enterChat() {
   setText(el.whoami, 'Logged in as ' + state.login + ' · your user id ' + state.userId);
   el.whoami.hidden = false; el.logoutBtn.hidden = false;
   el.loginView.hidden = true; el.chatView.hidden = false;
+  listedOnce = false;
   learnName(state.userId);
   closeRoom();
   loadFriends();
-  startClient();
-  clearInterval(refreshTimer);
-  refreshTimer = setInterval(function () {
-    if (document.visibilityState === 'visible') { loadConversations(); loadFriends(); }
-  }, REFRESH_MS);
-  // The list says which groups the user is a member of, which a linked group needs to know.
-  loadConversations().finally(function () {
-    if (!state.token || state.room || openFromHash()) { return; }
-    var first = el.convs.querySelector('button');
-    if (first) { first.focus(); return; }
-    el.groupsBox.open = true; // a new user starts by making or joining a group
-    el.groupName.focus();
-  });
+  startClient(); // its channel reads the list, then keeps it (see onConversations)
+}
+
+// firstListed runs once the first list is in: the list says which groups the user is a member
+// of, which a linked group needs to know.
+function firstListed() {
+  if (!state.token || state.room || openFromHash()) { return; }
+  var first = el.convs.querySelector('button');
+  if (first) { first.focus(); return; }
+  el.groupsBox.open = true; // a new user starts by making or joining a group
+  el.groupName.focus();
 }
 
 function logout(message) {
   state.token = '';
   try { sessionStorage.removeItem(STORAGE_KEY); } catch (e) { /* nothing stored */ }
-  clearInterval(refreshTimer);
   stopClient();
+  closeAccount();
   closeRoom();
   state.convs.clear(); state.recalled.clear(); state.deleted.clear(); state.names.clear(); state.online.clear();
   nameLookups.clear(); presenceLookups.clear();
@@ -292,7 +294,11 @@ function logout(message) {
   el.loginName.focus();
 }
 
-el.logoutBtn.addEventListener('click', function () { logout(''); });
+// The header's Log out ends the login session on the server too (a token without one is
+// refused no_session: it simply expires).
+el.logoutBtn.addEventListener('click', function () {
+  rest.logout().catch(function () { /* signed out locally either way */ }).finally(function () { logout(''); });
+});
 
 // ---- the conversation list -----------------------------------------------------------------
 
@@ -316,8 +322,8 @@ function messageText(m) {
   return m.status === 'recalled' ? '(message recalled)' : m.status === 'blocked' ? '(message unavailable)' : contentText(m.content);
 }
 
-// loadConversations reads the first page of the list from the server, which counts unread
-// messages and mentions; what live frames added since is replaced by the server's numbers.
+// loadConversations reads a page of the list once (after a group change whose name or role the
+// channel does not carry); the counters stay the channel's.
 function loadConversations(cursor) {
   var session = state.token;
   var path = api.convs + '?limit=' + CONV_PAGE + (cursor ? '&cursor=' + encodeURIComponent(cursor) : '');
@@ -329,18 +335,68 @@ function loadConversations(cursor) {
       // Keep entries the server does not list yet (a group just created, a chat just opened).
       state.convs.forEach(function (c, topic) { if (!seen.has(topic) && !c.local) { state.convs.delete(topic); } });
     }
-    (data.conversations || []).forEach(function (c) {
-      var entry = conversationFrom(c);
-      var open = state.room && state.room.topic === entry.topic;
-      if (open) { entry.unread = 0; entry.mentions = 0; }
-      state.convs.set(entry.topic, entry);
-      if (entry.kind === 'direct') { learnName(entry.peer); learnPresence(entry.peer); }
-    });
+    listEntries(data.conversations || []);
     state.convCursor = data.next_cursor || '';
     renderConvs();
-    subscribeAll();
     if (state.room) { renderRoomHead(); applyReceipts(); }
   }).catch(function (err) { if (err.status === 401) { logout('Your session ended; log in again.'); } });
+}
+
+// listEntries takes entries of the REST list: names, roles, peers' read marks, and counters that
+// the channel's (applyCounters) then replace.
+function listEntries(list) {
+  list.forEach(function (c) {
+    var entry = conversationFrom(c);
+    var had = state.convs.get(entry.topic);
+    if (had) { ['lastSeq', 'readSeq', 'unread', 'mentions', 'last'].forEach(function (k) { entry[k] = had[k]; }); }
+    var open = state.room && state.room.topic === entry.topic;
+    if (open) { entry.unread = 0; entry.mentions = 0; }
+    state.convs.set(entry.topic, entry);
+    if (entry.kind === 'direct') { learnName(entry.peer); learnPresence(entry.peer); }
+  });
+}
+
+// onConversations takes the list the channel (re)read: at the start, after a reconnect (the
+// conversations active since), after a resync (all of them).
+function onConversations(e) {
+  if (e.reason !== 'reconnect') {
+    var seen = new Set(e.entries.map(function (c) { return c.topic; }));
+    // Keep entries the server does not list yet (a group just created, a chat just opened).
+    state.convs.forEach(function (c, topic) { if (!seen.has(topic) && !c.local) { state.convs.delete(topic); } });
+  }
+  listEntries(e.entries);
+  e.conversations.forEach(function (st) { var c = state.convs.get(st.topic); if (c) { applyCounters(c, st); } });
+  renderConvs();
+  if (state.room) { renderRoomHead(); applyReceipts(); }
+  if (!listedOnce) { listedOnce = true; firstListed(); }
+}
+
+// onConversation takes a conversation whose counters or last message the channel moved (a
+// message, a recall, a read mark, a new chat or group), or that the user is no longer in.
+function onConversation(st) {
+  if (st.removed) {
+    if (state.convs.delete(st.topic)) { renderConvs(); }
+    return;
+  }
+  var c = state.convs.get(st.topic);
+  if (!c) {
+    c = localConv(st.topic);
+    if (c.kind === 'group') { learnGroupName(c); } else { learnName(c.peer); learnPresence(c.peer); }
+  }
+  applyCounters(c, st);
+  renderConvs();
+}
+
+// applyCounters copies the channel's state of a conversation into its entry; the open one shows
+// no badge (the page marks what it shows read).
+function applyCounters(c, st) {
+  c.lastSeq = Number(st.lastSeq) || 0;
+  c.readSeq = Number(st.readSeq) || 0;
+  var open = state.room && state.room.topic === c.topic && document.visibilityState === 'visible';
+  c.unread = open ? 0 : st.unread;
+  c.mentions = open ? 0 : st.mentions;
+  if (st.lastMessage) { c.last = lastFrom(st.lastMessage); }
+  if (st.activeAt && st.activeAt > c.activeAt) { c.activeAt = st.activeAt; }
 }
 
 el.convsMore.addEventListener('click', function () { loadConversations(state.convCursor); });
@@ -839,25 +895,12 @@ function nearBottom() {
   return el.messages.scrollHeight - el.messages.scrollTop - el.messages.clientHeight < 40;
 }
 
-// onData handles a data frame of any subscribed topic: the open one shows it (once: a seq
-// already shown only updates its item), the others count it in the conversation list.
+// onData shows a message of the open conversation (once: a seq already shown only updates its
+// item); the list's counters are the channel's (onConversation).
 function onData(d, live) {
   var seq = Number(d.seq);
   if (!(seq > 0)) { return; }
   var from = String(d.from);
-  var c = state.convs.get(d.topic) || (live ? localConv(d.topic) : null);
-  if (c && live && seq > c.lastSeq) {
-    c.lastSeq = seq;
-    c.last = lastFrom(d);
-    c.activeAt = d.ts || new Date().toISOString();
-    var open = state.room && state.room.topic === d.topic && document.visibilityState === 'visible';
-    if (from !== state.userId && !open) {
-      c.unread++;
-      var mentions = d.head && d.head.mentions || [];
-      if (d.head && d.head.mention_all || mentions.map(String).indexOf(state.userId) >= 0) { c.mentions++; }
-    }
-    renderConvs();
-  }
   var r = state.room;
   if (!r || d.topic !== r.topic || marked(state.deleted, d.topic, seq)) { return; }
   if (marked(state.recalled, d.topic, seq)) { d.status = 'recalled'; }
@@ -890,7 +933,7 @@ function markRead() {
     if (c.unread || c.mentions) { c.unread = 0; c.mentions = 0; renderConvs(); }
   }
 }
-document.addEventListener('visibilitychange', function () { markRead(); if (document.visibilityState === 'visible' && state.token) { loadConversations(); } });
+document.addEventListener('visibilitychange', function () { markRead(); });
 
 // applyReceipts marks the user's own messages the other party of a 1:1 chat has read.
 function applyReceipts() {
@@ -1119,7 +1162,8 @@ function startClient() {
   var c = new Client({
     url: gatewayUrl(),
     token: function () { return state.token; },
-    ua: 'imledger-web/1 ' + navigator.userAgent.slice(0, 200)
+    ua: 'imledger-web/1 ' + navigator.userAgent.slice(0, 200),
+    rest: rest // the channel's counters start from the conversation list
   });
   client = c;
   var mine = function (f) { return function (e) { if (client === c) { f(e); } }; };
@@ -1135,6 +1179,14 @@ function startClient() {
     if (u.error && state.room && state.room.topic === u.topic) { setText(el.sendStatus, 'Could not open the conversation: ' + u.error.message); }
   }));
   c.on('outbox', mine(function (e) { onOutbox(e.entry); }));
+  c.on('conversations', mine(onConversations));
+  c.on('conversation', mine(onConversation));
+  c.on('chat', mine(function (e) { learnName(e.peer); }));
+  c.on('friend', mine(function (e) { onInfo({ topic: e.topic, what: e.what, from: e.from, src: e.src }); }));
+  c.on('block', mine(function (e) { onInfo({ topic: e.topic, what: e.what, from: e.from, src: e.src }); }));
+  c.on('membership', mine(function (e) { onInfo({ topic: e.topic, what: e.what, from: e.from, src: e.src }); }));
+  c.on('resync', mine(function () { loadFriends(); })); // the items lost were about these too
+  c.on('session_revoked', mine(function () { logout('This session was signed out (from another device, or everywhere); log in again.'); }));
   c.connect();
 }
 
@@ -1165,20 +1217,11 @@ function onState(e) {
   }
 }
 
-// onReady runs after every login of the connection: the SDK resubscribed and catches up; the page
-// subscribes to conversations it learned of meanwhile and refreshes its lists.
+// onReady runs after every login of the connection: the SDK resubscribed and catches up, its
+// channel re-reads the conversations active meanwhile; the page refreshes the friends list.
 function onReady() {
-  subscribeAll();
   if (state.room && state.room.member) { subscribeTopic(state.room.topic, true); }
-  loadConversations();
   loadFriends();
-}
-
-// subscribeAll subscribes to every listed conversation, so live messages update the list's
-// badges and last messages.
-function subscribeAll() {
-  if (!client) { return; }
-  state.convs.forEach(function (c, topic) { subscribeTopic(topic, false); });
 }
 
 // subscribeTopic returns the subscription to topic, subscribing if there is none: live messages
@@ -1252,7 +1295,7 @@ function onInfo(i) {
     case 'friend_requested': case 'friend_accepted': case 'friend_declined': case 'friend_removed':
     case 'blocked': case 'unblocked':
       // The lists come from a read model that trails the change (by seconds on a busy node):
-      // ask now and four more times over 15 s, before the periodic refresh would.
+      // ask now and four more times over 15 s.
       [0, 1000, 3000, 7000, 15000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
       return;
   }
@@ -1316,6 +1359,82 @@ function renderTyping() {
   var names = r ? Array.from(r.typing.keys()).map(displayName) : [];
   setText(el.typing, names.length === 0 ? '' : names.join(', ') + (names.length === 1 ? ' is' : ' are') + ' typing…');
 }
+
+// ---- the account panel -----------------------------------------------------------------------
+
+// accountDone shows what an account request did, or why it failed (the server's words).
+function accountDone(status, err) {
+  setText(el.accountStatus, err ? '' : status);
+  setText(el.accountError, err ? status + ': ' + describe(err) : '');
+}
+
+// closeAccount empties the panel (a logout).
+function closeAccount() {
+  el.accountBox.open = false;
+  el.sessions.replaceChildren();
+  el.oldPassword.value = ''; el.newPassword.value = ''; el.deletePassword.value = '';
+  setText(el.accountStatus, ''); setText(el.accountError, '');
+}
+
+// loadSessions lists the user's signed-in sessions, each but this one with a Sign out button.
+function loadSessions() {
+  var session = state.token;
+  return rest.sessions().then(function (data) {
+    if (state.token !== session) { return; }
+    var list = data.sessions || [];
+    el.sessions.replaceChildren.apply(el.sessions, list.length ? list.map(sessionItem) : [node('li', 'hint', 'No session listed yet.')]);
+  }).catch(function (err) { accountDone('Could not list the sessions', err); });
+}
+
+function sessionItem(x) {
+  var li = node('li');
+  li.dataset.session = x.session_id;
+  var what = [x.device || x.user_agent || 'A session', x.ip_hint ? 'from ' + x.ip_hint : '',
+    'since ' + formatTime(x.started_at)].filter(Boolean).join(' · ');
+  li.appendChild(node('span', 'what', what));
+  if (x.current) {
+    li.appendChild(node('span', 'hint', '(this one)'));
+  } else {
+    li.appendChild(button('Sign out', 'quiet', function () { signOutSession(x.session_id); }, 'Sign out ' + what));
+  }
+  return li;
+}
+
+// signOutSession ends another session of the user: its connections close at once.
+function signOutSession(id) {
+  rest.endSession(id).then(function () {
+    accountDone('Signed that session out.');
+    var li = el.sessions.querySelector('li[data-session="' + CSS.escape(id) + '"]');
+    if (li) { li.remove(); }
+  }).catch(function (err) { accountDone('Could not sign the session out', err); });
+}
+
+el.accountBox.addEventListener('toggle', function () { if (el.accountBox.open && state.token) { loadSessions(); } });
+
+el.passwordForm.addEventListener('submit', function (ev) {
+  ev.preventDefault();
+  var old = el.oldPassword.value;
+  var next = el.newPassword.value;
+  if (!old || !next) { accountDone('Enter the current and the new password', { message: 'both are required' }); return; }
+  rest.changePassword(old, next).then(function () {
+    el.oldPassword.value = ''; el.newPassword.value = '';
+    accountDone('Password changed; your other sessions were signed out.');
+    loadSessions();
+  }).catch(function (err) { accountDone('Could not change the password', err); });
+});
+
+el.logoutAllBtn.addEventListener('click', function () {
+  rest.logoutEverywhere().then(function () { logout('You logged out everywhere.'); })
+    .catch(function (err) { accountDone('Could not log out everywhere', err); });
+});
+
+el.deleteForm.addEventListener('submit', function (ev) {
+  ev.preventDefault();
+  var pw = el.deletePassword.value;
+  if (!pw) { accountDone('Enter your password to delete the account', { message: 'the password is required' }); return; }
+  rest.deleteAccount(pw).then(function () { logout('Your account was deleted.'); })
+    .catch(function (err) { accountDone('Could not delete the account', err); });
+});
 
 // ---- start ---------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import { backoffDelay } from './backoff.js';
 import { ClientClosedError, ConnectionLostError, ImledgerError, ProtocolError } from './errors.js';
 import { seqNumber } from './ids.js';
 import { AuthFailure, TokenKeeper } from './tokens.js';
+import { UserChannel } from './userchannel.js';
 
 /** @typedef {import('./types.js').ClientEvents} ClientEvents */
 /** @typedef {import('./types.js').ConnectionState} ConnectionState */
@@ -51,6 +52,13 @@ import { AuthFailure, TokenKeeper } from './tokens.js';
  * @property {number} [refreshMarginMs] refresh a live session's token this long before it expires; default 60000
  * @property {boolean} [watchNetwork] follow the browser's online/offline events; default true
  * @property {Partial<SyncOptions>} [sync] catch-up tuning
+ * @property {boolean} [channel] default true: follow the per-user channel ("me") on every
+ *   connection: items (chats, invitations, friend requests, blocks, read marks, account changes)
+ *   and the counters and last message of every conversation, without a subscription per topic
+ * @property {import('./rest.js').RestClient} [rest] reads the conversation list the channel's
+ *   counters start from (at the start, after a reconnect, on a resync); without it the counters
+ *   start from what the channel brings
+ * @property {number} [maxConversations] the most conversations a full re-read of the list reads; default 10000
  */
 
 /**
@@ -85,7 +93,7 @@ function channelFor(host, topic, options) {
 }
 
 /** Reasons after which no new connection can succeed with this account. */
-const FATAL = new Set(['user_banned', 'tenant_suspended', 'tenant_not_found']);
+const FATAL = new Set(['user_banned', 'tenant_suspended', 'tenant_not_found', 'session_revoked']);
 /** Reasons a new token may cure. */
 const REFRESHABLE = new Set(['token_expired', 'token_invalid', 'token_revoked', 'kicked']);
 /** Changes that end the subscription of the user they concern (src), or of everyone. */
@@ -150,6 +158,8 @@ export class Client extends Emitter {
   #outbox;
   /** @type {() => void} */
   #unwatch;
+  /** @type {UserChannel|null} */
+  #channel = null;
 
   /** @param {ClientOptions} options */
   constructor(options) {
@@ -167,7 +177,17 @@ export class Client extends Emitter {
       changed: (entry) => this.emit('outbox', { entry })
     });
     this.#unwatch = options.watchNetwork === false ? () => {} : watchNetwork(() => this.#online(), () => this.#goneOffline());
+    if (options.channel !== false) { this.#channel = new UserChannel(this.#channelHost()); }
   }
+
+  /**
+   * The per-user channel: its state, epoch and position, ready(), and conversations (the
+   * counters and last message of each conversation: get(topic), all()); null when the client was
+   * made with channel false.
+   *
+   * @returns {UserChannel|null}
+   */
+  get channel() { return this.#channel; }
 
   /** The connection state. @returns {ConnectionState} */
   get state() { return this.#state; }
@@ -399,6 +419,7 @@ export class Client extends Emitter {
       for (const w of this.#waiters.splice(0)) { w.resolve(); }
       this.emit('ready', { ...this.#session });
       for (const sub of this.#subs.values()) { sub._activate(conn); }
+      this.#channel?._activate(conn);
       this.#outbox.kick();
       this.#marks.resent();
       this.#marks.flush(conn);
@@ -513,6 +534,7 @@ export class Client extends Emitter {
     clearInterval(this.#pingTimer);
     this.#tokens.stop();
     for (const sub of this.#subs.values()) { sub._deactivate(); }
+    this.#channel?._deactivate();
   }
 
   /**
@@ -562,6 +584,8 @@ export class Client extends Emitter {
     this.#outbox.failAll(err);
     for (const w of this.#waiters.splice(0)) { w.reject(err); }
     for (const sub of Array.from(this.#subs.values())) { sub._end(reason); }
+    this.#channel?._end(reason);
+    if (reason === 'session_revoked') { this.emit('session_revoked', { reason }); }
     this.#setState('closed', { reason });
   }
 
@@ -606,6 +630,8 @@ export class Client extends Emitter {
       this.#subs.get(f.data.topic)?._live(f.data);
     } else if (f.info) {
       this.#info(f.info);
+    } else if (f.me) {
+      this.#channel?._frame(f.me);
     } else if (f.pres) {
       this.emit('presence', { topic: f.pres.topic, user: f.pres.src, online: f.pres.what === 'on' });
     } else if (f.ctrl) {
@@ -659,8 +685,14 @@ export class Client extends Emitter {
   #subHost() {
     return {
       sync: this.#syncOptions,
-      message: (m) => this.emit('message', m),
-      update: (u) => this.emit('update', u),
+      message: (m) => {
+        this.#channel?._message(m);
+        this.emit('message', m);
+      },
+      update: (u) => {
+        this.#channel?._changed(u.topic, u.seq, u.what, u.content, u.version);
+        this.emit('update', u);
+      },
       error: (err) => this.emit('error', err),
       activated: () => this.#outbox.kick(),
       ended: (ch, reason, error) => {
@@ -668,6 +700,18 @@ export class Client extends Emitter {
         this.emit('unsubscribed', error ? { topic: ch.topic, reason, error } : { topic: ch.topic, reason });
         this.#outbox.kick();
       }
+    };
+  }
+
+  /** @returns {import('./userchannel.js').ChannelHost} */
+  #channelHost() {
+    const rest = this.#o.rest;
+    const max = this.#o.maxConversations ?? 10000;
+    return {
+      emit: (type, event) => this.emit(type, event),
+      me: () => this.#session?.user ?? '',
+      pageLimit: this.#syncOptions.pageLimit,
+      list: rest ? (since) => listConversations(rest, since, max) : null
     };
   }
 
@@ -679,7 +723,31 @@ export class Client extends Emitter {
   #mark(topic, what, seq) {
     const n = seqNumber(seq);
     if (!(n > 0)) { return; }
+    if (what === 'read') { this.#channel?._readLocal(topic, n); }
     this.#marks.set(topic, what, n);
     if (this.#loggedIn && this.#conn) { this.#marks.flush(this.#conn); }
+  }
+}
+
+/**
+ * listConversations reads the conversation list page by page, most recently active first, down
+ * to the conversations last active before since ("" for all), at most max of them.
+ *
+ * @param {import('./rest.js').RestClient} rest
+ * @param {string} since
+ * @param {number} max
+ * @returns {Promise<import('./rest.js').Conversation[]>}
+ */
+async function listConversations(rest, since, max) {
+  /** @type {import('./rest.js').Conversation[]} */
+  const out = [];
+  let cursor = '';
+  for (;;) {
+    const page = await rest.conversations(cursor ? { cursor, limit: 100 } : { limit: 100 });
+    const convs = page.conversations || [];
+    out.push(...convs);
+    const oldest = convs.length > 0 ? convs[convs.length - 1].active_at || '' : '';
+    if (!page.next_cursor || convs.length === 0 || out.length >= max || (since && oldest && oldest < since)) { return out; }
+    cursor = page.next_cursor;
   }
 }

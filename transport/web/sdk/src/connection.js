@@ -7,6 +7,7 @@ import { ConnectionLostError, ProtocolError } from './errors.js';
 /** @typedef {import('./types.js').ServerFrame} ServerFrame */
 /** @typedef {import('./types.js').CtrlFrame} CtrlFrame */
 /** @typedef {import('./types.js').DataFrame} DataFrame */
+/** @typedef {import('./types.js').MeFrame} MeFrame */
 
 /**
  * @typedef {object} ConnectionHooks
@@ -40,6 +41,8 @@ export class Connection {
     this._pending = new Map();
     /** @type {Map<string, DataFrame[]>} topic -> the history frames of the get in flight */
     this._collecting = new Map();
+    /** @type {MeFrame[]|null} the items of the get of the channel in flight */
+    this._collectingMe = null;
     /** @type {Map<string, Promise<unknown>>} topic -> the last get queued, so gets of a topic run one at a time */
     this._gets = new Map();
     this._closed = false;
@@ -131,6 +134,36 @@ export class Connection {
   }
 
   /**
+   * getChannel reads the per-user channel's log (a get of topic "me") and resolves with the items
+   * that came while it was answered (in any order; live ones may be among them) and the ctrl that
+   * ends them: 200 with count, epoch, last_seq and has_more, or 205 resync.
+   *
+   * @param {Record<string, unknown>} query
+   * @returns {Promise<{frames: MeFrame[], ctrl: CtrlFrame}>}
+   */
+  getChannel(query) {
+    const previous = this._gets.get('me') || Promise.resolve();
+    const run = previous.catch(() => {}).then(async () => {
+      /** @type {MeFrame[]} */
+      const frames = [];
+      this._collectingMe = frames;
+      try {
+        const ctrl = await this.request('get', { topic: 'me', ...query });
+        return { frames, ctrl };
+      } finally {
+        this._collectingMe = null;
+      }
+    });
+    this._gets.set('me', run);
+    run.finally(() => {
+      if (this._gets.get('me') === run) {
+        this._gets.delete('me');
+      }
+    }).catch(() => {});
+    return run;
+  }
+
+  /**
    * notify sends a frame that gets no answer when it succeeds (a note); false when the connection
    * is not open.
    *
@@ -192,6 +225,10 @@ export class Connection {
         }
         return;
       }
+    }
+    if (frame.me && frame.me.seq !== undefined && this._collectingMe) {
+      this._collectingMe.push(frame.me);
+      return;
     }
     const data_ = frame.data;
     if (data_ && data_.message_id === undefined) {

@@ -4,6 +4,7 @@
 
 export { Client, gatewayUrl } from './client.js';
 export { Subscription } from './subscription.js';
+export { UserChannel } from './userchannel.js';
 export { RestClient } from './rest.js';
 export { ImledgerError, ProtocolError, ConnectionLostError, ClientClosedError, ApiError } from './errors.js';
 export { backoffDelay } from './backoff.js';

@@ -17,12 +17,28 @@ import { randomId } from './ids.js';
  * @property {unknown} [body] sent as JSON
  * @property {Record<string, string|number|undefined>} [query]
  * @property {string} [idempotencyKey] for a write; default a fresh random key per call
+ * @property {boolean} [noIdempotencyKey] send none: the writes whose body holds a password take none
  */
 
 /** @typedef {{user_id: string, login: string, registered_at: string}} RegisteredUser */
-/** @typedef {{token: string, expires_at: string, user_id: string}} LoginResult */
+/** @typedef {{token: string, expires_at: string, user_id: string, session_id?: string}} LoginResult */
 /** @typedef {{tenant: string, login: string, password: string, nickname?: string, avatar?: string, signature?: string}} RegisterRequest */
-/** @typedef {{tenant: string, login: string, password: string}} LoginRequest */
+/** @typedef {{tenant: string, login: string, password: string, device?: string}} LoginRequest */
+/**
+ * One of the user's active login sessions.
+ *
+ * @typedef {object} LoginSession
+ * @property {string} session_id
+ * @property {boolean} current true for the session of the token that asked
+ * @property {string} [device] the label the client gave at login
+ * @property {string} [user_agent]
+ * @property {string} [ip_hint] the network the login came from (a /24 or /48)
+ * @property {string} started_at
+ * @property {string} expires_at
+ */
+/** @typedef {{sessions: LoginSession[]}} LoginSessionList */
+/** @typedef {{session_id: string, unchanged?: boolean}} SessionEnded */
+/** @typedef {{revoked_before: string, kept_session?: string}} PasswordChanged */
 /** @typedef {{group_id?: string, topic?: string, unchanged: boolean}} CommandResult */
 /** @typedef {{join_approval: boolean, who_may_invite: string, who_may_announce: string, mute_all: boolean}} GroupSettings */
 /** @typedef {{name: string, avatar?: string, intro?: string, settings?: GroupSettings}} CreateGroupRequest */
@@ -109,7 +125,7 @@ export class RestClient {
     if (options.body !== undefined) { headers['Content-Type'] = 'application/json'; }
     if (token) {
       headers.Authorization = 'Bearer ' + token;
-      if (method !== 'GET' && method !== 'HEAD') { headers['Idempotency-Key'] = options.idempotencyKey ?? randomId(); }
+      if (method !== 'GET' && method !== 'HEAD' && !options.noIdempotencyKey) { headers['Idempotency-Key'] = options.idempotencyKey ?? randomId(); }
     }
     let url = this._base + path;
     const q = Object.entries(options.query || {}).filter(([, v]) => v !== undefined && v !== '');
@@ -139,6 +155,47 @@ export class RestClient {
 
   /** @param {string} uid @returns {Promise<PresenceInfo>} */
   presence(uid) { return this.request('GET', '/v1/im/users/' + encodeURIComponent(uid) + '/presence'); }
+
+  // ---- the user's own account -----------------------------------------------------------------
+
+  /** sessions lists the user's active login sessions, most recent first. @returns {Promise<LoginSessionList>} */
+  sessions() { return this.request('GET', '/v1/im/account/sessions'); }
+
+  /**
+   * endSession signs out one of the user's login sessions (a lost device): its tokens are refused
+   * and its WebSocket connections closed (session_revoked) on every node.
+   *
+   * @param {string} sessionId
+   * @returns {Promise<SessionEnded>}
+   */
+  endSession(sessionId) { return this.request('DELETE', '/v1/im/account/sessions/' + encodeURIComponent(sessionId)); }
+
+  /** logout ends the token's own login session. @returns {Promise<SessionEnded>} */
+  logout() { return this.request('POST', '/v1/im/account/logout'); }
+
+  /** logoutEverywhere refuses every token of the user issued before now, this one's too. @returns {Promise<{revoked_before: string}>} */
+  logoutEverywhere() { return this.request('POST', '/v1/im/account/logout-everywhere'); }
+
+  /**
+   * changePassword replaces the password (the old one is checked: 403 wrong_password); the user's
+   * other sessions end, this one goes on.
+   *
+   * @param {string} oldPassword
+   * @param {string} newPassword
+   * @returns {Promise<PasswordChanged>}
+   */
+  changePassword(oldPassword, newPassword) {
+    return this.request('PUT', '/v1/im/account/password', { body: { old_password: oldPassword, new_password: newPassword }, noIdempotencyKey: true });
+  }
+
+  /**
+   * deleteAccount hands the account to the erasure, after checking the password. A server
+   * without the erasure refuses it (an ApiError).
+   *
+   * @param {string} password
+   * @returns {Promise<unknown>}
+   */
+  deleteAccount(password) { return this.request('POST', '/v1/im/account/delete', { body: { password }, noIdempotencyKey: true }); }
 
   // ---- conversations and messages --------------------------------------------------------------
 

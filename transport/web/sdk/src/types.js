@@ -192,6 +192,149 @@
  */
 
 /**
+ * The kinds of items of the per-user channel (see /asyncapi.json, meItem): group memberships,
+ * relations, new 1:1 chats, read marks made on another device and account changes.
+ *
+ * @typedef {'joined'|'invited'|'join_requested'|'join_rejected'|'left'|'removed'|'unbanned'|'role'|'mute'|'unmute'|'dissolved'
+ *   |'friend_requested'|'friend_accepted'|'friend_declined'|'friend_removed'|'blocked'|'unblocked'
+ *   |'conv'|'read'|'account'} ItemKind
+ */
+
+/**
+ * An item of the user's channel as the server logs it: numbered by seq within the log's epoch,
+ * emitted once, in seq order, across reconnects ("item" event).
+ *
+ * @typedef {object} ChannelItem
+ * @property {string} seq its seq in the user's log, a decimal string
+ * @property {string} epoch the log's epoch
+ * @property {ItemKind} what
+ * @property {string} [topic] the conversation it concerns
+ * @property {string} [from] who made the change
+ * @property {string} [src] whom it concerns
+ * @property {'owner'|'admin'|'member'} [role] role: the new role
+ * @property {string} [read_seq] read: the new read mark
+ * @property {AccountChange} [change] account: what happened
+ * @property {string} [reason] account: what the sessions it ends are told
+ * @property {DataFrame} [message] conv: the first message (a live data frame's fields, its topic absent)
+ * @property {string} ts
+ */
+
+/**
+ * @typedef {'banned'|'unbanned'|'kicked'|'tokens_revoked'|'password_reset'|'password_changed'|'session_ended'} AccountChange
+ */
+
+/**
+ * A new 1:1 conversation ("chat" event), once per topic: from its channel item (its first
+ * message committed), or found by a re-read of the conversation list after a reconnect or a
+ * resync when the item itself was lost.
+ *
+ * @typedef {object} NewChat
+ * @property {string} topic
+ * @property {string} peer the other party
+ * @property {Message} [message] the first message (from the item); absent when found by a re-read
+ * @property {ConversationState} conversation its state now
+ */
+
+/**
+ * A change of a group membership that concerns the user: "invitation" (invited), "joinRequest"
+ * (join_requested, join_rejected; and joined with from ≠ src heard by a decider: an approval),
+ * "membership" (the user's own joined, left, removed, role, mute, unmute, unbanned; dissolved).
+ *
+ * @typedef {object} GroupEvent
+ * @property {string} topic the group's topic
+ * @property {ItemKind} what
+ * @property {string} [from] who made the change
+ * @property {string} [src] the member it concerns
+ * @property {'owner'|'admin'|'member'} [role] role only
+ * @property {string} ts
+ */
+
+/**
+ * A change of a relation, heard by both users: "friend" (friend_requested, friend_accepted,
+ * friend_declined, friend_removed) and "block" (blocked, unblocked). from acted; src is the other.
+ *
+ * @typedef {object} RelationEvent
+ * @property {string} topic the 1:1 topic of the two users
+ * @property {ItemKind} what
+ * @property {string} from
+ * @property {string} src
+ * @property {string} ts
+ */
+
+/**
+ * The user's read mark moved on another device ("read" event).
+ *
+ * @typedef {object} ReadMarkEvent
+ * @property {string} topic
+ * @property {string} seq the new read mark
+ * @property {string} ts
+ */
+
+/**
+ * A change of the user's account ("account" event). A ban, a kick, a revocation or a sign-out
+ * of this session also end it: the Client then closes ("session_revoked" for a sign-out).
+ *
+ * @typedef {object} AccountEvent
+ * @property {AccountChange} change
+ * @property {string} [reason] what the sessions it ends are told
+ * @property {string} ts
+ */
+
+/**
+ * This session's login session was signed out (from another device, or a logout everywhere):
+ * the Client closed for good with reason session_revoked.
+ *
+ * @typedef {object} SessionRevoked
+ * @property {string} reason session_revoked
+ */
+
+/**
+ * A conversation as the channel keeps it: counters and last message, from the conversation
+ * list (re-read at the start, after a reconnect and on a resync) moved on by every message,
+ * recall, edit and read mark the channel and the subscriptions bring.
+ *
+ * @typedef {object} ConversationState
+ * @property {string} topic
+ * @property {'group'|'direct'} kind
+ * @property {string} [peer] direct: the other party
+ * @property {string} lastSeq the highest message seq known
+ * @property {string} readSeq the user's read mark
+ * @property {number} unread lastSeq - readSeq (the server's count)
+ * @property {number} mentions unread messages from others that mention the user or everyone
+ * @property {Message|null} lastMessage the newest message known (content absent when recalled)
+ * @property {string} activeAt when it was last active
+ * @property {boolean} [removed] the user is no longer in it (left, removed, dissolved): forget it
+ */
+
+/**
+ * The conversation list was (re)read ("conversations" event): at the start, after a reconnect
+ * (the conversations active since the connection was lost) and after a resync (all of them).
+ *
+ * @typedef {object} ConversationsLoaded
+ * @property {'start'|'reconnect'|'resync'} reason
+ * @property {ConversationState[]} conversations the conversations read, most recently active first
+ * @property {import('./rest.js').Conversation[]} entries the list's entries as read (names, roles, peers' read marks)
+ */
+
+/**
+ * The channel's log no longer holds every item after the client's position (trimmed, expired or
+ * lost: another epoch): items in between are gone, what they were about is re-read from REST
+ * ("resync" event, then "conversations"; friend requests, invitations and blocks are the app's to
+ * re-read).
+ *
+ * @typedef {object} Resync
+ * @property {string} epoch the log's epoch from now on
+ * @property {string} lastSeq the seq the client goes on from
+ */
+
+/**
+ * @typedef {'pending'|'active'|'failed'} ChannelState
+ * pending: not on the channel on the current connection yet (or not caught up); active: items
+ * and conversation frames flow; failed: the server does not serve the channel (501) or refused
+ * it for good. (A Client made with channel false has no channel: Client.channel is null.)
+ */
+
+/**
  * The events of a Client.
  *
  * @typedef {object} ClientEvents
@@ -207,6 +350,19 @@
  * @property {Unsubscribed} unsubscribed a subscription ended
  * @property {OutboxChange} outbox a send changed status
  * @property {Error} error a failure no promise reports: a refused note, a refreshToken hook that threw
+ * @property {ChannelItem} item an item of the user's channel, once per seq, in seq order
+ * @property {NewChat} chat a new 1:1 conversation, once per topic
+ * @property {GroupEvent} invitation the user was invited to a group
+ * @property {GroupEvent} joinRequest a join request, its rejection or approval (the requester and the deciders)
+ * @property {GroupEvent} membership the user's own membership changed, or the group was dissolved
+ * @property {RelationEvent} friend a friend request or its answer, or a friendship ended
+ * @property {RelationEvent} block a block or unblock between the user and another
+ * @property {ReadMarkEvent} read the user's read mark moved on another device
+ * @property {AccountEvent} account the user's account changed
+ * @property {SessionRevoked} session_revoked this login session was signed out; the client closed
+ * @property {ConversationState} conversation a conversation's counters or last message changed
+ * @property {ConversationsLoaded} conversations the conversation list was (re)read
+ * @property {Resync} resync the channel's log was lost or trimmed past the client's position
  */
 
 /**
@@ -257,11 +413,37 @@
  */
 
 /**
+ * A frame of the per-user channel: an item (with seq and epoch) or a conversation frame (what
+ * msg, recall or edit, with msg_seq, no seq).
+ *
+ * @typedef {object} MeFrame
+ * @property {string} what
+ * @property {string} [seq]
+ * @property {string} [epoch]
+ * @property {string} [topic]
+ * @property {string} [from]
+ * @property {string} [src]
+ * @property {string} [role]
+ * @property {string} [read_seq]
+ * @property {string} [change]
+ * @property {string} [reason]
+ * @property {DataFrame} [message]
+ * @property {string} [msg_seq]
+ * @property {string} [message_id]
+ * @property {MsgType} [msg_type]
+ * @property {string} [version]
+ * @property {Head} [head]
+ * @property {string} ts
+ * @property {unknown} [content]
+ */
+
+/**
  * @typedef {object} ServerFrame
  * @property {CtrlFrame} [ctrl]
  * @property {DataFrame} [data]
  * @property {InfoFrame} [info]
  * @property {PresFrame} [pres]
+ * @property {MeFrame} [me]
  */
 
 export {};

@@ -165,7 +165,7 @@ export class Server {
     const creds = { tenant: 'demo', login, password };
     await anon.register(creds);
     const r = await anon.login(creds);
-    return { id: r.user_id, token: r.token, login, password };
+    return { id: r.user_id, token: r.token, sessionId: r.session_id || '', login, password };
   }
 
   /** issueToken runs `imledger token issue` for user with lifetime ttl (a Go duration). */
@@ -200,7 +200,7 @@ export class Server {
 shutdown_timeout: 10s
 log: {level: warn, format: json}
 http: {addr: "127.0.0.1:${this.port}", login_per_ip: 100000, login_per_name_ip: 100000, login_per_name: 100000, register_per_ip: 100000}
-rate_limit: {send_per_user: 1000000, send_per_topic: 1000000, rest_per_user: 1000000, ws_connect_per_ip: 1000000}
+rate_limit: {send_per_user: 1000000, send_per_topic: 1000000, rest_per_user: 1000000, ws_connect_per_ip: 1000000, group_create_per_user: 1000000}
 postgres: {url: "${pg.toString()}"}
 mysql: {server_dsn: "${MYSQL_DSN}", database_template: "${this.template}_{tenant}"}
 redis: {addr: "${REDIS_ADDR}", key_prefix: "${this.prefix}"}

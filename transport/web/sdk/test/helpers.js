@@ -15,7 +15,9 @@ export class Recorder {
     this.client = new Client({ url, token, backoff: { initialMs: 100, maxMs: 1000 }, ...options });
     /** @type {Record<string, any[]>} */
     this.events = {};
-    for (const type of ['state', 'ready', 'message', 'update', 'presence', 'typing', 'receipt', 'change', 'notice', 'unsubscribed', 'outbox', 'error']) {
+    for (const type of ['state', 'ready', 'message', 'update', 'presence', 'typing', 'receipt', 'change', 'notice', 'unsubscribed', 'outbox', 'error',
+      'item', 'chat', 'invitation', 'joinRequest', 'membership', 'friend', 'block', 'read', 'account', 'session_revoked',
+      'conversation', 'conversations', 'resync']) {
       this.events[type] = [];
       this.client.on(/** @type {any} */ (type), (e) => this.events[type].push(e));
     }
