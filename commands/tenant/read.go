@@ -14,7 +14,7 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-const infoColumns = `tenant_id, status, settings, version, not_before, created_at, updated_at`
+const infoColumns = `tenant_id, status, settings, version, not_before, created_at, updated_at, retained_before`
 
 // Get returns tenant as the registry holds it. Errors: *domain.DeniedError tenant_not_found for
 // a tenant never provisioned; domain.ErrRetryable when PostgreSQL failed.
@@ -55,10 +55,10 @@ func scanInfo(row pgx.Row) (Info, error) {
 		info             Info
 		id, status       string
 		settings         []byte
-		nb               *time.Time
+		nb, retained     *time.Time
 		created, updated time.Time
 	)
-	if err := row.Scan(&id, &status, &settings, &info.Version, &nb, &created, &updated); err != nil {
+	if err := row.Scan(&id, &status, &settings, &info.Version, &nb, &created, &updated, &retained); err != nil {
 		return Info{}, err
 	}
 	t, err := domain.NewTenantID(id)
@@ -71,6 +71,9 @@ func scanInfo(row pgx.Row) (Info, error) {
 	info.Tenant, info.Status, info.CreatedAt, info.UpdatedAt = t, domain.TenantStatus(status), created.UTC(), updated.UTC()
 	if nb != nil {
 		info.NotBefore = nb.UTC()
+	}
+	if retained != nil {
+		info.RetainedBefore = retained.UTC()
 	}
 	return info, nil
 }
