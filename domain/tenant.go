@@ -384,16 +384,19 @@ func (s TenantState) SetConfig(changes map[string]json.RawMessage, now time.Time
 	return []PendingEvent{s.event(EventTenantConfigSet, &TenantConfigSet{Settings: next, Changed: changed, SetAt: now.UTC()})}, nil
 }
 
-// ApplyRetention decides tenant.retention_applied.v1 for the horizon the tenant's settings give
-// at now. A tenant that keeps history for ever, or whose recorded
-// horizon is already there, decides nothing (as does a tenant never provisioned).
-func (s TenantState) ApplyRetention(now time.Time) []PendingEvent {
-	horizon, ok := s.settings.RetentionHorizon(now)
-	if !s.Exists() || !ok || !horizon.After(s.horizon) {
+// ApplyRetention decides tenant.retention_applied.v1 recording horizon, after the retention job
+// removed the tenant's history from before it. A tenant never provisioned, or whose recorded
+// horizon is not before horizon, decides nothing: the horizon only moves forward.
+func (s TenantState) ApplyRetention(horizon, now time.Time) []PendingEvent {
+	if !s.Exists() || !horizon.After(s.horizon) {
 		return nil
 	}
-	return []PendingEvent{s.event(EventTenantRetentionApplied, &TenantRetentionApplied{Horizon: horizon,
-		Months: *s.settings.RetentionMonths, AppliedAt: now.UTC()})}
+	months := 0
+	if s.settings.RetentionMonths != nil {
+		months = *s.settings.RetentionMonths
+	}
+	return []PendingEvent{s.event(EventTenantRetentionApplied, &TenantRetentionApplied{Horizon: horizon.UTC(),
+		Months: months, AppliedAt: now.UTC()})}
 }
 
 func init() {

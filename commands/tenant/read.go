@@ -29,6 +29,12 @@ func (r *Registry) Get(ctx context.Context, tenant domain.TenantID) (Info, error
 	return info, nil
 }
 
+// RetainedBefore returns tenant's retention horizon (Info.RetainedBefore); zero for a tenant
+// that is not provisioned. Errors: domain.ErrRetryable when PostgreSQL failed.
+func (r *Registry) RetainedBefore(ctx context.Context, tenant domain.TenantID) (time.Time, error) {
+	return retainedBefore(r.Get(ctx, tenant))
+}
+
 // List returns every tenant, by id. Errors: domain.ErrRetryable when PostgreSQL failed.
 func (r *Registry) List(ctx context.Context) ([]Info, error) {
 	rows, err := r.pool.Query(ctx, `SELECT `+infoColumns+` FROM tenants ORDER BY tenant_id`)

@@ -171,16 +171,15 @@ func (r *Registry) SetConfig(ctx context.Context, tenant domain.TenantID, change
 	})
 }
 
-// ApplyRetention records tenant.retention_applied.v1 with the horizon the tenant's
-// retention_months gives now (domain.TenantState.ApplyRetention); Unchanged when the tenant keeps
-// history for ever or the horizon is already recorded. The caller removes the history first.
-// Errors as Suspend.
-func (r *Registry) ApplyRetention(ctx context.Context, tenant domain.TenantID, meta Meta) (Result, error) {
+// ApplyRetention records tenant.retention_applied.v1 with horizon (domain.TenantState.ApplyRetention)
+// and the tenants row's retained_before with it; Unchanged when the recorded horizon is not
+// before it. The caller removes the history first. Errors as Suspend.
+func (r *Registry) ApplyRetention(ctx context.Context, tenant domain.TenantID, horizon time.Time, meta Meta) (Result, error) {
 	return r.execute(ctx, tenant, meta, func(s domain.TenantState, now time.Time) ([]domain.PendingEvent, error) {
 		if !s.Exists() {
 			return nil, domain.Deny(domain.ReasonTenantNotFound)
 		}
-		return s.ApplyRetention(now), nil
+		return s.ApplyRetention(horizon, now), nil
 	})
 }
 
