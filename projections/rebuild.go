@@ -71,7 +71,7 @@ func NewRebuilder(d RebuildDeps) (*Rebuilder, error) {
 		log = slog.Default()
 	}
 	if d.Horizons != nil {
-		d.Events = expiringReader{EventReader: d.Events, horizons: d.Horizons}
+		d.Events = &expiringReader{EventReader: d.Events, horizons: d.Horizons}
 	}
 	return &Rebuilder{d: d, log: log.With("component", "rebuild")}, nil
 }

@@ -61,4 +61,6 @@ func columnList(cols string) []string {
 }
 
 // expiring is expiringExpr in Go, for writers that send the partition column themselves.
-func expiring(t domain.EventType) bool { return strings.HasPrefix(string(t), "message.") }
+func expiring(t domain.EventType) bool {
+	return strings.HasPrefix(string(t), "message.") && !strings.Contains(string(t), ".read_marked.")
+}

@@ -21,8 +21,9 @@ const insertColumns = `event_id, tenant_id, stream_id, stream_version, event_typ
 const keysColumns = `tenant_id, stream_id, stream_version, event_id, idempotency_key`
 
 // expiringExpr computes the partition column expiring of a row: message events are kept only as
-// long as their tenant's retention allows, in monthly partitions (docs/retention.md).
-const expiringExpr = `event_type LIKE 'message.%'`
+// long as their tenant's retention allows, in monthly partitions (docs/retention.md); read marks
+// are a user's state, not history, and stay.
+const expiringExpr = `(event_type LIKE 'message.%' AND event_type NOT LIKE 'message.%.read_marked.%')`
 
 // unnestRows turns the 20 array parameters $1..$20 of eventArrays.args into rows of insertColumns.
 const unnestRows = `unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::integer[],

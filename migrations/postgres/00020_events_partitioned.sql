@@ -4,8 +4,9 @@
 --   events                      PARTITION BY LIST (expiring)
 --     events_kept               expiring = false: every event that is not a message event
 --                               (tenants, groups, members, users, ...): aggregates are folded
---                               from these streams, so they are never dropped
---     events_expiring           expiring = true: message events (event_type 'message.%'),
+--                               from these streams, so they are never dropped; and read marks,
+--                               a user's state rather than history
+--     events_expiring           expiring = true: the other message events (message.*),
 --                               PARTITION BY RANGE (occurred_at), one partition per UTC month
 --       events_mYYYYMM          [first of the month, first of the next month)
 --       events_expiring_default what no month partition takes yet (created later, see
@@ -96,7 +97,7 @@ $$;
 -- A partition for every month that holds message events, and for this month and the next two.
 SELECT events_ensure_month(m)
 FROM (SELECT DISTINCT date_trunc('month', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS m
-      FROM events_unpartitioned WHERE event_type LIKE 'message.%'
+      FROM events_unpartitioned WHERE event_type LIKE 'message.%' AND event_type NOT LIKE 'message.%.read_marked.%'
       UNION SELECT now() UNION SELECT now() + interval '1 month' UNION SELECT now() + interval '2 months') AS months;
 
 CREATE TABLE event_keys (
@@ -112,7 +113,8 @@ CREATE UNIQUE INDEX events_idempotency_key ON event_keys (tenant_id, stream_id, 
     WHERE idempotency_key IS NOT NULL;
 
 INSERT INTO events OVERRIDING SYSTEM VALUE
-SELECT *, event_type LIKE 'message.%' FROM events_unpartitioned ORDER BY position;
+SELECT *, event_type LIKE 'message.%' AND event_type NOT LIKE 'message.%.read_marked.%'
+FROM events_unpartitioned ORDER BY position;
 INSERT INTO event_keys (tenant_id, stream_id, stream_version, event_id, idempotency_key)
 SELECT tenant_id, stream_id, stream_version, event_id, idempotency_key FROM events_unpartitioned;
 SELECT setval(pg_get_serial_sequence('events', 'position'),
