@@ -54,22 +54,17 @@ type AppendResult struct {
 // appendBatchSQL writes every row that violates no unique constraint; later rows of the batch
 // that conflict with earlier ones are skipped the same way as conflicts with stored rows. The
 // keys are claimed first (event_keys, in batch order, ON CONFLICT DO NOTHING), and a row is
-// written when its key went in; of rows that share a key the first one is. It runs as one
-// statement in an implicit transaction — one round trip instead of BEGIN, INSERT, NOTIFY, COMMIT
-// — and signals the notify channel ($21) when it inserted anything; that extra row has a NULL
-// event id.
-const appendBatchSQL = `WITH rows AS (
-SELECT * FROM ` + unnestRows + ` WITH ORDINALITY AS r(` + insertColumns + `, ord)),
+// written when its key went in; the batch's event ids must be distinct (AppendBatch sends a
+// repeated id once). It runs as one statement in an implicit transaction — one round trip
+// instead of BEGIN, INSERT, NOTIFY, COMMIT — and signals the notify channel ($21) when it
+// inserted anything; that extra row has a NULL event id.
+const appendBatchSQL = `WITH rows AS (SELECT * FROM ` + unnestRows + ` AS r(` + insertColumns + `)),
 keys AS (INSERT INTO event_keys (` + keysColumns + `)
-SELECT ` + keysColumns + ` FROM rows ORDER BY ord
+SELECT ` + keysColumns + ` FROM rows
 ON CONFLICT DO NOTHING
-RETURNING ` + keysColumns + `),
+RETURNING event_id),
 ins AS (INSERT INTO events (` + insertColumns + `, expiring)
-SELECT ` + insertColumns + `, ` + expiringExpr + ` FROM (
-  SELECT DISTINCT ON (r.event_id) r.* FROM rows r
-  JOIN keys k ON (k.tenant_id, k.stream_id, k.stream_version, k.event_id) = (r.tenant_id, r.stream_id, r.stream_version, r.event_id)
-  ORDER BY r.event_id, r.ord) AS w
-ORDER BY ord
+SELECT *, ` + expiringExpr + ` FROM rows WHERE event_id IN (SELECT event_id FROM keys)
 RETURNING event_id, position)
 SELECT event_id, position FROM ins
 UNION ALL
@@ -108,12 +103,17 @@ func (s *Store) AppendBatch(ctx context.Context, events []domain.Envelope) ([]Ap
 	}
 	prepared := make([]domain.Envelope, len(events))
 	arrays := newEventArrays(len(events))
+	ids := make(map[[16]byte]struct{}, len(events))
 	for i, e := range events {
 		p, err := prepare(e)
 		if err != nil {
 			return nil, fmt.Errorf("%s: event %d: %w", op, i, err)
 		}
 		prepared[i] = p
+		if _, repeated := ids[p.EventID]; repeated {
+			continue // a Duplicate of the first, or of what took its place (resolveConflicts)
+		}
+		ids[p.EventID] = struct{}{}
 		arrays.add(p)
 	}
 	results, err := s.appendBatch(ctx, prepared, arrays)
