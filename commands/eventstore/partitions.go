@@ -106,8 +106,9 @@ WHERE k.event_id = e.event_id
 // DropMonth drops partition p with its events when both hold: every tenant with events in it has
 // a retention horizon (tenants.retained_before, written with tenant.retention_applied.v1) at or
 // after the end of its month, and every relay has published all of its rows. Otherwise nothing
-// changes and the error wraps ErrPartitionKept, naming the tenant or relay that keeps it. The
-// partition is locked first, so an append still writing to it is waited for and counted; a lock
+// changes and the error wraps ErrPartitionKept, naming the tenant or relay that keeps it. Both are
+// checked first without a lock (a month a tenant keeps costs a few index probes), then again
+// with the partition locked, so an append still writing to it is waited for and counted; a lock
 // not granted within lockWait is a retryable error. The keys of the dropped events are deleted
 // too, except each stream's highest. Errors otherwise: domain.ErrRetryable when PostgreSQL failed
 // transiently.
@@ -117,42 +118,55 @@ func (s *Store) DropMonth(ctx context.Context, p MonthPartition, lockWait time.D
 		return invalid("partition", "bad_format", "events_mYYYYMM")
 	}
 	name := pgx.Identifier{p.Name}.Sanitize()
-	var kept error
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockWait.Milliseconds(), 1))); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+name+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-			return err
-		}
-		var who string
-		err := tx.QueryRow(ctx, fmt.Sprintf(partitionTenantsSQL, name), p.End()).Scan(&who)
-		if err == nil {
-			kept = fmt.Errorf("tenant %s keeps messages of %s: %w", who, p.Month.Format("2006-01"), ErrPartitionKept)
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		err = tx.QueryRow(ctx, fmt.Sprintf(unrelayedSQL, name)).Scan(&who)
-		if err == nil {
-			kept = fmt.Errorf("relay %s has not published all of %s: %w", who, p.Month.Format("2006-01"), ErrPartitionKept)
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(pruneKeysSQL, name)); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, "DROP TABLE "+name)
+	var kept string
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		kept, err = keptBy(ctx, tx, p, name)
 		return err
 	})
+	if err == nil && kept == "" {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockWait.Milliseconds(), 1))); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "LOCK TABLE "+name+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				return err
+			}
+			var err error
+			if kept, err = keptBy(ctx, tx, p, name); err != nil || kept != "" {
+				return err
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(pruneKeysSQL, name)); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, "DROP TABLE "+name)
+			return err
+		})
+	}
 	if err != nil {
 		return wrapErr(op, err)
 	}
-	if kept != nil {
-		return fmt.Errorf("%s: %w", op, kept)
+	if kept != "" {
+		return fmt.Errorf("%s: %s: %w", op, kept, ErrPartitionKept)
 	}
 	return nil
+}
+
+// keptBy returns why partition p (quoted as name) must stay, or "" when it may go.
+func keptBy(ctx context.Context, tx pgx.Tx, p MonthPartition, name string) (string, error) {
+	var who string
+	err := tx.QueryRow(ctx, fmt.Sprintf(partitionTenantsSQL, name), p.End()).Scan(&who)
+	if err == nil {
+		return "tenant " + who + " keeps messages of " + p.Month.Format("2006-01"), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	err = tx.QueryRow(ctx, fmt.Sprintf(unrelayedSQL, name)).Scan(&who)
+	if err == nil {
+		return "relay " + who + " has not published all of " + p.Month.Format("2006-01"), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	return "", nil
 }
