@@ -36,7 +36,7 @@ func partitionOf(t *testing.T, pool *pgxpool.Pool, id [16]byte) string {
 // Message events go to the partition of their month (rows written before the month's partition
 // existed move into it when it is made); other events to the kept partition. A month is dropped
 // only when every tenant in it has a horizon past it and the relay published all of it, and the
-// stream keeps its version afterwards.
+// stream keeps its version afterwards. Read marks are kept with the other non-history events.
 func TestMonthPartitionsRouteAndDrop(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -75,6 +75,14 @@ func TestMonthPartitionsRouteAndDrop(t *testing.T) {
 	}
 	if got := partitionOf(t, pool, other.EventID); got != "events_kept" {
 		t.Errorf("a non-message event stored in %s", got)
+	}
+	mark := event(tenant, "grp1/read/1", 1, "")
+	mark.EventType, mark.OccurredAt = domain.MessageEventType(domain.TopicGroup, domain.ActionReadMarked), old
+	if _, err := store.Append(ctx, tenant, "grp1/read/1", 0, []domain.Envelope{mark}); err != nil {
+		t.Fatal(err)
+	}
+	if got := partitionOf(t, pool, mark.EventID); got != "events_kept" {
+		t.Errorf("a read mark (state, not history) stored in %s", got)
 	}
 
 	parts, err := store.MonthPartitions(ctx)
