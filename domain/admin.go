@@ -217,7 +217,7 @@ func init() {
 		{Type: CmdTenantResume, Platform: true, Payload: func() any { return &TenantResumePayload{} },
 			Summary: "Resume a suspended tenant."},
 		{Type: CmdTenantConfigSet, Platform: true, Payload: func() any { return &TenantConfigSetPayload{} },
-			Summary: "Change tenant settings (registration_open, max_content_bytes, register_requires_code, login_requires_code, rate_limits); null returns a setting to the node default."},
+			Summary: "Change tenant settings (registration_open, max_content_bytes, register_requires_code, login_requires_code, rate_limits, retention_months); null returns a setting to the node default."},
 		{Type: CmdUserBan, Payload: func() any { return &UserReasonPayload{} },
 			Summary: "Ban a user: logins and tokens are refused and open sessions end on every node."},
 		{Type: CmdUserUnban, Payload: func() any { return &UserReasonPayload{} },

@@ -27,6 +27,10 @@ const (
 	// SkipGapTimeout: the relay saw a later seq of the conversation committed while this one
 	// stayed missing past its deadline (a node died holding it, or its send failed).
 	SkipGapTimeout = "gap_timeout"
+	// SkipExpired: the seq's message is older than its tenant's retention horizon. Never
+	// appended: projections read expired messages so (docs/retention.md), and the hot window
+	// does not index such a seq.
+	SkipExpired = "expired"
 )
 
 // SeqSkipped is the payload of message.{group,direct}.seq_skipped.v1, appended to the

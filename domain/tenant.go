@@ -17,6 +17,9 @@ const (
 	EventTenantSuspended   EventType = "tenant.suspended.v1"
 	EventTenantResumed     EventType = "tenant.resumed.v1"
 	EventTenantConfigSet   EventType = "tenant.config_set.v1"
+	// EventTenantRetentionApplied records that the retention job removed the tenant's message
+	// history older than a horizon from every read model (TenantRetentionApplied).
+	EventTenantRetentionApplied EventType = "tenant.retention_applied.v1"
 )
 
 // EventTenantBroadcastSent records a system message an administrator sent to every user of a
@@ -57,6 +60,9 @@ const (
 // its own send.max_content_bytes when that is lower.
 const MaxTenantContentBytes = 1 << 20
 
+// MaxRetentionMonths is the longest retention_months a tenant may set (100 years).
+const MaxRetentionMonths = 1200
+
 // TenantSettings are a tenant's settings (seed 004 §7.1). A nil field is not set: the node's
 // configured default applies. Build changes with ApplyTenantSettings.
 type TenantSettings struct {
@@ -74,11 +80,14 @@ type TenantSettings struct {
 	// RateLimits override the node's per-minute rate limits by kind (0 turns one off); config_set
 	// replaces the whole map.
 	RateLimits RateLimits `json:"rate_limits,omitempty"`
+	// RetentionMonths keeps message history for this many whole calendar months before the
+	// current one (1..MaxRetentionMonths); unset keeps it for ever. See RetentionHorizon.
+	RetentionMonths *int `json:"retention_months,omitempty"`
 }
 
 // TenantSettingKeys are the names of the settings, as config_set takes them.
 var TenantSettingKeys = []string{"registration_open", "max_content_bytes", "register_requires_code",
-	"login_requires_code", "rate_limits"}
+	"login_requires_code", "rate_limits", "retention_months"}
 
 // RegisterCode reports whether registration needs a verification code.
 func (s TenantSettings) RegisterCode() bool {
@@ -102,11 +111,27 @@ func (s TenantSettings) ContentLimit(nodeLimit int) int {
 	return *s.MaxContentBytes
 }
 
+// RetentionHorizon returns the start of the oldest month whose messages the tenant keeps at now
+// (UTC): with retention_months N, the first day of the month N months before now's month, so
+// N whole months and the current one are kept. ok is false when history is kept for ever.
+func (s TenantSettings) RetentionHorizon(now time.Time) (horizon time.Time, ok bool) {
+	if s.RetentionMonths == nil || *s.RetentionMonths <= 0 {
+		return time.Time{}, false
+	}
+	return MonthStart(now).AddDate(0, -*s.RetentionMonths, 0), true
+}
+
+// MonthStart returns the first instant of t's calendar month in UTC.
+func MonthStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
 // Equal reports whether s and o set the same values.
 func (s TenantSettings) Equal(o TenantSettings) bool {
 	return eqPtr(s.RegistrationOpen, o.RegistrationOpen) && eqPtr(s.MaxContentBytes, o.MaxContentBytes) &&
 		eqPtr(s.RegisterRequiresCode, o.RegisterRequiresCode) && eqPtr(s.LoginRequiresCode, o.LoginRequiresCode) &&
-		s.RateLimits.equal(o.RateLimits)
+		s.RateLimits.equal(o.RateLimits) && eqPtr(s.RetentionMonths, o.RetentionMonths)
 }
 
 func eqPtr[T comparable](a, b *T) bool {
@@ -153,19 +178,23 @@ func ApplyTenantSettings(base TenantSettings, changes map[string]json.RawMessage
 				return TenantSettings{}, err
 			}
 			out.RateLimits = v
-		case "max_content_bytes":
+		case "max_content_bytes", "retention_months":
+			field, limit, unit := &out.MaxContentBytes, MaxTenantContentBytes, "a whole number of bytes"
+			if k == "retention_months" {
+				field, limit, unit = &out.RetentionMonths, MaxRetentionMonths, "a whole number of months"
+			}
 			if unset {
-				out.MaxContentBytes = nil
+				*field = nil
 				continue
 			}
 			var v int
 			if err := json.Unmarshal(raw, &v); err != nil {
-				return TenantSettings{}, invalid(k, "bad_format", "a whole number of bytes")
+				return TenantSettings{}, invalid(k, "bad_format", unit)
 			}
-			if v < 1 || v > MaxTenantContentBytes {
-				return TenantSettings{}, invalid(k, "out_of_range", "1.."+strconv.Itoa(MaxTenantContentBytes))
+			if v < 1 || v > limit {
+				return TenantSettings{}, invalid(k, "out_of_range", "1.."+strconv.Itoa(limit))
 			}
-			out.MaxContentBytes = &v
+			*field = &v
 		default:
 			return TenantSettings{}, invalid(k, "unknown", "a tenant setting: "+strings.Join(TenantSettingKeys, ", "))
 		}
@@ -199,6 +228,17 @@ type TenantConfigSet struct {
 	SetAt    time.Time      `json:"set_at"`
 }
 
+// TenantRetentionApplied is the payload of tenant.retention_applied.v1: the retention job removed
+// every message of the tenant that occurred before Horizon from the read models (MySQL and
+// Redis) and destroyed its month keys before it. Projections and rebuilds skip message events
+// older than the latest horizon from then on, so a rebuild never brings that history back.
+// Horizon only moves forward.
+type TenantRetentionApplied struct {
+	Horizon   time.Time `json:"horizon"`
+	Months    int       `json:"months"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
 // TenantBroadcastSent is the payload of tenant.broadcast_sent.v1: a system message for every
 // user of the tenant, delivered to the sessions online when it was sent.
 type TenantBroadcastSent struct {
@@ -213,6 +253,7 @@ type TenantState struct {
 	status    TenantStatus
 	settings  TenantSettings
 	notBefore time.Time
+	horizon   time.Time
 	created   time.Time
 	updated   time.Time
 }
@@ -243,6 +284,10 @@ func (s *TenantState) Apply(env Envelope) error {
 		s.status, s.updated = TenantStatusActive, e.ResumedAt
 	case *TenantConfigSet:
 		s.settings, s.updated = e.Settings, e.SetAt
+	case *TenantRetentionApplied:
+		if e.Horizon.After(s.horizon) {
+			s.horizon = e.Horizon.UTC()
+		}
 	default:
 		return unknownEvent(TenantStreamID, p)
 	}
@@ -267,6 +312,10 @@ func (s TenantState) Settings() TenantSettings { return s.settings }
 
 // NotBefore returns the time before which the tenant's tokens are refused (its last suspension).
 func (s TenantState) NotBefore() time.Time { return s.notBefore }
+
+// RetainedBefore returns the tenant's retention horizon: its messages that occurred before it were
+// removed from the read models; zero when retention never ran.
+func (s TenantState) RetainedBefore() time.Time { return s.horizon }
 
 // CreatedAt returns when the tenant was provisioned.
 func (s TenantState) CreatedAt() time.Time { return s.created }
@@ -335,12 +384,28 @@ func (s TenantState) SetConfig(changes map[string]json.RawMessage, now time.Time
 	return []PendingEvent{s.event(EventTenantConfigSet, &TenantConfigSet{Settings: next, Changed: changed, SetAt: now.UTC()})}, nil
 }
 
+// ApplyRetention decides tenant.retention_applied.v1 recording horizon, after the retention job
+// removed the tenant's history from before it. A tenant never provisioned, or whose recorded
+// horizon is not before horizon, decides nothing: the horizon only moves forward.
+func (s TenantState) ApplyRetention(horizon, now time.Time) []PendingEvent {
+	if !s.Exists() || !horizon.After(s.horizon) {
+		return nil
+	}
+	months := 0
+	if s.settings.RetentionMonths != nil {
+		months = *s.settings.RetentionMonths
+	}
+	return []PendingEvent{s.event(EventTenantRetentionApplied, &TenantRetentionApplied{Horizon: horizon.UTC(),
+		Months: months, AppliedAt: now.UTC()})}
+}
+
 func init() {
 	for typ, p := range map[EventType]func() any{
-		EventTenantProvisioned: func() any { return &TenantProvisioned{} },
-		EventTenantSuspended:   func() any { return &TenantSuspended{} },
-		EventTenantResumed:     func() any { return &TenantResumed{} },
-		EventTenantConfigSet:   func() any { return &TenantConfigSet{} },
+		EventTenantProvisioned:      func() any { return &TenantProvisioned{} },
+		EventTenantSuspended:        func() any { return &TenantSuspended{} },
+		EventTenantResumed:          func() any { return &TenantResumed{} },
+		EventTenantConfigSet:        func() any { return &TenantConfigSet{} },
+		EventTenantRetentionApplied: func() any { return &TenantRetentionApplied{} },
 	} {
 		RegisterEventType(EventInfo{Type: typ, SchemaVersion: 1, Category: CategoryConfig, BizType: BizTypeTenant, Payload: p})
 	}

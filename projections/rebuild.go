@@ -41,6 +41,9 @@ type RebuildDeps struct {
 	Tenants  TenantDatabases
 	Messages RebuildStore
 	Hot      HotStore
+	// Horizons, when set, makes rebuilds and verifications read each tenant's message events
+	// under its retention horizon (expire), as the live projectors do.
+	Horizons Horizons
 	Logger   *slog.Logger
 }
 
@@ -66,6 +69,9 @@ func NewRebuilder(d RebuildDeps) (*Rebuilder, error) {
 	log := d.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if d.Horizons != nil {
+		d.Events = &expiringReader{EventReader: d.Events, horizons: d.Horizons}
 	}
 	return &Rebuilder{d: d, log: log.With("component", "rebuild")}, nil
 }

@@ -137,7 +137,7 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 // opened.
 func (n *node) start(ctx context.Context) error {
 	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startShortState,
-		n.startRelay, n.startProjector, n.startRealtime, n.startPushFiles, n.startAdmin, n.startHTTP}
+		n.startRelay, n.startProjector, n.startRealtime, n.startPushFiles, n.startAdmin, n.startRetention, n.startHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			n.closeResources()

@@ -66,8 +66,8 @@ func (n *node) readProjections() []projections.Projection {
 		inv = kafkaCacheInvalidations{producer: n.producer, topic: n.cfg.Kafka.Topic(kafka.TopicCacheInvalidate), log: log}
 	}
 	return []projections.Projection{
-		projections.MessagesMySQL(n.msgs, ""),
-		projections.MessagesHot(n.hot, ""),
+		projections.WithRetention(projections.MessagesMySQL(n.msgs, ""), n.horizons()),
+		projections.WithRetention(projections.MessagesHot(n.hot, ""), n.horizons()),
 		projections.BusinessMySQL(n.biz, "", inv, log),
 		projections.SessionsMySQL(n.sess, ""),
 		projections.FileRefsMySQL(filedb.New(n.router), ""),

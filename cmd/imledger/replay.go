@@ -218,8 +218,13 @@ func (n *node) replayer(projection string) (replayer, error) {
 		r, err := projections.NewLoginSessionRebuilder(login.New(n.router), n.store, n.router, n.log)
 		return modelReplayer{r}, err
 	}
+	if n.registry == nil {
+		if err := n.openRegistry(nil); err != nil {
+			return nil, err
+		}
+	}
 	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
-		Hot: n.hot, Logger: n.log})
+		Hot: n.hot, Horizons: n.horizons(), Logger: n.log})
 	if projection == projections.ProjectionMessagesHot {
 		return hotReplayer{rb}, err
 	}

@@ -21,7 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	config.RegisterFlags(root.PersistentFlags())
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newTenantCmd(), newTokenCmd(), newReplayCmd(),
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newTenantCmd(), newTokenCmd(), newReplayCmd(), newRetentionCmd(),
 		newExportCmd(), newRepublishCmd(), newSchemaCmd(), newDeadLetterCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
 	for _, c := range root.Commands() {
 		requireSubcommand(c)

@@ -10,13 +10,23 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// appendSQL inserts the unnested rows only when the stream's current version ($23) is the
-// expected one; otherwise it inserts nothing. A concurrent append of the same version waits for
-// the other transaction and then fails with a unique violation.
-const appendSQL = `INSERT INTO events (` + insertColumns + `)
-SELECT * FROM ` + unnestRows + `
-WHERE (SELECT coalesce(max(stream_version), 0) FROM events WHERE tenant_id = $21 AND stream_id = $22) = $23
-RETURNING event_id, position`
+// appendCTEs are the common table expressions of an append at an expected version: the unnested
+// rows; their keys (keysColumns), inserted into event_keys only when the stream's current version
+// ($23) is the expected one; and, only when the keys went in, the rows themselves ("appended",
+// columns event_id and position). A concurrent append of the same version waits for the other
+// transaction and then fails with a unique violation of event_keys.
+const appendCTEs = `rows AS (SELECT * FROM ` + unnestRows + ` AS r(` + insertColumns + `)),
+keys AS (INSERT INTO event_keys (` + keysColumns + `)
+SELECT ` + keysColumns + ` FROM rows
+WHERE (SELECT coalesce(max(stream_version), 0) FROM event_keys WHERE tenant_id = $21 AND stream_id = $22) = $23
+RETURNING event_id),
+appended AS (INSERT INTO events (` + insertColumns + `, expiring)
+SELECT *, ` + expiringExpr + ` FROM rows WHERE EXISTS (SELECT 1 FROM keys)
+RETURNING event_id, position)`
+
+// appendSQL is an append at an expected version (appendCTEs); it returns the appended rows, none
+// when the stream was not at the expected version.
+const appendSQL = `WITH ` + appendCTEs + ` SELECT event_id, position FROM appended`
 
 // Append writes events to one stream in one transaction, at stream versions expectedVersion+1,
 // expectedVersion+2, … in slice order (0 expects an empty stream), and signals NotifyChannel.

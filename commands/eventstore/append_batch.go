@@ -52,28 +52,35 @@ type AppendResult struct {
 }
 
 // appendBatchSQL writes every row that violates no unique constraint; later rows of the batch
-// that conflict with earlier ones are skipped the same way as conflicts with stored rows. It runs
-// as one statement in an implicit transaction — one round trip instead of BEGIN, INSERT, NOTIFY,
-// COMMIT — and signals the notify channel ($21) when it inserted anything; that extra row has a
-// NULL event id.
-const appendBatchSQL = `WITH ins AS (
-INSERT INTO events (` + insertColumns + `)
-SELECT * FROM ` + unnestRows + `
+// that conflict with earlier ones are skipped the same way as conflicts with stored rows. The
+// keys are claimed first (event_keys, in batch order, ON CONFLICT DO NOTHING), and a row is
+// written when its key went in; the batch's event ids must be distinct (AppendBatch sends a
+// repeated id once). It runs as one statement in an implicit transaction — one round trip
+// instead of BEGIN, INSERT, NOTIFY, COMMIT — and signals the notify channel ($21) when it
+// inserted anything; that extra row has a NULL event id.
+const appendBatchSQL = `WITH rows AS (SELECT * FROM ` + unnestRows + ` AS r(` + insertColumns + `)),
+keys AS (INSERT INTO event_keys (` + keysColumns + `)
+SELECT ` + keysColumns + ` FROM rows
 ON CONFLICT DO NOTHING
+RETURNING event_id),
+ins AS (INSERT INTO events (` + insertColumns + `, expiring)
+SELECT *, ` + expiringExpr + ` FROM rows WHERE event_id IN (SELECT event_id FROM keys)
 RETURNING event_id, position)
 SELECT event_id, position FROM ins
 UNION ALL
 SELECT NULL::uuid, 0::bigint FROM (SELECT pg_notify($21, '')) AS n WHERE EXISTS (SELECT 1 FROM ins)`
 
 // lookupSQL finds the stored events that made rows of a batch conflict: by event id ($1) and by
-// (tenant, stream, idempotency key) ($2, $3, $4). It runs in the batch's transaction, so it sees
-// the rows the batch itself inserted.
-const lookupSQL = `SELECT ` + envelopeColumns + ` FROM events WHERE event_id = ANY($1::uuid[])
-UNION ALL
-SELECT ` + envelopeColumns + ` FROM events e
-JOIN unnest($2::text[], $3::text[], $4::text[]) AS k(tenant_id, stream_id, idempotency_key)
-  USING (tenant_id, stream_id, idempotency_key)
-WHERE e.idempotency_key IS NOT NULL`
+// (tenant, stream, idempotency key) ($2, $3, $4), through their keys (event_keys). It runs in
+// the batch's transaction, so it sees the rows the batch itself inserted. An event whose month
+// was dropped by retention is not found.
+const lookupSQL = `SELECT ` + envelopeColumns + ` FROM events
+JOIN (SELECT tenant_id, stream_id, stream_version FROM event_keys WHERE event_id = ANY($1::uuid[])
+  UNION
+  SELECT k.tenant_id, k.stream_id, k.stream_version FROM event_keys k
+  JOIN unnest($2::text[], $3::text[], $4::text[]) AS q(tenant_id, stream_id, idempotency_key)
+    USING (tenant_id, stream_id, idempotency_key)
+  WHERE k.idempotency_key IS NOT NULL) AS found USING (tenant_id, stream_id, stream_version)`
 
 // AppendBatch is the group-commit append of the send path: it writes events of any streams in
 // one transaction with one INSERT, each exactly at its own StreamVersion (no expected-version
@@ -96,12 +103,17 @@ func (s *Store) AppendBatch(ctx context.Context, events []domain.Envelope) ([]Ap
 	}
 	prepared := make([]domain.Envelope, len(events))
 	arrays := newEventArrays(len(events))
+	ids := make(map[[16]byte]struct{}, len(events))
 	for i, e := range events {
 		p, err := prepare(e)
 		if err != nil {
 			return nil, fmt.Errorf("%s: event %d: %w", op, i, err)
 		}
 		prepared[i] = p
+		if _, repeated := ids[p.EventID]; repeated {
+			continue // a Duplicate of the first, or of what took its place (resolveConflicts)
+		}
+		ids[p.EventID] = struct{}{}
 		arrays.add(p)
 	}
 	results, err := s.appendBatch(ctx, prepared, arrays)

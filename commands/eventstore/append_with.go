@@ -101,7 +101,7 @@ func (s *Store) AppendWithStatement(ctx context.Context, tenant domain.TenantID,
 
 var paramRe = regexp.MustCompile(`\$([0-9]+)`)
 
-// withStatement is appendSQL joined by hookSQL, whose parameters are shifted past appendSQL's
+// withStatement is appendSQL joined by hookSQL (one more common table expression), whose parameters are shifted past appendSQL's
 // (by of them); the result is kept per hookSQL (a program has a few), so no append parses it
 // again.
 func (s *Store) withStatement(hookSQL string, by int) string {
@@ -112,7 +112,7 @@ func (s *Store) withStatement(hookSQL string, by int) string {
 		n, _ := strconv.Atoi(p[1:])
 		return "$" + strconv.Itoa(n+by)
 	})
-	sql := "WITH appended AS (" + appendSQL + "), hooked AS (" + shifted + ") SELECT event_id, position FROM appended"
+	sql := "WITH " + appendCTEs + ", hooked AS (" + shifted + ") SELECT event_id, position FROM appended"
 	s.statements.Store(hookSQL, sql)
 	return sql
 }

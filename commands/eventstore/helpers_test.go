@@ -122,10 +122,15 @@ func assertSameEvent(t testing.TB, got, want domain.Envelope) {
 	}
 }
 
-// insertRaw writes e with plain SQL in tx, the way another writer would.
+// insertRaw writes e with plain SQL in tx, the way another writer would: its keys, then the row.
 func insertRaw(t testing.TB, tx pgx.Tx, e domain.Envelope) {
 	t.Helper()
-	_, err := tx.Exec(context.Background(), `INSERT INTO events (event_id, tenant_id, stream_id, stream_version,
+	_, err := tx.Exec(context.Background(), `INSERT INTO event_keys (tenant_id, stream_id, stream_version, event_id)
+		VALUES ($1, $2, $3, $4)`, e.TenantID.String(), e.StreamID, e.StreamVersion, e.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(context.Background(), `INSERT INTO events (event_id, tenant_id, stream_id, stream_version,
 		event_type, version, occurred_at, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		e.EventID, e.TenantID.String(), e.StreamID, e.StreamVersion, string(e.EventType), e.Version, e.OccurredAt, []byte(e.Payload))
 	if err != nil {

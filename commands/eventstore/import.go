@@ -20,7 +20,7 @@ import (
 // was unreachable or timed out.
 func (s *Store) Import(ctx context.Context, events []domain.Envelope) (int64, error) {
 	const op = "import events"
-	rows := make([][]any, len(events))
+	rows, keys := make([][]any, len(events)), make([][]any, len(events))
 	for i, e := range events {
 		p, err := prepare(e)
 		if err != nil {
@@ -33,11 +33,15 @@ func (s *Store) Import(ctx context.Context, events []domain.Envelope) (int64, er
 		rows[i] = []any{pgtype.UUID{Bytes: p.EventID, Valid: true}, p.TenantID.String(), p.StreamID, p.StreamVersion,
 			string(p.EventType), int32(p.Version), p.TraceID, p.CorrelationID, p.CausationID, parent, p.SourceService,
 			p.TargetService, p.BizType, p.BizID, pgtype.Text{String: p.IdempotencyKey, Valid: p.IdempotencyKey != ""},
-			p.Actor.Type, p.Actor.ID, p.OccurredAt, []byte(p.Payload), p.Actor.KeyID}
+			p.Actor.Type, p.Actor.ID, p.OccurredAt, []byte(p.Payload), p.Actor.KeyID, expiring(p.EventType)}
+		keys[i] = []any{rows[i][1], rows[i][2], rows[i][3], rows[i][0], rows[i][14]}
 	}
-	cols := strings.Split(strings.Join(strings.Fields(insertColumns), ""), ",")
+	cols := append(columnList(insertColumns), "expiring")
 	var n int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"event_keys"}, columnList(keysColumns), pgx.CopyFromRows(keys)); err != nil {
+			return err
+		}
 		var err error
 		n, err = tx.CopyFrom(ctx, pgx.Identifier{"events"}, cols, pgx.CopyFromRows(rows))
 		return err
@@ -49,4 +53,14 @@ func (s *Store) Import(ctx context.Context, events []domain.Envelope) (int64, er
 		return 0, wrapErr(op, err)
 	}
 	return n, nil
+}
+
+// columnList splits a comma-separated list of column names.
+func columnList(cols string) []string {
+	return strings.Split(strings.Join(strings.Fields(cols), ""), ",")
+}
+
+// expiring is expiringExpr in Go, for writers that send the partition column themselves.
+func expiring(t domain.EventType) bool {
+	return strings.HasPrefix(string(t), "message.") && !strings.Contains(string(t), ".read_marked.")
 }

@@ -15,6 +15,16 @@ const insertColumns = `event_id, tenant_id, stream_id, stream_version, event_typ
 	trace_id, correlation_id, causation_id, parent_event_id, source_service, target_service,
 	biz_type, biz_id, idempotency_key, actor_type, actor_id, occurred_at, payload, actor_key_id`
 
+// keysColumns are the columns of event_keys, the table that keeps the unique keys of events
+// across its partitions (migrations/postgres/00020_events_partitioned.sql); every insert into
+// events writes them in the same statement.
+const keysColumns = `tenant_id, stream_id, stream_version, event_id, idempotency_key`
+
+// expiringExpr computes the partition column expiring of a row: message events are kept only as
+// long as their tenant's retention allows, in monthly partitions (docs/retention.md); read marks
+// are a user's state, not history, and stay.
+const expiringExpr = `(event_type LIKE 'message.%' AND event_type NOT LIKE 'message.%.read_marked.%')`
+
 // unnestRows turns the 20 array parameters $1..$20 of eventArrays.args into rows of insertColumns.
 const unnestRows = `unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::integer[],
 	$7::text[], $8::text[], $9::text[], $10::uuid[], $11::text[], $12::text[],

@@ -35,7 +35,7 @@ func (s *Store) LastVersion(ctx context.Context, tenant domain.TenantID, streamI
 func lastVersion(ctx context.Context, q querier, tenant domain.TenantID, streamID string) (int64, error) {
 	var v int64
 	err := q.QueryRow(ctx,
-		`SELECT coalesce(max(stream_version), 0) FROM events WHERE tenant_id = $1 AND stream_id = $2`,
+		`SELECT coalesce(max(stream_version), 0) FROM event_keys WHERE tenant_id = $1 AND stream_id = $2`,
 		tenant.String(), streamID).Scan(&v)
 	return v, err
 }
@@ -71,7 +71,8 @@ func (s *Store) FindByIdempotencyKey(ctx context.Context, tenant domain.TenantID
 	}
 	var sc envelopeScanner
 	e, err := sc.scanCurrent(s.pool.QueryRow(ctx, `SELECT `+envelopeColumns+` FROM events
-		WHERE tenant_id = $1 AND stream_id = $2 AND idempotency_key = $3`,
+		JOIN (SELECT tenant_id, stream_id, stream_version FROM event_keys
+			WHERE tenant_id = $1 AND stream_id = $2 AND idempotency_key = $3) AS k USING (tenant_id, stream_id, stream_version)`,
 		tenant.String(), streamID, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.Envelope{}, fmt.Errorf("%s: stream %s/%s: %w", op, tenant, streamID, domain.ErrNotFound)

@@ -101,6 +101,21 @@ func (c *Cache) Lookup(ctx context.Context, tenant domain.TenantID) (Info, error
 	return c.fetch(ctx, tenant)
 }
 
+// RetainedBefore returns tenant's retention horizon as cached (Info.RetainedBefore); zero for a
+// tenant that is not provisioned. Errors: a retryable error as Lookup.
+func (c *Cache) RetainedBefore(ctx context.Context, tenant domain.TenantID) (time.Time, error) {
+	return retainedBefore(c.Lookup(ctx, tenant))
+}
+
+// retainedBefore is the horizon of a lookup's answer: zero for a tenant never provisioned.
+func retainedBefore(info Info, err error) (time.Time, error) {
+	var denied *domain.DeniedError
+	if errors.As(err, &denied) && denied.Reason == domain.ReasonTenantNotFound {
+		return time.Time{}, nil
+	}
+	return info.RetainedBefore, err
+}
+
 // Check returns tenant's entry when the tenant exists and is active. Errors: *domain.DeniedError
 // tenant_not_found or tenant_suspended; a retryable error as Lookup.
 func (c *Cache) Check(ctx context.Context, tenant domain.TenantID) (Info, error) {

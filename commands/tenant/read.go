@@ -13,7 +13,7 @@ import (
 	"github.com/imledger/imledger/internal/pgerr"
 )
 
-const infoColumns = `tenant_id, status, settings, version, not_before, created_at, updated_at`
+const infoColumns = `tenant_id, status, settings, version, not_before, created_at, updated_at, retained_before`
 
 // Get returns tenant as the registry holds it. Errors: *domain.DeniedError tenant_not_found for
 // a tenant never provisioned; domain.ErrRetryable when PostgreSQL failed.
@@ -26,6 +26,12 @@ func (r *Registry) Get(ctx context.Context, tenant domain.TenantID) (Info, error
 		return Info{}, dbErr("read tenant", err)
 	}
 	return info, nil
+}
+
+// RetainedBefore returns tenant's retention horizon (Info.RetainedBefore); zero for a tenant
+// that is not provisioned. Errors: domain.ErrRetryable when PostgreSQL failed.
+func (r *Registry) RetainedBefore(ctx context.Context, tenant domain.TenantID) (time.Time, error) {
+	return retainedBefore(r.Get(ctx, tenant))
 }
 
 // List returns every tenant, by id. Errors: domain.ErrRetryable when PostgreSQL failed.
@@ -54,10 +60,10 @@ func scanInfo(row pgx.Row) (Info, error) {
 		info             Info
 		id, status       string
 		settings         []byte
-		nb               *time.Time
+		nb, retained     *time.Time
 		created, updated time.Time
 	)
-	if err := row.Scan(&id, &status, &settings, &info.Version, &nb, &created, &updated); err != nil {
+	if err := row.Scan(&id, &status, &settings, &info.Version, &nb, &created, &updated, &retained); err != nil {
 		return Info{}, err
 	}
 	t, err := domain.NewTenantID(id)
@@ -70,6 +76,9 @@ func scanInfo(row pgx.Row) (Info, error) {
 	info.Tenant, info.Status, info.CreatedAt, info.UpdatedAt = t, domain.TenantStatus(status), created.UTC(), updated.UTC()
 	if nb != nil {
 		info.NotBefore = nb.UTC()
+	}
+	if retained != nil {
+		info.RetainedBefore = retained.UTC()
 	}
 	return info, nil
 }

@@ -85,8 +85,11 @@ type Info struct {
 	Settings  domain.TenantSettings
 	Version   int64
 	NotBefore time.Time // zero: never suspended
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// RetainedBefore is the retention horizon: the tenant's messages that occurred before it
+	// left the read models (domain.TenantRetentionApplied). Zero: retention never ran.
+	RetainedBefore time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Active reports whether the tenant is served.
@@ -102,7 +105,7 @@ func (i Info) Check() error {
 
 func infoOf(s domain.TenantState) Info {
 	return Info{Tenant: s.Tenant(), Status: s.Status(), Settings: s.Settings(), Version: s.Version(),
-		NotBefore: s.NotBefore(), CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt()}
+		NotBefore: s.NotBefore(), RetainedBefore: s.RetainedBefore(), CreatedAt: s.CreatedAt(), UpdatedAt: s.UpdatedAt()}
 }
 
 // Meta attributes a change: who made it (the events' actor; zero means {system, imledger}), the
@@ -165,6 +168,18 @@ func (r *Registry) Resume(ctx context.Context, tenant domain.TenantID, meta Meta
 func (r *Registry) SetConfig(ctx context.Context, tenant domain.TenantID, changes map[string]json.RawMessage, meta Meta) (Result, error) {
 	return r.execute(ctx, tenant, meta, func(s domain.TenantState, now time.Time) ([]domain.PendingEvent, error) {
 		return s.SetConfig(changes, now)
+	})
+}
+
+// ApplyRetention records tenant.retention_applied.v1 with horizon (domain.TenantState.ApplyRetention)
+// and the tenants row's retained_before with it; Unchanged when the recorded horizon is not
+// before it. The caller removes the history first. Errors as Suspend.
+func (r *Registry) ApplyRetention(ctx context.Context, tenant domain.TenantID, horizon time.Time, meta Meta) (Result, error) {
+	return r.execute(ctx, tenant, meta, func(s domain.TenantState, now time.Time) ([]domain.PendingEvent, error) {
+		if !s.Exists() {
+			return nil, domain.Deny(domain.ReasonTenantNotFound)
+		}
+		return s.ApplyRetention(horizon, now), nil
 	})
 }
 
@@ -247,17 +262,23 @@ func upsert(ctx context.Context, tx pgx.Tx, info Info) error {
 	if err != nil {
 		return err
 	}
-	var nb *time.Time
-	if !info.NotBefore.IsZero() {
-		nb = &info.NotBefore
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO tenants (tenant_id, status, settings, version, not_before, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+	_, err = tx.Exec(ctx, `INSERT INTO tenants (tenant_id, status, settings, version, not_before, created_at, updated_at, retained_before)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (tenant_id) DO UPDATE SET status = EXCLUDED.status, settings = EXCLUDED.settings,
-			version = EXCLUDED.version, not_before = EXCLUDED.not_before, updated_at = EXCLUDED.updated_at`,
-		info.Tenant.String(), string(info.Status), settings, info.Version, nb, info.CreatedAt, info.UpdatedAt)
+			version = EXCLUDED.version, not_before = EXCLUDED.not_before, updated_at = EXCLUDED.updated_at,
+			retained_before = EXCLUDED.retained_before`,
+		info.Tenant.String(), string(info.Status), settings, info.Version, nullTime(info.NotBefore), info.CreatedAt,
+		info.UpdatedAt, nullTime(info.RetainedBefore))
 	if err != nil {
 		return fmt.Errorf("write tenants row: %w", err)
 	}
 	return nil
+}
+
+// nullTime is t for a nullable column: nil when t is zero.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

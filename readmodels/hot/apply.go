@@ -27,7 +27,8 @@ import (
 //     message is not recalled.
 //   - read_marked: the user's read seq is raised.
 //   - seq_skipped: the seq is a final hole; for a cached group it is indexed like a message but
-//     holds none, so a cached page can prove the seq final. The last seq is raised.
+//     holds none, so a cached page can prove the seq final (not when the reason is
+//     domain.SkipExpired: retention removed the message from the window). The last seq is raised.
 //
 // Every sent and seq_skipped event also records its seq for the topic's watermark (see
 // Watermark).
@@ -128,7 +129,7 @@ func (b *batch) add(ctx context.Context, env domain.Envelope) error {
 			p.Seq = env.StreamVersion
 		}
 		var ttl int64
-		if b.isHot(ctx, topic) {
+		if b.isHot(ctx, topic) && p.Reason != domain.SkipExpired {
 			at := p.SkippedAt
 			if at.IsZero() {
 				at = env.OccurredAt

@@ -21,7 +21,8 @@ func messageTable(t Tables, topic domain.Topic) string {
 }
 
 // applyRecall marks the message recalled and drops its content. Assignments run left to right, so
-// the IF()s see the status before this statement changes it; a repeated recall changes nothing.
+// the IF()s see the status before this statement changes it; a repeated recall changes nothing,
+// and so does a recall of a seq that holds a marker (a message retention expired).
 func applyRecall(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
 	r := o.recall
 	table := messageTable(tables, o.topic)
@@ -33,7 +34,7 @@ func applyRecall(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
 		" updated_at = IF(status = 'recalled', updated_at, ?)," +
 		" content = NULL, head = NULL, mentioned_user_ids = NULL, mention_all = 0, content_size = 0," +
 		" status = 'recalled'" +
-		" WHERE topic = ? AND seqid = ?"
+		" WHERE topic = ? AND seqid = ? AND status <> '" + readmodels.StatusSkipped + "'"
 	res, err := tx.ExecContext(ctx, stmt, at, r.By.Int64(), at, o.topic.String(), r.Seq)
 	if err != nil {
 		return tenantdb.WrapErr("apply: recall", err)
@@ -42,7 +43,7 @@ func applyRecall(ctx context.Context, tx *sql.Tx, tables Tables, o op) error {
 }
 
 // applyEdit replaces the content if the edit is newer than the stored version and the message is
-// not recalled; otherwise it is a stale or moot edit and changes nothing. An accepted edit makes a
+// neither recalled nor a marker (a skipped seq, or a message retention expired); otherwise it is a stale or moot edit and changes nothing. An accepted edit makes a
 // blocked message normal again. New content the server refuses (tenantdb.IsDataError) is
 // applied as a refused edit: the version moves on as the edit says, the message becomes a
 // placeholder (StatusBlocked, no content), so later edits and a recall still apply.
@@ -78,7 +79,7 @@ func editStmt(table string, o op, refused bool) string {
 	if o.topic.Kind() == domain.TopicGroup {
 		set += ", has_risk = " + risk + ", audit_status = '" + audit + "'"
 	}
-	return set + " WHERE topic = ? AND seqid = ? AND status <> 'recalled' AND version < ?"
+	return set + " WHERE topic = ? AND seqid = ? AND status NOT IN ('recalled', '" + readmodels.StatusSkipped + "') AND version < ?"
 }
 
 // requireRow turns "no row changed" into domain.ErrNotFound when the message is not in the read

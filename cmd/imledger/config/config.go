@@ -21,6 +21,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/commands/retention"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/kafkabroker"
@@ -124,6 +125,8 @@ type Config struct {
 	Push PushConfig `koanf:"push"`
 	// Files configures file uploads, their security check and collection (commands/files).
 	Files FilesConfig `koanf:"files"`
+	// Retention is the retention job (docs/retention.md).
+	Retention retention.Config `koanf:"retention"`
 }
 
 // LogConfig configures the process logger.
@@ -268,6 +271,7 @@ func Defaults() Config {
 		ActionTokens: actiontoken.Config{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour},
 		Push:         PushConfig{Run: true},
 		Files:        FilesConfig{Run: true, Config: files.Config{DirectURLs: true}},
+		Retention:    retention.Config{Run: true},
 	}
 }
 
@@ -291,7 +295,7 @@ func (c Config) Validate() error {
 	if !reflect.ValueOf(c.Relay.Kafka).IsZero() {
 		errs = append(errs, errors.New("relay.kafka: not a key; the relay uses the kafka section"))
 	}
-	errs = append(errs, c.validateComponents(), c.validatePushFiles())
+	errs = append(errs, c.validateComponents(), c.validatePushFiles(), c.Retention.Validate())
 	return errors.Join(errs...)
 }
 
