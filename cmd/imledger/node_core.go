@@ -68,8 +68,10 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 	}
 	esCfg := n.cfg.EventStore
 	esCfg.Logger = n.log.With("component", "eventstore")
-	n.store, err = eventstore.New(n.pool, esCfg)
-	return err
+	if n.store, err = eventstore.New(n.pool, esCfg); err != nil {
+		return err
+	}
+	return n.openKeyring()
 }
 
 // newSendHandler builds the SendMessage handler with policy (nil allows every send), which

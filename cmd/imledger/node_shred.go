@@ -1,0 +1,63 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+
+	"github.com/imledger/imledger/commands/shred"
+	"github.com/imledger/imledger/domain"
+)
+
+// openKeyring builds the data-key keyring over the node's pool (DESIGN §7a). The tenant key
+// comes from shred.keeper_url, else the local keeper with shred.local_key. Without either, a
+// node with Kafka brokers configured refuses to start (every node must wrap with the same key);
+// with the embedded broker, and in the tools, a key is generated for the process, which can
+// read only what this process sealed.
+func (n *node) openKeyring() error {
+	c := n.cfg.Shred
+	url := string(c.KeeperURL)
+	if url == "" && c.LocalKey != "" {
+		u, err := shred.LocalKeeperURL(string(c.LocalKey))
+		if err != nil {
+			return err
+		}
+		url = u
+	}
+	if url == "" {
+		if n.broker == nil && n.schema != checkSchema {
+			return errors.New("shred.local_key: required when Kafka brokers are configured and shred.keeper_url is empty; " +
+				"every node must share the same 32-byte key in base64 (IM_SHRED_LOCAL_KEY), and it must be backed up")
+		}
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		url = "base64key://" + base64.URLEncoding.EncodeToString(key)
+		n.log.Warn("no shred.keeper_url or shred.local_key configured: wrapping data keys with a random key that dies with this process, for trying imledger only")
+	}
+	keepers, err := shred.NewURLKeepers(url)
+	if err != nil {
+		return err
+	}
+	n.keepers = keepers
+	n.keys, err = shred.New(n.pool, keepers, c.Config)
+	return err
+}
+
+// sealer is what the write side seals with: the keyring, or nil when shred.enabled is false.
+func (n *node) sealer() domain.Sealer {
+	if !n.cfg.Shred.Enabled || n.keys == nil {
+		return nil
+	}
+	return n.keys
+}
+
+// opener is what every reader of events opens sealed values with; it is the keyring whether
+// sealing is on or not, so what was sealed before still reads.
+func (n *node) opener() domain.Opener {
+	if n.keys == nil {
+		return nil
+	}
+	return n.keys
+}
