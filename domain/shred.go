@@ -258,3 +258,45 @@ func SealContentRaw(ctx context.Context, s Sealer, tenant TenantID, author UserI
 	}
 	return json.RawMessage(strconv.Quote(tok)), nil
 }
+
+// SealPersonal returns events with the personal fields of their payloads sealed through s:
+// the nickname, avatar and signature of user.profile_updated.v1 (author: the user) and the name
+// of file.created.v1 (author: the uploader). Payloads are replaced by sealed copies, so the
+// caller's decision keeps its plaintext; events without personal fields are kept as they are.
+// s nil returns events unchanged. Errors are the Sealer's.
+func SealPersonal(ctx context.Context, s Sealer, tenant TenantID, events []PendingEvent) ([]PendingEvent, error) {
+	if s == nil {
+		return events, nil
+	}
+	out := make([]PendingEvent, len(events))
+	copy(out, events)
+	for i := range out {
+		var err error
+		switch p := out[i].Payload.(type) {
+		case *UserProfileUpdated:
+			cp := *p
+			err = sealStrings(ctx, s, tenant, cp.User, cp.UpdatedAt, &cp.Nickname, &cp.Avatar, &cp.Signature)
+			out[i].Payload = &cp
+		case *FileCreated:
+			cp := *p
+			err = sealStrings(ctx, s, tenant, cp.Uploader, cp.CreatedAt, &cp.Name)
+			out[i].Payload = &cp
+		}
+		if err != nil {
+			return nil, fmt.Errorf("seal %s: %w", out[i].Type, err)
+		}
+	}
+	return out, nil
+}
+
+// sealStrings seals each field in place with SealString.
+func sealStrings(ctx context.Context, s Sealer, tenant TenantID, author UserID, at time.Time, fields ...*string) error {
+	for _, f := range fields {
+		v, err := SealString(ctx, s, tenant, author, at, *f)
+		if err != nil {
+			return err
+		}
+		*f = v
+	}
+	return nil
+}

@@ -84,7 +84,7 @@ func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy) (
 	}
 	holes := newHoleMarker(n.store, n.log.With("component", "send"))
 	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: store, Redis: n.rdb, Policy: policy, Files: nodeFiles{n}, Listener: nodeCommits{n}, Holes: holes,
+		Store: store, Redis: n.rdb, Policy: policy, Files: nodeFiles{n}, Listener: nodeCommits{n}, Holes: holes, Sealer: n.sealer(),
 		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 	if err != nil {

@@ -65,7 +65,7 @@ func (n *node) readProjections() []projections.Projection {
 	if n.producer != nil {
 		inv = kafkaCacheInvalidations{producer: n.producer, topic: n.cfg.Kafka.Topic(kafka.TopicCacheInvalidate), log: log}
 	}
-	return []projections.Projection{
+	ps := []projections.Projection{
 		projections.MessagesMySQL(n.msgs, ""),
 		projections.MessagesHot(n.hot, ""),
 		projections.BusinessMySQL(n.biz, "", inv, log),
@@ -75,6 +75,10 @@ func (n *node) readProjections() []projections.Projection {
 		projections.ActionTokens(tokendb.New(n.router), ""),
 		projections.LoginSessions(login.New(n.router), ""),
 	}
+	for i := range ps {
+		ps[i] = projections.Opened(ps[i], n.opener())
+	}
+	return ps
 }
 
 // startProjector runs the projectors in the background, unless MySQL is off or projections.run

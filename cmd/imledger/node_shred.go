@@ -61,3 +61,15 @@ func (n *node) opener() domain.Opener {
 	}
 	return n.keys
 }
+
+// fileKeys seals file names and opens them for the file records; nil when sealing is off.
+func (n *node) fileKeys() interface {
+	domain.Sealer
+	domain.Opener
+} {
+	if n.sealer() == nil {
+		return nil
+	}
+	return n.keys
+}
+
