@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 
+	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/shred"
 	"github.com/imledger/imledger/domain"
 )
@@ -73,3 +74,10 @@ func (n *node) fileKeys() interface {
 	return n.keys
 }
 
+// keyDestroyer destroys a user's data keys on erasure; nil without a keyring.
+func (n *node) keyDestroyer() account.KeyDestroyer {
+	if n.keys == nil {
+		return nil
+	}
+	return n.keys
+}
