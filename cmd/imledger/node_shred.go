@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -80,4 +81,26 @@ func (n *node) keyDestroyer() account.KeyDestroyer {
 		return nil
 	}
 	return n.keys
+}
+
+// erasingNotifier tells the node's notifier about every governance change and, after an
+// erasure, replaces the erased user's message content kept in the users' channel logs in Redis
+// (short-lived delivery state, which no projection rebuilds). Best effort: a failure is logged,
+// and the logs expire within channel.log_ttl all the same.
+type erasingNotifier struct {
+	account.Notifier
+	n *node
+}
+
+// AccountChanged implements account.Notifier.
+func (e erasingNotifier) AccountChanged(ctx context.Context, st account.Status, change account.Change) {
+	if e.Notifier != nil {
+		e.Notifier.AccountChanged(ctx, st, change)
+	}
+	if change != account.ChangeErased || e.n.channel == nil {
+		return
+	}
+	if _, err := e.n.channel.Log().EraseUser(ctx, st.Tenant, st.User); err != nil {
+		e.n.log.Warn("erase the user's channel log items", "tenant_id", st.Tenant.String(), "err", err)
+	}
 }

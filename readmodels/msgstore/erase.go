@@ -20,7 +20,7 @@ func (s *Store) EraseUser(ctx context.Context, tenant domain.TenantID, tables Ta
 	}
 	var n int64
 	for _, t := range []string{tables.GroupMessages, tables.DirectMessages} {
-		res, err := db.ExecContext(ctx, "UPDATE "+q(t)+" SET content = CAST(? AS JSON), content_size = ?"+
+		res, err := db.ExecContext(ctx, "UPDATE "+q(t)+" SET content = ?, content_size = ?"+
 			" WHERE from_user = ? AND content IS NOT NULL", string(domain.ErasedContent), len(domain.ErasedContent), user.Int64())
 		if err != nil {
 			return n, tenantdb.WrapErr("erase user", err)
