@@ -133,8 +133,9 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 		topics = append(topics, "grp"+gid)
 	}
 	topics = append(topics, directTopicOf(alice.id, bob.id), directTopicOf(alice.id, carol.id))
-	sendMany(t, base, alice, topics, erasedText, 1000)
+	sendMany(t, base, alice, topics, erasedText, 999)
 	sendMany(t, base, bob, topics[:4], keptText, 20)
+	editOne(t, base, alice, topics[0])
 
 	mysqlDB := openTenantMySQL(t, e.env)
 	waitCount(t, "alice's projected messages", 1000, func() int { return countMessages(t, mysqlDB, erasedText) })
@@ -202,6 +203,60 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 	}
 	if again := signUp(t, base, "alice"); again.id == alice.id {
 		t.Errorf("the freed login name gave back the erased account %s", alice.id)
+	}
+}
+
+// editOne sends a message of u to topic and edits it: the edit's content is sealed too.
+func editOne(t *testing.T, base string, u user, topic string) {
+	t.Helper()
+	a := sendREST(t, base, u, topic, "m-"+u.id+"-edited", `"draft"`)
+	seq, _ := a.Data["seq"].(string)
+	if a.status/100 != 2 || seq == "" {
+		t.Fatalf("send: %d %s", a.status, a.raw)
+	}
+	body := `{"version":"1","content":{"text":"` + erasedText + ` edited"}}`
+	if a := call(t, http.MethodPatch, base+"/v1/im/topics/"+topic+"/messages/"+seq, u.token, "edit-"+seq, body); a.status != http.StatusOK {
+		t.Fatalf("edit: %d %s", a.status, a.raw)
+	}
+}
+
+// TestAdminEraseCutsTheUserOff: the admin command user.erase, signed like every admin command,
+// erases a user as their own request does: their messages and nickname read as erased, another
+// user's messages stay, and their token is refused.
+func TestAdminEraseCutsTheUserOff(t *testing.T) {
+	t.Parallel()
+	e := startErasureEnv(t)
+	base := e.s.base
+	dave, bob := signUp(t, base, "dave"), signUp(t, base, "bob")
+	if a := call(t, http.MethodPatch, base+"/v1/im/users/me", dave.token, "nick", `{"nickname":"`+erasedNick+`"}`); a.status != http.StatusOK {
+		t.Fatalf("set nickname: %d %s", a.status, a.raw)
+	}
+	gid := createGroup(t, base, bob, "room")
+	joinGroup(t, base, dave, gid)
+	sendMany(t, base, dave, []string{"grp" + gid}, erasedText, 10)
+	sendMany(t, base, bob, []string{"grp" + gid}, keptText, 10)
+	db := openTenantMySQL(t, e.env)
+	waitCount(t, "dave's projected messages", 10, func() int { return countMessages(t, db, erasedText) })
+	waitCount(t, "bob's projected messages", 10, func() int { return countMessages(t, db, keptText) })
+
+	out, errOut, err := runCLI(t, "admin", "send", "--config", e.s.file, "--type", "user.erase", "--tenant", "demo",
+		"--payload", `{"user_id":"`+dave.id+`","reason":"asked to be forgotten"}`)
+	if err != nil || !strings.Contains(out, `"status": "succeeded"`) {
+		t.Fatalf("admin user.erase: %v\n%s\n%s", err, out, errOut)
+	}
+	waitCount(t, "dave's messages showing the erased marker", 10, func() int { return countMessages(t, db, `$erased`) })
+	waitCount(t, "rows holding dave's nickname", 0, func() int { return searchMySQL(t, db, erasedNick) })
+	if n := countMessages(t, db, erasedText); n != 0 {
+		t.Errorf("dave's messages in clear after the erasure: %d", n)
+	}
+	if n := countMessages(t, db, keptText); n != 10 {
+		t.Errorf("bob's messages after the erasure: %d, want 10", n)
+	}
+	if n := searchPostgres(t, e.env.dbURL, erasedText, erasedNick, "asked to be forgotten"); n != 0 {
+		t.Errorf("%d PostgreSQL rows hold dave's plaintext or the reason", n)
+	}
+	if a := call(t, http.MethodGet, base+"/v1/im/users/me", dave.token, "", ""); a.status != http.StatusForbidden || a.Reason != "user_banned" {
+		t.Errorf("the erased user's token: %d %s, want 403 user_banned", a.status, a.raw)
 	}
 }
 
