@@ -13,9 +13,9 @@ import (
 
 // openKeyring builds the data-key keyring over the node's pool (DESIGN §7a). The tenant key
 // comes from shred.keeper_url, else the local keeper with shred.local_key. Without either, a
-// node with Kafka brokers configured refuses to start (every node must wrap with the same key);
-// with the embedded broker, and in the tools, a key is generated for the process, which can
-// read only what this process sealed.
+// node with real Kafka brokers configured refuses to start (every node must wrap with the same
+// key); with the embedded broker or none, and in the tools, a key is generated for the process,
+// which can read only what this process sealed.
 func (n *node) openKeyring() error {
 	c := n.cfg.Shred
 	url := string(c.KeeperURL)
@@ -27,7 +27,7 @@ func (n *node) openKeyring() error {
 		url = u
 	}
 	if url == "" {
-		if n.broker == nil && n.schema != checkSchema {
+		if n.broker == nil && !n.cfg.Kafka.UseEmbedded() && n.schema != checkSchema {
 			return errors.New("shred.local_key: required when Kafka brokers are configured and shred.keeper_url is empty; " +
 				"every node must share the same 32-byte key in base64 (IM_SHRED_LOCAL_KEY), and it must be backed up")
 		}
@@ -64,8 +64,9 @@ func (n *node) opener() domain.Opener {
 	return n.keys
 }
 
-// fileKeys seals file names and opens them for the file records; nil when sealing is off.
-func (n *node) fileKeys() interface {
+// sealKeys seals and opens: file names for the file records, the seeded events of bench
+// projection; nil when sealing is off.
+func (n *node) sealKeys() interface {
 	domain.Sealer
 	domain.Opener
 } {
