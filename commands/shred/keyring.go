@@ -114,7 +114,10 @@ func (r *Keyring) key(ctx context.Context, id keyID, create bool) (cipher.AEAD, 
 		found = true
 	}
 	if !found || wrapped == nil {
-		r.cache.put(id, nil, now.Add(r.cfg.CacheTTL))
+		if found {
+			// Destroyed for good. A key never made is not remembered: a later seal makes it.
+			r.cache.put(id, nil, now.Add(r.cfg.CacheTTL))
+		}
 		return nil, fmt.Errorf("key %s: %w", id.ref, domain.ErrKeyErased)
 	}
 	aead, err := r.unwrap(ctx, id, wrapped)

@@ -189,3 +189,26 @@ func TestDestroyReachesOtherNodesWithinCacheTTL(t *testing.T) {
 		t.Fatalf("another user's key after the erasure: %q, %v", plain, err)
 	}
 }
+
+// TestOpeningAMissingKeyDoesNotBlockItsCreation: a value naming a key that was never made reads
+// as erased, and the key can still be made by the author's next seal.
+func TestOpeningAMissingKeyDoesNotBlockItsCreation(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool, _ := storetest.EventStore(t, 0)
+	r := newKeyring(t, pool, localKey(t), time.Minute)
+	tn := tenant(t)
+	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	forged := domain.Sealed{Kind: domain.SealText, Key: domain.DataKeyRef{User: 9, Month: domain.KeyMonth(at)},
+		Nonce: make([]byte, 12), Ciphertext: []byte("not a ciphertext")}
+	if _, err := r.Open(ctx, tn, forged); !errors.Is(err, domain.ErrKeyErased) {
+		t.Fatalf("open under a key never made: %v, want ErrKeyErased", err)
+	}
+	tok, err := r.Seal(ctx, tn, 9, at, domain.SealText, []byte(`"Bob"`))
+	if err != nil {
+		t.Fatalf("seal after a miss of the same key: %v", err)
+	}
+	if plain, err := open(ctx, t, r, tn, tok); err != nil || string(plain) != `"Bob"` {
+		t.Fatalf("open: %q, %v", plain, err)
+	}
+}
