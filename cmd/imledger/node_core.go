@@ -71,7 +71,7 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 	if n.store, err = eventstore.New(n.pool, esCfg); err != nil {
 		return err
 	}
-	return n.openKeyring()
+	return n.openKeyring(ctx)
 }
 
 // newSendHandler builds the SendMessage handler with policy (nil allows every send), which

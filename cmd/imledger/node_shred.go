@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/shred"
@@ -14,9 +17,9 @@ import (
 // openKeyring builds the data-key keyring over the node's pool (DESIGN §7a). The tenant key
 // comes from shred.keeper_url, else the local keeper with shred.local_key. Without either, a
 // node with real Kafka brokers configured refuses to start (every node must wrap with the same
-// key); with the embedded broker or none, and in the tools, a key is generated for the process,
-// which can read only what this process sealed.
-func (n *node) openKeyring() error {
+// key); otherwise (the embedded broker, the tools, the benchmarks) the key is the one kept in
+// the event store's shred_local_key for trying imledger, made on first use.
+func (n *node) openKeyring(ctx context.Context) error {
 	c := n.cfg.Shred
 	url := string(c.KeeperURL)
 	if url == "" && c.LocalKey != "" {
@@ -31,12 +34,11 @@ func (n *node) openKeyring() error {
 			return errors.New("shred.local_key: required when Kafka brokers are configured and shred.keeper_url is empty; " +
 				"every node must share the same 32-byte key in base64 (IM_SHRED_LOCAL_KEY), and it must be backed up")
 		}
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
+		key, err := n.trialKey(ctx)
+		if err != nil {
 			return err
 		}
-		url = "base64key://" + base64.URLEncoding.EncodeToString(key)
-		n.log.Warn("no shred.keeper_url or shred.local_key configured: wrapping data keys with a random key that dies with this process, for trying imledger only")
+		url = "base64key://" + key
 	}
 	keepers, err := shred.NewURLKeepers(url)
 	if err != nil {
@@ -45,6 +47,33 @@ func (n *node) openKeyring() error {
 	n.keepers = keepers
 	n.keys, err = shred.New(n.pool, keepers, c.Config)
 	return err
+}
+
+// trialKey returns the local keeper's key kept in shred_local_key, in URL base64, making it
+// unless the node only reads (the tools, which then get a key of their own that opens nothing
+// sealed before).
+func (n *node) trialKey(ctx context.Context) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	fresh := base64.URLEncoding.EncodeToString(b)
+	if n.schema != checkSchema {
+		if _, err := n.pool.Exec(ctx, `INSERT INTO shred_local_key (key) VALUES ($1) ON CONFLICT DO NOTHING`, fresh); err != nil {
+			return "", fmt.Errorf("shred: keep the local key: %w", err)
+		}
+	}
+	var key string
+	err := n.pool.QueryRow(ctx, `SELECT key FROM shred_local_key`).Scan(&key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		n.log.Warn("no shred key configured and none kept: data keys are wrapped with a key that dies with this process")
+		return fresh, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("shred: read the local key: %w", err)
+	}
+	n.log.Warn("no shred.keeper_url or shred.local_key configured: data keys are wrapped with a key kept in the event store, for trying imledger only")
+	return key, nil
 }
 
 // sealer is what the write side seals with: the keyring, or nil when shred.enabled is false.

@@ -19,7 +19,7 @@ type ShredConfig struct {
 	// LocalKey is the 32-byte key, in base64, of the local keeper used when KeeperURL is empty;
 	// every node must share it and it must be backed up: without it no data key unwraps. Empty
 	// with KeeperURL empty: serve refuses to start unless Kafka is embedded (the local demo),
-	// where it generates a key that dies with the process. Never logged.
+	// where it makes a key and keeps it in the event store (shred_local_key). Never logged.
 	LocalKey Secret `koanf:"local_key"`
 	// Config tunes the keyring: cache_ttl (1m; how long another node may still use a destroyed
 	// key) and cache_entries (100,000).
