@@ -31,11 +31,15 @@ type Erasers struct {
 	Profiles interface {
 		EraseUser(ctx context.Context, tenant domain.TenantID, user domain.UserID) error
 	}
+	// Files clears the names of the user's files (readmodels/filedb).
+	Files interface {
+		EraseUser(ctx context.Context, tenant domain.TenantID, user domain.UserID) error
+	}
 }
 
 // Erasure is the erasure projection: on user.erased.v1 it makes every read model show what a
 // rebuild would show once the user's data keys are gone — the erased marker for the content of
-// the user's messages (MySQL and Redis) and an empty profile. The events after the erasure are
+// the user's messages (MySQL and Redis), an empty profile and empty names of their files. The events after the erasure are
 // projected by the other projections under destroyed keys, so they read as erased too. Each
 // write is idempotent (it sets fixed values), so a redelivery is harmless. group "" means
 // GroupErasure.
@@ -78,7 +82,12 @@ func (e Erasers) erase(ctx context.Context, tenant domain.TenantID, user domain.
 		}
 	}
 	if e.Profiles != nil {
-		return e.Profiles.EraseUser(ctx, tenant, user)
+		if err := e.Profiles.EraseUser(ctx, tenant, user); err != nil {
+			return err
+		}
+	}
+	if e.Files != nil {
+		return e.Files.EraseUser(ctx, tenant, user)
 	}
 	return nil
 }

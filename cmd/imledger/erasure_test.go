@@ -112,7 +112,7 @@ func sendMany(t *testing.T, base string, u user, topics []string, prefix string,
 }
 
 // TestErasureLeavesNoPlaintextAnywhere: a user who sent 1,000 messages in groups and 1:1 chats,
-// with a nickname and a phone number, erases their account. Afterwards none of it is found in
+// with a nickname, a phone number and an uploaded file, erases their account. Afterwards none of it is found in
 // any PostgreSQL table, any record of any Kafka topic, any MySQL table, any Redis key, or a JSONL
 // or Parquet export; another user's messages are intact; a rebuild verifies against the live read
 // models; the erased user's token is refused and the login name is free again.
@@ -125,6 +125,10 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 		t.Fatalf("set nickname: %d %s", a.status, a.raw)
 	}
 	e.bindPhone(t, alice)
+	if a := call(t, http.MethodPost, base+"/v1/im/files", alice.token, "file-1",
+		`{"name":"`+erasedText+`.txt","content_type":"text/plain","size":"5"}`); a.status != http.StatusCreated {
+		t.Fatalf("create a file: %d %s", a.status, a.raw)
+	}
 	var topics []string
 	for i := range 3 {
 		gid := createGroup(t, base, bob, fmt.Sprintf("room-%d", i))
@@ -148,8 +152,8 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 	if n := searchRedis(t, e.env.prefix, erasedText); n == 0 {
 		t.Fatal("no hot message in Redis before the erasure: the search would prove nothing")
 	}
-	if n := searchPostgres(t, e.env.dbURL, erasedText, erasedNick); n != 0 {
-		t.Fatalf("%d PostgreSQL rows hold plaintext before the erasure: content is not sealed at write", n)
+	if n := searchPostgres(t, e.env.dbURL, "events", erasedText, erasedNick); n != 0 {
+		t.Fatalf("%d events hold plaintext before the erasure: content is not sealed at write", n)
 	}
 
 	if a := call(t, http.MethodPost, base+"/v1/im/account/delete", alice.token, "", `{"password":"correct horse battery"}`); a.status != http.StatusOK {
@@ -157,6 +161,7 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 	}
 	waitCount(t, "alice's messages still in clear in MySQL", 0, func() int { return countMessages(t, mysqlDB, erasedText) })
 	waitCount(t, "alice's hot messages still in clear in Redis", 0, func() int { return searchRedis(t, e.env.prefix, erasedText) })
+	waitCount(t, "MySQL rows still holding alice's text (messages, file names)", 0, func() int { return searchMySQL(t, mysqlDB, erasedText) })
 
 	dir := t.TempDir()
 	jsonl, pq := filepath.Join(dir, "demo.jsonl"), filepath.Join(dir, "demo.parquet")
@@ -167,7 +172,7 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 	}
 	exported := readExports(t, jsonl, pq)
 	for _, secret := range []string{erasedText, erasedNick, erasedPhone} {
-		if n := searchPostgres(t, e.env.dbURL, secret); n != 0 {
+		if n := searchPostgres(t, e.env.dbURL, "", secret); n != 0 {
 			t.Errorf("%q: %d PostgreSQL rows", secret, n)
 		}
 		if n := searchKafka(t, e.env.embeddedAddr, secret); n != 0 {
@@ -192,7 +197,7 @@ func TestErasureLeavesNoPlaintextAnywhere(t *testing.T) {
 	if n := countMessages(t, mysqlDB, `$erased`); n != 1000 {
 		t.Errorf("messages showing the erased marker: %d, want alice's 1000", n)
 	}
-	for _, p := range []string{"messages-mysql", "messages-hot", "business-mysql"} {
+	for _, p := range []string{"messages-mysql", "messages-hot", "business-mysql", "files-refs"} {
 		if out, errOut, err := runCLI(t, "replay", "--config", e.s.file, "--projection", p, "--verify"); err != nil {
 			t.Errorf("replay --verify %s after the erasure: %v\n%s\n%s", p, err, out, errOut)
 		}
@@ -252,7 +257,7 @@ func TestAdminEraseCutsTheUserOff(t *testing.T) {
 	if n := countMessages(t, db, keptText); n != 10 {
 		t.Errorf("bob's messages after the erasure: %d, want 10", n)
 	}
-	if n := searchPostgres(t, e.env.dbURL, erasedText, erasedNick, "asked to be forgotten"); n != 0 {
+	if n := searchPostgres(t, e.env.dbURL, "", erasedText, erasedNick, "asked to be forgotten"); n != 0 {
 		t.Errorf("%d PostgreSQL rows hold dave's plaintext or the reason", n)
 	}
 	if a := call(t, http.MethodGet, base+"/v1/im/users/me", dave.token, "", ""); a.status != http.StatusForbidden || a.Reason != "user_banned" {
@@ -354,9 +359,9 @@ func searchRows(t *testing.T, db *sql.DB, query, s string) int {
 	return hits
 }
 
-// searchPostgres counts the rows of every table of the event store database that hold one of
-// ss in their text form.
-func searchPostgres(t *testing.T, url string, ss ...string) int {
+// searchPostgres counts the rows of table (every table when "") of the event store database
+// that hold one of ss in their text form.
+func searchPostgres(t *testing.T, url, table string, ss ...string) int {
 	t.Helper()
 	ctx := testenv.Context(t)
 	conn, err := pgx.Connect(ctx, url)
@@ -372,6 +377,9 @@ func searchPostgres(t *testing.T, url string, ss ...string) int {
 	if err != nil || len(tables) < 5 {
 		t.Fatalf("tables of the event store: %v, %v", tables, err)
 	}
+	if table != "" {
+		tables = []string{table}
+	}
 	hits := 0
 	for _, table := range tables {
 		for _, s := range ss {
@@ -379,6 +387,9 @@ func searchPostgres(t *testing.T, url string, ss ...string) int {
 			q := fmt.Sprintf(`SELECT COUNT(*) FROM %s t WHERE t::text LIKE $1`, pgx.Identifier{table}.Sanitize())
 			if err := conn.QueryRow(ctx, q, "%"+s+"%").Scan(&n); err != nil {
 				t.Fatalf("search %s: %v", table, err)
+			}
+			if n > 0 {
+				t.Logf("PostgreSQL table %s: %d rows hold %q", table, n, s)
 			}
 			hits += n
 		}
@@ -397,8 +408,10 @@ func searchKafka(t *testing.T, addr, s string) int {
 	}
 	defer cl.Close()
 	hits, records := 0, 0
-	idle := time.Now()
-	for time.Since(idle) < 3*time.Second {
+	start, idle := time.Now(), time.Now()
+	// Until the first record the client is still finding the topics; after it, 3 s without a
+	// record is the end of every topic.
+	for (records == 0 && time.Since(start) < 30*time.Second) || (records > 0 && time.Since(idle) < 3*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fetches := cl.PollFetches(ctx)
 		cancel()

@@ -74,7 +74,7 @@ func (n *node) readProjections() []projections.Projection {
 		projections.PushSettings(pushdb.New(n.router), ""),
 		projections.ActionTokens(tokendb.New(n.router), ""),
 		projections.LoginSessions(login.New(n.router), ""),
-		projections.Erasure(projections.Erasers{Messages: n.msgs, Hot: n.hot, Profiles: n.biz}, ""),
+		projections.Erasure(projections.Erasers{Messages: n.msgs, Hot: n.hot, Profiles: n.biz, Files: filedb.New(n.router)}, ""),
 	}
 	for i := range ps {
 		ps[i] = projections.Opened(ps[i], n.opener())

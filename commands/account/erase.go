@@ -23,7 +23,7 @@ type KeyDestroyer interface {
 // themselves becomes unreadable in every event, export and rebuild), then records
 // user.erased.v1 on the account stream (every token is refused and the Notifier ends every
 // session on every node; the read models clear what they hold), then frees the login name and
-// drops the bound contacts. Errors: domain.ErrNotFound when the user has no account in tenant
+// drops the bound contacts and the stored answers of the user's idempotent requests. Errors: domain.ErrNotFound when the user has no account in tenant
 // (nothing happens); domain.ErrRetryable; an error when Governance has no KeyDestroyer.
 func (g *Governance) Erase(ctx context.Context, tenant domain.TenantID, user domain.UserID, meta Meta) (GovernanceResult, error) {
 	if g.deps.Keys == nil {
@@ -53,15 +53,16 @@ func (g *Governance) EraseAccount(ctx context.Context, tenant domain.TenantID, u
 	return err
 }
 
-// forget deletes the user's credentials (the login name is free for a new account) and bound
-// contacts, in one transaction.
+// forget deletes the user's credentials (the login name is free for a new account), bound
+// contacts and stored answers of idempotent requests (which may repeat what the user wrote, such
+// as a file's name), in one transaction.
 func (g *Governance) forget(ctx context.Context, tenant domain.TenantID, user domain.UserID) error {
 	tx, err := g.deps.Pool.Begin(ctx)
 	if err != nil {
 		return dbErr("erase credentials", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	for _, table := range []string{"credentials", "account_contacts"} {
+	for _, table := range []string{"credentials", "account_contacts", "http_idempotency"} {
 		if _, err := tx.Exec(ctx, "DELETE FROM "+table+" WHERE tenant_id = $1 AND user_id = $2", tenant.String(), user.Int64()); err != nil {
 			return dbErr("erase "+table, err)
 		}
