@@ -12,6 +12,7 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/shred"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/transport/fanout"
 )
 
 // openKeyring builds the data-key keyring over the node's pool (DESIGN §7a). The tenant key
@@ -133,4 +134,21 @@ func (e erasingNotifier) AccountChanged(ctx context.Context, st account.Status, 
 	if _, err := e.n.channel.Log().EraseUser(ctx, st.Tenant, st.User); err != nil {
 		e.n.log.Warn("erase the user's channel log items", "tenant_id", st.Tenant.String(), "err", err)
 	}
+}
+
+// forgetErased is the node's fanout deliverer that, when an account change says a user was
+// erased (on this node or another), makes the keyring forget the user's keys before the change
+// goes on: every node stops using the destroyed keys when the change reaches it, and within
+// shred.cache_ttl when that message is lost.
+type forgetErased struct {
+	next fanout.Deliverer
+	keys *shred.Keyring
+}
+
+// Deliver implements fanout.Deliverer.
+func (f forgetErased) Deliver(m *fanout.Message) {
+	if m.Kind == fanout.KindAccount && m.Account != nil && m.Account.What == string(account.ChangeErased) && f.keys != nil {
+		f.keys.Forget(m.Tenant, m.Account.User)
+	}
+	f.next.Deliver(m)
 }

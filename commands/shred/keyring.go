@@ -213,3 +213,8 @@ func (r *Keyring) DestroyUser(ctx context.Context, tenant domain.TenantID, user 
 	r.cache.dropUser(tenant, user)
 	return n, nil
 }
+
+// Forget drops every cached key of user in tenant, so this node reads the table again before
+// it next seals or opens for the user: a node told of an erasure elsewhere calls it to stop
+// using destroyed keys at once rather than within Config.CacheTTL.
+func (r *Keyring) Forget(tenant domain.TenantID, user domain.UserID) { r.cache.dropUser(tenant, user) }

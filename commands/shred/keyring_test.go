@@ -182,6 +182,22 @@ func TestDestroyReachesOtherNodesWithinCacheTTL(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A node told of the erasure forgets at once, whatever its cache TTL.
+	c := newKeyring(t, pool, key, time.Hour)
+	tok8, err := a.Seal(ctx, tn, 8, time.Now(), domain.SealText, []byte(`"x"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(ctx, t, c, tn, tok8); err != nil { // cached for an hour
+		t.Fatal(err)
+	}
+	if _, err := a.DestroyUser(ctx, tn, 8); err != nil {
+		t.Fatal(err)
+	}
+	c.Forget(tn, 8)
+	if _, err := open(ctx, t, c, tn, tok8); !errors.Is(err, domain.ErrKeyErased) {
+		t.Fatalf("a node that forgot the user after the destroy: %v, want ErrKeyErased at once", err)
+	}
 	if _, err := a.Seal(ctx, tn, 5, time.Now().AddDate(0, 2, 0), domain.SealContent, []byte(`"new"`)); !errors.Is(err, domain.ErrKeyErased) {
 		t.Fatalf("seal for an erased user in a new month: %v, want ErrKeyErased", err)
 	}
