@@ -64,8 +64,12 @@ func (h *MessageOpsHandler) Edit(ctx context.Context, cmd EditMessage) (EditResu
 			return EditResult{}, err
 		}
 	}
+	stored, err := domain.SealContentRaw(ctx, h.sealer, cmd.Tenant, cmd.Actor, now, cmd.Content.Raw())
+	if err != nil {
+		return EditResult{}, fmt.Errorf("edit %s/%d: %w", cmd.Topic, cmd.Seq, err)
+	}
 	payload := domain.MessageEdited{Topic: cmd.Topic.String(), Seq: cmd.Seq, MessageID: st.sent.MessageID,
-		By: cmd.Actor, EditVersion: st.contentVersion + 1, Content: cmd.Content.Raw(), EditedAt: now}
+		By: cmd.Actor, EditVersion: st.contentVersion + 1, Content: stored, EditedAt: now}
 	if err := h.appendOp(ctx, cmd.MessageRef, domain.ActionEdited, st.opsVersion, payload); err != nil {
 		return EditResult{}, err
 	}

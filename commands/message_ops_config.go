@@ -69,6 +69,9 @@ type MessageOpsDeps struct {
 	// an edit puts new content in front of the members, so a sender removed, banned or muted
 	// since, or blocked by the peer, may not edit. Recall and the other operations do not ask.
 	Policy SendPolicy
+	// Sealer seals an edit's content under the editor's data key (DESIGN §7a). Optional: nil
+	// stores plaintext.
+	Sealer domain.Sealer
 	Logger *slog.Logger // default discards
 }
 
@@ -80,6 +83,7 @@ type MessageOpsHandler struct {
 	listener ChangeListener // nil: none
 	reads    ReadListener   // nil: none
 	policy   SendPolicy     // nil: edits are not checked against it
+	sealer   domain.Sealer  // nil: edits are stored as sent
 	log      *slog.Logger
 	cfg      MessageOpsConfig
 	now      func() time.Time
@@ -97,7 +101,7 @@ func NewMessageOpsHandler(deps MessageOpsDeps, cfg MessageOpsConfig) (*MessageOp
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, reads: deps.Reads, policy: deps.Policy, log: deps.Logger, cfg: cfg,
+	return &MessageOpsHandler{store: deps.Store, listener: deps.Listener, reads: deps.Reads, policy: deps.Policy, sealer: deps.Sealer, log: deps.Logger, cfg: cfg,
 		now: func() time.Time { return time.Now().UTC() }}, nil
 }
 

@@ -35,6 +35,11 @@ type SendMessage struct {
 	TraceID     string
 	// Actor is who asked for the send; the zero value means the sender itself (a user).
 	Actor domain.Actor
+
+	// sealed is Content sealed under the sender's data key (DESIGN §7a), set by Handle when the
+	// handler has a Sealer: what the event stores. Content stays the plaintext the commit
+	// listener delivers.
+	sealed json.RawMessage
 }
 
 // SendMessageInput is a send as transport receives it, before validation.
@@ -201,6 +206,9 @@ type SendMessageDeps struct {
 	Listener CommitListener
 	// Holes hears about the seqs that became holes, so they can be made final. Optional.
 	Holes HoleRecorder
+	// Sealer seals the content under the sender's data key before it is appended (DESIGN §7a);
+	// in the steady state a cached key, no round trip. Optional: nil stores plaintext.
+	Sealer domain.Sealer
 
 	Registerer prometheus.Registerer // optional: the sequencer's metrics
 }
@@ -218,6 +226,7 @@ type SendMessageHandler struct {
 	files    FileAccess
 	listener CommitListener // nil: none
 	holes    HoleRecorder   // nil: none
+	sealer   domain.Sealer  // nil: content is stored as sent
 	log      *slog.Logger
 	metrics  *sendMetrics
 	flights  sync.Map // nonces of this node's attempts in flight (see fly)
@@ -261,7 +270,7 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, files: deps.Files, listener: deps.Listener,
-		holes: deps.Holes, log: deps.Logger, metrics: m, closing: make(chan struct{})}
+		holes: deps.Holes, sealer: deps.Sealer, log: deps.Logger, metrics: m, closing: make(chan struct{})}
 	h.startPartitions()
 	return h, nil
 }
@@ -303,6 +312,9 @@ func (h *SendMessageHandler) Handle(ctx context.Context, cmd SendMessage) (SendR
 		if err := h.files.CanReference(ctx, cmd.Tenant, cmd.From, cmd.Head.Files); err != nil {
 			return SendResult{}, err
 		}
+	}
+	if err := h.seal(ctx, &cmd); err != nil {
+		return SendResult{}, err
 	}
 	var takeOver seq.Claim
 	for attempt := 0; ; attempt++ {
@@ -418,4 +430,22 @@ func (h *SendMessageHandler) Close() error {
 // storableText reports whether every store keeps s as it is: valid UTF-8 without U+0000.
 func storableText(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// seal seals the command's content under the sender's data key of this month, unless the
+// handler has no Sealer. An erased sender (domain.ErrKeyErased) may send nothing more: the send
+// is refused as a denied one.
+func (h *SendMessageHandler) seal(ctx context.Context, cmd *SendMessage) error {
+	if h.sealer == nil {
+		return nil
+	}
+	sealed, err := domain.SealContentRaw(ctx, h.sealer, cmd.Tenant, cmd.From, time.Now(), cmd.Content.Raw())
+	if errors.Is(err, domain.ErrKeyErased) {
+		return domain.Deny(domain.ReasonUserBanned)
+	}
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	cmd.sealed = sealed
+	return nil
 }

@@ -153,9 +153,13 @@ func (r *sendRequest) envelope() (domain.Envelope, error) {
 		r.id, r.sentAt = id, time.Now().UTC().Truncate(time.Microsecond)
 	}
 	c := r.cmd
+	content := c.Content.Raw()
+	if c.sealed != nil {
+		content = c.sealed
+	}
 	p := domain.MessageSent{
 		MessageID: r.id.String(), Topic: c.Topic.String(), Seq: r.seq, From: c.From,
-		ClientMsgID: c.ClientMsgID.String(), MsgType: c.MsgType, Content: c.Content.Raw(),
+		ClientMsgID: c.ClientMsgID.String(), MsgType: c.MsgType, Content: content,
 		Head: c.Head, SentAt: r.sentAt,
 	}
 	if c.Topic.Kind() == domain.TopicGroup {

@@ -16,6 +16,9 @@ const (
 	// EventUserContactChanged is a verified phone number or e-mail address bound to the account
 	// for password resets. Only the channel is recorded: the address stays outside the log.
 	EventUserContactChanged EventType = "user.contact_changed.v1"
+	// EventUserErased is an account erased for good (DESIGN §7a): its data keys are destroyed,
+	// so everything it wrote reads as erased; every token is refused and the login name freed.
+	EventUserErased EventType = "user.erased.v1"
 )
 
 // ReasonUserBanned refuses a banned user's login, token and sessions.
@@ -85,6 +88,13 @@ type UserContactChanged struct {
 	ChangedAt time.Time `json:"changed_at"`
 }
 
+// UserErased is the payload of user.erased.v1. It carries nothing personal: the user id and
+// when. Read models clear what they hold of the user's content and profile when they apply it.
+type UserErased struct {
+	User     UserID    `json:"user"`
+	ErasedAt time.Time `json:"erased_at"`
+}
+
 // AccountState is a user's account governance folded from AccountStreamID: whether the user is
 // banned and which of its tokens are refused.
 type AccountState struct {
@@ -137,7 +147,8 @@ func (s *AccountState) Apply(env Envelope) error {
 		return err
 	}
 	switch p.(type) {
-	case *UserBanned:
+	case *UserBanned, *UserErased:
+		// An erased account is refused as a banned one is, for good: its login name is freed.
 		s.banned = true
 	case *UserUnbanned:
 		s.banned = false
@@ -233,7 +244,14 @@ func (s AccountState) ChangeContact(channel string, now time.Time) ([]PendingEve
 	return []PendingEvent{s.event(EventUserContactChanged, &UserContactChanged{User: s.user, Channel: channel, ChangedAt: now.UTC()})}, nil
 }
 
+// Erase decides user.erased.v1. It always decides one, so repeating an erasure that failed
+// half-way records it again rather than nothing.
+func (s AccountState) Erase(now time.Time) []PendingEvent {
+	return []PendingEvent{s.event(EventUserErased, &UserErased{User: s.user, ErasedAt: now.UTC()})}
+}
+
 func init() {
+	registerBusiness(EventUserErased, BizTypeUser, func() any { return &UserErased{} })
 	registerBusiness(EventUserBanned, BizTypeUser, func() any { return &UserBanned{} })
 	registerBusiness(EventUserUnbanned, BizTypeUser, func() any { return &UserUnbanned{} })
 	registerBusiness(EventUserKicked, BizTypeUser, func() any { return &UserKicked{} })

@@ -24,6 +24,8 @@ const (
 	CmdUserKick          AdminCommandType = "user.kick"
 	CmdUserRevokeTokens  AdminCommandType = "user.revoke_tokens"
 	CmdUserResetPassword AdminCommandType = "user.reset_password"
+	// CmdUserErase erases a user's account for good (DESIGN §7a).
+	CmdUserErase         AdminCommandType = "user.erase"
 	CmdGroupDissolve     AdminCommandType = "group.dissolve"
 	CmdGroupMuteAll      AdminCommandType = "group.mute_all"
 	CmdGroupRemoveMember AdminCommandType = "group.remove_member"
@@ -59,7 +61,7 @@ type TenantConfigSetPayload struct {
 	Settings map[string]json.RawMessage `json:"settings"`
 }
 
-// UserReasonPayload names a user and an optional reason (ban, unban, kick, revoke_tokens).
+// UserReasonPayload names a user and an optional reason (ban, unban, kick, revoke_tokens, erase).
 type UserReasonPayload struct {
 	UserID UserID `json:"user_id"`
 	Reason string `json:"reason,omitempty"`
@@ -228,6 +230,8 @@ func init() {
 			Summary: "Refuse every token of a user issued before now, on every node, and end the sessions opened with them."},
 		{Type: CmdUserResetPassword, Payload: func() any { return &UserResetPasswordPayload{} },
 			Summary: "Set a user's password and revoke the user's tokens issued before now."},
+		{Type: CmdUserErase, Payload: func() any { return &UserReasonPayload{} },
+			Summary: "Erase a user for good: their data keys are destroyed, so their messages, profile and file names read as erased everywhere; the login name is freed and every session ends on every node. The reason is not recorded."},
 		{Type: CmdGroupDissolve, Payload: func() any { return &GroupPayload{} },
 			Summary: "Dissolve a group on behalf of its owner."},
 		{Type: CmdGroupMuteAll, Payload: func() any { return &GroupMuteAllPayload{} },

@@ -97,15 +97,27 @@ func (pp ProfilePatch) Merge(base UserProfile) (UserProfile, error) {
 		}
 		base.signature = *pp.Signature
 	}
-	if pp.Avatar == nil {
-		p, err := NewUserProfile(base.nickname, "", base.signature)
-		if err != nil {
-			return UserProfile{}, err
-		}
-		p.avatar = base.avatar
-		return p, nil
+	if _, err := NewUserProfile(checkable(base, pp.Avatar == nil)); err != nil {
+		return UserProfile{}, err
 	}
-	return NewUserProfile(base.nickname, base.avatar, base.signature)
+	return base, nil
+}
+
+// checkable returns the fields of a merged profile to check as NewUserProfile: a field that is a
+// sealed value (DESIGN §7a) was checked when it was written and reads as a valid stand-in, and
+// an avatar the patch left alone is not checked again.
+func checkable(p UserProfile, keepAvatar bool) (nickname, avatar, signature string) {
+	nickname, avatar, signature = p.nickname, p.avatar, p.signature
+	if IsSealed(nickname) {
+		nickname = "-"
+	}
+	if keepAvatar || IsSealed(avatar) {
+		avatar = ""
+	}
+	if IsSealed(signature) {
+		signature = ""
+	}
+	return nickname, avatar, signature
 }
 
 // UserProfileUpdated is the payload of user.profile_updated.v1: the whole new public profile.

@@ -56,7 +56,7 @@ func (c TokenCutoff) RevokeOthers(t time.Time, kept string) TokenCutoff {
 }
 
 // FoldCutoff applies the payload of an account stream event to c: user.banned.v1,
-// user.tokens_revoked.v1 and user.password_reset.v1 revoke every token before their time,
+// user.tokens_revoked.v1, user.password_reset.v1 and user.erased.v1 revoke every token before their time,
 // user.password_changed.v1 every token but its kept session's. Other payloads change nothing
 // (changed is false). A read model that keeps only the cutoff folds with it; the account stream
 // folds the same way (AccountState).
@@ -68,6 +68,8 @@ func FoldCutoff(c TokenCutoff, payload any) (next TokenCutoff, changed bool) {
 		return c.RevokeBefore(e.NotBefore), true
 	case *UserPasswordReset:
 		return c.RevokeBefore(e.ResetAt), true
+	case *UserErased:
+		return c.RevokeBefore(e.ErasedAt), true
 	case *UserPasswordChanged:
 		return c.RevokeOthers(e.ChangedAt, e.KeptSession), true
 	}

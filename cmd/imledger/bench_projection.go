@@ -70,7 +70,7 @@ func newBenchProjectionCmd() *cobra.Command {
 			}
 			if mode != benchModeLive {
 				if _, err := projectionbench.BenchRebuild(ctx, projectionbench.BenchRebuildOptions{
-					Deps:   projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs, Logger: n.log},
+					Deps: projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs, Logger: n.log}, Keys: n.sealKeys(),
 					Tenant: t, Events: events, Topics: topics, BatchSize: batch, Workers: workers, Out: out, Progress: progressBars(out), Postgres: n.pool}); err != nil {
 					return err
 				}

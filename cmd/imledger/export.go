@@ -137,7 +137,7 @@ func newExportCmd() *cobra.Command {
 			if err := n.openPostgres(cmd.Context()); err != nil {
 				return err
 			}
-			cfg.Logger = n.log
+			cfg.Logger, cfg.Opener = n.log, n.opener()
 			res, err := export.Run(cmd.Context(), n.store, cfg)
 			if err != nil {
 				return err

@@ -26,6 +26,7 @@ import (
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
+	"github.com/imledger/imledger/commands/shred"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/kafkabroker"
 	"github.com/imledger/imledger/internal/telemetry"
@@ -74,6 +75,9 @@ type node struct {
 	send     *commands.SendMessageHandler
 	ops      *commands.MessageOpsHandler
 	accounts *account.Service
+	// keys seals and opens personal content (DESIGN §7a); keepers wrap its data keys.
+	keys    *shred.Keyring
+	keepers *shred.URLKeepers
 
 	// Tenants and account governance.
 	registry   *tenant.Registry
@@ -335,6 +339,9 @@ func (n *node) closeResources() {
 	}
 	if n.pool != nil {
 		n.pool.Close()
+	}
+	if n.keepers != nil {
+		_ = n.keepers.Close()
 	}
 	if n.broker != nil {
 		n.broker.Close()

@@ -40,13 +40,14 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 		Invalidator: policy.Broadcaster{Local: n.policy, Remote: inval, Logger: n.log.With("component", "groups")},
 		Notifier:    notifier,
 		Changes:     nodeChannel{n},
+		Sealer:      n.sealer(),
 	}, n.cfg.Groups); err != nil {
 		return err
 	}
 	if n.send, err = n.newSendHandler(ctx, n.policy); err != nil {
 		return err
 	}
-	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n}, Reads: nodeChannel{n}, Policy: n.policy,
+	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: nodeCommits{n}, Reads: nodeChannel{n}, Policy: n.policy, Sealer: n.sealer(),
 		Logger: n.log.With("component", "message_ops")}, n.cfg.MessageOps); err != nil {
 		return fmt.Errorf("message_ops: %w", err)
 	}
@@ -55,7 +56,7 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 
 // newAccounts builds the account service over the event store.
 func (n *node) newAccounts() (err error) {
-	n.accounts, err = account.New(account.Deps{Pool: n.pool, Store: n.store, Logger: n.log.With("component", "account")}, n.cfg.Account)
+	n.accounts, err = account.New(account.Deps{Pool: n.pool, Store: n.store, Sealer: n.sealer(), Logger: n.log.With("component", "account")}, n.cfg.Account)
 	return err
 }
 

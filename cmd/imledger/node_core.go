@@ -68,8 +68,10 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 	}
 	esCfg := n.cfg.EventStore
 	esCfg.Logger = n.log.With("component", "eventstore")
-	n.store, err = eventstore.New(n.pool, esCfg)
-	return err
+	if n.store, err = eventstore.New(n.pool, esCfg); err != nil {
+		return err
+	}
+	return n.openKeyring(ctx)
 }
 
 // newSendHandler builds the SendMessage handler with policy (nil allows every send), which
@@ -82,7 +84,7 @@ func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy) (
 	}
 	holes := newHoleMarker(n.store, n.log.With("component", "send"))
 	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: store, Redis: n.rdb, Policy: policy, Files: nodeFiles{n}, Listener: nodeCommits{n}, Holes: holes,
+		Store: store, Redis: n.rdb, Policy: policy, Files: nodeFiles{n}, Listener: nodeCommits{n}, Holes: holes, Sealer: n.sealer(),
 		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 	if err != nil {

@@ -99,10 +99,12 @@ func (n *node) mountREST(ctx context.Context, mux *http.ServeMux) error {
 		handlers.ActionTokens = n.state.atokens
 	}
 	// The account self-service: logins start sessions; logout, sign-out, password change and
-	// reset. "Delete my account" (rest.Handlers.Eraser) is left out until the erasure of
-	// crypto-shredding is there to do it.
+	// reset; "delete my account" erases the account through governance (crypto-shredding).
 	if n.self != nil {
 		handlers.Self = n.self
+		if n.governance != nil && n.keys != nil {
+			handlers.Eraser = n.governance
+		}
 	}
 	if n.router != nil {
 		handlers.SessionList = login.New(n.router)

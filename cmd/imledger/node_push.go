@@ -113,7 +113,7 @@ func (n *node) startFiles(ctx context.Context) error {
 	}
 	log := n.log.With("component", "files")
 	n.pf.filedb = filedb.New(n.router)
-	if n.pf.files, err = files.New(files.Deps{Bucket: bucket, Records: n.pf.filedb, Events: n.store,
+	if n.pf.files, err = files.New(files.Deps{Bucket: bucket, Records: n.pf.filedb, Events: n.store, Keys: n.sealKeys(),
 		Queue:    files.KafkaQueue{Producer: n.producer, Topic: n.cfg.Kafka.Topic(kafka.TopicFileSecurity)},
 		Notifier: fileNotifier{n}, Logger: log}, n.cfg.Files.Config); err != nil {
 		return err

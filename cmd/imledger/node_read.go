@@ -65,7 +65,7 @@ func (n *node) readProjections() []projections.Projection {
 	if n.producer != nil {
 		inv = kafkaCacheInvalidations{producer: n.producer, topic: n.cfg.Kafka.Topic(kafka.TopicCacheInvalidate), log: log}
 	}
-	return []projections.Projection{
+	ps := []projections.Projection{
 		projections.WithRetention(projections.MessagesMySQL(n.msgs, ""), n.horizons()),
 		projections.WithRetention(projections.MessagesHot(n.hot, ""), n.horizons()),
 		projections.BusinessMySQL(n.biz, "", inv, log),
@@ -74,7 +74,12 @@ func (n *node) readProjections() []projections.Projection {
 		projections.PushSettings(pushdb.New(n.router), ""),
 		projections.ActionTokens(tokendb.New(n.router), ""),
 		projections.LoginSessions(login.New(n.router), ""),
+		projections.Erasure(projections.Erasers{Messages: n.msgs, Hot: n.hot, Profiles: n.biz, Files: filedb.New(n.router)}, ""),
 	}
+	for i := range ps {
+		ps[i] = projections.Opened(ps[i], n.opener())
+	}
+	return ps
 }
 
 // startProjector runs the projectors in the background, unless MySQL is off or projections.run

@@ -33,7 +33,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 		ictx := context.WithoutCancel(ctx)
 		next = ws.Invalidating{Next: hub, Invalidate: func(tenant domain.TenantID, ids []string) { n.policy.Invalidate(ictx, tenant, ids) }}
 	}
-	local := access.NewDeliverer(next, n.tenants, n.guard)
+	var local fanout.Deliverer = forgetErased{next: access.NewDeliverer(next, n.tenants, n.guard), keys: n.keys}
 	if n.fanout, err = fanout.New(fanout.Deps{Redis: n.rdb, Nodes: n.presence, Local: local,
 		Logger: n.log.With("component", "fanout"), Registerer: n.reg}, n.cfg.FanoutConfig()); err != nil {
 		return err

@@ -52,7 +52,7 @@ func (n *node) startTenants(ctx context.Context) (err error) {
 	}
 	n.aux = append(n.aux, n.spawn(ctx, "tenant cache", n.tenants.Run), n.spawn(ctx, "account guard", n.guard.Run))
 	if n.governance, err = account.NewGovernance(account.GovernanceDeps{Pool: n.pool, Store: n.store, Accounts: n.accounts,
-		Guard: n.guard, Notifier: n.notifier, Logger: n.log.With("component", "governance")}); err != nil {
+		Guard: n.guard, Notifier: erasingNotifier{Notifier: n.notifier, n: n}, Keys: n.keyDestroyer(), Logger: n.log.With("component", "governance")}); err != nil {
 		return err
 	}
 	sessions, err := account.NewSessions(account.SessionDeps{Store: n.store, Guard: n.guard, Notifier: n.notifier})

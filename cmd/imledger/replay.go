@@ -193,29 +193,30 @@ type replayer interface {
 
 // replayer returns the rebuilder of projection over the node's stores.
 func (n *node) replayer(projection string) (replayer, error) {
+	events := projections.OpenedEvents(n.store, n.opener()) // as the live projections see them
 	switch projection {
 	case projections.ProjectionBusinessMySQL:
-		b, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: n.store, Tenants: n.router,
+		b, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: events, Tenants: n.router,
 			Store: n.biz, Logger: n.log})
 		return businessReplayer{b}, err
 	case projections.ProjectionSessionsMySQL:
-		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: n.store, Tenants: n.router,
+		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: events, Tenants: n.router,
 			Store: n.sess, Logger: n.log})
 		return sessionsReplayer{s}, err
 	case account.ProjectionAPIKeys:
 		r, err := account.NewAPIKeyRebuilder(n.pool, n.store, n.log)
 		return apiKeyReplayer{rb: r, tenants: n.router}, err
 	case projections.ProjectionPushSettings:
-		r, err := projections.NewPushRebuilder(pushdb.New(n.router), n.store, n.router, n.log)
+		r, err := projections.NewPushRebuilder(pushdb.New(n.router), events, n.router, n.log)
 		return modelReplayer{r}, err
 	case projections.ProjectionFileRefsMySQL:
-		r, err := projections.NewFileRebuilder(filedb.New(n.router), n.store, n.router, n.log)
+		r, err := projections.NewFileRebuilder(filedb.New(n.router), events, n.router, n.log)
 		return modelReplayer{r}, err
 	case projections.ProjectionActionTokens:
-		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), n.store, n.router, n.log)
+		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), events, n.router, n.log)
 		return modelReplayer{r}, err
 	case projections.ProjectionLoginSessions:
-		r, err := projections.NewLoginSessionRebuilder(login.New(n.router), n.store, n.router, n.log)
+		r, err := projections.NewLoginSessionRebuilder(login.New(n.router), events, n.router, n.log)
 		return modelReplayer{r}, err
 	}
 	if n.registry == nil {
@@ -223,7 +224,7 @@ func (n *node) replayer(projection string) (replayer, error) {
 			return nil, err
 		}
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs,
+	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: events, Tenants: n.router, Messages: n.msgs,
 		Hot: n.hot, Horizons: n.horizons(), Logger: n.log})
 	if projection == projections.ProjectionMessagesHot {
 		return hotReplayer{rb}, err

@@ -31,6 +31,10 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// testShredKey is the shred.local_key of the test deployments with real brokers: 32 bytes in
+// base64, not secret.
+const testShredKey = "dGhlIGtleSBvZiB0ZXN0cywgMzIgYnl0ZXMsIG5vdCE="
+
 // testSecret is the token signing secret of the test deployments that configure keys.
 var testSecret = strings.Repeat("imledger-test-key-", 3)
 
@@ -105,6 +109,9 @@ func (e *serveEnv) config(t *testing.T, nodeID, addr string) string {
 	}
 	if len(e.brokers) > 0 && !strings.Contains(e.extra, "verify:") {
 		kafkaYAML += "\nverify: {hash_key: \"a test key of 32 bytes, not secret\"}"
+	}
+	if len(e.brokers) > 0 && !strings.Contains(e.extra, "shred:") {
+		kafkaYAML += "\nshred: {local_key: \"" + testShredKey + "\"}"
 	}
 	authYAML := "{}"
 	if e.keys {

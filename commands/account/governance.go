@@ -70,6 +70,8 @@ type GovernanceDeps struct {
 	Guard *Guard
 	// Notifier hears committed changes. Optional.
 	Notifier Notifier
+	// Keys destroys a user's data keys on erasure (Erase). Optional: without it Erase fails.
+	Keys KeyDestroyer
 	// Logger receives best-effort failures. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.

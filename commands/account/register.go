@@ -166,6 +166,10 @@ func (s *Service) registerAs(ctx context.Context, cmd Register, login domain.Log
 }
 
 func (s *Service) appendRegistration(ctx context.Context, cmd Register, uid domain.UserID, events []domain.PendingEvent) error {
+	events, err := domain.SealPersonal(ctx, s.sealer, cmd.Tenant, events)
+	if err != nil {
+		return err
+	}
 	envs, err := domain.NewEnvelopes(cmd.Tenant, domain.Actor{Type: domain.ActorUser, ID: uid.String()}, events)
 	if err != nil {
 		return err

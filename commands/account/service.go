@@ -56,6 +56,9 @@ type Deps struct {
 	// Logger receives best-effort failures (a credential that could not be released or
 	// confirmed). Default: discard.
 	Logger *slog.Logger
+	// Sealer seals the profile a registration records (DESIGN §7a). Optional: nil stores it as
+	// given.
+	Sealer domain.Sealer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -66,9 +69,11 @@ type Service struct {
 	cfg   Config
 	pool  *pgxpool.Pool
 	store Store
-	ids   IDGenerator
-	log   *slog.Logger
-	now   func() time.Time
+	// sealer seals registered profiles; nil: none.
+	sealer domain.Sealer
+	ids    IDGenerator
+	log    *slog.Logger
+	now    func() time.Time
 
 	// dummyHash is verified against when a login is unknown, so that an unknown login costs
 	// the same hashing work as a wrong password.
@@ -108,7 +113,7 @@ func New(deps Deps, cfg Config) (*Service, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, pool: deps.Pool, store: deps.Store, ids: deps.IDs, log: deps.Logger, now: deps.Now,
+	s := &Service{cfg: cfg, pool: deps.Pool, store: deps.Store, ids: deps.IDs, sealer: deps.Sealer, log: deps.Logger, now: deps.Now,
 		keys: map[[32]byte]cachedKey{}, hashSlots: make(chan struct{}, cfg.HashConcurrency)}
 	if s.ids == nil {
 		s.ids = randomSnowflake()

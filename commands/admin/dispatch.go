@@ -34,6 +34,7 @@ type Accounts interface {
 	Kick(ctx context.Context, t domain.TenantID, u domain.UserID, reason string, meta account.Meta) (account.GovernanceResult, error)
 	RevokeTokens(ctx context.Context, t domain.TenantID, u domain.UserID, reason string, meta account.Meta) (account.GovernanceResult, error)
 	ResetPassword(ctx context.Context, t domain.TenantID, u domain.UserID, password string, meta account.Meta) (account.GovernanceResult, error)
+	Erase(ctx context.Context, t domain.TenantID, u domain.UserID, meta account.Meta) (account.GovernanceResult, error)
 }
 
 // GroupStates reads a group's current state (*group.Loader; maxAge 0 reads the store).
@@ -119,6 +120,7 @@ func newDispatcher(h Handlers, log *slog.Logger, s secrets) *dispatcher {
 		domain.CmdUserUnban:         d.userUnban,
 		domain.CmdUserKick:          d.userKick,
 		domain.CmdUserRevokeTokens:  d.userRevokeTokens,
+		domain.CmdUserErase:         d.userErase,
 		domain.CmdUserResetPassword: d.userResetPassword,
 		domain.CmdGroupDissolve:     d.groupDissolve,
 		domain.CmdGroupMuteAll:      d.groupMuteAll,

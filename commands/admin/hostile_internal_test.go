@@ -33,6 +33,7 @@ var validPayloads = map[domain.AdminCommandType]string{
 	domain.CmdUserKick:          `{"user_id":"42","reason":"rude"}`,
 	domain.CmdUserRevokeTokens:  `{"user_id":"42","reason":"leaked"}`,
 	domain.CmdUserResetPassword: `{"user_id":"42","password":"brand new secret"}`,
+	domain.CmdUserErase:         `{"user_id":"42","reason":"asked to be forgotten"}`,
 	domain.CmdGroupDissolve:     `{"group_id":"7","reason":"spam"}`,
 	domain.CmdGroupMuteAll:      `{"group_id":"7","mute_all":true}`,
 	domain.CmdGroupRemoveMember: `{"group_id":"7","user_id":"42","ban":true}`,

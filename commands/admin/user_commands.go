@@ -58,6 +58,14 @@ func (d *dispatcher) userRevokeTokens(ctx context.Context, r run) (any, error) {
 	return d.userReason(ctx, r, d.h.Accounts.RevokeTokens)
 }
 
+// userErase erases the user (account.Governance.Erase); the reason is not recorded, since
+// user.erased.v1 carries nothing but the user and the time.
+func (d *dispatcher) userErase(ctx context.Context, r run) (any, error) {
+	return d.userReason(ctx, r, func(ctx context.Context, t domain.TenantID, u domain.UserID, _ string, meta account.Meta) (account.GovernanceResult, error) {
+		return d.h.Accounts.Erase(ctx, t, u, meta)
+	})
+}
+
 func (d *dispatcher) userResetPassword(ctx context.Context, r run) (any, error) {
 	p := r.payload.(*domain.UserResetPasswordPayload)
 	if err := required("user_id", p.UserID); err != nil {

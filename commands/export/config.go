@@ -77,6 +77,11 @@ type Config struct {
 	Progress io.Writer
 	// Logger receives what the export did. Default: discard.
 	Logger *slog.Logger
+	// Opener opens the sealed values of personal content (DESIGN §7a): an event is written with
+	// its plaintext where the data key exists and the erased marker where it was destroyed, so
+	// an export made after an erasure holds nothing of the erased user. A key store that fails
+	// fails the export. Nil: sealed values are written as stored.
+	Opener domain.Opener
 	// Now is the clock of the export's summary. Default time.Now.
 	Now func() time.Time
 }

@@ -162,19 +162,10 @@ func pump(ctx context.Context, r Reader, rng eventstore.Range, f eventstore.Filt
 		if werr != nil {
 			continue // drain so the reader ends
 		}
-		if !cfg.AsStored {
-			for i := range recs {
-				up, err := domain.Upcast(recs[i].Envelope)
-				if err != nil {
-					werr = fmt.Errorf("export: event at %s: %w", recs[i].Cursor, err)
-					cancel(werr)
-					break
-				}
-				recs[i].Envelope = up
-			}
-			if werr != nil {
-				continue
-			}
+		if err := prepare(ctx, recs, cfg); err != nil {
+			werr = err
+			cancel(err)
+			continue
 		}
 		if err := t.write(recs); err != nil {
 			werr = err
@@ -214,4 +205,24 @@ func (c Config) filters() string {
 	}
 	b, _ := json.Marshal(f)
 	return string(b)
+}
+
+// prepare upcasts recs to the current versions of their types (unless cfg.AsStored) and opens
+// their sealed values with cfg.Opener, in place.
+func prepare(ctx context.Context, recs []eventstore.Record, cfg Config) error {
+	for i := range recs {
+		e := recs[i].Envelope
+		var err error
+		if !cfg.AsStored {
+			e, err = domain.Upcast(e)
+		}
+		if err == nil {
+			e, err = domain.OpenEnvelope(ctx, e, cfg.Opener)
+		}
+		if err != nil {
+			return fmt.Errorf("export: event at %s: %w", recs[i].Cursor, err)
+		}
+		recs[i].Envelope = e
+	}
+	return nil
 }

@@ -66,8 +66,14 @@ type Deps struct {
 	Queue    CheckQueue   // required
 	Checker  Checker      // default Rules from the config
 	Notifier Notifier     // optional
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Keys seals a new file's name under the uploader's data key (DESIGN §7a) and opens it for
+	// the file records. Optional: names are stored as given.
+	Keys interface {
+		domain.Sealer
+		domain.Opener
+	}
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Service runs the file life cycle. It is safe for concurrent use.
@@ -185,7 +191,7 @@ func (s *Service) Create(ctx context.Context, c CreateFile) (domain.FileRecord, 
 	f := domain.FileRecord{ID: id.String(), Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size,
 		ObjectKey: objectKey(c.Tenant, id.String()), Status: domain.FileStatusPending, Audit: domain.FileAuditPending,
 		Version: 1, CreatedAt: now}
-	if err := s.append(ctx, c.Tenant, f.ID, 0, c.Uploader, domain.EventFileCreated, domain.FileCreated{FileID: f.ID,
+	if err := s.append(ctx, c.Tenant, f.ID, 0, c.Uploader, domain.EventFileCreated, &domain.FileCreated{FileID: f.ID,
 		Uploader: c.Uploader, Name: c.Name, ContentType: c.ContentType, Size: c.Size, ObjectKey: f.ObjectKey, CreatedAt: now}); err != nil {
 		return domain.FileRecord{}, err
 	}
@@ -207,13 +213,23 @@ func (s *Service) append(ctx context.Context, tenant domain.TenantID, id string,
 	if actor > 0 {
 		a = domain.Actor{Type: domain.ActorUser, ID: actor.String()}
 	}
-	e, err := domain.NewEnvelope(tenant, domain.FileStreamID(fid), from+1, typ, a, payload)
+	keys := s.deps.Keys // nil: nothing is sealed or opened
+	sealed, err := domain.SealPersonal(ctx, keys, tenant, []domain.PendingEvent{{Type: typ, Payload: payload}})
+	if err != nil {
+		return err
+	}
+	e, err := domain.NewEnvelope(tenant, domain.FileStreamID(fid), from+1, typ, a, sealed[0].Payload)
 	if err != nil {
 		return err
 	}
 	stored, err := s.deps.Events.Append(ctx, tenant, domain.FileStreamID(fid), from, []domain.Envelope{e})
 	if err != nil {
 		return err
+	}
+	if keys != nil {
+		if err := domain.OpenEnvelopes(ctx, stored, keys); err != nil {
+			return err
+		}
 	}
 	if _, err := s.deps.Records.Apply(ctx, tenant, stored); err != nil {
 		return fmt.Errorf("%w: %w", errRecord, err)

@@ -115,7 +115,11 @@ func (c *core) pause(ctx context.Context, attempt int) error {
 
 // commit turns the decision into envelopes and appends them.
 func (c *core) commit(ctx context.Context, s spec, d decision) ([]domain.Envelope, error) {
-	envs, err := envelopes(s.actor, s.meta, d.bizID, d.events)
+	events, err := domain.SealPersonal(ctx, c.sealer, s.actor.Tenant, d.events)
+	if err != nil {
+		return nil, err
+	}
+	envs, err := envelopes(s.actor, s.meta, d.bizID, events)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,9 @@ type Deps struct {
 	Notifier Notifier
 	// Changes hears every command's changes whole, after the Notifier. Default: none.
 	Changes ChangeListener
+	// Sealer seals the personal fields of profile events (DESIGN §7a) before they are appended.
+	// Default: none, they are stored as given.
+	Sealer domain.Sealer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -100,7 +103,7 @@ func New(deps Deps, cfg Config) (*Handlers, error) {
 		return nil, fmt.Errorf("group handlers: %w", err)
 	}
 	c := &core{cfg: cfg, store: deps.Store, ids: deps.IDs, loader: deps.Loader, inval: deps.Invalidator,
-		notifier: deps.Notifier, changes: deps.Changes, now: deps.Now, locks: newStripes(256)}
+		notifier: deps.Notifier, changes: deps.Changes, sealer: deps.Sealer, now: deps.Now, locks: newStripes(256)}
 	if c.ids == nil {
 		var b [2]byte
 		_, _ = rand.Read(b[:])
@@ -148,6 +151,7 @@ type core struct {
 	inval    Invalidator
 	notifier Notifier
 	changes  ChangeListener // nil: none
+	sealer   domain.Sealer  // nil: nothing is sealed
 	now      func() time.Time
 	locks    *stripes
 	joins    *joinBatcher

@@ -25,7 +25,7 @@ type EventError = readmodels.EventError
 func Accepts(t domain.EventType) bool {
 	switch t {
 	case domain.EventUserSessionStarted, domain.EventUserSessionEnded, domain.EventUserBanned, domain.EventUserTokensRevoked,
-		domain.EventUserPasswordReset, domain.EventUserPasswordChanged:
+		domain.EventUserPasswordReset, domain.EventUserPasswordChanged, domain.EventUserErased:
 		return true
 	}
 	return false
@@ -103,6 +103,8 @@ func streamOf(p any) (domain.UserID, string) {
 	case *domain.UserPasswordReset:
 		u = e.User
 	case *domain.UserPasswordChanged:
+		u = e.User
+	case *domain.UserErased:
 		u = e.User
 	}
 	return u, domain.AccountStreamID(u)

@@ -65,7 +65,9 @@ func (n *Notifier) WithChannel(c AccountLog) *Notifier {
 
 // endReasons are the reasons a session ending for an account change is told.
 var endReasons = map[account.Change]string{
-	account.ChangeBanned:        domain.ReasonUserBanned,
+	account.ChangeBanned: domain.ReasonUserBanned,
+	// An erased account is refused as a banned one is (user.erased.v1 folds so).
+	account.ChangeErased:        domain.ReasonUserBanned,
 	account.ChangeKicked:        "kicked",
 	account.ChangeTokensRevoked: "token_revoked",
 	account.ChangePasswordReset: "token_revoked",

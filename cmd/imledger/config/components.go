@@ -52,7 +52,7 @@ func (c DemoConfig) Validate() error {
 // applied, as serve resolves them, and refuses keys that other sections own.
 func (c Config) validateComponents() error {
 	errs := []error{c.Auth.Validate(), c.Account.Validate(), c.MessageOps.Validate(), c.Demo.Validate(),
-		c.Tenants.Validate(), c.Admin.Config.Validate(), c.Admin.validateTrust(), c.RateLimit.Config.Validate(), c.Verify.Validate(),
+		c.Tenants.Validate(), c.Admin.Config.Validate(), c.Admin.validateTrust(), c.RateLimit.Config.Validate(), c.Verify.Validate(), c.Shred.Validate(),
 		c.ActionTokens.Validate()}
 	if err := c.WSConfig().Validate(); err != nil {
 		errs = append(errs, err)

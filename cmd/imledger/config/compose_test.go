@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -171,7 +172,8 @@ func TestComposeImledger(t *testing.T) {
 	}
 	operator := map[string]string{"IM_AUTH_SECRET": strings.Repeat("s", 48), "IM_ADMIN_PRODUCER_KEYS": producer.Producer,
 		"IM_ADMIN_COMMAND_SECRET_KEYS": secrets.Open,
-		"IM_VERIFY_HASH_KEY":           strings.Repeat("h", 32)}
+		"IM_VERIFY_HASH_KEY":           strings.Repeat("h", 32),
+		"IM_SHRED_LOCAL_KEY":           base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32)))}
 	// ${VAR:-default} and ${VAR:+alternative} follow Compose: the default when VAR is unset or
 	// empty, the alternative only when VAR is set and not empty.
 	interpolate := regexp.MustCompile(`\$\{([A-Z_]+)(?:(:[?+-])([^}]*))?\}`)
@@ -206,6 +208,9 @@ func TestComposeImledger(t *testing.T) {
 
 	if len(cfg.Kafka.Brokers) > 0 && cfg.Verify.HashKey == "" {
 		t.Errorf("imledger: real brokers and no verify.hash_key: serve would refuse to start")
+	}
+	if len(cfg.Kafka.Brokers) > 0 && cfg.Shred.LocalKey == "" && cfg.Shred.KeeperURL == "" {
+		t.Errorf("imledger: real brokers and no shred.local_key or shred.keeper_url: serve would refuse to start")
 	}
 	pg, err := pgx.ParseConfig(cfg.Postgres.URL)
 	if err != nil || pg.Host != "postgres" || pg.Port != 5432 {

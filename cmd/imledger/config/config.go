@@ -117,6 +117,9 @@ type Config struct {
 	RateLimit RateLimitConfig `koanf:"rate_limit"`
 	// Verify configures verification codes and their SMS/e-mail gateway (commands/verify).
 	Verify VerifyConfig `koanf:"verify"`
+	// Shred configures crypto-shredding: the keeper of the tenant keys and the data-key cache
+	// (commands/shred).
+	Shred ShredConfig `koanf:"shred"`
 	// ActionTokens tunes one-time action tokens (commands/actiontoken). An empty key_prefix
 	// means redis.key_prefix.
 	ActionTokens actiontoken.Config `koanf:"action_tokens"`
@@ -268,6 +271,7 @@ func Defaults() Config {
 		RateLimit:   RateLimitConfig{Enabled: true},
 		Verify: VerifyConfig{CodeLength: 6, TTL: 5 * time.Minute, ResendInterval: time.Minute, MaxAttempts: 5,
 			CreatePerHour: 5, GatewayTimeout: 5 * time.Second},
+		Shred:        ShredConfig{Enabled: true},
 		ActionTokens: actiontoken.Config{DefaultTTL: 24 * time.Hour, MaxTTL: 30 * 24 * time.Hour},
 		Push:         PushConfig{Run: true},
 		Files:        FilesConfig{Run: true, Config: files.Config{DirectURLs: true}},

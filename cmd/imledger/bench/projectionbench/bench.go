@@ -135,13 +135,18 @@ func BenchLive(ctx context.Context, o BenchLiveOptions) (BenchResult, error) {
 	return res, nil
 }
 
-// benchEvents builds n group-message sent events over topics conversations, seqs in order.
-func benchEvents(tenant domain.TenantID, n, topics int, each func(domain.Envelope) error) error {
-	content, _ := json.Marshal("benchmark message with a little bit of text in it")
+// benchEvents builds n group-message sent events over topics conversations, seqs in order, with
+// their content sealed by seal as serve writes it when seal is not nil.
+func benchEvents(ctx context.Context, tenant domain.TenantID, n, topics int, seal domain.Sealer, each func(domain.Envelope) error) error {
+	plain, _ := json.Marshal("benchmark message with a little bit of text in it")
 	for i := 0; i < n; i++ {
 		g := int64(i%topics + 1)
 		seq := int64(i/topics + 1)
 		topic := "grp" + strconv.FormatInt(g, 10)
+		content, err := domain.SealContentRaw(ctx, seal, tenant, domain.UserID(1+i%50), time.Now(), plain)
+		if err != nil {
+			return err
+		}
 		env, err := domain.NewEnvelope(tenant, topic, seq, domain.EventGroupMessageSent,
 			domain.Actor{Type: domain.ActorUser, ID: strconv.FormatInt(g, 10)},
 			domain.MessageSent{MessageID: topic + "-" + strconv.FormatInt(seq, 10), Topic: topic, GroupID: g, Seq: seq,
@@ -173,7 +178,7 @@ func publishBenchEvents(kcfg tkafka.Config, tenant domain.TenantID, n, topics in
 		batch = batch[:0]
 		return err
 	}
-	err = benchEvents(tenant, n, topics, func(env domain.Envelope) error {
+	err = benchEvents(context.Background(), tenant, n, topics, nil, func(env domain.Envelope) error {
 		value, err := json.Marshal(env)
 		if err != nil {
 			return err

@@ -45,6 +45,12 @@ type BenchRebuildOptions struct {
 	Out io.Writer
 	// Progress reports the timed rebuild's pass; nil reports nothing.
 	Progress projections.Progress
+	// Keys, when set, seals the seeded events' content (as serve writes it) and opens what the
+	// rebuild reads (as replay does), so the rebuild pays for opening.
+	Keys interface {
+		domain.Sealer
+		domain.Opener
+	}
 }
 
 // BenchRebuild measures Rebuild of messages-mysql for one tenant from the event store and
@@ -62,7 +68,11 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	if o.Deps.Logger == nil {
 		o.Deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	rb, err := projections.NewRebuilder(o.Deps)
+	deps := o.Deps
+	if o.Keys != nil {
+		deps.Events = projections.OpenedEvents(o.Deps.Events, o.Keys)
+	}
+	rb, err := projections.NewRebuilder(deps)
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -76,7 +86,11 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	}
 	if missing := o.Events - int(have); missing > 0 {
 		fmt.Fprintf(o.Out, "appending %d group-message events over %d topics to the event store\n", missing, o.Topics)
-		if err := seedEvents(ctx, appender, o.Tenant, missing, o.Topics); err != nil {
+		var seal domain.Sealer
+		if o.Keys != nil {
+			seal = o.Keys
+		}
+		if err := seedEvents(ctx, appender, o.Tenant, missing, o.Topics, seal); err != nil {
 			return BenchResult{}, err
 		}
 	}
@@ -105,7 +119,7 @@ type EventImporter interface {
 
 // seedEvents appends n group-message events of a fresh history (seqs from 1 per topic): with
 // COPY in transactions of 20,000 events when s can import, else 1000 at a time with AppendBatch.
-func seedEvents(ctx context.Context, s EventAppender, tenant domain.TenantID, n, topics int) error {
+func seedEvents(ctx context.Context, s EventAppender, tenant domain.TenantID, n, topics int, seal domain.Sealer) error {
 	size := 1000
 	imp, fast := s.(EventImporter)
 	if fast {
@@ -133,7 +147,7 @@ func seedEvents(ctx context.Context, s EventAppender, tenant domain.TenantID, n,
 		batch = batch[:0]
 		return nil
 	}
-	err := benchEvents(tenant, n, topics, func(e domain.Envelope) error {
+	err := benchEvents(ctx, tenant, n, topics, seal, func(e domain.Envelope) error {
 		batch = append(batch, e)
 		if len(batch) == cap(batch) {
 			return flush()

@@ -34,7 +34,7 @@ func SeedMessages(ctx context.Context, events projections.EventReader, appender 
 		fmt.Fprintf(out, "appending %d group-message events over %d topics to the event store\n", missing, topics)
 	}
 	start := time.Now()
-	if err := seedEvents(ctx, appender, tenant, missing, topics); err != nil {
+	if err := seedEvents(ctx, appender, tenant, missing, topics, nil); err != nil {
 		return 0, err
 	}
 	if out != nil {
