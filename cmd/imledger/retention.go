@@ -31,7 +31,7 @@ func (h hotExpiry) ExpireBefore(ctx context.Context, t domain.TenantID, _, until
 }
 
 // retentionJob builds the retention job over the node's event store, registry and read models
-// (none when MySQL is off). Month keys are not wired: no data keys are kept yet.
+// (none when MySQL is off) and the keyring, whose month keys before a horizon it destroys.
 func (n *node) retentionJob() (*retention.Job, error) {
 	models := map[string]retention.ReadModel{}
 	if n.msgs != nil {
@@ -40,8 +40,12 @@ func (n *node) retentionJob() (*retention.Job, error) {
 	if n.hot != nil {
 		models["redis"] = hotExpiry{n}
 	}
-	return retention.New(n.cfg.Retention, retention.Deps{Tenants: n.registry, Partitions: n.store, ReadModels: models,
-		Logger: n.log.With("component", "retention")})
+	deps := retention.Deps{Tenants: n.registry, Partitions: n.store, ReadModels: models,
+		Logger: n.log.With("component", "retention")}
+	if n.keys != nil {
+		deps.Keys = n.keys
+	}
+	return retention.New(n.cfg.Retention, deps)
 }
 
 // startRetention runs the retention job every retention.interval, unless retention.run is false.

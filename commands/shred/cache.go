@@ -48,6 +48,17 @@ func (c *keyCache) put(id keyID, aead cipher.AEAD, expires time.Time) {
 	c.items[id] = cacheEntry{aead: aead, expires: expires}
 }
 
+// dropBefore forgets every key of tenant of the months before month.
+func (c *keyCache) dropBefore(tenant domain.TenantID, month string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.items {
+		if k.tenant == tenant && k.ref.Month < month {
+			delete(c.items, k)
+		}
+	}
+}
+
 // dropUser forgets every key of user in tenant.
 func (c *keyCache) dropUser(tenant domain.TenantID, user domain.UserID) {
 	c.mu.Lock()

@@ -214,6 +214,26 @@ func (r *Keyring) DestroyUser(ctx context.Context, tenant domain.TenantID, user 
 	return n, nil
 }
 
+// DestroyBefore destroys every data key of tenant of the months before month ("2006-01", the
+// first month the tenant keeps): retention's share of crypto-shredding (retention.MonthKeys).
+// What those keys sealed reads as erased, in the log and on Kafka too; on other nodes within
+// Config.CacheTTL. Destroying again is harmless. Errors wrap domain.ErrRetryable.
+func (r *Keyring) DestroyBefore(ctx context.Context, tenant, month string) error {
+	t, err := domain.NewTenantID(tenant)
+	if err != nil {
+		return err
+	}
+	if _, err := time.Parse("2006-01", month); err != nil {
+		return fmt.Errorf("destroy data keys of %s before %q: not a month: %w", tenant, month, err)
+	}
+	if _, err := r.pool.Exec(ctx, `UPDATE data_keys SET wrapped = NULL, destroyed_at = now()
+		WHERE tenant_id = $1 AND month <> '*' AND month < $2 AND wrapped IS NOT NULL`, tenant, month); err != nil {
+		return fmt.Errorf("destroy data keys of %s before %s: %w: %w", tenant, month, domain.ErrRetryable, err)
+	}
+	r.cache.dropBefore(t, month)
+	return nil
+}
+
 // Forget drops every cached key of user in tenant, so this node reads the table again before
 // it next seals or opens for the user: a node told of an erasure elsewhere calls it to stop
 // using destroyed keys at once rather than within Config.CacheTTL.

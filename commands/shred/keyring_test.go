@@ -228,3 +228,43 @@ func TestOpeningAMissingKeyDoesNotBlockItsCreation(t *testing.T) {
 		t.Fatalf("open: %q, %v", plain, err)
 	}
 }
+
+// TestDestroyBeforeErasesOnlyExpiredMonths: retention destroys a tenant's keys of the months
+// before its horizon, of every author; the months it keeps, another tenant's keys and a user's
+// erasure marker stay as they were.
+func TestDestroyBeforeErasesOnlyExpiredMonths(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool, _ := storetest.EventStore(t, 0)
+	r := newKeyring(t, pool, localKey(t), time.Minute)
+	tn, other := tenant(t), domain.MustTenantID("kept")
+	seal := func(tn domain.TenantID, user domain.UserID, at time.Time) string {
+		tok, err := r.Seal(ctx, tn, user, at, domain.SealContent, []byte(`"words"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	sept, oct, nov := time.Date(2026, 9, 3, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	old1, old2, kept, otherOld := seal(tn, 1, sept), seal(tn, 2, oct), seal(tn, 1, nov), seal(other, 1, sept)
+	if err := r.DestroyBefore(ctx, tn.String(), "2026-11"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{old1, old2} {
+		if _, err := open(ctx, t, r, tn, tok); !errors.Is(err, domain.ErrKeyErased) {
+			t.Errorf("a key before the horizon still opens: %v", err)
+		}
+	}
+	if b, err := open(ctx, t, r, tn, kept); err != nil || string(b) != `"words"` {
+		t.Errorf("the horizon's month: %s, %v", b, err)
+	}
+	if b, err := open(ctx, t, r, other, otherOld); err != nil || string(b) != `"words"` {
+		t.Errorf("another tenant's old month: %s, %v", b, err)
+	}
+	if err := r.DestroyBefore(ctx, tn.String(), "2026-11"); err != nil {
+		t.Fatalf("destroying again: %v", err)
+	}
+	if err := r.DestroyBefore(ctx, tn.String(), "November"); err == nil {
+		t.Error("a month that is no month was taken")
+	}
+}
