@@ -523,8 +523,16 @@ function loadFriends() {
   var session = state.token;
   Promise.all([request('GET', api.friends), request('GET', api.friendRequests)]).then(function (r) {
     if (state.token !== session) { return; }
+    // The lists come from the read model, which may not have the answers given here yet: an
+    // answer stays shown as given until the read model has it, or for 30 s.
+    var now = Date.now();
+    Object.keys(answered).forEach(function (uid) { if (answered[uid].until < now) { delete answered[uid]; } });
     state.friends = (r[0].user_ids || []).map(String);
-    state.requests = r[1].requests || [];
+    Object.keys(answered).forEach(function (uid) {
+      if (answered[uid].what !== 'accept') { return; }
+      if (state.friends.indexOf(uid) >= 0) { delete answered[uid]; } else { state.friends.push(uid); }
+    });
+    state.requests = (r[1].requests || []).filter(function (q) { return !answered[String(q.user_id)]; });
     state.friends.forEach(function (uid) { learnName(uid); learnPresence(uid); });
     state.requests.forEach(function (q) { learnName(q.user_id); });
     renderFriends();
@@ -563,8 +571,12 @@ function renderFriends() {
   }) : [node('li', 'hint', 'None yet')]);
 }
 
+// answered holds the friend requests answered on this page, by user id: {what, until}.
+var answered = {};
+
 function answerRequest(uid, what) {
   request('POST', api.friendRequests + '/' + encodeURIComponent(uid) + '/' + what).then(function () {
+    answered[uid] = { what: what, until: Date.now() + 30000 };
     state.requests = state.requests.filter(function (q) { return q.user_id !== uid; });
     if (what === 'accept' && state.friends.indexOf(uid) < 0) { state.friends.push(uid); learnPresence(uid); }
     renderFriends();
