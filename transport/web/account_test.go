@@ -60,7 +60,8 @@ func TestNewChatAppearsWithoutPolling(t *testing.T) {
 
 // The account panel changes the password (the old one required), lists the login sessions, and
 // signs another one out: that session's open WebSocket connection is closed. Deleting the account
-// shows the server's refusal (this build has no erasure).
+// with a wrong password shows the server's refusal; with the right one the account is erased, the
+// page signed out and the login name free again.
 func TestAccountPanel(t *testing.T) {
 	t.Parallel()
 	n := startServed(t)
@@ -111,13 +112,21 @@ func TestAccountPanel(t *testing.T) {
 	}
 	mei.waitFor("the row gone", `!document.querySelector('`+row+`')`)
 
-	mei.do("delete the account", chromedp.SetValue(chromedp.ID("delete-password"), "mei-password-2"), chromedp.Click(chromedp.ID("delete-btn")))
-	mei.waitFor("the server's answer", `document.getElementById('account-error').textContent.startsWith('Could not delete the account: ')`)
 	if got := mei.text("#conn"); got != "Connected" {
 		t.Errorf("the page's own session after signing another out: %q", got)
 	}
 	if p := mei.problemsSeen(); len(p) > 0 {
 		t.Fatalf("page problems: %q", p)
+	}
+
+	// Deleting the account takes the password again: a wrong one changes nothing, the right one
+	// erases the account, signs the page out and frees the login name.
+	mei.do("delete with a wrong password", chromedp.SetValue(chromedp.ID("delete-password"), "not-mei"), chromedp.Click(chromedp.ID("delete-btn")))
+	mei.waitFor("the refusal", `document.getElementById('account-error').textContent.startsWith('Could not delete the account: ')`)
+	mei.do("delete the account", chromedp.SetValue(chromedp.ID("delete-password"), "mei-password-2"), chromedp.Click(chromedp.ID("delete-btn")))
+	mei.waitFor("signed out", `document.getElementById('login-error').textContent === 'Your account was deleted.'`)
+	if _, id := restSignUp(t, n.url, "mei", "a-new-mei-password"); id == "" {
+		t.Error("the deleted account's login name is not free")
 	}
 }
 

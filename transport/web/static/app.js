@@ -1230,10 +1230,18 @@ function onState(e) {
 }
 
 // onReady runs after every login of the connection: the SDK resubscribed and catches up, its
-// channel re-reads the conversations active meanwhile; the page refreshes the friends list.
+// channel re-reads the conversations active meanwhile; the page refreshes the friends list, which
+// may miss a change made while it was away that the read model does not have yet.
 function onReady() {
   if (state.room && state.room.member) { subscribeTopic(state.room.topic, true); }
-  loadFriends();
+  settleFriends();
+}
+
+// settleFriends reads the friend lists now and four more times over 15 s: they come from a read
+// model that trails a change (by seconds on a busy node), and the change itself came, or went by,
+// on the channel.
+function settleFriends() {
+  [0, 1000, 3000, 7000, 15000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
 }
 
 // subscribeTopic returns the subscription to topic, subscribing if there is none: live messages
@@ -1306,9 +1314,7 @@ function onInfo(i) {
       return;
     case 'friend_requested': case 'friend_accepted': case 'friend_declined': case 'friend_removed':
     case 'blocked': case 'unblocked':
-      // The lists come from a read model that trails the change (by seconds on a busy node):
-      // ask now and four more times over 15 s.
-      [0, 1000, 3000, 7000, 15000].forEach(function (ms) { setTimeout(function () { if (state.token) { loadFriends(); } }, ms); });
+      settleFriends();
       return;
   }
   if (i.topic && isGroup(i.topic)) {
