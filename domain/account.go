@@ -92,7 +92,3 @@ func Register(tenant TenantID, user UserID, login Login, profile UserProfile, no
 	}
 	return events, nil
 }
-
-func init() {
-	registerBusiness(EventUserRegistered, BizTypeUser, func() any { return &UserRegistered{} })
-}

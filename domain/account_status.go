@@ -250,17 +250,6 @@ func (s AccountState) Erase(now time.Time) []PendingEvent {
 	return []PendingEvent{s.event(EventUserErased, &UserErased{User: s.user, ErasedAt: now.UTC()})}
 }
 
-func init() {
-	registerBusiness(EventUserErased, BizTypeUser, func() any { return &UserErased{} })
-	registerBusiness(EventUserBanned, BizTypeUser, func() any { return &UserBanned{} })
-	registerBusiness(EventUserUnbanned, BizTypeUser, func() any { return &UserUnbanned{} })
-	registerBusiness(EventUserKicked, BizTypeUser, func() any { return &UserKicked{} })
-	registerBusiness(EventUserTokensRevoked, BizTypeUser, func() any { return &UserTokensRevoked{} })
-	registerBusiness(EventUserPasswordReset, BizTypeUser, func() any { return &UserPasswordReset{} })
-	registerBusiness(EventUserPasswordChanged, BizTypeUser, func() any { return &UserPasswordChanged{} })
-	registerBusiness(EventUserContactChanged, BizTypeUser, func() any { return &UserContactChanged{} })
-}
-
 // CheckReason validates an administrator's reason: at most MaxReasonLen characters on one line,
 // not blank when required. Failures are *ValidationError with field reason.
 func CheckReason(reason string, required bool) error {

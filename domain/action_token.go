@@ -55,17 +55,3 @@ type ActionTokenUnconsumed struct {
 	By           UserID    `json:"by,omitempty"`
 	UnconsumedAt time.Time `json:"unconsumed_at"`
 }
-
-func init() {
-	for _, e := range []struct {
-		t EventType
-		p func() any
-	}{
-		{EventActionTokenIssued, func() any { return &ActionTokenIssued{} }},
-		{EventActionTokenConsumed, func() any { return &ActionTokenConsumed{} }},
-		{EventActionTokenRevoked, func() any { return &ActionTokenRevoked{} }},
-		{EventActionTokenUnconsumed, func() any { return &ActionTokenUnconsumed{} }},
-	} {
-		RegisterEventType(EventInfo{Type: e.t, SchemaVersion: 1, Category: CategoryAudit, BizType: BizTypeActionToken, Payload: e.p})
-	}
-}

@@ -57,10 +57,3 @@ func CheckAPIKeyEvent(streamID, keyID, sha256Hex string) error {
 	}
 	return nil
 }
-
-func init() {
-	RegisterEventType(EventInfo{Type: EventTenantAPIKeyCreated, SchemaVersion: 1, Category: CategoryConfig, BizType: BizTypeTenant,
-		Payload: func() any { return &TenantAPIKeyCreated{} }})
-	RegisterEventType(EventInfo{Type: EventTenantAPIKeyRevoked, SchemaVersion: 1, Category: CategoryConfig, BizType: BizTypeTenant,
-		Payload: func() any { return &TenantAPIKeyRevoked{} }})
-}

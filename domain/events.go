@@ -2,10 +2,8 @@ package domain
 
 import (
 	"encoding/json"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -29,42 +27,6 @@ type EventInfo struct {
 	Category      Category // decides the Kafka topic
 	BizType       string   // the envelope "biz_type" field
 	Payload       func() any
-}
-
-var (
-	registryMu sync.RWMutex
-	registry   = map[EventType]EventInfo{}
-)
-
-// RegisterEventType adds an event type to the registry. Registering a name twice panics: event
-// names are a wire contract and must be unique.
-func RegisterEventType(info EventInfo) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if _, dup := registry[info.Type]; dup {
-		panic("domain: event type registered twice: " + string(info.Type))
-	}
-	registry[info.Type] = info
-}
-
-// LookupEventType returns the registration of t.
-func LookupEventType(t EventType) (EventInfo, bool) {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	info, ok := registry[t]
-	return info, ok
-}
-
-// EventTypes lists every registered event type, sorted by name.
-func EventTypes() []EventInfo {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]EventInfo, 0, len(registry))
-	for _, i := range registry {
-		out = append(out, i)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out
 }
 
 // ConversationKey returns the ordering key of a stream: the part of the stream id before the first
@@ -195,21 +157,4 @@ type ReadMarked struct {
 	ReadSeq int64     `json:"read_seq,string"`
 	RecvSeq int64     `json:"recv_seq,string"`
 	At      time.Time `json:"at"`
-}
-
-func init() {
-	payloads := map[MessageAction]func() any{
-		ActionSent:       func() any { return &MessageSent{} },
-		ActionRecalled:   func() any { return &MessageRecalled{} },
-		ActionEdited:     func() any { return &MessageEdited{} },
-		ActionDeleted:    func() any { return &MessageDeletedForUser{} },
-		ActionReadMarked: func() any { return &ReadMarked{} },
-		ActionSeqSkipped: func() any { return &SeqSkipped{} },
-	}
-	for a, p := range payloads {
-		RegisterEventType(EventInfo{Type: MessageEventType(TopicGroup, a), SchemaVersion: 1,
-			Category: CategoryGroupMessage, BizType: "group_message", Payload: p})
-		RegisterEventType(EventInfo{Type: MessageEventType(TopicDirect, a), SchemaVersion: 1,
-			Category: CategoryDirectMessage, BizType: "direct_message", Payload: p})
-	}
 }

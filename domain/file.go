@@ -129,18 +129,3 @@ func ValidateFileRefs(files []string) ([]string, error) {
 	}
 	return out, nil
 }
-
-func init() {
-	for _, e := range []struct {
-		t EventType
-		p func() any
-	}{
-		{EventFileCreated, func() any { return &FileCreated{} }},
-		{EventFileUploaded, func() any { return &FileUploaded{} }},
-		{EventFileAudited, func() any { return &FileAudited{} }},
-		{EventFileDeleted, func() any { return &FileDeleted{} }},
-		{EventFileRestored, func() any { return &FileRestored{} }},
-	} {
-		RegisterEventType(EventInfo{Type: e.t, SchemaVersion: 1, Category: CategoryAudit, BizType: "file", Payload: e.p})
-	}
-}

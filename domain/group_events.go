@@ -309,34 +309,3 @@ type MemberMuted struct {
 	By      UserID    `json:"by"`
 	MutedAt time.Time `json:"muted_at"`
 }
-
-func registerBusiness(typ EventType, bizType string, payload func() any) {
-	registerBusinessVersion(typ, 1, bizType, payload)
-}
-
-func registerBusinessVersion(typ EventType, version int, bizType string, payload func() any) {
-	RegisterEventType(EventInfo{Type: typ, SchemaVersion: version, Category: CategoryBusiness,
-		BizType: bizType, Payload: payload})
-}
-
-func init() {
-	registerBusiness(EventGroupCreated, BizTypeGroup, func() any { return &GroupCreated{} })
-	registerBusiness(EventGroupProfileUpdated, BizTypeGroup, func() any { return &GroupProfileUpdated{} })
-	registerBusiness(EventGroupSettingsUpdated, BizTypeGroup, func() any { return &GroupSettingsUpdated{} })
-	registerBusiness(EventGroupAnnouncementUpdated, BizTypeGroup, func() any { return &GroupAnnouncementUpdated{} })
-	registerBusiness(EventGroupOwnershipTransferred, BizTypeGroup, func() any { return &GroupOwnershipTransferred{} })
-	registerBusiness(EventGroupDissolved, BizTypeGroup, func() any { return &GroupDissolved{} })
-	registerBusiness(EventGroupMemberCountChanged, BizTypeGroup, func() any { return &GroupMemberCountChanged{} })
-
-	registerBusiness(EventMemberInvited, BizTypeMember, func() any { return &MemberInvited{} })
-	registerBusiness(EventMemberJoinRequested, BizTypeMember, func() any { return &MemberJoinRequested{} })
-	registerBusiness(EventMemberJoinApproved, BizTypeMember, func() any { return &MemberJoinApproved{} })
-	registerBusiness(EventMemberJoinRejected, BizTypeMember, func() any { return &MemberJoinRejected{} })
-	registerBusiness(EventMemberJoined, BizTypeMember, func() any { return &MemberJoined{} })
-	registerBusiness(EventMemberLeft, BizTypeMember, func() any { return &MemberLeft{} })
-	registerBusiness(EventMemberRemoved, BizTypeMember, func() any { return &MemberRemoved{} })
-	registerBusiness(EventMemberUnbanned, BizTypeMember, func() any { return &MemberUnbanned{} })
-	registerBusiness(EventMemberRoleSet, BizTypeMember, func() any { return &MemberRoleSet{} })
-	registerBusinessVersion(EventMemberMuted, 2, BizTypeMember, func() any { return &MemberMuted{} })
-	registerSupersededBusiness()
-}

@@ -7,7 +7,8 @@ import (
 
 // Superseded versions of business event types. Their events stay in the store as they were
 // written and are published as stored; Upcast turns them into the current version on read, so
-// nothing but the upcasters below and the stream contract deals with them.
+// nothing but the upcasters below and the stream contract deals with them. The types and their
+// upcasters are listed in registry.go.
 
 // EventMemberMutedV1 is the first version of member.muted, superseded by EventMemberMuted.
 const EventMemberMutedV1 EventType = "member.muted.v1"
@@ -30,12 +31,4 @@ func upcastMemberMutedV1(env Envelope) (json.RawMessage, error) {
 	}
 	return json.Marshal(MemberMuted{GroupID: v1.GroupID, User: v1.User, Muted: !v1.Until.IsZero(),
 		Until: v1.Until, By: v1.By, MutedAt: v1.MutedAt})
-}
-
-// registerSupersededBusiness registers the old versions and their upcasters; the current
-// versions must be registered first.
-func registerSupersededBusiness() {
-	registerBusiness(EventMemberMutedV1, BizTypeMember, func() any { return &MemberMutedV1{} })
-	RegisterUpcaster(Upcaster{From: EventMemberMutedV1, To: EventMemberMuted, Fn: upcastMemberMutedV1,
-		Note: "adds muted: true when until is present, false when it is absent (the event lifts the mute)"})
 }

@@ -189,8 +189,3 @@ func (s LoginSession) End(by string, now time.Time) ([]PendingEvent, error) {
 	return []PendingEvent{s.event(EventUserSessionEnded, &UserSessionEnded{User: s.user, SessionID: s.id, Reason: reason,
 		By: by, EndedAt: now.UTC(), ExpiresAt: s.started.ExpiresAt})}, nil
 }
-
-func init() {
-	registerBusiness(EventUserSessionStarted, BizTypeUser, func() any { return &UserSessionStarted{} })
-	registerBusiness(EventUserSessionEnded, BizTypeUser, func() any { return &UserSessionEnded{} })
-}

@@ -266,8 +266,3 @@ func (s ProfileState) Patch(p Principal, patch ProfilePatch, now time.Time) ([]P
 	}
 	return events, nil
 }
-
-func init() {
-	registerBusiness(EventUserProfileUpdated, BizTypeUser, func() any { return &UserProfileUpdated{} })
-	registerBusiness(EventUserDiscoverableSet, BizTypeUser, func() any { return &UserDiscoverableSet{} })
-}

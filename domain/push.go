@@ -120,10 +120,3 @@ type PushConversationUnmuted struct {
 	Topic     string    `json:"topic"`
 	UnmutedAt time.Time `json:"unmuted_at"`
 }
-
-func init() {
-	registerBusiness(EventPushDeviceRegistered, BizTypePush, func() any { return &PushDeviceRegistered{} })
-	registerBusiness(EventPushDeviceRemoved, BizTypePush, func() any { return &PushDeviceRemoved{} })
-	registerBusiness(EventPushConversationMuted, BizTypePush, func() any { return &PushConversationMuted{} })
-	registerBusiness(EventPushConversationUnmuted, BizTypePush, func() any { return &PushConversationUnmuted{} })
-}

@@ -328,12 +328,3 @@ func (r RelationState) Unblock(p Principal, now time.Time) ([]PendingEvent, erro
 	}
 	return []PendingEvent{r.event(EventUserUnblocked, &UserUnblocked{By: p.User, Peer: peer, UnblockedAt: now.UTC()})}, nil
 }
-
-func init() {
-	registerBusiness(EventFriendRequested, BizTypeRelation, func() any { return &FriendRequested{} })
-	registerBusiness(EventFriendAccepted, BizTypeRelation, func() any { return &FriendAccepted{} })
-	registerBusiness(EventFriendDeclined, BizTypeRelation, func() any { return &FriendDeclined{} })
-	registerBusiness(EventFriendRemoved, BizTypeRelation, func() any { return &FriendRemoved{} })
-	registerBusiness(EventUserBlocked, BizTypeRelation, func() any { return &UserBlocked{} })
-	registerBusiness(EventUserUnblocked, BizTypeRelation, func() any { return &UserUnblocked{} })
-}

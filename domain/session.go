@@ -34,10 +34,3 @@ type SessionClosed struct {
 	Reason    string    `json:"reason,omitempty"`
 	ClosedAt  time.Time `json:"closed_at"`
 }
-
-func init() {
-	RegisterEventType(EventInfo{Type: EventSessionOpened, SchemaVersion: 1, Category: CategorySession,
-		BizType: "session", Payload: func() any { return &SessionOpened{} }})
-	RegisterEventType(EventInfo{Type: EventSessionClosed, SchemaVersion: 1, Category: CategorySession,
-		BizType: "session", Payload: func() any { return &SessionClosed{} }})
-}

@@ -398,16 +398,3 @@ func (s TenantState) ApplyRetention(horizon, now time.Time) []PendingEvent {
 	return []PendingEvent{s.event(EventTenantRetentionApplied, &TenantRetentionApplied{Horizon: horizon.UTC(),
 		Months: months, AppliedAt: now.UTC()})}
 }
-
-func init() {
-	for typ, p := range map[EventType]func() any{
-		EventTenantProvisioned:      func() any { return &TenantProvisioned{} },
-		EventTenantSuspended:        func() any { return &TenantSuspended{} },
-		EventTenantResumed:          func() any { return &TenantResumed{} },
-		EventTenantConfigSet:        func() any { return &TenantConfigSet{} },
-		EventTenantRetentionApplied: func() any { return &TenantRetentionApplied{} },
-	} {
-		RegisterEventType(EventInfo{Type: typ, SchemaVersion: 1, Category: CategoryConfig, BizType: BizTypeTenant, Payload: p})
-	}
-	registerBusiness(EventTenantBroadcastSent, BizTypeTenant, func() any { return &TenantBroadcastSent{} })
-}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 )
 
 // Upcasting (DESIGN §3): a published event type is never renamed and a stored event is never
@@ -22,7 +21,8 @@ import (
 // payload cannot be read; the event is then as broken as one that does not decode.
 type UpcastFunc func(env Envelope) (json.RawMessage, error)
 
-// Upcaster is a registered step from one version of an event type to the next.
+// Upcaster is a step from one version of an event type to the next, listed in upcasterTable
+// (registry.go).
 type Upcaster struct {
 	From EventType
 	To   EventType
@@ -31,17 +31,33 @@ type Upcaster struct {
 	Note string
 }
 
-var (
-	upcastMu  sync.RWMutex
-	upcasters = map[EventType]Upcaster{}
-)
+// upcasters is upcasterTable by From, built once when the package is initialised.
+var upcasters = indexUpcasters(upcasterTable)
 
-// RegisterUpcaster adds the step u.From → u.To. It panics when either type is unregistered, the
+// indexUpcasters returns steps by From. It panics when either type of a step is unregistered, the
 // types differ in category (an event's versions must travel on the same Kafka topic, or a
-// conversation's order would break), To's schema version is not above From's, From already has an
-// upcaster, or the step would close a loop. Upcasters are registered in init functions next to the
-// event types they convert.
-func RegisterUpcaster(u Upcaster) {
+// conversation's order would break), To's schema version is not above From's, a step has no
+// function, two steps start from the same type, or the steps close a loop.
+func indexUpcasters(steps []Upcaster) map[EventType]Upcaster {
+	m := make(map[EventType]Upcaster, len(steps))
+	for _, u := range steps {
+		checkUpcaster(u)
+		if _, dup := m[u.From]; dup {
+			panic("domain: two upcasters from " + string(u.From))
+		}
+		for t, ok := u.To, true; ok; t = m[t].To {
+			if t == u.From {
+				panic("domain: upcaster loop through " + string(u.From))
+			}
+			_, ok = m[t]
+		}
+		m[u.From] = u
+	}
+	return m
+}
+
+// checkUpcaster panics when u alone is not a valid step (see indexUpcasters).
+func checkUpcaster(u Upcaster) {
 	from, ok := LookupEventType(u.From)
 	if !ok {
 		panic("domain: upcaster from unregistered event type " + string(u.From))
@@ -58,24 +74,10 @@ func RegisterUpcaster(u Upcaster) {
 	case to.SchemaVersion <= from.SchemaVersion:
 		panic(fmt.Sprintf("domain: upcaster %s → %s does not raise the schema version", u.From, u.To))
 	}
-	upcastMu.Lock()
-	defer upcastMu.Unlock()
-	if _, dup := upcasters[u.From]; dup {
-		panic("domain: two upcasters from " + string(u.From))
-	}
-	for t, ok := u.To, true; ok; t = upcasters[t].To {
-		if t == u.From {
-			panic("domain: upcaster loop through " + string(u.From))
-		}
-		_, ok = upcasters[t]
-	}
-	upcasters[u.From] = u
 }
 
-// Upcasters lists the registered steps, sorted by From.
+// Upcasters lists the steps of upcasterTable, sorted by From.
 func Upcasters() []Upcaster {
-	upcastMu.RLock()
-	defer upcastMu.RUnlock()
 	out := make([]Upcaster, 0, len(upcasters))
 	for _, u := range upcasters {
 		out = append(out, u)
@@ -87,8 +89,6 @@ func Upcasters() []Upcaster {
 // CurrentType returns the version of t that writers emit today: t itself, or the end of its chain
 // of upcasters.
 func CurrentType(t EventType) EventType {
-	upcastMu.RLock()
-	defer upcastMu.RUnlock()
 	for {
 		u, ok := upcasters[t]
 		if !ok {
@@ -100,8 +100,6 @@ func CurrentType(t EventType) EventType {
 
 // IsSuperseded reports whether t is an old version that Upcast turns into a newer one.
 func IsSuperseded(t EventType) bool {
-	upcastMu.RLock()
-	defer upcastMu.RUnlock()
 	_, ok := upcasters[t]
 	return ok
 }
@@ -112,9 +110,7 @@ func IsSuperseded(t EventType) bool {
 // safe to call on any event and more than once. An old payload a step cannot read fails with a
 // *ValidationError (reason bad_event): no retry can make it readable.
 func Upcast(env Envelope) (Envelope, error) {
-	upcastMu.RLock()
 	u, ok := upcasters[env.EventType]
-	upcastMu.RUnlock()
 	for ok {
 		payload, err := u.Fn(env)
 		if err != nil {
@@ -123,9 +119,7 @@ func Upcast(env Envelope) (Envelope, error) {
 		}
 		info, _ := LookupEventType(u.To)
 		env.EventType, env.Version, env.Payload = u.To, info.SchemaVersion, payload
-		upcastMu.RLock()
 		u, ok = upcasters[env.EventType]
-		upcastMu.RUnlock()
 	}
 	return env, nil
 }

@@ -141,7 +141,7 @@ func TestUpcastRegistry(t *testing.T) {
 					t.Errorf("an upcaster from %s to an unregistered type was accepted", typ)
 				}
 			}()
-			domain.RegisterUpcaster(domain.Upcaster{From: typ, To: "nope.v2", Fn: func(domain.Envelope) (json.RawMessage, error) { return nil, nil }})
+			domain.IndexUpcasters([]domain.Upcaster{{From: typ, To: "nope.v2", Fn: func(domain.Envelope) (json.RawMessage, error) { return nil, nil }}})
 		}()
 	}
 }
