@@ -50,22 +50,6 @@ func Model() tablefold.Model[Tables] { return model }
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] and that they differ.
 func (t Tables) Validate() error { return model.Validate(t) }
 
-// CreateTablesLike creates each table of to like the matching table of from, without rows.
-func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	return tableset.CreateLike(ctx, db, "filedb", from.list(), to.list())
-}
-
-// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
-// old ones (tableset.Swap).
-func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	return tableset.Swap(ctx, db, "filedb", live.list(), rebuilt.list())
-}
-
-// DropTables drops every table of t that exists.
-func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	return tableset.Drop(ctx, db, "filedb", t.list())
-}
-
 // EventError says which event of a batch could not be applied; Err wraps domain.ErrInvalid for
 // an event that can never be applied.
 type EventError = readmodels.EventError

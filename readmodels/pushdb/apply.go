@@ -49,37 +49,6 @@ func Model() tablefold.Model[Tables] { return model }
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] and that they differ.
 func (t Tables) Validate() error { return model.Validate(t) }
 
-// CreateTablesLike creates each table of to like the matching table of from, without rows.
-func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	return tableset.CreateLike(ctx, db, "pushdb", from.list(), to.list())
-}
-
-// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
-// old ones (tableset.Swap).
-func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	return tableset.Swap(ctx, db, "pushdb", live.list(), rebuilt.list())
-}
-
-// DropTables drops every table of t that exists.
-func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	return tableset.Drop(ctx, db, "pushdb", t.list())
-}
-
-// CarryPreLogRows copies the version-0 rows of the live tables into the fresh tables of a rebuild
-// or verification, before the events are applied to them.
-func CarryPreLogRows(ctx context.Context, db *sql.DB, live, fresh Tables) error {
-	if err := tableset.Validate("pushdb", append(live.list(), fresh.list()...)); err != nil {
-		return err
-	}
-	for i, l := range live.list() {
-		f := fresh.list()[i]
-		if _, err := db.ExecContext(ctx, "INSERT INTO "+tableset.Quote(f)+" SELECT * FROM "+tableset.Quote(l)+" WHERE version = 0"); err != nil {
-			return tenantdb.WrapErr("pushdb: carry rows over", err)
-		}
-	}
-	return nil
-}
-
 // EventError says which event of a batch could not be applied; Err wraps domain.ErrInvalid for
 // an event that can never be applied (bad payload, another tenant, a stream that does not match).
 type EventError = readmodels.EventError

@@ -49,32 +49,6 @@ func Model() tablefold.Model[Tables] { return model }
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_].
 func (t Tables) Validate() error { return model.Validate(t) }
 
-// CreateTablesLike creates each table of to like the matching table of from, without rows.
-func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	return tableset.CreateLike(ctx, db, "tokendb", from.list(), to.list())
-}
-
-// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
-// old ones (tableset.Swap).
-func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	return tableset.Swap(ctx, db, "tokendb", live.list(), rebuilt.list())
-}
-
-// DropTables drops every table of t that exists.
-func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	return tableset.Drop(ctx, db, "tokendb", t.list())
-}
-
-// CarryPreLogRows copies the rows of live written before tokens were events (version 0) into
-// fresh, before a rebuild or a verification applies the events to it: they are in no stream.
-func CarryPreLogRows(ctx context.Context, db *sql.DB, live, fresh Tables) error {
-	if err := tableset.Validate("tokendb", []string{live.Tokens, fresh.Tokens}); err != nil {
-		return err
-	}
-	_, err := db.ExecContext(ctx, "INSERT INTO "+tableset.Quote(fresh.Tokens)+" SELECT * FROM "+tableset.Quote(live.Tokens)+" WHERE version = 0")
-	return tenantdb.WrapErr("tokendb: carry rows over", err)
-}
-
 // Store reads and writes im_action_tokens of each tenant's database. It is safe for concurrent
 // use. Errors wrap domain.ErrRetryable when MySQL is unreachable.
 type Store struct {
