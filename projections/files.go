@@ -2,9 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/imledger/imledger/domain"
@@ -43,70 +40,23 @@ func isFileRefsEvent(t domain.EventType) bool {
 // reference held already is ignored), counted in the file's record, so the collector never
 // deletes a file a message carries (filedb.Store.ApplyBatch). group "" means GroupFileRefsMySQL.
 func FileRefsMySQL(store FileStore, group string) Projection {
-	if group == "" {
-		group = GroupFileRefsMySQL
-	}
-	return Projection{
-		Name:          ProjectionFileRefsMySQL,
-		ConsumerGroup: group,
-		Topics:        []string{tkafka.TopicGroupMessagePersist, tkafka.TopicMessagePersist, tkafka.TopicAuditEvent},
-		Accept:        isFileRefsEvent,
-		Applier: ApplierFunc(func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
-			n, err := store.ApplyBatch(ctx, tenant, filedb.DefaultTables(), events)
-			return n, readModelErr(err)
-		}),
-	}
+	return fileModel(store).projection(group)
 }
 
 // NewFileRebuilder returns the rebuilder of files-refs (im_files and im_group_files): the
 // TableRebuilder skeleton over readmodels/filedb. Its fill reads every sent message of the tenant
 // besides the file events.
 func NewFileRebuilder(store FileStore, events EventReader, tenants TenantDatabases, log *slog.Logger) (*TableRebuilder[readmodels.TableSummary], error) {
-	if store == nil {
-		return nil, errors.New("projections: files rebuild: a store is required")
-	}
-	return NewTableRebuilder[readmodels.TableSummary](fileModel{store}, events, tenants, log)
+	return fileModel(store).rebuilder(events, tenants, log)
 }
 
-// fileModel is files-refs as the rebuild skeleton drives it; its parts are its tables.
-type fileModel struct{ store FileStore }
-
-var _ ReadModel[readmodels.TableSummary] = fileModel{}
-
-func (fileModel) Projection() string { return ProjectionFileRefsMySQL }
-
-func (fileModel) Filter(t domain.TenantID) domain.EventFilter {
-	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isFileRefsEvent)}
-}
-
-func (fileModel) tables(suffix string) filedb.Tables {
-	return filedb.DefaultTables().WithSuffix(suffix)
-}
-
-func (m fileModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
-	if err := filedb.DropTables(ctx, db, m.tables(suffix)); err != nil {
-		return fmt.Errorf("drop leftover tables: %w", err)
-	}
-	return filedb.CreateTablesLike(ctx, db, filedb.DefaultTables(), m.tables(suffix))
-}
-
-func (m fileModel) Drop(ctx context.Context, db *sql.DB, suffix string) error {
-	return filedb.DropTables(ctx, db, m.tables(suffix))
-}
-
-func (m fileModel) Swap(ctx context.Context, db *sql.DB, suffix string) error {
-	return filedb.SwapTables(ctx, db, filedb.DefaultTables(), m.tables(suffix))
-}
-
-func (m fileModel) Apply(ctx context.Context, t domain.TenantID, suffix string, events []domain.Envelope) (int, error) {
-	return m.store.ApplyBatch(ctx, t, m.tables(suffix), events)
-}
-
-func (m fileModel) Checksum(ctx context.Context, t domain.TenantID, suffix string) (map[string]readmodels.TableSummary, error) {
-	sum, err := m.store.Checksum(ctx, t, m.tables(suffix))
-	if err != nil {
-		return nil, err
-	}
-	live := filedb.DefaultTables()
-	return map[string]readmodels.TableSummary{live.Files: sum.Files, live.Refs: sum.Refs}, nil
+// fileModel is files-refs as a tableModel; its parts are its tables.
+func fileModel(store FileStore) tableModel[filedb.Tables, filedb.Summary] {
+	return tableModel[filedb.Tables, filedb.Summary]{tableSchema: filedb.Model(), name: ProjectionFileRefsMySQL, what: "files",
+		group: GroupFileRefsMySQL, accept: isFileRefsEvent, store: store,
+		topics: []string{tkafka.TopicGroupMessagePersist, tkafka.TopicMessagePersist, tkafka.TopicAuditEvent},
+		parts: func(sum filedb.Summary) map[string]readmodels.TableSummary {
+			live := filedb.DefaultTables()
+			return map[string]readmodels.TableSummary{live.Files: sum.Files, live.Refs: sum.Refs}
+		}}
 }

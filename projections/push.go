@@ -2,9 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/imledger/imledger/domain"
@@ -43,89 +40,21 @@ func isPushEvent(t domain.EventType) bool {
 // push worker reads. group "" means GroupPushSettings. Unknown tenants are dead-lettered as for
 // MessagesMySQL.
 func PushSettings(store PushStore, group string) Projection {
-	if group == "" {
-		group = GroupPushSettings
-	}
-	return Projection{
-		Name:          ProjectionPushSettings,
-		ConsumerGroup: group,
-		Topics:        []string{tkafka.TopicBusinessEvent},
-		Accept:        isPushEvent,
-		Applier: ApplierFunc(func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
-			n, err := store.ApplyBatch(ctx, tenant, pushdb.DefaultTables(), events)
-			return n, readModelErr(err)
-		}),
-	}
-}
-
-// readModelErr classifies an error of a read model's apply as businessErr does: an event that can
-// never be applied is permanent, an unprovisioned tenant is ErrUnknownTenant, transient failures
-// pass through.
-func readModelErr(err error) error {
-	if err == nil || errors.Is(err, domain.ErrRetryable) {
-		return err
-	}
-	var ee *readmodels.EventError
-	if errors.As(err, &ee) && errors.Is(err, domain.ErrInvalid) {
-		return permanent(ReasonBadEvent, err)
-	}
-	if errors.Is(err, domain.ErrNotFound) {
-		return fmt.Errorf("%w: %w", ErrUnknownTenant, err)
-	}
-	return err
+	return pushModel(store).projection(group)
 }
 
 // NewPushRebuilder returns the rebuilder of push-settings: the TableRebuilder skeleton over
 // readmodels/pushdb. Rows older than the log (version 0) are carried over into the fresh tables.
 func NewPushRebuilder(store PushStore, events EventReader, tenants TenantDatabases, log *slog.Logger) (*TableRebuilder[readmodels.TableSummary], error) {
-	if store == nil {
-		return nil, errors.New("projections: push rebuild: a store is required")
-	}
-	return NewTableRebuilder[readmodels.TableSummary](pushModel{store}, events, tenants, log)
+	return pushModel(store).rebuilder(events, tenants, log)
 }
 
-// pushModel is push-settings as the rebuild skeleton drives it; its parts are its tables.
-type pushModel struct{ store PushStore }
-
-var _ ReadModel[readmodels.TableSummary] = pushModel{}
-
-func (pushModel) Projection() string { return ProjectionPushSettings }
-
-func (pushModel) Filter(t domain.TenantID) domain.EventFilter {
-	return domain.EventFilter{Tenant: t, EventTypes: acceptedTypes(isPushEvent)}
-}
-
-func (pushModel) tables(suffix string) pushdb.Tables {
-	return pushdb.DefaultTables().WithSuffix(suffix)
-}
-
-func (m pushModel) CreateLike(ctx context.Context, db *sql.DB, suffix string) error {
-	if err := pushdb.DropTables(ctx, db, m.tables(suffix)); err != nil {
-		return fmt.Errorf("drop leftover tables: %w", err)
-	}
-	if err := pushdb.CreateTablesLike(ctx, db, pushdb.DefaultTables(), m.tables(suffix)); err != nil {
-		return err
-	}
-	return pushdb.CarryPreLogRows(ctx, db, pushdb.DefaultTables(), m.tables(suffix))
-}
-
-func (m pushModel) Drop(ctx context.Context, db *sql.DB, suffix string) error {
-	return pushdb.DropTables(ctx, db, m.tables(suffix))
-}
-
-func (m pushModel) Swap(ctx context.Context, db *sql.DB, suffix string) error {
-	return pushdb.SwapTables(ctx, db, pushdb.DefaultTables(), m.tables(suffix))
-}
-
-func (m pushModel) Apply(ctx context.Context, t domain.TenantID, suffix string, events []domain.Envelope) (int, error) {
-	return m.store.ApplyBatch(ctx, t, m.tables(suffix), events)
-}
-
-func (m pushModel) Checksum(ctx context.Context, t domain.TenantID, suffix string) (map[string]readmodels.TableSummary, error) {
-	sum, err := m.store.Checksum(ctx, t, m.tables(suffix))
-	if err != nil {
-		return nil, err
-	}
-	live := pushdb.DefaultTables()
-	return map[string]readmodels.TableSummary{live.Devices: sum.Devices, live.Mutes: sum.Mutes}, nil
+// pushModel is push-settings as a tableModel; its parts are its tables.
+func pushModel(store PushStore) tableModel[pushdb.Tables, pushdb.Summary] {
+	return tableModel[pushdb.Tables, pushdb.Summary]{tableSchema: pushdb.Model(), name: ProjectionPushSettings, what: "push",
+		group: GroupPushSettings, topics: []string{tkafka.TopicBusinessEvent}, accept: isPushEvent, store: store,
+		parts: func(sum pushdb.Summary) map[string]readmodels.TableSummary {
+			live := pushdb.DefaultTables()
+			return map[string]readmodels.TableSummary{live.Devices: sum.Devices, live.Mutes: sum.Mutes}
+		}}
 }

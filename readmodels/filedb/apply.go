@@ -12,13 +12,14 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/internal/eventdecode"
+	"github.com/imledger/imledger/readmodels/internal/tablefold"
 	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Tables names the tables of the files-refs read model. The projection, the file service and the
 // queries use DefaultTables; a rebuild writes DefaultTables().WithSuffix("_rebuild") and then
-// SwapTables.
+// swaps them in (Model).
 type Tables struct {
 	Files string // im_files
 	Refs  string // im_group_files
@@ -30,41 +31,30 @@ func DefaultTables() Tables { return Tables{Files: "im_files", Refs: "im_group_f
 // WithSuffix returns t with s appended to every name, e.g. "_rebuild".
 func (t Tables) WithSuffix(s string) Tables { return Tables{Files: t.Files + s, Refs: t.Refs + s} }
 
-const pkgName = "filedb"
-
 func (t Tables) list() []string { return []string{t.Files, t.Refs} }
 
+// model is the files-refs read model as tablefold drives it. Each row hashes every column the
+// events decide (the references' own ids are left out: they number the rows in the order they
+// were written).
+var model = tablefold.Model[Tables]{Pkg: "filedb", Live: DefaultTables(), Names: Tables.list, Decode: decodeOne,
+	Columns: []string{
+		"file_id, uploader_id, name, content_type, size, object_key, sha256, status, audit_status, audit_reason, ref_count, " +
+			"version, created_at, COALESCE(uploaded_at, ''), COALESCE(audited_at, ''), COALESCE(deleted_at, '')",
+		"group_id, file_id, source_topic, source_seq, created_by, created_at",
+	}}
+
+// Model returns the read model's tables as a rebuild drives them: fresh copies with a suffix
+// created like the live ones, swapped in, dropped.
+func Model() tablefold.Model[Tables] { return model }
+
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] and that they differ.
-func (t Tables) Validate() error { return tableset.Validate(pkgName, t.list()) }
-
-// CreateTablesLike creates each table of to like the matching table of from, without rows.
-func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	return tableset.CreateLike(ctx, db, pkgName, from.list(), to.list())
-}
-
-// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
-// old ones (tableset.Swap).
-func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	return tableset.Swap(ctx, db, pkgName, live.list(), rebuilt.list())
-}
-
-// DropTables drops every table of t that exists.
-func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	return tableset.Drop(ctx, db, pkgName, t.list())
-}
+func (t Tables) Validate() error { return model.Validate(t) }
 
 // EventError says which event of a batch could not be applied; Err wraps domain.ErrInvalid for
 // an event that can never be applied.
 type EventError = readmodels.EventError
 
-// fileOp is one decoded event: a statement on the files table, or the references of a sent
-// message. Neither: an event this read model ignores.
-type fileOp struct {
-	stmt string
-	args []any
-	refs []fileRef
-}
-
+// fileRef is one file reference of a sent message.
 type fileRef struct {
 	group int64
 	file  string
@@ -89,47 +79,49 @@ const (
 )
 
 // decodeOne decodes a file event or a sent message of a batch.
-func decodeOne(tables Tables) func(int, domain.Envelope) (fileOp, error) {
+func decodeOne(tables Tables) func(int, domain.Envelope) (tablefold.Op, error) {
 	files, refs := tableset.Quote(tables.Files), tableset.Quote(tables.Refs)
-	return func(_ int, env domain.Envelope) (fileOp, error) {
+	return func(_ int, env domain.Envelope) (tablefold.Op, error) {
 		v := env.StreamVersion
-		op := func(stmt string, args ...any) fileOp { return fileOp{stmt: fmt.Sprintf(stmt, files), args: args} }
+		op := func(stmt string, args ...any) tablefold.Op {
+			return tablefold.Op{Stmt: fmt.Sprintf(stmt, files), Args: args}
+		}
 		switch env.EventType {
 		case domain.EventGroupMessageSent, domain.EventDirectMessageSent:
-			return decodeRefs(env)
+			return decodeRefs(env, tables)
 		case domain.EventFileCreated:
 			var p domain.FileCreated
 			if err := decodeFile(env, &p, func() string { return p.FileID }); err != nil {
-				return fileOp{}, err
+				return tablefold.Op{}, err
 			}
-			return fileOp{stmt: fmt.Sprintf(createStmt, files, refs), args: []any{p.FileID, p.Uploader.Int64(), p.Name, p.ContentType, p.Size,
+			return tablefold.Op{Stmt: fmt.Sprintf(createStmt, files, refs), Args: []any{p.FileID, p.Uploader.Int64(), p.Name, p.ContentType, p.Size,
 				p.ObjectKey, p.FileID, readmodels.Millis(p.CreatedAt)}}, nil
 		case domain.EventFileUploaded:
 			var p domain.FileUploaded
 			if err := decodeFile(env, &p, func() string { return p.FileID }); err != nil {
-				return fileOp{}, err
+				return tablefold.Op{}, err
 			}
 			return op(uploadStmt, p.Size, p.SHA256, p.ObjectKey, p.ObjectKey, readmodels.Millis(p.UploadedAt), v, p.FileID, v-1), nil
 		case domain.EventFileAudited:
 			var p domain.FileAudited
 			if err := decodeFile(env, &p, func() string { return p.FileID }); err != nil {
-				return fileOp{}, err
+				return tablefold.Op{}, err
 			}
 			return op(auditStmt, p.Status, readmodels.FitChars(p.Reason, 128), readmodels.Millis(p.AuditedAt), v, p.FileID, v-1), nil
 		case domain.EventFileDeleted:
 			var p domain.FileDeleted
 			if err := decodeFile(env, &p, func() string { return p.FileID }); err != nil {
-				return fileOp{}, err
+				return tablefold.Op{}, err
 			}
 			return op(deleteStmt, readmodels.Millis(p.DeletedAt), v, p.FileID, v-1), nil
 		case domain.EventFileRestored:
 			var p domain.FileRestored
 			if err := decodeFile(env, &p, func() string { return p.FileID }); err != nil {
-				return fileOp{}, err
+				return tablefold.Op{}, err
 			}
 			return op(restoreStmt, v, p.FileID, v-1), nil
 		}
-		return fileOp{}, nil
+		return tablefold.Op{}, nil
 	}
 }
 
@@ -149,95 +141,40 @@ func decodeFile(env domain.Envelope, p any, id func() string) error {
 	return nil
 }
 
-// decodeRefs returns the references of a sent message's head.files.
-func decodeRefs(env domain.Envelope) (fileOp, error) {
+// decodeRefs returns the write of the references of a sent message's head.files to tables (none
+// when the head names no file).
+func decodeRefs(env domain.Envelope, tables Tables) (tablefold.Op, error) {
 	var m domain.MessageSent
 	if err := env.Decode(&m); err != nil {
-		return fileOp{}, eventdecode.Bad("payload", err.Error())
+		return tablefold.Op{}, eventdecode.Bad("payload", err.Error())
 	}
-	var o fileOp
+	if len(m.Head.Files) == 0 {
+		return tablefold.Op{}, nil
+	}
+	refs := make([]fileRef, 0, len(m.Head.Files))
 	for _, f := range m.Head.Files {
-		o.refs = append(o.refs, fileRef{group: m.GroupID, file: f, topic: m.Topic, seq: m.Seq, from: m.From.Int64(), at: readmodels.Millis(m.SentAt)})
+		refs = append(refs, fileRef{group: m.GroupID, file: f, topic: m.Topic, seq: m.Seq, from: m.From.Int64(), at: readmodels.Millis(m.SentAt)})
 	}
-	return o, nil
+	return tablefold.Op{Run: func(ctx context.Context, tx *sql.Tx) (int, error) { return insertRefs(ctx, tx, tables, refs) }}, nil
 }
 
 // ApplyBatch folds one tenant's file events and sent messages into tables in one transaction and
 // returns how many changed something: a file event writes its record (version-guarded), a sent
 // message whose head names files inserts one reference per file (source_topic, source_seq; one
 // it holds already is ignored) and recounts those files' references. Other event types are
-// ignored.
+// ignored. A single record change, as the file service writes after each event, is one
+// statement, one round trip, as the record write before the read model was rebuildable.
 //
 // Errors: an *EventError wrapping domain.ErrInvalid for an event that can never be applied;
 // domain.ErrNotFound (wrapped) for a tenant without a database; domain.ErrRetryable when MySQL is
 // unreachable.
-func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (n int, err error) {
-	if err := tables.Validate(); err != nil {
-		return 0, err
-	}
-	ops, err := eventdecode.Batch(tenant, events, decodeOne(tables), func(i int, id uuid.UUID, err error) error {
-		return &EventError{Index: i, EventID: id, Err: err}
-	})
-	if err != nil {
-		return 0, fmt.Errorf("filedb: apply: %w", err)
-	}
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return 0, fmt.Errorf("filedb: apply: %w", err)
-	}
-	if len(ops) == 1 && ops[0].stmt != "" {
-		// One record change, as the file service writes after each event: one statement, one
-		// round trip, as the record write before the read model was rebuildable.
-		res, err := db.ExecContext(ctx, ops[0].stmt, ops[0].args...)
-		if err != nil {
-			return 0, tenantdb.WrapErr("filedb: apply", err)
-		}
-		if k, _ := res.RowsAffected(); k > 0 {
-			return 1, nil
-		}
-		return 0, nil
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, tenantdb.WrapErr("filedb: apply: begin", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	for _, o := range ops {
-		var k int
-		if o.stmt != "" {
-			k, err = exec(ctx, tx, o.stmt, o.args...)
-		} else if len(o.refs) > 0 {
-			k, err = insertRefs(ctx, tx, tables, o.refs)
-		}
-		if err != nil {
-			return 0, err
-		}
-		n += k
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, tenantdb.WrapErr("filedb: apply: commit", err)
-	}
-	return n, nil
+func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (int, error) {
+	return model.Apply(ctx, s.router, tenant, tables, events)
 }
 
 // Apply is ApplyBatch to the live tables.
 func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
 	return s.ApplyBatch(ctx, tenant, DefaultTables(), events)
-}
-
-func exec(ctx context.Context, tx *sql.Tx, stmt string, args ...any) (int, error) {
-	res, err := tx.ExecContext(ctx, stmt, args...)
-	if err != nil {
-		return 0, tenantdb.WrapErr("filedb: apply", err)
-	}
-	if k, _ := res.RowsAffected(); k > 0 {
-		return 1, nil
-	}
-	return 0, nil
 }
 
 // insertRefs inserts one message's references and recounts its files' references.
@@ -271,23 +208,11 @@ type Summary struct {
 	Refs  readmodels.TableSummary
 }
 
-// Checksum summarises tables so two copies (the live tables and a rebuild) can be compared. Each
-// row hashes every column the events decide (the references' own ids are left out: they number
-// the rows in the order they were written).
+// Checksum summarises tables so two copies (the live tables and a rebuild) can be compared.
 func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tables) (Summary, error) {
-	var sum Summary
-	if err := tables.Validate(); err != nil {
-		return sum, err
-	}
-	db, err := s.router.DB(ctx, tenant)
+	sums, err := model.Checksum(ctx, s.router, tenant, tables)
 	if err != nil {
-		return sum, fmt.Errorf("filedb: checksum: %w", err)
+		return Summary{}, err
 	}
-	if sum.Files, err = tableset.Summarize(ctx, db, pkgName, tables.Files, "file_id, uploader_id, name, content_type, size, object_key, "+
-		"sha256, status, audit_status, audit_reason, ref_count, version, created_at, COALESCE(uploaded_at, ''), "+
-		"COALESCE(audited_at, ''), COALESCE(deleted_at, '')"); err != nil {
-		return sum, err
-	}
-	sum.Refs, err = tableset.Summarize(ctx, db, pkgName, tables.Refs, "group_id, file_id, source_topic, source_seq, created_by, created_at")
-	return sum, err
+	return Summary{Files: sums[0], Refs: sums[1]}, nil
 }

@@ -7,19 +7,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/internal/eventdecode"
+	"github.com/imledger/imledger/readmodels/internal/tablefold"
 	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
 
 // Tables names the tables of the push settings read model that ApplyBatch writes. The projection
 // and the queries use DefaultTables; a rebuild writes DefaultTables().WithSuffix("_rebuild") and
-// then SwapTables. The reminder log (im_push_log) is not part of it: the worker writes it, and no
-// event says what it holds.
+// then swaps them in (Model). The reminder log (im_push_log) is not part of it: the worker writes
+// it, and no event says what it holds.
 type Tables struct {
 	Devices string // im_push_devices
 	Mutes   string // im_push_mutes
@@ -33,39 +32,26 @@ func (t Tables) WithSuffix(s string) Tables {
 	return Tables{Devices: t.Devices + s, Mutes: t.Mutes + s}
 }
 
-const pkgName = "pushdb"
-
 func (t Tables) list() []string { return []string{t.Devices, t.Mutes} }
 
+// model is the push settings read model as tablefold drives it: rows written before the push
+// settings were events (version 0) are carried into a rebuild's fresh tables.
+var model = tablefold.Model[Tables]{Pkg: "pushdb", Live: DefaultTables(), Names: Tables.list, Decode: decodeOne, PreLog: true,
+	Columns: []string{
+		"user_id, device_id, provider, token, platform, created_at, updated_at, version, COALESCE(removed_at, '')",
+		"topic, user_id, muted, created_at, COALESCE(updated_at, ''), version",
+	}}
+
+// Model returns the read model's tables as a rebuild drives them: fresh copies with a suffix
+// created like the live ones (with the rows older than the log), swapped in, dropped.
+func Model() tablefold.Model[Tables] { return model }
+
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_] and that they differ.
-func (t Tables) Validate() error { return tableset.Validate(pkgName, t.list()) }
-
-// CreateTablesLike creates each table of to like the matching table of from, without rows.
-func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	return tableset.CreateLike(ctx, db, pkgName, from.list(), to.list())
-}
-
-// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
-// old ones (tableset.Swap).
-func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	return tableset.Swap(ctx, db, pkgName, live.list(), rebuilt.list())
-}
-
-// DropTables drops every table of t that exists.
-func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	return tableset.Drop(ctx, db, pkgName, t.list())
-}
+func (t Tables) Validate() error { return model.Validate(t) }
 
 // EventError says which event of a batch could not be applied; Err wraps domain.ErrInvalid for
 // an event that can never be applied (bad payload, another tenant, a stream that does not match).
 type EventError = readmodels.EventError
-
-// pushOp is one decoded push event; an op without a statement is an event this read model
-// ignores.
-type pushOp struct {
-	stmt string
-	args []any
-}
 
 // Statements of the fold. Every row carries the stream version of the event that wrote it and
 // an event changes a row only when it is newer, so an event applied again, or an older one after
@@ -95,8 +81,8 @@ const (
 )
 
 // decodeOne decodes a push event of a batch and checks it against its stream.
-func decodeOne(tables Tables) func(int, domain.Envelope) (pushOp, error) {
-	return func(_ int, env domain.Envelope) (pushOp, error) {
+func decodeOne(tables Tables) func(int, domain.Envelope) (tablefold.Op, error) {
+	return func(_ int, env domain.Envelope) (tablefold.Op, error) {
 		at := func(t time.Time) time.Time {
 			if t.IsZero() {
 				t = env.OccurredAt
@@ -108,30 +94,31 @@ func decodeOne(tables Tables) func(int, domain.Envelope) (pushOp, error) {
 		case domain.EventPushDeviceRegistered:
 			var p domain.PushDeviceRegistered
 			if err := decode(env, &p, func() string { return domain.PushDeviceStreamID(p.User, p.DeviceID) }); err != nil {
-				return pushOp{}, err
+				return tablefold.Op{}, err
 			}
 			if err := p.Validate(); err != nil {
-				return pushOp{}, eventdecode.Bad("payload", err.Error())
+				return tablefold.Op{}, eventdecode.Bad("payload", err.Error())
 			}
 			t := at(p.RegisteredAt)
-			return pushOp{fmt.Sprintf(registerStmt, tableset.Quote(tables.Devices)),
-				[]any{p.User.Int64(), p.DeviceID, p.Provider, p.Token, p.Platform, t, t, v}}, nil
+			return tablefold.Op{Stmt: fmt.Sprintf(registerStmt, tableset.Quote(tables.Devices)),
+				Args: []any{p.User.Int64(), p.DeviceID, p.Provider, p.Token, p.Platform, t, t, v}}, nil
 		case domain.EventPushDeviceRemoved:
 			var p domain.PushDeviceRemoved
 			if err := decode(env, &p, func() string { return domain.PushDeviceStreamID(p.User, p.DeviceID) }); err != nil {
-				return pushOp{}, err
+				return tablefold.Op{}, err
 			}
 			t := at(p.RemovedAt)
-			return pushOp{fmt.Sprintf(removeStmt, tableset.Quote(tables.Devices)), []any{p.User.Int64(), p.DeviceID, t, t, v, t}}, nil
+			return tablefold.Op{Stmt: fmt.Sprintf(removeStmt, tableset.Quote(tables.Devices)),
+				Args: []any{p.User.Int64(), p.DeviceID, t, t, v, t}}, nil
 		case domain.EventPushConversationMuted, domain.EventPushConversationUnmuted:
 			return decodeMute(env, tables, at)
 		}
-		return pushOp{}, nil
+		return tablefold.Op{}, nil
 	}
 }
 
 // decodeMute decodes a mute or an unmute.
-func decodeMute(env domain.Envelope, tables Tables, at func(time.Time) time.Time) (pushOp, error) {
+func decodeMute(env domain.Envelope, tables Tables, at func(time.Time) time.Time) (tablefold.Op, error) {
 	var (
 		user  domain.UserID
 		topic string
@@ -141,28 +128,29 @@ func decodeMute(env domain.Envelope, tables Tables, at func(time.Time) time.Time
 	if muted {
 		var p domain.PushConversationMuted
 		if err := env.Decode(&p); err != nil {
-			return pushOp{}, eventdecode.Bad("payload", err.Error())
+			return tablefold.Op{}, eventdecode.Bad("payload", err.Error())
 		}
 		user, topic, when = p.User, p.Topic, p.MutedAt
 	} else {
 		var p domain.PushConversationUnmuted
 		if err := env.Decode(&p); err != nil {
-			return pushOp{}, eventdecode.Bad("payload", err.Error())
+			return tablefold.Op{}, eventdecode.Bad("payload", err.Error())
 		}
 		user, topic, when = p.User, p.Topic, p.UnmutedAt
 	}
 	tp, err := domain.ParseTopic(topic)
 	switch {
 	case user <= 0:
-		return pushOp{}, eventdecode.Bad("user", "must be positive")
+		return tablefold.Op{}, eventdecode.Bad("user", "must be positive")
 	case err != nil:
-		return pushOp{}, eventdecode.Bad("topic", err.Error())
+		return tablefold.Op{}, eventdecode.Bad("topic", err.Error())
 	case env.StreamID != domain.PushMuteStreamID(user, tp):
-		return pushOp{}, eventdecode.Bad("stream_id", fmt.Sprintf("%s names stream %q, the payload belongs to %q", env.EventType,
+		return tablefold.Op{}, eventdecode.Bad("stream_id", fmt.Sprintf("%s names stream %q, the payload belongs to %q", env.EventType,
 			env.StreamID, domain.PushMuteStreamID(user, tp)))
 	}
 	t := at(when)
-	return pushOp{fmt.Sprintf(muteStmt, tableset.Quote(tables.Mutes)), []any{tp.String(), user.Int64(), muted, t, t, env.StreamVersion}}, nil
+	return tablefold.Op{Stmt: fmt.Sprintf(muteStmt, tableset.Quote(tables.Mutes)),
+		Args: []any{tp.String(), user.Int64(), muted, t, t, env.StreamVersion}}, nil
 }
 
 // decode unmarshals a device event into p and checks that the event is on the stream that
@@ -184,56 +172,8 @@ func decode(env domain.Envelope, p any, stream func() string) error {
 // Errors: an *EventError wrapping domain.ErrInvalid for an event that can never be applied;
 // domain.ErrNotFound (wrapped) for a tenant without a database; domain.ErrRetryable when MySQL
 // is unreachable.
-func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (n int, err error) {
-	if err := tables.Validate(); err != nil {
-		return 0, err
-	}
-	ops, err := eventdecode.Batch(tenant, events, decodeOne(tables), func(i int, id uuid.UUID, err error) error {
-		return &EventError{Index: i, EventID: id, Err: err}
-	})
-	if err != nil {
-		return 0, fmt.Errorf("pushdb: apply: %w", err)
-	}
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return 0, fmt.Errorf("pushdb: apply: %w", err)
-	}
-	if len(ops) == 1 && ops[0].stmt != "" {
-		// One row change (a command's write right after its event): one round trip.
-		res, err := db.ExecContext(ctx, ops[0].stmt, ops[0].args...)
-		if err != nil {
-			return 0, tenantdb.WrapErr("pushdb: apply", err)
-		}
-		if k, _ := res.RowsAffected(); k > 0 {
-			return 1, nil
-		}
-		return 0, nil
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, tenantdb.WrapErr("pushdb: apply: begin", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	for _, o := range ops {
-		if o.stmt == "" {
-			continue
-		}
-		res, err := tx.ExecContext(ctx, o.stmt, o.args...)
-		if err != nil {
-			return 0, tenantdb.WrapErr("pushdb: apply", err)
-		}
-		if k, _ := res.RowsAffected(); k > 0 {
-			n++
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, tenantdb.WrapErr("pushdb: apply: commit", err)
-	}
-	return n, nil
+func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (int, error) {
+	return model.Apply(ctx, s.router, tenant, tables, events)
 }
 
 // Summary summarises the push settings read model of one tenant, table by table.
@@ -246,41 +186,17 @@ type Summary struct {
 // row hashes every column the events decide; the token is hashed with the rest, so two copies
 // that hold different tokens differ without either being printed.
 func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tables) (Summary, error) {
-	var sum Summary
-	if err := tables.Validate(); err != nil {
-		return sum, err
-	}
-	db, err := s.router.DB(ctx, tenant)
+	sums, err := model.Checksum(ctx, s.router, tenant, tables)
 	if err != nil {
-		return sum, fmt.Errorf("pushdb: checksum: %w", err)
+		return Summary{}, err
 	}
-	if sum.Devices, err = tableset.Summarize(ctx, db, pkgName, tables.Devices,
-		"user_id, device_id, provider, token, platform, created_at, updated_at, version, COALESCE(removed_at, '')"); err != nil {
-		return sum, err
-	}
-	sum.Mutes, err = tableset.Summarize(ctx, db, pkgName, tables.Mutes, "topic, user_id, muted, created_at, COALESCE(updated_at, ''), version")
-	return sum, err
+	return Summary{Devices: sums[0], Mutes: sums[1]}, nil
 }
 
 // Rows written before the push settings were events (migration 00008 gave them version 0) are in
 // no stream. They stay what they say until a change recorded in the log replaces them: a rebuild
-// carries them over (CarryPreLogRows) and the commands ask PreLogDevice and PreLogMute whether
+// carries them over (Model().CreateLike) and the commands ask PreLogDevice and PreLogMute whether
 // such a row is the current state of a stream that has no event yet.
-
-// CarryPreLogRows copies the version-0 rows of the live tables into the fresh tables of a rebuild
-// or verification, before the events are applied to them.
-func CarryPreLogRows(ctx context.Context, db *sql.DB, live, fresh Tables) error {
-	if err := tableset.Validate(pkgName, append(live.list(), fresh.list()...)); err != nil {
-		return err
-	}
-	for i, l := range live.list() {
-		f := fresh.list()[i]
-		if _, err := db.ExecContext(ctx, "INSERT INTO "+tableset.Quote(f)+" SELECT * FROM "+tableset.Quote(l)+" WHERE version = 0"); err != nil {
-			return tenantdb.WrapErr("pushdb: carry rows over", err)
-		}
-	}
-	return nil
-}
 
 // PreLogDevice reports whether user's device is registered by a row older than the log.
 func (s *Store) PreLogDevice(ctx context.Context, tenant domain.TenantID, user domain.UserID, deviceID string) (bool, error) {

@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/internal/eventdecode"
+	"github.com/imledger/imledger/readmodels/internal/tablefold"
 	"github.com/imledger/imledger/readmodels/internal/tableset"
 	"github.com/imledger/imledger/readmodels/tenantdb"
 )
@@ -24,7 +23,7 @@ const (
 )
 
 // Tables names the tables of the read model. The projection and the queries use DefaultTables; a
-// rebuild writes DefaultTables().WithSuffix("_rebuild") and then SwapTables.
+// rebuild writes DefaultTables().WithSuffix("_rebuild") and then swaps it in (Model).
 type Tables struct {
 	Tokens string // im_action_tokens
 }
@@ -35,38 +34,20 @@ func DefaultTables() Tables { return Tables{Tokens: "im_action_tokens"} }
 // WithSuffix returns t with s appended to every name, e.g. "_rebuild".
 func (t Tables) WithSuffix(s string) Tables { return Tables{Tokens: t.Tokens + s} }
 
-const pkgName = "tokendb"
-
 func (t Tables) list() []string { return []string{t.Tokens} }
 
+// model is the action token read model as tablefold drives it: rows written before tokens were
+// events (version 0) are in no stream and are carried into a rebuild's fresh table.
+var model = tablefold.Model[Tables]{Pkg: "tokendb", Live: DefaultTables(), Names: Tables.list, Decode: decodeOne, PreLog: true,
+	Columns: []string{"token_hash, token_id, action, subject, state, created_by, " +
+		"COALESCE(consumed_by, ''), created_at, expires_at, COALESCE(finished_at, ''), version"}}
+
+// Model returns the read model's table as a rebuild drives it: a fresh copy with a suffix created
+// like the live one (with the rows older than the log), swapped in, dropped.
+func Model() tablefold.Model[Tables] { return model }
+
 // Validate checks that every name is 1 to 60 characters of [A-Za-z0-9_].
-func (t Tables) Validate() error { return tableset.Validate(pkgName, t.list()) }
-
-// CreateTablesLike creates each table of to like the matching table of from, without rows.
-func CreateTablesLike(ctx context.Context, db *sql.DB, from, to Tables) error {
-	return tableset.CreateLike(ctx, db, pkgName, from.list(), to.list())
-}
-
-// SwapTables puts the rebuilt tables in place of the live ones with one RENAME TABLE and drops the
-// old ones (tableset.Swap).
-func SwapTables(ctx context.Context, db *sql.DB, live, rebuilt Tables) error {
-	return tableset.Swap(ctx, db, pkgName, live.list(), rebuilt.list())
-}
-
-// DropTables drops every table of t that exists.
-func DropTables(ctx context.Context, db *sql.DB, t Tables) error {
-	return tableset.Drop(ctx, db, pkgName, t.list())
-}
-
-// CarryPreLogRows copies the rows of live written before tokens were events (version 0) into
-// fresh, before a rebuild or a verification applies the events to it: they are in no stream.
-func CarryPreLogRows(ctx context.Context, db *sql.DB, live, fresh Tables) error {
-	if err := tableset.Validate(pkgName, []string{live.Tokens, fresh.Tokens}); err != nil {
-		return err
-	}
-	_, err := db.ExecContext(ctx, "INSERT INTO "+tableset.Quote(fresh.Tokens)+" SELECT * FROM "+tableset.Quote(live.Tokens)+" WHERE version = 0")
-	return tenantdb.WrapErr("tokendb: carry rows over", err)
-}
+func (t Tables) Validate() error { return model.Validate(t) }
 
 // Store reads and writes im_action_tokens of each tenant's database. It is safe for concurrent
 // use. Errors wrap domain.ErrRetryable when MySQL is unreachable.
@@ -94,15 +75,10 @@ const (
 	stateStmt = "UPDATE %s SET state = ?, consumed_by = ?, finished_at = ?, version = ? WHERE token_id = ? AND version < ?"
 )
 
-type tokenOp struct {
-	stmt string
-	args []any
-}
-
 // decodeOne decodes an action token event and checks it against its stream.
-func decodeOne(tables Tables) func(int, domain.Envelope) (tokenOp, error) {
+func decodeOne(tables Tables) func(int, domain.Envelope) (tablefold.Op, error) {
 	q := tableset.Quote(tables.Tokens)
-	return func(_ int, env domain.Envelope) (tokenOp, error) {
+	return func(_ int, env domain.Envelope) (tablefold.Op, error) {
 		v := env.StreamVersion
 		var (
 			id    string
@@ -114,35 +90,35 @@ func decodeOne(tables Tables) func(int, domain.Envelope) (tokenOp, error) {
 		case domain.EventActionTokenIssued:
 			var p domain.ActionTokenIssued
 			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
-				return tokenOp{}, err
+				return tablefold.Op{}, err
 			}
 			if len(p.TokenSHA256) != 64 || p.Action == "" || len(p.Subject) > 128 {
-				return tokenOp{}, eventdecode.Bad("payload", "a 64-digit hash, an action and a subject of at most 128 bytes")
+				return tablefold.Op{}, eventdecode.Bad("payload", "a 64-digit hash, an action and a subject of at most 128 bytes")
 			}
-			return tokenOp{fmt.Sprintf(issueStmt, q), []any{p.TokenSHA256, p.TokenID, p.Action, p.Subject, p.CreatedBy.Int64(),
-				readmodels.Millis(p.IssuedAt), readmodels.Millis(p.ExpiresAt), v}}, nil
+			return tablefold.Op{Stmt: fmt.Sprintf(issueStmt, q), Args: []any{p.TokenSHA256, p.TokenID, p.Action, p.Subject,
+				p.CreatedBy.Int64(), readmodels.Millis(p.IssuedAt), readmodels.Millis(p.ExpiresAt), v}}, nil
 		case domain.EventActionTokenConsumed:
 			var p domain.ActionTokenConsumed
 			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
-				return tokenOp{}, err
+				return tablefold.Op{}, err
 			}
 			id, state, by, at = p.TokenID, StateConsumed, p.By.Int64(), p.ConsumedAt
 		case domain.EventActionTokenRevoked:
 			var p domain.ActionTokenRevoked
 			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
-				return tokenOp{}, err
+				return tablefold.Op{}, err
 			}
 			id, state, at = p.TokenID, StateRevoked, p.RevokedAt
 		case domain.EventActionTokenUnconsumed:
 			var p domain.ActionTokenUnconsumed
 			if err := check(env, &p, func() string { return p.TokenID }); err != nil {
-				return tokenOp{}, err
+				return tablefold.Op{}, err
 			}
-			return tokenOp{fmt.Sprintf(stateStmt, q), []any{StateActive, nil, nil, v, p.TokenID, v}}, nil
+			return tablefold.Op{Stmt: fmt.Sprintf(stateStmt, q), Args: []any{StateActive, nil, nil, v, p.TokenID, v}}, nil
 		default:
-			return tokenOp{}, nil
+			return tablefold.Op{}, nil
 		}
-		return tokenOp{fmt.Sprintf(stateStmt, q), []any{state, by, readmodels.Millis(at), v, id, v}}, nil
+		return tablefold.Op{Stmt: fmt.Sprintf(stateStmt, q), Args: []any{state, by, readmodels.Millis(at), v, id, v}}, nil
 	}
 }
 
@@ -164,56 +140,8 @@ func check(env domain.Envelope, p any, id func() string) error {
 // Errors: an *EventError wrapping domain.ErrInvalid for an event that can never be applied;
 // domain.ErrNotFound (wrapped) for a tenant without a database; domain.ErrRetryable when MySQL is
 // unreachable.
-func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (n int, err error) {
-	if err := tables.Validate(); err != nil {
-		return 0, err
-	}
-	ops, err := eventdecode.Batch(tenant, events, decodeOne(tables), func(i int, id uuid.UUID, err error) error {
-		return &EventError{Index: i, EventID: id, Err: err}
-	})
-	if err != nil {
-		return 0, fmt.Errorf("tokendb: apply: %w", err)
-	}
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return 0, fmt.Errorf("tokendb: apply: %w", err)
-	}
-	if len(ops) == 1 && ops[0].stmt != "" {
-		// One row change (a command's write right after its event): one round trip.
-		res, err := db.ExecContext(ctx, ops[0].stmt, ops[0].args...)
-		if err != nil {
-			return 0, tenantdb.WrapErr("tokendb: apply", err)
-		}
-		if k, _ := res.RowsAffected(); k > 0 {
-			return 1, nil
-		}
-		return 0, nil
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, tenantdb.WrapErr("tokendb: apply: begin", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	for _, o := range ops {
-		if o.stmt == "" {
-			continue
-		}
-		res, err := tx.ExecContext(ctx, o.stmt, o.args...)
-		if err != nil {
-			return 0, tenantdb.WrapErr("tokendb: apply", err)
-		}
-		if k, _ := res.RowsAffected(); k > 0 {
-			n++
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, tenantdb.WrapErr("tokendb: apply: commit", err)
-	}
-	return n, nil
+func (s *Store) ApplyBatch(ctx context.Context, tenant domain.TenantID, tables Tables, events []domain.Envelope) (int, error) {
+	return model.Apply(ctx, s.router, tenant, tables, events)
 }
 
 // Apply is ApplyBatch to the live tables.
@@ -224,15 +152,11 @@ func (s *Store) Apply(ctx context.Context, tenant domain.TenantID, events []doma
 // Checksum summarises tables.Tokens so two copies (the live table and a rebuild) can be compared:
 // each row hashes every column the events decide.
 func (s *Store) Checksum(ctx context.Context, tenant domain.TenantID, tables Tables) (readmodels.TableSummary, error) {
-	if err := tables.Validate(); err != nil {
+	sums, err := model.Checksum(ctx, s.router, tenant, tables)
+	if err != nil {
 		return readmodels.TableSummary{}, err
 	}
-	db, err := s.router.DB(ctx, tenant)
-	if err != nil {
-		return readmodels.TableSummary{}, fmt.Errorf("tokendb: checksum: %w", err)
-	}
-	return tableset.Summarize(ctx, db, pkgName, tables.Tokens, "token_hash, token_id, action, subject, state, created_by, "+
-		"COALESCE(consumed_by, ''), created_at, expires_at, COALESCE(finished_at, ''), version")
+	return sums[0], nil
 }
 
 // Row is a token's row.
