@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -78,6 +79,12 @@ func (m Model[T]) Apply(ctx context.Context, r Router, tenant domain.TenantID, t
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: apply: %w", m.Pkg, err)
+	}
+	// Events the read model ignores (files-refs sees every sent message, most without files)
+	// cost no round trip: a batch of them never opens a transaction.
+	ops = slices.DeleteFunc(ops, func(o Op) bool { return o.Stmt == "" && o.Run == nil })
+	if len(ops) == 0 {
+		return 0, nil
 	}
 	db, err := r.DB(ctx, tenant)
 	if err != nil {
