@@ -323,3 +323,24 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestTheFirstListLeavesTheFieldBeingTypedIn: the page moves the focus to its first step (the
+// first conversation, or naming a new group) when the conversation list first comes in, which
+// may be after the user has started typing elsewhere: the field being typed in keeps the focus
+// and every key.
+func TestTheFirstListLeavesTheFieldBeingTypedIn(t *testing.T) {
+	srv := newChatServer(t)
+	browser := newBrowser(t)
+	bob := newPage(t, browser, "bob", "imledger-browser-test bob")
+	srv.gate.holdLists("bob")
+	bob.register(srv.url, "bob", "bob-password-1")
+	bob.do("start typing a friend's id",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('friends-box').open = true`),
+		chromedp.SendKeys(chromedp.ID("friend-id"), "12"))
+	srv.gate.releaseLists("bob")
+	bob.waitFor("the first list (the page opens the groups box for a user without conversations)",
+		`document.getElementById('groups-box').open`)
+	if got := eval[string](bob, "the focused field", `document.activeElement.id + ' ' + document.getElementById('friend-id').value`); got != "friend-id 12" {
+		t.Fatalf("after the first list the focus and the typed id are %q, want \"friend-id 12\"", got)
+	}
+}

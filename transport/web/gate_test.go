@@ -13,26 +13,27 @@ import (
 // hold it offline: it refuses upgrades from user agents containing a blocked word and closes the
 // open connections of such agents. Agents are told apart by the user agent each tab sends.
 type gate struct {
-	mu      sync.Mutex
-	next    http.Handler
-	blocked map[string]bool          // user agent words refused
-	agents  map[string]string        // remote address -> user agent of WebSocket requests
-	conns   map[string]net.Conn      // remote address -> connection
-	stale   map[string]bool          // user agent words whose conversation list lags behind
-	frozen  map[string]bool          // user agent words whose member lists lag behind
-	seen    map[string][]byte        // user agent + path -> the last member list it was answered
-	loads   map[string]int           // user agent -> member lists asked for
-	trail   map[string]int           // user agent word -> message history reads still to answer empty
-	reads   map[string]int           // user agent -> message history reads over REST
-	held    map[string]chan struct{} // user agent word -> closed when its held presence answers may go
-	holding map[string]int           // user agent -> presence answers read and held back
-	gone    map[string]int           // user agent -> held presence answers written or given up
+	mu        sync.Mutex
+	next      http.Handler
+	blocked   map[string]bool          // user agent words refused
+	agents    map[string]string        // remote address -> user agent of WebSocket requests
+	conns     map[string]net.Conn      // remote address -> connection
+	stale     map[string]bool          // user agent words whose conversation list lags behind
+	frozen    map[string]bool          // user agent words whose member lists lag behind
+	seen      map[string][]byte        // user agent + path -> the last member list it was answered
+	loads     map[string]int           // user agent -> member lists asked for
+	trail     map[string]int           // user agent word -> message history reads still to answer empty
+	reads     map[string]int           // user agent -> message history reads over REST
+	held      map[string]chan struct{} // user agent word -> closed when its held presence answers may go
+	holding   map[string]int           // user agent -> presence answers read and held back
+	gone      map[string]int           // user agent -> held presence answers written or given up
+	listHolds map[string]chan struct{} // user agent word -> closed when its held conversation lists may be answered
 }
 
 func newGate(next http.Handler) *gate {
 	return &gate{next: next, blocked: map[string]bool{}, agents: map[string]string{}, conns: map[string]net.Conn{}, stale: map[string]bool{},
 		frozen: map[string]bool{}, seen: map[string][]byte{}, loads: map[string]int{}, trail: map[string]int{}, reads: map[string]int{},
-		held: map[string]chan struct{}{}, holding: map[string]int{}, gone: map[string]int{}}
+		held: map[string]chan struct{}{}, holding: map[string]int{}, gone: map[string]int{}, listHolds: map[string]chan struct{}{}}
 }
 
 // names reports whether the user agent ua contains one of words.
@@ -192,6 +193,24 @@ func (g *gate) presenceHeld(word string) (held, written int) {
 	return countFor(g.holding, word), countFor(g.gone, word)
 }
 
+// holdLists makes the conversation list reads of agents containing word wait until releaseLists:
+// a list that reaches the page late, after the user has started doing something else.
+func (g *gate) holdLists(word string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.listHolds[word] = make(chan struct{})
+}
+
+// releaseLists lets word's held conversation list reads go on.
+func (g *gate) releaseLists(word string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.listHolds[word]; ok {
+		close(c)
+		delete(g.listHolds, word)
+	}
+}
+
 // countFor adds up the counts of the user agents containing word.
 func countFor(counts map[string]int, word string) int {
 	n := 0
@@ -203,11 +222,11 @@ func countFor(counts map[string]int, word string) int {
 	return n
 }
 
-// holdFor returns the channel that releases ua's presence answers, or nil.
-func (g *gate) holdFor(ua string) chan struct{} {
+// holdFor returns the channel of holds (g.held or g.listHolds) that releases ua's answers, or nil.
+func (g *gate) holdFor(holds map[string]chan struct{}, ua string) chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for word, c := range g.held {
+	for word, c := range holds {
 		if strings.Contains(ua, word) {
 			return c
 		}
@@ -236,7 +255,16 @@ func (g *gate) lists(next http.Handler) http.Handler {
 			strings.HasSuffix(r.URL.Path, "/presence")
 		var hold chan struct{}
 		if presence {
-			hold = g.holdFor(ua)
+			hold = g.holdFor(g.held, ua)
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/im/conversations" {
+			if c := g.holdFor(g.listHolds, ua); c != nil {
+				select {
+				case <-c:
+				case <-r.Context().Done():
+					return
+				}
+			}
 		}
 		switch {
 		case hold != nil:

@@ -267,13 +267,15 @@ function enterChat() {
 }
 
 // firstListed runs once the first list is in: the list says which groups the user is a member
-// of, which a linked group needs to know.
+// of, which a linked group needs to know. The list may come in after the user has started
+// typing somewhere: the focus moves to the first step only when no field has it.
 function firstListed() {
   if (!state.token || state.room || openFromHash()) { return; }
+  var typing = document.activeElement && document.activeElement.matches('input, textarea, select');
   var first = el.convs.querySelector('button');
-  if (first) { first.focus(); return; }
+  if (first) { if (!typing) { first.focus(); } return; }
   el.groupsBox.open = true; // a new user starts by making or joining a group
-  el.groupName.focus();
+  if (!typing) { el.groupName.focus(); }
 }
 
 function logout(message) {
