@@ -197,8 +197,9 @@ func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
 }
 
 // LagOf measures how far the consumer groups of projections are behind on the brokers of cfg,
-// from their committed offsets, wherever the projectors run (Seconds stays 0). Offsets are
-// committed about once a second, so a group that keeps up may show up to a second of events.
+// from their committed offsets, wherever the projectors run (Seconds stays 0). A projector
+// commits what it applied within about 50 ms (PipelinedSubscriberConfig.CommitDelay), so a group
+// that keeps up shows at most that much of events.
 func LagOf(ctx context.Context, cfg Config, projections ...Projection) ([]GroupLag, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -44,6 +44,10 @@ type PipelinedSubscriberConfig struct {
 	// OnSession, when set, is called at the start of every consumer group session, before any
 	// record of it is delivered: the partitions this member consumes may have changed.
 	OnSession func()
+	// CommitDelay is how soon after a record is acked its offset is committed, over a
+	// connection of the subscriber's own (Sarama's auto-commit waits behind the fetch in
+	// flight, up to its MaxWaitTime). Negative: only Sarama's auto-commit. Default 50ms.
+	CommitDelay time.Duration
 }
 
 func (c *PipelinedSubscriberConfig) setDefaults() {
@@ -52,6 +56,9 @@ func (c *PipelinedSubscriberConfig) setDefaults() {
 	}
 	if c.NackResendSleep <= 0 {
 		c.NackResendSleep = 500 * time.Millisecond
+	}
+	if c.CommitDelay == 0 {
+		c.CommitDelay = 50 * time.Millisecond
 	}
 }
 
@@ -158,9 +165,17 @@ func (s *PipelinedSubscriber) start(ctx context.Context, outs map[string]chan *m
 		return fmt.Errorf("pipelined subscriber: consumer group %s: %w", s.cfg.ConsumerGroup, err)
 	}
 	topics := slices.Sorted(maps.Keys(outs))
-	ctx, cancel := context.WithCancel(ctx)
-	h := &claimHandler{s: s, ctx: ctx, outs: outs}
 	fields := watermill.LogFields{"consumer_group": s.cfg.ConsumerGroup, "topics": topics}
+	var commits *offsetCommitter
+	if s.cfg.CommitDelay > 0 {
+		if commits, err = newOffsetCommitter(s.cfg.Brokers, s.cfg.Sarama, s.cfg.ConsumerGroup, s.cfg.CommitDelay, s.log); err != nil {
+			_ = group.Close()
+			done()
+			return fmt.Errorf("pipelined subscriber: offset committer of %s: %w", s.cfg.ConsumerGroup, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	h := &claimHandler{s: s, ctx: ctx, outs: outs, commits: commits}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -181,6 +196,9 @@ func (s *PipelinedSubscriber) start(ctx context.Context, outs map[string]chan *m
 		defer func() {
 			if err := group.Close(); err != nil {
 				s.log.Error("close consumer group", err, fields)
+			}
+			if commits != nil {
+				commits.close()
 			}
 		}()
 		errs := group.Errors()
@@ -245,9 +263,10 @@ func HandedOver(ctx context.Context) {
 
 // claimHandler is the sarama.ConsumerGroupHandler of one consumer group member.
 type claimHandler struct {
-	s    *PipelinedSubscriber
-	ctx  context.Context // the subscription's; message contexts derive from it
-	outs map[string]chan *message.Message
+	s       *PipelinedSubscriber
+	ctx     context.Context // the subscription's; message contexts derive from it
+	outs    map[string]chan *message.Message
+	commits *offsetCommitter // nil: only Sarama's auto-commit
 }
 
 func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error {
@@ -375,5 +394,8 @@ func (h *claimHandler) ack(sess sarama.ConsumerGroupSession, out chan<- *message
 			}
 		}
 		sess.MarkMessage(p.rec, "")
+		if h.commits != nil {
+			h.commits.mark(sess, p.rec.Topic, p.rec.Partition, p.rec.Offset+1)
+		}
 	}
 }
