@@ -11,23 +11,31 @@ import (
 	"github.com/imledger/imledger/commands/retention"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels/hot"
+	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/transport/access"
 )
 
 // msgstoreExpiry is the MySQL message read model as the retention job drives it.
-type msgstoreExpiry struct{ n *node }
+type msgstoreExpiry struct{ msgs *msgstore.Store }
 
+var _ retention.ReadModel = msgstoreExpiry{}
+
+// ExpireBefore implements retention.ReadModel.
 func (m msgstoreExpiry) ExpireBefore(ctx context.Context, t domain.TenantID, from, until time.Time) (int64, error) {
-	e, err := m.n.msgs.ExpireBefore(ctx, t, from, until)
+	e, err := m.msgs.ExpireBefore(ctx, t, from, until)
 	return e.Messages + e.Deletions, err
 }
 
 // hotExpiry is the Redis hot message model as the retention job drives it; it holds messages
 // younger than its TTL only, so from does not narrow it.
-type hotExpiry struct{ n *node }
+type hotExpiry struct{ hot *hot.Store }
 
+var _ retention.ReadModel = hotExpiry{}
+
+// ExpireBefore implements retention.ReadModel.
 func (h hotExpiry) ExpireBefore(ctx context.Context, t domain.TenantID, _, until time.Time) (int64, error) {
-	return h.n.hot.ExpireBefore(ctx, t, until)
+	return h.hot.ExpireBefore(ctx, t, until)
 }
 
 // retentionJob builds the retention job over the node's event store, registry and read models
@@ -35,10 +43,10 @@ func (h hotExpiry) ExpireBefore(ctx context.Context, t domain.TenantID, _, until
 func (n *node) retentionJob() (*retention.Job, error) {
 	models := map[string]retention.ReadModel{}
 	if n.msgs != nil {
-		models["mysql"] = msgstoreExpiry{n}
+		models["mysql"] = msgstoreExpiry{n.msgs}
 	}
 	if n.hot != nil {
-		models["redis"] = hotExpiry{n}
+		models["redis"] = hotExpiry{n.hot}
 	}
 	deps := retention.Deps{Tenants: n.registry, Partitions: n.store, ReadModels: models,
 		Logger: n.log.With("component", "retention")}
