@@ -22,4 +22,8 @@
 // Configuration comes from defaults, an optional YAML file (--config), IM_* environment variables
 // and flags, in that order of precedence (see cmd/imledger/config and docs/operators.md). This
 // package is the only place that builds concrete adapters and wires them together.
+//
+// Files: node.go and the node_*.go files build a node, serve's in dependency order (node.start)
+// and the one-shot tools' piece by piece (node_tools.go); bench*.go are the bench subcommands,
+// whose harnesses live in cmd/imledger/bench; the other files are the CLI's cobra commands.
 package main

@@ -22,7 +22,6 @@ import (
 	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
@@ -95,15 +94,13 @@ type node struct {
 	biz    *business.Store
 	sess   *sessions.Store
 	reader *query.Reader
-	// fileAccess is the send path's head.files check (nodeFiles); nil without MySQL.
-	fileAccess *files.Access
 
 	// Realtime.
 	presence *presence.Store
 	fanout   *fanout.Fanout
 	hub      *ws.Hub // this node's WebSocket sessions by topic
 	gateway  *ws.Gateway
-	channel  *userchan.Channel // the users' channel logs; nil before startRealtime
+	channel  *userchan.Channel // the users' channel logs
 
 	// Short-lived state: rate limits, verification codes, action tokens.
 	state shortState
@@ -138,13 +135,26 @@ func startNode(ctx context.Context, cfg config.Config, log *slog.Logger) (*node,
 }
 
 // start starts the components of a node made by newNode; on failure it closes what it had
-// opened.
+// opened. Each step builds its components over what the steps before it built, handed to them
+// as values: nothing is looked up through the node later. So the realtime parts (fanout, users'
+// channels, push) run before the handlers that deliver through them and the notifier that tells
+// of account changes through them, and the gateway and the REST API come after the handlers they
+// call. The one cycle, between the tenant cache and the registry that tells its changes over the
+// fanout, is broken in startTenants.
 func (n *node) start(ctx context.Context) error {
-	steps := []func(context.Context) error{n.startCore, n.startCommands, n.startReadSide, n.startTenants, n.startShortState,
-		n.startRelay, n.startProjector, n.startRealtime, n.startPushFiles, n.startAdmin, n.startRetention, n.startHTTP}
+	err := runSteps(ctx, n.startCore, n.startPolicy, n.startReadSide, n.startTenants, n.startShortState, n.startRelay,
+		n.startProjector, n.startRealtime, n.startPushFiles, n.startCommands, n.startAccounts, n.startGateway,
+		n.startAdmin, n.startRetention, n.startHTTP)
+	if err != nil {
+		n.closeResources()
+	}
+	return err
+}
+
+// runSteps runs steps in order until one fails.
+func runSteps(ctx context.Context, steps ...func(context.Context) error) error {
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
-			n.closeResources()
 			return err
 		}
 	}

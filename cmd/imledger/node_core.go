@@ -74,17 +74,19 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 	return n.openKeyring(ctx)
 }
 
-// newSendHandler builds the SendMessage handler with policy (nil allows every send), which
-// delivers every message it commits through the node's fanout and marks the seqs it gives up as
-// final holes, and starts its heartbeat and the hole marker.
-func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy) (*commands.SendMessageHandler, error) {
+// newSendHandler builds the SendMessage handler with policy (nil allows every send), files (who
+// may reference which file in head.files) and listener (what hears every message at its commit;
+// nil: nothing is delivered), which marks the seqs it gives up as final holes, and starts its
+// heartbeat and the hole marker.
+func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy, files commands.FileAccess,
+	listener commands.CommitListener) (*commands.SendMessageHandler, error) {
 	var store commands.MessageStore = n.store
 	if n.wrapSendStore != nil {
 		store = n.wrapSendStore(store)
 	}
 	holes := newHoleMarker(n.store, n.log.With("component", "send"))
 	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
-		Store: store, Redis: n.rdb, Policy: policy, Files: nodeFiles{n}, Listener: nodeCommits{n}, Holes: holes, Sealer: n.sealer(),
+		Store: store, Redis: n.rdb, Policy: policy, Files: files, Listener: listener, Holes: holes, Sealer: n.sealer(),
 		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 	if err != nil {
@@ -157,9 +159,10 @@ func (n *node) openRedis(ctx context.Context) error {
 
 // checks are the dependencies /readyz pings.
 func (n *node) checks() []httpserver.Check {
+	rdb := n.rdb
 	cs := []httpserver.Check{
 		{Name: "postgres", Ping: n.pool.Ping},
-		{Name: "redis", Ping: func(ctx context.Context) error { return n.rdb.Ping(ctx).Err() }},
+		{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		{Name: "kafka", Ping: n.kping.Ping},
 	}
 	if n.mysql != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 
 	"github.com/IBM/sarama"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/pushdb"
+	"github.com/imledger/imledger/transport/fanout"
 	"github.com/imledger/imledger/transport/push"
 	"github.com/imledger/imledger/transport/rest"
 	"github.com/imledger/imledger/transport/ws"
@@ -30,9 +32,9 @@ type pushFiles struct {
 	urls     rest.FileURLSigner
 }
 
-// startPushFiles starts the push task producer (fed by nodeCommits) and worker, and the file
-// service with its security-check consumer and collector. Both need MySQL (devices, mutes, file
-// records) and the node's Kafka producer.
+// startPushFiles starts the push task producer (which the send handler, built after, feeds) and
+// worker, and the file service with its security-check consumer and collector. Both need MySQL
+// (devices, mutes, file records) and the node's Kafka producer.
 func (n *node) startPushFiles(ctx context.Context) error {
 	if n.router == nil || n.producer == nil {
 		return nil
@@ -115,7 +117,7 @@ func (n *node) startFiles(ctx context.Context) error {
 	n.pf.filedb = filedb.New(n.router)
 	if n.pf.files, err = files.New(files.Deps{Bucket: bucket, Records: n.pf.filedb, Events: n.store, Keys: n.sealKeys(),
 		Queue:    files.KafkaQueue{Producer: n.producer, Topic: n.cfg.Kafka.Topic(kafka.TopicFileSecurity)},
-		Notifier: fileNotifier{n}, Logger: log}, n.cfg.Files.Config); err != nil {
+		Notifier: fileNotifier{fanout: n.fanout, log: n.log}, Logger: log}, n.cfg.Files.Config); err != nil {
 		return err
 	}
 	key, err := n.fileSigningKey()
@@ -129,8 +131,9 @@ func (n *node) startFiles(ctx context.Context) error {
 	}
 	n.aux = append(n.aux, n.spawn(ctx, "file checks", files.CheckConsumer{Group: g,
 		Topic: n.cfg.Kafka.Topic(kafka.TopicFileSecurity), Service: n.pf.files, Logger: log}.Run))
+	svc, tenants := n.pf.files, n.router.Tenants
 	n.aux = append(n.aux, n.spawn(ctx, "file collector", func(ctx context.Context) error {
-		files.RunCollector(ctx, n.pf.files, n.router.Tenants, log)
+		files.RunCollector(ctx, svc, tenants, log)
 		return nil
 	}))
 	return nil
@@ -155,17 +158,18 @@ func (n *node) fileSigningKey() ([]byte, error) {
 	return b, nil
 }
 
-// fileNotifier tells an uploader's sessions on every node that their file was rejected.
-type fileNotifier struct{ n *node }
+// fileNotifier tells an uploader's sessions on every node that their file was rejected, over the
+// node's fanout.
+type fileNotifier struct {
+	fanout *fanout.Fanout
+	log    *slog.Logger
+}
 
 var _ files.Notifier = fileNotifier{}
 
 // FileRejected implements files.Notifier.
 func (f fileNotifier) FileRejected(ctx context.Context, tenant domain.TenantID, uploader domain.UserID, fileID, reason string) {
-	if f.n.fanout == nil {
-		return
-	}
-	if err := f.n.fanout.Broadcast(ctx, ws.FileRejectedNotice(tenant, uploader, fileID, reason)); err != nil {
-		f.n.log.WarnContext(ctx, "tell uploader of a rejected file", "tenant_id", tenant.String(), "err", err)
+	if err := f.fanout.Broadcast(ctx, ws.FileRejectedNotice(tenant, uploader, fileID, reason)); err != nil {
+		f.log.WarnContext(ctx, "tell uploader of a rejected file", "tenant_id", tenant.String(), "err", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
@@ -48,11 +47,6 @@ func (n *node) openReadModels() (err error) {
 		return err
 	}
 	n.reader = query.NewReader(n.msgs, n.hot, n.log.With("component", "query"))
-	if n.loader != nil { // serve's commands are up: the read policy folds the event store
-		if n.fileAccess, err = files.NewAccess(filedb.New(n.router), n.readPolicy()); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

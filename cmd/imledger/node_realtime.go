@@ -15,8 +15,9 @@ import (
 	"github.com/imledger/imledger/transport/ws"
 )
 
-// startRealtime starts presence (with its heartbeat), the cross-node fanout over Redis Pub/Sub,
-// the recorder of session events and the WebSocket gateway that delivers through them.
+// startRealtime starts presence (with its heartbeat), the cross-node fanout over Redis Pub/Sub
+// and the users' channel logs that deliver through it: what the handlers, the notifier and the
+// gateway, built after, deliver through.
 func (n *node) startRealtime(ctx context.Context) (err error) {
 	if n.presence, err = presence.New(presence.Deps{Redis: n.rdb, Logger: n.log.With("component", "presence"),
 		Registerer: n.reg}, n.cfg.PresenceConfig()); err != nil {
@@ -29,9 +30,9 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	// the sessions they concern; group changes that end subscriptions mark the policies' cached
 	// states stale before the hub applies them.
 	var next fanout.Deliverer = hub
-	if n.policy != nil {
+	if pol := n.policy; pol != nil {
 		ictx := context.WithoutCancel(ctx)
-		next = ws.Invalidating{Next: hub, Invalidate: func(tenant domain.TenantID, ids []string) { n.policy.Invalidate(ictx, tenant, ids) }}
+		next = ws.Invalidating{Next: hub, Invalidate: func(tenant domain.TenantID, ids []string) { pol.Invalidate(ictx, tenant, ids) }}
 	}
 	var local fanout.Deliverer = forgetErased{next: access.NewDeliverer(next, n.tenants, n.guard), keys: n.keys}
 	if n.fanout, err = fanout.New(fanout.Deps{Redis: n.rdb, Nodes: n.presence, Local: local,
@@ -42,9 +43,12 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 	if err := n.fanout.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	if err := n.startChannel(ctx); err != nil {
-		return err
-	}
+	return n.startChannel(ctx)
+}
+
+// startGateway starts the recorder of session events and the WebSocket gateway, which delivers
+// through the fanout and the channel logs and sends and marks through the handlers.
+func (n *node) startGateway(ctx context.Context) error {
 	sessions, err := commands.NewSessionRecorder(n.store, n.cfg.SessionsConfig(), n.log.With("component", "sessions"))
 	if err != nil {
 		return err
@@ -55,7 +59,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 		return nil
 	}))
 	deps := ws.Deps{
-		Tokens: n.signer, Sender: n.state.sender, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: hub, Publisher: n.fanout,
+		Tokens: n.signer, Sender: n.state.sender, Marks: n.ops, Presence: n.presence, Sessions: sessions, Hub: n.hub, Publisher: n.fanout,
 		Policy: ws.MemberPolicy{Read: n.readPolicy(), Send: n.policy, SenderChecks: true}, Logger: n.log.With("component", "ws"), Registerer: n.reg,
 		Panics: n.panics, Gate: n.gate,
 	}

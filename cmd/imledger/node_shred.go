@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/imledger/imledger/commands/shred"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
+	"github.com/imledger/imledger/transport/userchan"
 )
 
 // openKeyring builds the data-key keyring over the node's pool (DESIGN §7a). The tenant key
@@ -120,7 +122,8 @@ func (n *node) keyDestroyer() account.KeyDestroyer {
 // and the logs expire within channel.log_ttl all the same.
 type erasingNotifier struct {
 	account.Notifier
-	n *node
+	channel *userchan.Channel
+	log     *slog.Logger
 }
 
 // AccountChanged implements account.Notifier.
@@ -128,11 +131,11 @@ func (e erasingNotifier) AccountChanged(ctx context.Context, st account.Status, 
 	if e.Notifier != nil {
 		e.Notifier.AccountChanged(ctx, st, change)
 	}
-	if change != account.ChangeErased || e.n.channel == nil {
+	if change != account.ChangeErased || e.channel == nil {
 		return
 	}
-	if _, err := e.n.channel.Log().EraseUser(ctx, st.Tenant, st.User); err != nil {
-		e.n.log.Warn("erase the user's channel log items", "tenant_id", st.Tenant.String(), "err", err)
+	if _, err := e.channel.Log().EraseUser(ctx, st.Tenant, st.User); err != nil {
+		e.log.Warn("erase the user's channel log items", "tenant_id", st.Tenant.String(), "err", err)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // action tokens. A nil field is off.
 type shortState struct {
 	limiter *ratelimit.Limiter
-	// sender is the send handler with the send limits applied, for REST and WebSocket; the
-	// admin plane sends through the bare handler.
+	// sender is the send handler with the send limits applied, for REST and WebSocket
+	// (startCommands); the admin plane sends through the bare handler.
 	sender  ratelimit.MessageSender
 	codes   *verify.Service
 	atokens *actiontoken.Service
@@ -45,9 +45,6 @@ func (n *node) startShortState(_ context.Context) (err error) {
 		if n.state.limiter, err = n.newLimiter(); err != nil {
 			return err
 		}
-		n.state.sender = ratelimit.LimitSends(n.send, n.state.limiter)
-	} else {
-		n.state.sender = n.send
 	}
 	if n.router == nil {
 		return nil

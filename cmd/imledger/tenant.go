@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,13 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/transport/access"
-	"github.com/imledger/imledger/transport/fanout"
 )
 
 func newTenantCmd() *cobra.Command {
@@ -30,52 +26,6 @@ func newTenantCmd() *cobra.Command {
 	cmd.AddCommand(newTenantCreateCmd(), newTenantListCmd(), newTenantShowCmd(), newTenantStatusCmd(true),
 		newTenantStatusCmd(false), newTenantKeyCmd())
 	return cmd
-}
-
-// openTenantTools opens what the tenant commands need: the event store, the registry (with the
-// MySQL router when MySQL is configured, to provision databases) and the accounts, with a
-// notifier that tells running nodes over Redis when Redis answers.
-func openTenantTools(cmd *cobra.Command, withRouter bool) (*node, error) {
-	n, err := toolNode(cmd)
-	if err != nil {
-		return nil, err
-	}
-	ctx := cmd.Context()
-	if withRouter {
-		if err := n.openRouter(); err != nil {
-			n.closeResources()
-			return nil, err
-		}
-	}
-	if err := n.openPostgres(ctx); err != nil {
-		n.closeResources()
-		return nil, err
-	}
-	var notifier tenant.Notifier
-	if err := n.openRedis(ctx); err != nil {
-		n.log.Warn("redis not reachable: running nodes learn of the change through im.config.event or at their next refresh", "err", err)
-		_ = n.rdb.Close()
-		n.rdb = nil
-	} else {
-		notifier = access.NewNotifier(redisBroadcast(n.rdb, n.cfg.FanoutConfig().KeyPrefix), n.log)
-	}
-	if err := n.openRegistry(notifier); err != nil {
-		n.closeResources()
-		return nil, err
-	}
-	if err := n.newAccounts(); err != nil {
-		n.closeResources()
-		return nil, err
-	}
-	return n, nil
-}
-
-// redisBroadcast publishes account messages on the deployment's broadcast channel, as a node's
-// fanout does, for a process that runs no fanout.
-func redisBroadcast(rdb redis.UniversalClient, prefix string) access.BroadcastFunc {
-	return func(ctx context.Context, m *fanout.Message) error {
-		return fanout.PublishBroadcast(ctx, rdb, prefix, m)
-	}
 }
 
 func tenantArg(s string) (domain.TenantID, error) {

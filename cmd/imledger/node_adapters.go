@@ -14,25 +14,13 @@ import (
 	"github.com/imledger/imledger/transport/ws"
 )
 
-// nodeFiles is the send handler's commands.FileAccess: the node's files.Access, which the read
-// side builds after the send handler (the tenant databases open later); a node without MySQL
-// has no file records and refuses every head.files.
-type nodeFiles struct{ n *node }
-
+// The send handler's file check (node.fileAccess) is files.Access over the file records and the
+// read policy.
 var (
-	_ commands.FileAccess = nodeFiles{}
 	_ commands.FileAccess = (*files.Access)(nil)
 	_ files.SharedFiles   = (*filedb.Store)(nil)
 	_ files.TopicReader   = rest.MemberReadPolicy{}
 )
-
-// CanReference implements commands.FileAccess.
-func (f nodeFiles) CanReference(ctx context.Context, tenant domain.TenantID, from domain.UserID, ids []string) error {
-	if f.n.fileAccess == nil {
-		return commands.NoFiles{}.CanReference(ctx, tenant, from, ids)
-	}
-	return f.n.fileAccess.CanReference(ctx, tenant, from, ids)
-}
 
 // stateMembers answers whether a user is a group member from folded membership streams of the
 // event store (the send policy's Loader), trusting a cached state for at most maxAge. It is the
