@@ -34,7 +34,7 @@ var longFunctions = map[string]size{
 	"cmd/imledger/bench_ws.go:runBenchWS":                                          {85, 22},
 	"cmd/imledger/export.go:newExportCmd":                                          {87, 14},
 	"commands/admin/consumer.go:Consumer.processBatch":                             {101, 35},
-	"commands/internal/scenario/scenario.go:Write":                                 {94, 5},
+	"commands/scenariotest/scenario.go:Write":                                      {94, 5},
 	"domain/envelope_decode.go:decodeEnvelopeField":                                {76, 26},
 	"internal/kafkabroker/dangling.go:findDangling":                                {84, 22},
 	"projections/verify_hot.go:Rebuilder.VerifyHot":                                {91, 22},
