@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/tokendb"
+	"github.com/imledger/imledger/replay"
 )
 
 // TestActionTokensProjectAndRebuild: the action-tokens projection folds the token events from
@@ -57,26 +58,26 @@ func TestActionTokensProjectAndRebuild(t *testing.T) {
 		}
 		return nil
 	})
-	rb, err := projections.NewActionTokenRebuilder(rows, store, m.router, testLogger())
+	rb, err := replay.NewActionTokenRebuilder(rows, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_action_tokens"].Rows != 2 {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_action_tokens"].Rows != 2 {
 		t.Fatalf("verify of the projected tokens: %+v %v", res, err)
 	}
 	if _, err := db.ExecContext(testCtx(t), "UPDATE im_action_tokens SET state = 'active', consumed_by = NULL WHERE token_id = ?", consumed); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_action_tokens" {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_action_tokens" {
 		t.Fatalf("verify after a token was made active by hand: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if s := state(); s != "consumed" {
 		t.Fatalf("after the rebuild the token's row says %q", s)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
 }

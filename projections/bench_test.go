@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
-	"github.com/imledger/imledger/projections"
 )
 
 func envInt(name string, def int) int {
@@ -71,7 +70,7 @@ func BenchmarkRebuild(b *testing.B) {
 	store := newEventStore(b, h.pool)
 	for i := 0; i < b.N; i++ {
 		res, err := projectionbench.BenchRebuild(benchCtx(b), projectionbench.BenchRebuildOptions{
-			Deps:     projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
+			Deps:     projectionbench.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
 			Postgres: h.pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0),
 			BatchSize: envInt("IM_BENCH_BATCH", 0), Out: benchOut(b)})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/replay"
 )
 
 // publishedKeys records what the business projection publishes for other nodes.
@@ -143,11 +144,11 @@ func TestBusinessRebuildAndVerify(t *testing.T) {
 	if _, err := biz.ApplyBatch(testCtx(t), tn, projections.GroupBusinessMySQL, business.DefaultTables(), history); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: store, Tenants: m.router, Store: biz})
+	rb, err := replay.NewBusinessRebuilder(biz, store, m.router, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil || !res.OK() || res.Events != int64(len(history)) {
 		t.Fatalf("verify of an intact read model: %+v %v", res, err)
 	}
@@ -158,18 +159,18 @@ func TestBusinessRebuildAndVerify(t *testing.T) {
 	if _, err := db.ExecContext(testCtx(t), "DELETE FROM im_group_members WHERE group_id = 7 AND user_id = 3"); err != nil {
 		t.Fatal(err)
 	}
-	res, err = rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
-	if err != nil || len(res.Diffs) != 1 || res.Diffs[0].Table != "im_group_members" ||
+	res, err = rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
+	if err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_group_members" ||
 		res.Diffs[0].Live.Rows+1 != res.Diffs[0].Rebuilt.Rows {
 		t.Fatalf("verify after deleting a member row: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionBusinessMySQL, Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionBusinessMySQL, Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := biz.IsMember(testCtx(t), tn, 7, 3); err != nil || !ok {
 		t.Fatalf("user 3 after the rebuild: member=%v (%v)", ok, err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/replay"
 )
 
 // TestFileRefsProjectAndRebuild: the files-refs projection builds the file records from the file
@@ -78,11 +79,11 @@ func TestFileRefsProjectAndRebuild(t *testing.T) {
 		}
 		return nil
 	})
-	rb, err := projections.NewFileRebuilder(files, store, m.router, testLogger())
+	rb, err := replay.NewFileRebuilder(files, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_group_files"].Rows != 3 {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_group_files"].Rows != 3 {
 		t.Fatalf("verify of the projected files: %+v %v", res, err)
 	}
 	db, err := m.router.DB(testCtx(t), tn)
@@ -92,13 +93,13 @@ func TestFileRefsProjectAndRebuild(t *testing.T) {
 	if _, err := db.ExecContext(testCtx(t), "DELETE FROM im_group_files WHERE source_topic = 'grp4'"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_group_files" {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_group_files" {
 		t.Fatalf("verify after a reference was deleted by hand: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
 	if fa, err := files.Get(testCtx(t), tn, a.String()); err != nil || fa.RefCount != 2 {

@@ -9,6 +9,7 @@ import (
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/hot"
+	"github.com/imledger/imledger/replay"
 )
 
 func newHot(t testing.TB) *hot.Store {
@@ -80,13 +81,13 @@ func TestRebuildHotReappliesIntoRedis(t *testing.T) {
 	appendAll(t, store, []domain.Envelope{
 		sentEvent(tn, g, 1, 5, "one"), sentEvent(tn, g, 2, 6, "two"), recallEvent(tn, g, 1, 5, 1),
 	})
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	rb, err := replay.NewHotRebuilder(hs, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
 		progress := &countingProgress{}
-		res, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn, Progress: progress.start})
+		res, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn, Progress: progress.start})
 		if err != nil || res.Events != 3 {
 			t.Fatalf("rebuild hot: %+v, %v", res, err)
 		}
@@ -100,12 +101,12 @@ func TestRebuildHotReappliesIntoRedis(t *testing.T) {
 	}
 }
 
-// countingProgress records what a rebuild reports through projections.Progress.
+// countingProgress records what a rebuild reports through replay.Progress.
 type countingProgress struct {
 	total, added, finished int64
 }
 
-func (p *countingProgress) start(_ string, total int64) projections.ProgressTracker {
+func (p *countingProgress) start(_ string, total int64) replay.ProgressTracker {
 	p.total = total
 	return p
 }

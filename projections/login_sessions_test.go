@@ -8,6 +8,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/login"
+	"github.com/imledger/imledger/replay"
 )
 
 // TestLoginSessionsProjectAndRebuild: the login-sessions projection folds the session events and
@@ -59,11 +60,11 @@ func TestLoginSessionsProjectAndRebuild(t *testing.T) {
 		}
 		return nil
 	})
-	rb, err := projections.NewLoginSessionRebuilder(rows, store, m.router, testLogger())
+	rb, err := replay.NewLoginSessionRebuilder(rows, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil || !res.OK() || res.Live["im_login_sessions"].Rows != 3 || res.Live["im_login_cutoffs"].Rows != 1 {
 		t.Fatalf("verify of the projected sessions: %+v %v", res, err)
 	}
@@ -74,16 +75,16 @@ func TestLoginSessionsProjectAndRebuild(t *testing.T) {
 	if _, err := db.ExecContext(testCtx(t), "UPDATE im_login_sessions SET ended_at = NULL WHERE session_id = 's1'"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_login_sessions" {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_login_sessions" {
 		t.Fatalf("verify after a logout was undone by hand: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := active(), fmt.Sprint([]string{"s3@" + t0.Add(time.Second).Format(time.RFC3339Nano), "s2@" + t0.Format(time.RFC3339Nano)}); got != want {
 		t.Fatalf("after the rebuild: %s, want %s", got, want)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/pushdb"
+	"github.com/imledger/imledger/replay"
 )
 
 // pushHistory is user 5's push settings: a device registered, replaced and removed, another
@@ -75,13 +76,13 @@ func TestPushSettingsProjectAndRebuild(t *testing.T) {
 		}
 		return nil
 	})
-	rb, err := projections.NewPushRebuilder(rows, store, m.router, testLogger())
+	rb, err := replay.NewPushRebuilder(rows, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := func() (projections.ModelVerifyResult[readmodels.TableSummary], string) {
+	verify := func() (replay.Verification[readmodels.TableSummary], string) {
 		t.Helper()
-		res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+		res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestPushSettingsProjectAndRebuild(t *testing.T) {
 		" VALUES (6, 'old', 'webhook', 'https://example.com/6', '', NOW(3), NOW(3))"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if res, out := verify(); !res.OK() {

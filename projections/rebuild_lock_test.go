@@ -9,7 +9,10 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/sessions"
+	"github.com/imledger/imledger/replay"
 )
 
 // blockingProgress holds the run it reports on at the start of its pass over the log, when the
@@ -23,25 +26,25 @@ func newBlockingProgress() *blockingProgress {
 	return &blockingProgress{started: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (p *blockingProgress) start(string, int64) projections.ProgressTracker {
+func (p *blockingProgress) start(string, int64) replay.ProgressTracker {
 	close(p.started)
 	<-p.release
 	return nil
 }
 
 // run is one process's rebuild or verification of a tenant, reporting to p (nil: no report).
-type run func(ctx context.Context, p projections.Progress) error
+type run func(ctx context.Context, p replay.Progress) error
 
-func verifyRun[R any](tn domain.TenantID, f func(context.Context, projections.VerifyOptions) (R, error)) run {
-	return func(ctx context.Context, p projections.Progress) error {
-		_, err := f(ctx, projections.VerifyOptions{Tenant: tn, Progress: p})
+func verifyRun[R any](tn domain.TenantID, f func(context.Context, replay.VerifyOptions) (R, error)) run {
+	return func(ctx context.Context, p replay.Progress) error {
+		_, err := f(ctx, replay.VerifyOptions{Tenant: tn, Progress: p})
 		return err
 	}
 }
 
-func rebuildRun(tn domain.TenantID, projection string, f func(context.Context, projections.RebuildOptions) (projections.RebuildResult, error)) run {
-	return func(ctx context.Context, p projections.Progress) error {
-		_, err := f(ctx, projections.RebuildOptions{Projection: projection, Tenant: tn, Progress: p})
+func rebuildRun(tn domain.TenantID, projection string, f func(context.Context, replay.RebuildOptions) (replay.RebuildResult, error)) run {
+	return func(ctx context.Context, p replay.Progress) error {
+		_, err := f(ctx, replay.RebuildOptions{Projection: projection, Tenant: tn, Progress: p})
 		return err
 	}
 }
@@ -75,22 +78,22 @@ func TestConcurrentRunsOnOneTenantAreRefused(t *testing.T) {
 	history = append(history, groupHistory(t, tn, 7, 1, []domain.UserID{2, 3})...)
 	appendAll(t, store, history)
 
-	msgs := func(r projections.TenantDatabases) *projections.Rebuilder {
-		rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: r, Messages: m.store, Logger: testLogger()})
+	msgs := func(r replay.TenantDatabases) *replay.Rebuilder[msgstore.TopicSummary] {
+		rb, err := replay.NewMessageRebuilder(m.store, store, r, testLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rb
 	}
-	bizRb := func(r projections.TenantDatabases) *projections.BusinessRebuilder {
-		rb, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: store, Tenants: r, Store: biz, Logger: testLogger()})
+	bizRb := func(r replay.TenantDatabases) *replay.Rebuilder[readmodels.TableSummary] {
+		rb, err := replay.NewBusinessRebuilder(biz, store, r, testLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rb
 	}
-	sessRb := func(r projections.TenantDatabases, s *sessions.Store) *projections.SessionsRebuilder {
-		rb, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: store, Tenants: r, Store: s, Logger: testLogger()})
+	sessRb := func(r replay.TenantDatabases, s *sessions.Store) *replay.Rebuilder[readmodels.TableSummary] {
+		rb, err := replay.NewSessionsRebuilder(s, store, r, testLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +139,7 @@ func TestConcurrentRunsOnOneTenantAreRefused(t *testing.T) {
 			t.Fatalf("%s: the first run ended before its pass over the log: %v", name, err)
 		}
 		err := c.second(ctx, nil)
-		if !errors.Is(err, projections.ErrTablesInUse) {
+		if !errors.Is(err, replay.ErrTablesInUse) {
 			t.Errorf("%s: a second run while the first builds its tables: %v, want ErrTablesInUse", name, err)
 		}
 		if c.unrelated != nil {

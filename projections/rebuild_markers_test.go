@@ -9,6 +9,7 @@ import (
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/hot"
 	"github.com/imledger/imledger/readmodels/msgstore"
+	"github.com/imledger/imledger/replay"
 )
 
 // Seq-skip markers survive a rebuild of both read models: verify compares them like messages,
@@ -43,14 +44,18 @@ func TestRebuildAndVerifyWithMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Events != 8 {
+	hotRb, err := replay.NewHotRebuilder(hs, store, m.router, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Events != 8 {
 		t.Fatalf("verify of a read model with markers: %+v, %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := m.store.Watermarks(testCtx(t), tn, msgstore.DefaultTables(), []domain.Topic{grp, p2p})
@@ -60,10 +65,10 @@ func TestRebuildAndVerifyWithMarkers(t *testing.T) {
 	if got := len(m.page(tn, grp)); got != 4 {
 		t.Fatalf("history after the rebuild has %d messages, want 4 (no marker)", got)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v, %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn}); err != nil {
+	if _, err := hotRb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	for topic, want := range map[domain.Topic]int64{grp: 5, p2p: 3} {
@@ -71,14 +76,14 @@ func TestRebuildAndVerifyWithMarkers(t *testing.T) {
 			t.Errorf("hot watermark of %s after the rebuild = %d (found %v), %v; want %d", topic, got, found, err, want)
 		}
 	}
-	if res, err := rb.VerifyHot(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := hotRb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("hot verify of a read model with markers: %+v, %v", res, err)
 	}
 	// A watermark altered by hand is found.
 	if err := rdb.HSet(testCtx(t), prefix+tn.String()+":topic:{"+grp.String()+"}:proj_wm", "w", 9).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.VerifyHot(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || res.OK() {
+	if res, err := hotRb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || res.OK() {
 		t.Fatalf("hot verify of a wrong watermark: %+v, %v", res, err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/msgstore"
 	"github.com/imledger/imledger/readmodels/sessions"
+	"github.com/imledger/imledger/replay"
 )
 
 // newEventStore migrates the harness's Postgres database and returns an event store on it.
@@ -103,16 +104,16 @@ func TestRebuildAndVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Logger: testLogger()})
+	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var report bytes.Buffer
-	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn, Out: &report})
+	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.OK() || res.Topics != 3 || res.Events != 63 {
+	if !res.OK() || res.Parts != 3 || res.Events != 63 {
 		t.Fatalf("verify of an intact read model: %+v\n%s", res, report.String())
 	}
 
@@ -124,11 +125,11 @@ func TestRebuildAndVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	report.Reset()
-	res, err = rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn, Out: &report})
+	res, err = rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Diffs) != 1 || res.Diffs[0].Topic != "grp2" || res.Diffs[0].Live.Rows != 19 || res.Diffs[0].Rebuilt.Rows != 20 {
+	if len(res.Diffs) != 1 || res.Diffs[0].Part != "grp2" || res.Diffs[0].Live.Rows != 19 || res.Diffs[0].Rebuilt.Rows != 20 {
 		t.Fatalf("verify after deleting grp2 seq 7: %+v", res.Diffs)
 	}
 	if !strings.Contains(report.String(), "grp2: live rows=19") || !strings.Contains(report.String(), "rebuilt rows=20") {
@@ -136,7 +137,7 @@ func TestRebuildAndVerify(t *testing.T) {
 	}
 
 	progress := &countingProgress{}
-	rr, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, Progress: progress.start})
+	rr, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, Progress: progress.start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestRebuildAndVerify(t *testing.T) {
 	if got := len(m.page(tn, groupTopic(2))); got != 20 {
 		t.Errorf("after rebuild grp2 has %d messages, want 20", got)
 	}
-	res, err = rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+	res, err = rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil || !res.OK() {
 		t.Fatalf("verify after rebuild: %+v, %v", res, err)
 	}
@@ -158,7 +159,7 @@ func TestRebuildAndVerify(t *testing.T) {
 		t.Errorf("counts after rebuild %+v", c)
 	}
 	// All tenants.
-	rr, err = rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL})
+	rr, err = rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +208,11 @@ func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
 	appendAll(t, store, history)
 	late := []domain.Envelope{sentEvent(tn, groupTopic(1), 41, 1, "late"), recallEvent(tn, groupTopic(1), 41, 1, 1)}
 	reader := &appendingReader{Store: store, t: t, late: late}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: reader, Tenants: m.router, Messages: m.store, Logger: testLogger()})
+	rb, err := replay.NewMessageRebuilder(m.store, reader, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, BatchSize: 20})
+	res, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, BatchSize: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
 			t.Errorf("rebuilt %s:\n%s\nmigrated:\n%s", table, got, want)
 		}
 	}
-	v, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn, BatchSize: 20})
+	v, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, BatchSize: 20})
 	if err != nil || !v.OK() || v.Events != 44 {
 		t.Fatalf("verify after rebuild: %+v, %v", v, err)
 	}
@@ -282,11 +283,11 @@ func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
 	if _, err := m.store.Apply(testCtx(t), tn, projections.GroupMessagesMySQL, msgstore.DefaultTables(), history); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Logger: testLogger()})
+	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify of an intact read model: %+v, %v", res, err)
 	}
 	db, err := m.router.DB(testCtx(t), tn)
@@ -301,15 +302,15 @@ func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
 		}
 		want[topic] = set
 	}
-	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range res.Diffs {
-		if _, ok := want[d.Topic]; !ok {
-			t.Errorf("%s differs although untouched: %s", d.Topic, d)
+		if _, ok := want[d.Part]; !ok {
+			t.Errorf("%s differs although untouched: %s", d.Part, d)
 		}
-		delete(want, d.Topic)
+		delete(want, d.Part)
 	}
 	for topic, set := range want {
 		t.Errorf("verify after SET %s in %s: no difference reported", set, topic)
@@ -324,12 +325,15 @@ func TestRebuildOfEveryTenantFindsNone(t *testing.T) {
 	h := newHarness(t)
 	m := newMySQL(t)
 	store := newEventStore(t, h.pool)
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store,
-		Hot: newHot(t), Logger: testLogger()})
+	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	biz, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: store, Tenants: m.router, Store: m.businessStore(t)})
+	hotRb, err := replay.NewHotRebuilder(newHot(t), store, m.router, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	biz, err := replay.NewBusinessRebuilder(m.businessStore(t), store, m.router, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,16 +341,16 @@ func TestRebuildOfEveryTenantFindsNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: store, Tenants: m.router, Store: ss})
+	sess, err := replay.NewSessionsRebuilder(ss, store, m.router, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for projection, rebuild := range map[string]func(context.Context, projections.RebuildOptions) (projections.RebuildResult, error){
-		projections.ProjectionMessagesMySQL: rb.Rebuild, projections.ProjectionMessagesHot: rb.Rebuild,
+	for projection, rebuild := range map[string]func(context.Context, replay.RebuildOptions) (replay.RebuildResult, error){
+		projections.ProjectionMessagesMySQL: rb.Rebuild, projections.ProjectionMessagesHot: hotRb.Rebuild,
 		projections.ProjectionBusinessMySQL: biz.Rebuild, projections.ProjectionSessionsMySQL: sess.Rebuild,
 	} {
-		res, err := rebuild(testCtx(t), projections.RebuildOptions{Projection: projection})
-		if !errors.Is(err, projections.ErrNoTenants) || len(res.Tenants) != 0 {
+		res, err := rebuild(testCtx(t), replay.RebuildOptions{Projection: projection})
+		if !errors.Is(err, replay.ErrNoTenants) || len(res.Tenants) != 0 {
 			t.Errorf("%s: rebuild of every tenant with none provisioned: %+v, %v; want ErrNoTenants", projection, res, err)
 		}
 	}

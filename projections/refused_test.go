@@ -10,6 +10,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
+	"github.com/imledger/imledger/replay"
 )
 
 // withContent returns env, a sent or edited event, with the content of its payload replaced by
@@ -105,16 +106,16 @@ func TestRefusedContentDoesNotStopItsConversation(t *testing.T) {
 		t.Errorf("parked metric %v", n)
 	}
 
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Logger: testLogger()})
+	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var report strings.Builder
-	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn, Out: &report})
-	if err != nil || !res.OK() || res.Topics != 2 {
+	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
+	if err != nil || !res.OK() || res.Parts != 2 {
 		t.Fatalf("verify: %+v, %v\n%s", res, err, report.String())
 	}
-	rr, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn})
+	rr, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn})
 	if err != nil || rr.Events != int64(len(history)) {
 		t.Fatalf("rebuild: %+v, %v", rr, err)
 	}

@@ -9,7 +9,9 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/sessions"
+	"github.com/imledger/imledger/replay"
 )
 
 func sessionEvent(tenant domain.TenantID, user domain.UserID, sid string, open bool, at time.Time) domain.Envelope {
@@ -54,20 +56,20 @@ func TestSessionsProjectionRebuildsAndVerifies(t *testing.T) {
 		}
 		return nil
 	})
-	rb, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: store, Tenants: m.router, Store: ss, Logger: testLogger()})
+	rb, err := replay.NewSessionsRebuilder(ss, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := func() (projections.SessionsVerifyResult, string) {
+	verify := func() (replay.Verification[readmodels.TableSummary], string) {
 		t.Helper()
 		var out bytes.Buffer
-		res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn, Out: &out})
+		res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &out})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res, out.String()
 	}
-	if res, out := verify(); !res.OK() || res.Live.Rows != 3 || res.Events != 4 {
+	if res, out := verify(); !res.OK() || res.Live["im_sessions"].Rows != 3 || res.Events != 4 {
 		t.Fatalf("live sessions differ from the log: %+v\n%s", res, out)
 	}
 	db, err := m.router.DB(testCtx(t), tn)
@@ -80,7 +82,7 @@ func TestSessionsProjectionRebuildsAndVerifies(t *testing.T) {
 	if res, out := verify(); res.OK() || !strings.Contains(out, "im_sessions") {
 		t.Fatalf("a session reopened by hand was not found: %+v\n%s", res, out)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if res, out := verify(); !res.OK() {

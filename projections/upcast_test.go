@@ -9,6 +9,7 @@ import (
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/business"
+	"github.com/imledger/imledger/replay"
 )
 
 // muteHistory decides, with the domain aggregates and a fixed clock, a group with three members
@@ -100,12 +101,12 @@ func TestRebuildOverMixedVersionsEqualsAllCurrent(t *testing.T) {
 	}
 	appendAll(t, store, old)
 	appendAll(t, store, muteHistory(t, current, now, false))
-	rb, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: store, Tenants: m.router, Store: biz, Logger: testLogger()})
+	rb, err := replay.NewBusinessRebuilder(biz, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tn := range []domain.TenantID{mixed, current} {
-		if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+		if _, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/hot"
+	"github.com/imledger/imledger/replay"
 )
 
 func readMark(tenant domain.TenantID, topic domain.Topic, user domain.UserID, seq, version int64) domain.Envelope {
@@ -68,14 +69,14 @@ func TestVerifyHotFindsKeysAlteredByHand(t *testing.T) {
 		}
 		return nil
 	})
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	rb, err := replay.NewHotRebuilder(hs, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := func() (projections.HotVerifyResult, string) {
+	verify := func() (replay.HotVerifyResult, string) {
 		t.Helper()
 		var out bytes.Buffer
-		res, err := rb.VerifyHot(testCtx(t), projections.VerifyOptions{Tenant: tn, Out: &out})
+		res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestVerifyHotFindsKeysAlteredByHand(t *testing.T) {
 		t.Fatalf("after a snapshot was lost and a read mark moved back: %v\n%s", res.Diffs, out)
 	}
 	// A rebuild repairs what the verification found.
-	if _, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(ctx, replay.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	_ = rdb.HSet(ctx, base(g1)+"hot_msg:4", "c", `"hello 4"`).Err() // a rebuild only moves forward: put the content back
@@ -151,14 +152,14 @@ func TestVerifyHotFindsKeysOfTopicsTheLogLacks(t *testing.T) {
 	if _, err := hs.ApplyBatch(ctx, tn, history); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	rb, err := replay.NewHotRebuilder(hs, store, m.router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := func() (projections.HotVerifyResult, string) {
+	verify := func() (replay.HotVerifyResult, string) {
 		t.Helper()
 		var out bytes.Buffer
-		res, err := rb.VerifyHot(ctx, projections.VerifyOptions{Tenant: tn, Out: &out})
+		res, err := rb.Verify(ctx, replay.VerifyOptions{Tenant: tn, Out: &out})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,6 @@ var longFunctions = map[string]size{
 	"commands/scenariotest/scenario.go:Write":                                      {94, 5},
 	"domain/envelope_decode.go:decodeEnvelopeField":                                {76, 26},
 	"internal/kafkabroker/dangling.go:findDangling":                                {84, 22},
-	"projections/verify_hot.go:Rebuilder.VerifyHot":                                {91, 22},
 	"readmodels/msgstore/decode.go:decodeOne":                                      {70, 33},
 	"readmodels/query/conversations.go:ConversationReader.collect":                 {83, 24},
 	"readmodels/query/history.go:Reader.historyFromHot":                            {76, 28},
