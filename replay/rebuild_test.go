@@ -1,4 +1,4 @@
-package projections_test
+package replay_test
 
 import (
 	"bytes"
@@ -8,14 +8,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/imledger/imledger/projections/projtest"
 
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/migrations"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/msgstore"
@@ -23,75 +20,27 @@ import (
 	"github.com/imledger/imledger/replay"
 )
 
-// newEventStore migrates the harness's Postgres database and returns an event store on it.
-func newEventStore(t testing.TB, pool *pgxpool.Pool) *eventstore.Store {
-	t.Helper()
-	return newEventStoreWith(t, pool, eventstore.Config{})
-}
-
-// newEventStoreWith is newEventStore with cfg.
-func newEventStoreWith(t testing.TB, pool *pgxpool.Pool, cfg eventstore.Config) *eventstore.Store {
-	t.Helper()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	if err := migrations.UpPostgres(testCtx(t), db); err != nil {
-		t.Fatal(err)
-	}
-	s, err := eventstore.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// appendAll stores events (any streams, exact versions) and returns them with positions.
-func appendAll(t testing.TB, s *eventstore.Store, events []domain.Envelope) []domain.Envelope {
-	t.Helper()
-	out := make([]domain.Envelope, 0, len(events))
-	for start := 0; start < len(events); start += 1000 {
-		chunk := events[start:min(start+1000, len(events))]
-		res, err := s.AppendBatch(testCtx(t), chunk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Status != eventstore.Appended {
-				t.Fatalf("append %s: %s", chunk[i].EventID, r.Status)
-			}
-			e := chunk[i]
-			e.Position = r.Position
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func deletionEvent(tenant domain.TenantID, topic domain.Topic, seq int64, user domain.UserID, version int64) domain.Envelope {
-	return mustEnvelope(tenant, domain.DeletionsStreamID(topic, user), version, domain.MessageEventType(topic.Kind(), domain.ActionDeleted),
-		domain.MessageDeletedForUser{Topic: topic.String(), Seq: seq, User: user, DeletedAt: time.Now().UTC()})
-}
-
 // TestRebuildAndVerify stores a history, projects it live, and checks that Verify finds no
 // difference, that it reports exactly a deleted row, and that Rebuild restores it.
 func TestRebuildAndVerify(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	tn := m.tenant("rebuild")
-	other := m.tenant("bystander")
-	store := newEventStore(t, h.pool)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	tn := m.Tenant("rebuild")
+	other := m.Tenant("bystander")
+	store := projtest.NewEventStore(t, h.Pool)
 	var history []domain.Envelope
 	for g := int64(1); g <= 3; g++ {
 		for seq := int64(1); seq <= 20; seq++ {
-			history = append(history, sentEvent(tn, groupTopic(g), seq, domain.UserID(seq%4+1), "m"))
+			history = append(history, projtest.SentEvent(tn, projtest.GroupTopic(g), seq, domain.UserID(seq%4+1), "m"))
 		}
 	}
 	history = append(history,
-		recallEvent(tn, groupTopic(1), 3, 4, 1),
-		editEvent(tn, groupTopic(2), 4, 1, 2, "edited"),
-		deletionEvent(tn, groupTopic(3), 5, 2, 1),
-		sentEvent(other, groupTopic(1), 1, 1, "not this tenant"))
-	history = appendAll(t, store, history)
+		projtest.RecallEvent(tn, projtest.GroupTopic(1), 3, 4, 1),
+		projtest.EditEvent(tn, projtest.GroupTopic(2), 4, 1, 2, "edited"),
+		projtest.DeletionEvent(tn, projtest.GroupTopic(3), 5, 2, 1),
+		projtest.SentEvent(other, projtest.GroupTopic(1), 1, 1, "not this tenant"))
+	history = projtest.AppendAll(t, store, history)
 	// The live tables, as the live projector leaves them.
 	for _, tenant := range []domain.TenantID{tn, other} {
 		var mine []domain.Envelope
@@ -100,16 +49,16 @@ func TestRebuildAndVerify(t *testing.T) {
 				mine = append(mine, e)
 			}
 		}
-		if _, err := m.store.Apply(testCtx(t), tenant, projections.GroupMessagesMySQL, msgstore.DefaultTables(), mine); err != nil {
+		if _, err := m.Store.Apply(projtest.Ctx(t), tenant, projections.GroupMessagesMySQL, msgstore.DefaultTables(), mine); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
+	rb, err := replay.NewMessageRebuilder(m.Store, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var report bytes.Buffer
-	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
+	res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +66,15 @@ func TestRebuildAndVerify(t *testing.T) {
 		t.Fatalf("verify of an intact read model: %+v\n%s", res, report.String())
 	}
 
-	db, err := m.router.DB(testCtx(t), tn)
+	db, err := m.Router.DB(projtest.Ctx(t), tn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(testCtx(t), "DELETE FROM im_group_messages WHERE topic = 'grp2' AND seqid = 7"); err != nil {
+	if _, err := db.ExecContext(projtest.Ctx(t), "DELETE FROM im_group_messages WHERE topic = 'grp2' AND seqid = 7"); err != nil {
 		t.Fatal(err)
 	}
 	report.Reset()
-	res, err = rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
+	res, err = rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn, Out: &report})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +86,7 @@ func TestRebuildAndVerify(t *testing.T) {
 	}
 
 	progress := &countingProgress{}
-	rr, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, Progress: progress.start})
+	rr, err := rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, Progress: progress.start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,19 +96,19 @@ func TestRebuildAndVerify(t *testing.T) {
 	if progress.added != 63 || progress.finished != 1 {
 		t.Errorf("progress: %+v, want 63 events added and one finish", *progress)
 	}
-	if got := len(m.page(tn, groupTopic(2))); got != 20 {
+	if got := len(m.Page(tn, projtest.GroupTopic(2))); got != 20 {
 		t.Errorf("after rebuild grp2 has %d messages, want 20", got)
 	}
-	res, err = rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
+	res, err = rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil || !res.OK() {
 		t.Fatalf("verify after rebuild: %+v, %v", res, err)
 	}
-	c := m.counts(tn)
+	c := m.Counts(tn)
 	if c.GroupMessages != 60 || c.Deletions != 1 {
 		t.Errorf("counts after rebuild %+v", c)
 	}
 	// All tenants.
-	rr, err = rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL})
+	rr, err = rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +116,8 @@ func TestRebuildAndVerify(t *testing.T) {
 	for _, tr := range rr.Tenants {
 		names = append(names, tr.Tenant.String())
 	}
-	if strings.Join(names, ",") != "bystander,rebuild" || m.counts(other).GroupMessages != 1 {
-		t.Errorf("rebuild of all tenants: %v, bystander counts %+v", names, m.counts(other))
+	if strings.Join(names, ",") != "bystander,rebuild" || m.Counts(other).GroupMessages != 1 {
+		t.Errorf("rebuild of all tenants: %v, bystander counts %+v", names, m.Counts(other))
 	}
 }
 
@@ -185,7 +134,7 @@ func (r *appendingReader) ReadAll(ctx context.Context, f eventstore.Filter, afte
 	page, err := r.Store.ReadAll(ctx, f, after, limit)
 	if err == nil && len(page) == 0 && !r.added {
 		r.added = true
-		appendAll(r.t, r.Store, r.late)
+		projtest.AppendAll(r.t, r.Store, r.late)
 	}
 	return page, err
 }
@@ -195,39 +144,39 @@ func (r *appendingReader) ReadAll(ctx context.Context, f eventstore.Filter, afte
 // rebuilt tables carry every index of the migrated ones, and a verification finds no difference.
 func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	tn := m.tenant("catchup")
-	other := m.tenant("untouched")
-	store := newEventStoreWith(t, h.pool, eventstore.Config{MaxRead: 7})
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	tn := m.Tenant("catchup")
+	other := m.Tenant("untouched")
+	store := projtest.NewEventStoreWith(t, h.Pool, eventstore.Config{MaxRead: 7})
 	var history []domain.Envelope
 	for seq := int64(1); seq <= 40; seq++ {
-		history = append(history, sentEvent(tn, groupTopic(seq%3+1), seq, domain.UserID(seq%4+1), "m"))
+		history = append(history, projtest.SentEvent(tn, projtest.GroupTopic(seq%3+1), seq, domain.UserID(seq%4+1), "m"))
 	}
-	history = append(history, recallEvent(tn, groupTopic(2), 1, 2, 1), editEvent(tn, groupTopic(3), 2, 3, 2, "edited"))
-	appendAll(t, store, history)
-	late := []domain.Envelope{sentEvent(tn, groupTopic(1), 41, 1, "late"), recallEvent(tn, groupTopic(1), 41, 1, 1)}
+	history = append(history, projtest.RecallEvent(tn, projtest.GroupTopic(2), 1, 2, 1), projtest.EditEvent(tn, projtest.GroupTopic(3), 2, 3, 2, "edited"))
+	projtest.AppendAll(t, store, history)
+	late := []domain.Envelope{projtest.SentEvent(tn, projtest.GroupTopic(1), 41, 1, "late"), projtest.RecallEvent(tn, projtest.GroupTopic(1), 41, 1, 1)}
 	reader := &appendingReader{Store: store, t: t, late: late}
-	rb, err := replay.NewMessageRebuilder(m.store, reader, m.router, testLogger())
+	rb, err := replay.NewMessageRebuilder(m.Store, reader, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rb.Rebuild(testCtx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, BatchSize: 20})
+	res, err := rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: tn, BatchSize: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tr := res.Tenants[0]; tr.Events != 42 || tr.Applied != 44 {
 		t.Errorf("rebuild read %d and applied %d events, want 42 and 44 (2 in the catch-up)", tr.Events, tr.Applied)
 	}
-	msgs := m.page(tn, groupTopic(1))
+	msgs := m.Page(tn, projtest.GroupTopic(1))
 	if len(msgs) != 14 || msgs[13].Seq != 41 || msgs[13].Status != readmodels.StatusRecalled {
 		t.Fatalf("grp1 after the catch-up: %d messages, last %+v", len(msgs), msgs[len(msgs)-1])
 	}
-	tdb, err := m.router.DB(testCtx(t), tn)
+	tdb, err := m.Router.DB(projtest.Ctx(t), tn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	odb, err := m.router.DB(testCtx(t), other)
+	odb, err := m.Router.DB(projtest.Ctx(t), other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +185,7 @@ func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
 			t.Errorf("rebuilt %s:\n%s\nmigrated:\n%s", table, got, want)
 		}
 	}
-	v, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn, BatchSize: 20})
+	v, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn, BatchSize: 20})
 	if err != nil || !v.OK() || v.Events != 44 {
 		t.Fatalf("verify after rebuild: %+v, %v", v, err)
 	}
@@ -246,7 +195,7 @@ func TestRebuildCatchesUpAndKeepsTheSchema(t *testing.T) {
 func tableDDL(t testing.TB, db *sql.DB, table string) string {
 	t.Helper()
 	var name, ddl string
-	if err := db.QueryRowContext(testCtx(t), "SHOW CREATE TABLE `"+table+"`").Scan(&name, &ddl); err != nil {
+	if err := db.QueryRowContext(projtest.Ctx(t), "SHOW CREATE TABLE `"+table+"`").Scan(&name, &ddl); err != nil {
 		t.Fatal(err)
 	}
 	return regexp.MustCompile(` AUTO_INCREMENT=\d+`).ReplaceAllString(ddl, "")
@@ -256,10 +205,10 @@ func tableDDL(t testing.TB, db *sql.DB, table string) string {
 // that the events decide, and checks that Verify names exactly the altered topics.
 func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	tn := m.tenant("verifycols")
-	store := newEventStore(t, h.pool)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	tn := m.Tenant("verifycols")
+	store := projtest.NewEventStore(t, h.Pool)
 	alter := []string{
 		"client_msg_id = 'forged'",
 		"msg_type = 'image'",
@@ -276,33 +225,33 @@ func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
 	var history []domain.Envelope
 	for g := int64(1); g <= int64(len(alter))+1; g++ { // the last topic stays as it is
 		for seq := int64(1); seq <= 2; seq++ {
-			history = append(history, sentEvent(tn, groupTopic(g), seq, domain.UserID(seq), "m"))
+			history = append(history, projtest.SentEvent(tn, projtest.GroupTopic(g), seq, domain.UserID(seq), "m"))
 		}
 	}
-	history = appendAll(t, store, history)
-	if _, err := m.store.Apply(testCtx(t), tn, projections.GroupMessagesMySQL, msgstore.DefaultTables(), history); err != nil {
+	history = projtest.AppendAll(t, store, history)
+	if _, err := m.Store.Apply(projtest.Ctx(t), tn, projections.GroupMessagesMySQL, msgstore.DefaultTables(), history); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
+	rb, err := replay.NewMessageRebuilder(m.Store, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify of an intact read model: %+v, %v", res, err)
 	}
-	db, err := m.router.DB(testCtx(t), tn)
+	db, err := m.Router.DB(projtest.Ctx(t), tn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{}
 	for i, set := range alter {
-		topic := groupTopic(int64(i) + 1).String()
-		if _, err := db.ExecContext(testCtx(t), "UPDATE im_group_messages SET "+set+" WHERE topic = ? AND seqid = 2", topic); err != nil {
+		topic := projtest.GroupTopic(int64(i) + 1).String()
+		if _, err := db.ExecContext(projtest.Ctx(t), "UPDATE im_group_messages SET "+set+" WHERE topic = ? AND seqid = 2", topic); err != nil {
 			t.Fatalf("%s: %v", set, err)
 		}
 		want[topic] = set
 	}
-	res, err := rb.Verify(testCtx(t), replay.VerifyOptions{Tenant: tn})
+	res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,26 +271,26 @@ func TestVerifyFindsEveryAlteredColumn(t *testing.T) {
 // zero tenants rebuilt as a success.
 func TestRebuildOfEveryTenantFindsNone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	store := newEventStore(t, h.pool)
-	rb, err := replay.NewMessageRebuilder(m.store, store, m.router, testLogger())
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	store := projtest.NewEventStore(t, h.Pool)
+	rb, err := replay.NewMessageRebuilder(m.Store, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	hotRb, err := replay.NewHotRebuilder(newHot(t), store, m.router, testLogger())
+	hotRb, err := replay.NewHotRebuilder(projtest.NewHot(t), store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	biz, err := replay.NewBusinessRebuilder(m.businessStore(t), store, m.router, nil)
+	biz, err := replay.NewBusinessRebuilder(m.BusinessStore(t), store, m.Router, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := sessions.NewStore(m.router)
+	ss, err := sessions.NewStore(m.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := replay.NewSessionsRebuilder(ss, store, m.router, nil)
+	sess, err := replay.NewSessionsRebuilder(ss, store, m.Router, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +298,7 @@ func TestRebuildOfEveryTenantFindsNone(t *testing.T) {
 		projections.ProjectionMessagesMySQL: rb.Rebuild, projections.ProjectionMessagesHot: hotRb.Rebuild,
 		projections.ProjectionBusinessMySQL: biz.Rebuild, projections.ProjectionSessionsMySQL: sess.Rebuild,
 	} {
-		res, err := rebuild(testCtx(t), replay.RebuildOptions{Projection: projection})
+		res, err := rebuild(projtest.Ctx(t), replay.RebuildOptions{Projection: projection})
 		if !errors.Is(err, replay.ErrNoTenants) || len(res.Tenants) != 0 {
 			t.Errorf("%s: rebuild of every tenant with none provisioned: %+v, %v; want ErrNoTenants", projection, res, err)
 		}

@@ -1,10 +1,12 @@
-package projections_test
+package replay_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/imledger/imledger/projections/projtest"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -56,11 +58,11 @@ func rebuildRun(tn domain.TenantID, projection string, f func(context.Context, r
 // tables and do not exclude each other.
 func TestConcurrentRunsOnOneTenantAreRefused(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	other := m.routerAt(testenv.MySQLDSN)
-	biz := m.businessStore(t)
-	ss, err := sessions.NewStore(m.router)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	other := m.RouterAt(testenv.MySQLDSN)
+	biz := m.BusinessStore(t)
+	ss, err := sessions.NewStore(m.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,32 +70,32 @@ func TestConcurrentRunsOnOneTenantAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := m.tenant("lockedruns")
-	store := newEventStore(t, h.pool)
+	tn := m.Tenant("lockedruns")
+	store := projtest.NewEventStore(t, h.Pool)
 	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	history := []domain.Envelope{sessionEvent(tn, 1, "a", true, t0), sessionEvent(tn, 1, "a", false, t0.Add(time.Minute))}
+	history := []domain.Envelope{projtest.SessionEvent(tn, 1, "a", true, t0), projtest.SessionEvent(tn, 1, "a", false, t0.Add(time.Minute))}
 	for seq := int64(1); seq <= 5; seq++ {
-		history = append(history, sentEvent(tn, groupTopic(1), seq, 2, "m"))
+		history = append(history, projtest.SentEvent(tn, projtest.GroupTopic(1), seq, 2, "m"))
 	}
-	history = append(history, groupHistory(t, tn, 7, 1, []domain.UserID{2, 3})...)
-	appendAll(t, store, history)
+	history = append(history, projtest.GroupHistory(t, tn, 7, 1, []domain.UserID{2, 3})...)
+	projtest.AppendAll(t, store, history)
 
 	msgs := func(r replay.TenantDatabases) *replay.Rebuilder[msgstore.TopicSummary] {
-		rb, err := replay.NewMessageRebuilder(m.store, store, r, testLogger())
+		rb, err := replay.NewMessageRebuilder(m.Store, store, r, projtest.Logger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rb
 	}
 	bizRb := func(r replay.TenantDatabases) *replay.Rebuilder[readmodels.TableSummary] {
-		rb, err := replay.NewBusinessRebuilder(biz, store, r, testLogger())
+		rb, err := replay.NewBusinessRebuilder(biz, store, r, projtest.Logger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rb
 	}
 	sessRb := func(r replay.TenantDatabases, s *sessions.Store) *replay.Rebuilder[readmodels.TableSummary] {
-		rb, err := replay.NewSessionsRebuilder(s, store, r, testLogger())
+		rb, err := replay.NewSessionsRebuilder(s, store, r, projtest.Logger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,35 +103,35 @@ func TestConcurrentRunsOnOneTenantAreRefused(t *testing.T) {
 	}
 	cases := map[string]struct{ first, second, unrelated run }{
 		"messages-mysql verify": {
-			first:     verifyRun(tn, msgs(m.router).Verify),
+			first:     verifyRun(tn, msgs(m.Router).Verify),
 			second:    verifyRun(tn, msgs(other).Verify),
 			unrelated: rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(other).Rebuild),
 		},
 		"messages-mysql rebuild": {
-			first:     rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(m.router).Rebuild),
+			first:     rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(m.Router).Rebuild),
 			second:    rebuildRun(tn, projections.ProjectionMessagesMySQL, msgs(other).Rebuild),
 			unrelated: verifyRun(tn, msgs(other).Verify),
 		},
 		"business-mysql verify": {
-			first:  verifyRun(tn, bizRb(m.router).Verify),
+			first:  verifyRun(tn, bizRb(m.Router).Verify),
 			second: verifyRun(tn, bizRb(other).Verify),
 		},
 		"business-mysql rebuild": {
-			first:  rebuildRun(tn, projections.ProjectionBusinessMySQL, bizRb(m.router).Rebuild),
+			first:  rebuildRun(tn, projections.ProjectionBusinessMySQL, bizRb(m.Router).Rebuild),
 			second: rebuildRun(tn, projections.ProjectionBusinessMySQL, bizRb(other).Rebuild),
 		},
 		"sessions-mysql verify": {
-			first:  verifyRun(tn, sessRb(m.router, ss).Verify),
+			first:  verifyRun(tn, sessRb(m.Router, ss).Verify),
 			second: verifyRun(tn, sessRb(other, otherSS).Verify),
 		},
 		"sessions-mysql rebuild": {
-			first:  rebuildRun(tn, projections.ProjectionSessionsMySQL, sessRb(m.router, ss).Rebuild),
+			first:  rebuildRun(tn, projections.ProjectionSessionsMySQL, sessRb(m.Router, ss).Rebuild),
 			second: rebuildRun(tn, projections.ProjectionSessionsMySQL, sessRb(other, otherSS).Rebuild),
 		},
 	}
 	// The cases share the tenant's database, so they run one after another.
 	for name, c := range cases {
-		ctx := testCtx(t)
+		ctx := projtest.Ctx(t)
 		p := newBlockingProgress()
 		done := make(chan error, 1)
 		go func() { done <- c.first(ctx, p.start) }()
