@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
@@ -39,20 +38,9 @@ func isActionTokenEvent(t domain.EventType) bool {
 // writes each row right after its event too; whichever comes second changes nothing. group ""
 // means GroupActionTokens.
 func ActionTokens(store TokenStore, group string) Projection {
-	return tokenModel(store).projection(group)
-}
-
-// NewActionTokenRebuilder returns the rebuilder of action-tokens: the TableRebuilder skeleton over
-// readmodels/tokendb. Rows older than the log (version 0) are carried over into the fresh tables.
-func NewActionTokenRebuilder(store TokenStore, events EventReader, tenants TenantDatabases, log *slog.Logger) (*TableRebuilder[readmodels.TableSummary], error) {
-	return tokenModel(store).rebuilder(events, tenants, log)
-}
-
-// tokenModel is action-tokens as a tableModel; its one part is its table.
-func tokenModel(store TokenStore) tableModel[tokendb.Tables, readmodels.TableSummary] {
-	return tableModel[tokendb.Tables, readmodels.TableSummary]{tableSchema: tokendb.Model(), name: ProjectionActionTokens,
-		what: "action token", group: GroupActionTokens, topics: []string{tkafka.TopicAuditEvent}, accept: isActionTokenEvent,
-		store: store, parts: func(sum readmodels.TableSummary) map[string]readmodels.TableSummary {
-			return map[string]readmodels.TableSummary{tokendb.DefaultTables().Tokens: sum}
-		}}
+	live := tokendb.DefaultTables()
+	return tableProjection(ProjectionActionTokens, group, GroupActionTokens, []string{tkafka.TopicAuditEvent}, isActionTokenEvent,
+		func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
+			return store.ApplyBatch(ctx, tenant, live, events)
+		})
 }

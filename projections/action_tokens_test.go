@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/google/uuid"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/tokendb"
+	"github.com/imledger/imledger/replay"
 )
 
 // TestActionTokensProjectAndRebuild: the action-tokens projection folds the token events from
@@ -17,66 +20,66 @@ import (
 // made active again by hand, and a rebuild restores it.
 func TestActionTokensProjectAndRebuild(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	tn := m.tenant("atokens")
-	store := newEventStore(t, h.pool)
-	rows := tokendb.New(m.router)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	tn := m.Tenant("atokens")
+	store := projtest.NewEventStore(t, h.Pool)
+	rows := tokendb.New(m.Router)
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	token := func(n int) (string, []domain.Envelope) {
 		id := uuid.NewString()
 		s := domain.ActionTokenStreamID(id)
 		return id, []domain.Envelope{
-			mustEnvelope(tn, s, 1, domain.EventActionTokenIssued, domain.ActionTokenIssued{TokenID: id, Action: "join_group",
+			projtest.MustEnvelope(tn, s, 1, domain.EventActionTokenIssued, domain.ActionTokenIssued{TokenID: id, Action: "join_group",
 				Subject: fmt.Sprintf("grp%d", n), CreatedBy: 7, TokenSHA256: fmt.Sprintf("%064x", n), IssuedAt: t0, ExpiresAt: t0.Add(time.Hour)}),
-			mustEnvelope(tn, s, 2, domain.EventActionTokenConsumed, domain.ActionTokenConsumed{TokenID: id, By: 8, ConsumedAt: t0.Add(time.Minute)}),
+			projtest.MustEnvelope(tn, s, 2, domain.EventActionTokenConsumed, domain.ActionTokenConsumed{TokenID: id, By: 8, ConsumedAt: t0.Add(time.Minute)}),
 		}
 	}
 	consumed, history := token(1)
 	_, more := token(2)
 	history = append(history, more[0]) // issued only
-	history = appendAll(t, store, history)
+	history = projtest.AppendAll(t, store, history)
 	p := projections.ActionTokens(rows, "")
 	if p.ConsumerGroup != projections.GroupActionTokens || p.Topics[0] != "im.audit.event" || p.Accept(domain.EventFileCreated) {
 		t.Fatalf("projection %+v", p)
 	}
-	h.run(h.config(), p)
-	h.publish(history...)
-	db, err := m.router.DB(testCtx(t), tn)
+	h.Run(h.Config(), p)
+	h.Publish(history...)
+	db, err := m.Router.DB(projtest.Ctx(t), tn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := func() string {
 		var s string
-		_ = db.QueryRowContext(testCtx(t), "SELECT state FROM im_action_tokens WHERE token_id = ?", consumed).Scan(&s)
+		_ = db.QueryRowContext(projtest.Ctx(t), "SELECT state FROM im_action_tokens WHERE token_id = ?", consumed).Scan(&s)
 		return s
 	}
-	eventually(t, 30*time.Second, func() error {
+	projtest.Eventually(t, 30*time.Second, func() error {
 		if s := state(); s != "consumed" {
 			return fmt.Errorf("the consumed token's row says %q", s)
 		}
 		return nil
 	})
-	rb, err := projections.NewActionTokenRebuilder(rows, store, m.router, testLogger())
+	rb, err := replay.NewActionTokenRebuilder(rows, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_action_tokens"].Rows != 2 {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_action_tokens"].Rows != 2 {
 		t.Fatalf("verify of the projected tokens: %+v %v", res, err)
 	}
-	if _, err := db.ExecContext(testCtx(t), "UPDATE im_action_tokens SET state = 'active', consumed_by = NULL WHERE token_id = ?", consumed); err != nil {
+	if _, err := db.ExecContext(projtest.Ctx(t), "UPDATE im_action_tokens SET state = 'active', consumed_by = NULL WHERE token_id = ?", consumed); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_action_tokens" {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_action_tokens" {
 		t.Fatalf("verify after a token was made active by hand: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if s := state(); s != "consumed" {
 		t.Fatalf("after the rebuild the token's row says %q", s)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
 }

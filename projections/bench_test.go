@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
-	"github.com/imledger/imledger/projections"
 )
 
 func envInt(name string, def int) int {
@@ -28,10 +29,10 @@ func benchEvents() int {
 // BenchmarkLive runs projectionbench.BenchLive once against the local MariaDB and an embedded Kafka
 // broker: go test -run '^$' -bench Live -benchtime 1x ./projections/
 func BenchmarkLive(b *testing.B) {
-	h := newHarness(b)
-	m := newMySQL(b)
-	tn := m.tenant("benchlive")
-	cfg := h.config()
+	h := projtest.NewHarness(b)
+	m := projtest.NewMySQL(b)
+	tn := m.Tenant("benchlive")
+	cfg := h.Config()
 	// Topics of the benchmark are created with IM_BENCH_PARTITIONS partitions (default: the
 	// internal/kafka default); the live projection's parallelism is one event per partition.
 	cfg.Kafka.TopicPrefix = "bench."
@@ -41,8 +42,8 @@ func BenchmarkLive(b *testing.B) {
 	// production default.
 	cfg.LagInterval = 0
 	for i := 0; i < b.N; i++ {
-		res, err := projectionbench.BenchLive(benchCtx(b), projectionbench.BenchLiveOptions{Config: cfg, Postgres: h.pool,
-			Store: m.store, Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
+		res, err := projectionbench.BenchLive(benchCtx(b), projectionbench.BenchLiveOptions{Config: cfg, Postgres: h.Pool,
+			Store: m.Store, Tenant: tn, Events: benchEvents(), Topics: 100, Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -65,14 +66,14 @@ func benchOut(b *testing.B) benchWriter { return benchWriter{b} }
 // BenchmarkRebuild runs projectionbench.BenchRebuild once against the local Postgres and MariaDB:
 // go test -run '^$' -bench Rebuild -benchtime 1x ./projections/
 func BenchmarkRebuild(b *testing.B) {
-	h := newHarness(b)
-	m := newMySQL(b)
-	tn := m.tenant("benchrebuild")
-	store := newEventStore(b, h.pool)
+	h := projtest.NewHarness(b)
+	m := projtest.NewMySQL(b)
+	tn := m.Tenant("benchrebuild")
+	store := projtest.NewEventStore(b, h.Pool)
 	for i := 0; i < b.N; i++ {
 		res, err := projectionbench.BenchRebuild(benchCtx(b), projectionbench.BenchRebuildOptions{
-			Deps:     projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store},
-			Postgres: h.pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0),
+			Deps:     projectionbench.RebuildDeps{Events: store, Tenants: m.Router, Messages: m.Store},
+			Postgres: h.Pool, Tenant: tn, Events: benchEvents(), Topics: 100, Workers: envInt("IM_BENCH_WORKERS", 0),
 			BatchSize: envInt("IM_BENCH_BATCH", 0), Out: benchOut(b)})
 		if err != nil {
 			b.Fatal(err)

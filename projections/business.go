@@ -17,9 +17,6 @@ const (
 	ProjectionBusinessMySQL = "business-mysql"
 	// GroupBusinessMySQL is its consumer group. Never renamed (see GroupMessagesMySQL).
 	GroupBusinessMySQL = "imledger.proj.business.mysql.v1"
-	// GroupRebuildBusinessMySQL is the consumer group name under which a rebuild of
-	// business-mysql applies events. It never consumes Kafka.
-	GroupRebuildBusinessMySQL = "imledger.rebuild.business.mysql.v1"
 )
 
 // BusinessStore is what the business projection needs of readmodels/business: ApplyBatch writes

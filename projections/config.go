@@ -16,9 +16,6 @@ const (
 	GroupMessagesMySQL = "imledger.proj.messages.mysql.v1"
 	// GroupMessagesHot is the consumer group of the messages-hot projection.
 	GroupMessagesHot = "imledger.proj.messages.hot.v1"
-	// GroupRebuildMessagesMySQL is the consumer group name under which a rebuild of
-	// messages-mysql applies the events of its catch-up after the swap. It never consumes Kafka.
-	GroupRebuildMessagesMySQL = "imledger.rebuild.messages.mysql.v1"
 )
 
 // Initial offsets a consumer group without committed offsets starts from.

@@ -1,7 +1,9 @@
 // Package projections runs the read side of imledger: Kafka consumers (one watermill router per
 // process, one consumer group per read model) that turn message events into the MySQL and Redis
 // read models, with consumer idempotency, retry with backoff, dead letters that park the rest
-// of their conversation, lag metrics, and rebuilds of a read model from the Postgres event store.
+// of their conversation, and lag metrics. Rebuilding a read model from the Postgres event store,
+// and verifying it against a rebuild, is the job of package replay, which reads the events each
+// projection accepts.
 //
 // Delivery. PipelinedSubscriber keeps up to Config.InFlight records of each partition in flight
 // and commits an offset only once its record and all before it are settled. Each conversation is

@@ -2,11 +2,9 @@ package projections
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
-	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/filedb"
 )
 
@@ -40,23 +38,10 @@ func isFileRefsEvent(t domain.EventType) bool {
 // reference held already is ignored), counted in the file's record, so the collector never
 // deletes a file a message carries (filedb.Store.ApplyBatch). group "" means GroupFileRefsMySQL.
 func FileRefsMySQL(store FileStore, group string) Projection {
-	return fileModel(store).projection(group)
-}
-
-// NewFileRebuilder returns the rebuilder of files-refs (im_files and im_group_files): the
-// TableRebuilder skeleton over readmodels/filedb. Its fill reads every sent message of the tenant
-// besides the file events.
-func NewFileRebuilder(store FileStore, events EventReader, tenants TenantDatabases, log *slog.Logger) (*TableRebuilder[readmodels.TableSummary], error) {
-	return fileModel(store).rebuilder(events, tenants, log)
-}
-
-// fileModel is files-refs as a tableModel; its parts are its tables.
-func fileModel(store FileStore) tableModel[filedb.Tables, filedb.Summary] {
-	return tableModel[filedb.Tables, filedb.Summary]{tableSchema: filedb.Model(), name: ProjectionFileRefsMySQL, what: "files",
-		group: GroupFileRefsMySQL, accept: isFileRefsEvent, store: store,
-		topics: []string{tkafka.TopicGroupMessagePersist, tkafka.TopicMessagePersist, tkafka.TopicAuditEvent},
-		parts: func(sum filedb.Summary) map[string]readmodels.TableSummary {
-			live := filedb.DefaultTables()
-			return map[string]readmodels.TableSummary{live.Files: sum.Files, live.Refs: sum.Refs}
-		}}
+	live := filedb.DefaultTables()
+	return tableProjection(ProjectionFileRefsMySQL, group, GroupFileRefsMySQL,
+		[]string{tkafka.TopicGroupMessagePersist, tkafka.TopicMessagePersist, tkafka.TopicAuditEvent}, isFileRefsEvent,
+		func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
+			return store.ApplyBatch(ctx, tenant, live, events)
+		})
 }

@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/google/uuid"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/filedb"
+	"github.com/imledger/imledger/replay"
 )
 
 // TestFileRefsProjectAndRebuild: the files-refs projection builds the file records from the file
@@ -18,22 +21,22 @@ import (
 // hand, and a rebuild restores it with the file's reference count.
 func TestFileRefsProjectAndRebuild(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	tn := m.tenant("filerefs")
-	store := newEventStore(t, h.pool)
-	files := filedb.New(m.router)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	tn := m.Tenant("filerefs")
+	store := projtest.NewEventStore(t, h.Pool)
+	files := filedb.New(m.Router)
 	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
 	a, b := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	fe := func(id uuid.UUID, v int64, typ domain.EventType, p any) domain.Envelope {
-		return mustEnvelope(tn, domain.FileStreamID(id), v, typ, p)
+		return projtest.MustEnvelope(tn, domain.FileStreamID(id), v, typ, p)
 	}
 	created := func(id uuid.UUID) domain.FileCreated {
 		return domain.FileCreated{FileID: id.String(), Uploader: 2, Name: "f.txt", ContentType: "text/plain", Size: 5,
 			ObjectKey: tn.String() + "/" + id.String(), CreatedAt: t0}
 	}
 	sent := func(topic domain.Topic, seq int64, ids ...uuid.UUID) domain.Envelope {
-		e := sentEvent(tn, topic, seq, 2, "see attached")
+		e := projtest.SentEvent(tn, topic, seq, 2, "see attached")
 		var p domain.MessageSent
 		if err := e.Decode(&p); err != nil {
 			t.Fatal(err)
@@ -41,7 +44,7 @@ func TestFileRefsProjectAndRebuild(t *testing.T) {
 		for _, id := range ids {
 			p.Head.Files = append(p.Head.Files, id.String())
 		}
-		e.Payload = mustJSON(p)
+		e.Payload = projtest.MustJSON(p)
 		return e
 	}
 	direct, err := domain.ParseTopic("p2p2_3")
@@ -50,8 +53,8 @@ func TestFileRefsProjectAndRebuild(t *testing.T) {
 	}
 	dm := sent(direct, 1, a, b)
 	dm.EventType = domain.EventDirectMessageSent
-	history := appendAll(t, store, []domain.Envelope{
-		sent(groupTopic(4), 1, a), // projected before its file's record may be
+	history := projtest.AppendAll(t, store, []domain.Envelope{
+		sent(projtest.GroupTopic(4), 1, a), // projected before its file's record may be
 		fe(a, 1, domain.EventFileCreated, created(a)),
 		fe(a, 2, domain.EventFileUploaded, domain.FileUploaded{FileID: a.String(), Size: 5, SHA256: fmt.Sprintf("%064x", 1),
 			ObjectKey: tn.String() + "/" + a.String() + ".x", UploadedAt: t0.Add(time.Minute)}),
@@ -65,43 +68,43 @@ func TestFileRefsProjectAndRebuild(t *testing.T) {
 	if p.ConsumerGroup != projections.GroupFileRefsMySQL || len(p.Topics) != 3 || !p.Accept(domain.EventFileRestored) || p.Accept(domain.EventGroupMessageRecalled) {
 		t.Fatalf("projection %+v", p)
 	}
-	h.run(h.config(), p)
-	h.publish(history...)
-	eventually(t, 30*time.Second, func() error {
-		fa, err := files.Get(testCtx(t), tn, a.String())
+	h.Run(h.Config(), p)
+	h.Publish(history...)
+	projtest.Eventually(t, 30*time.Second, func() error {
+		fa, err := files.Get(projtest.Ctx(t), tn, a.String())
 		if err != nil || fa.RefCount != 2 || fa.Audit != domain.FileAuditApproved || fa.Version != 3 {
 			return fmt.Errorf("file a: %+v %v", fa, err)
 		}
-		fb, err := files.Get(testCtx(t), tn, b.String())
+		fb, err := files.Get(projtest.Ctx(t), tn, b.String())
 		if err != nil || fb.Status != domain.FileStatusPending || fb.RefCount != 1 || fb.Version != 3 {
 			return fmt.Errorf("file b: %+v %v", fb, err)
 		}
 		return nil
 	})
-	rb, err := projections.NewFileRebuilder(files, store, m.router, testLogger())
+	rb, err := replay.NewFileRebuilder(files, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_group_files"].Rows != 3 {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() || res.Live["im_group_files"].Rows != 3 {
 		t.Fatalf("verify of the projected files: %+v %v", res, err)
 	}
-	db, err := m.router.DB(testCtx(t), tn)
+	db, err := m.Router.DB(projtest.Ctx(t), tn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(testCtx(t), "DELETE FROM im_group_files WHERE source_topic = 'grp4'"); err != nil {
+	if _, err := db.ExecContext(projtest.Ctx(t), "DELETE FROM im_group_files WHERE source_topic = 'grp4'"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_group_files" {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_group_files" {
 		t.Fatalf("verify after a reference was deleted by hand: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
-	if fa, err := files.Get(testCtx(t), tn, a.String()); err != nil || fa.RefCount != 2 {
+	if fa, err := files.Get(projtest.Ctx(t), tn, a.String()); err != nil || fa.RefCount != 2 {
 		t.Fatalf("file a after the rebuild: %+v %v", fa, err)
 	}
 }

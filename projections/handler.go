@@ -407,3 +407,6 @@ func (r *runner) applied(n int, events []domain.Envelope) {
 	}
 	r.metrics.observeApplied(r.p.ConsumerGroup, newest)
 }
+
+// applyFunc writes a batch of one tenant's events and returns how many were new.
+type applyFunc func(ctx context.Context, events []domain.Envelope) (int, error)

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/login"
+	"github.com/imledger/imledger/replay"
 )
 
 // TestLoginSessionsProjectAndRebuild: the login-sessions projection folds the session events and
@@ -15,34 +18,34 @@ import (
 // verify matches, names the table a hand edit changed, and a rebuild restores it.
 func TestLoginSessionsProjectAndRebuild(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
-	tn := m.tenant("logins")
-	store := newEventStore(t, h.pool)
-	rows := login.New(m.router)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	tn := m.Tenant("logins")
+	store := projtest.NewEventStore(t, h.Pool)
+	rows := login.New(m.Router)
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	const u domain.UserID = 42
 	start := func(id string, at time.Time) domain.Envelope {
-		return mustEnvelope(tn, domain.LoginSessionStreamID(u, id), 1, domain.EventUserSessionStarted, domain.UserSessionStarted{
+		return projtest.MustEnvelope(tn, domain.LoginSessionStreamID(u, id), 1, domain.EventUserSessionStarted, domain.UserSessionStarted{
 			User: u, SessionID: id, Device: "laptop", StartedAt: at, ExpiresAt: at.Add(time.Hour)})
 	}
 	history := []domain.Envelope{
 		start("s1", t0), start("s2", t0), start("s3", t0.Add(time.Second)),
-		mustEnvelope(tn, domain.LoginSessionStreamID(u, "s1"), 2, domain.EventUserSessionEnded, domain.UserSessionEnded{
+		projtest.MustEnvelope(tn, domain.LoginSessionStreamID(u, "s1"), 2, domain.EventUserSessionEnded, domain.UserSessionEnded{
 			User: u, SessionID: "s1", Reason: domain.SessionEndLogout, EndedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}),
-		mustEnvelope(tn, domain.AccountStreamID(u), 1, domain.EventUserPasswordChanged, domain.UserPasswordChanged{
+		projtest.MustEnvelope(tn, domain.AccountStreamID(u), 1, domain.EventUserPasswordChanged, domain.UserPasswordChanged{
 			User: u, KeptSession: "s2", ChangedAt: t0.Add(500 * time.Millisecond)}),
 	}
-	history = appendAll(t, store, history)
+	history = projtest.AppendAll(t, store, history)
 	p := projections.LoginSessions(rows, "")
 	if p.ConsumerGroup != projections.GroupLoginSessions || p.Topics[0] != "im.business.event" || p.Accept(domain.EventUserProfileUpdated) ||
 		!p.Accept(domain.EventUserTokensRevoked) {
 		t.Fatalf("projection %+v", p)
 	}
-	h.run(h.config(), p)
-	h.publish(history...)
+	h.Run(h.Config(), p)
+	h.Publish(history...)
 	active := func() string {
-		got, err := rows.ActiveSessions(testCtx(t), tn, u, time.Now())
+		got, err := rows.ActiveSessions(projtest.Ctx(t), tn, u, time.Now())
 		if err != nil {
 			return err.Error()
 		}
@@ -52,38 +55,38 @@ func TestLoginSessionsProjectAndRebuild(t *testing.T) {
 		}
 		return fmt.Sprint(ids)
 	}
-	eventually(t, 30*time.Second, func() error {
-		got, err := rows.ActiveSessions(testCtx(t), tn, u, time.Now())
+	projtest.Eventually(t, 30*time.Second, func() error {
+		got, err := rows.ActiveSessions(projtest.Ctx(t), tn, u, time.Now())
 		if err != nil || len(got) != 2 || got[0].SessionID != "s3" || got[1].SessionID != "s2" {
 			return fmt.Errorf("active sessions %v (%v), want s3 and s2 (s1 logged out, the change kept s2)", got, err)
 		}
 		return nil
 	})
-	rb, err := projections.NewLoginSessionRebuilder(rows, store, m.router, testLogger())
+	rb, err := replay.NewLoginSessionRebuilder(rows, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn})
+	res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn})
 	if err != nil || !res.OK() || res.Live["im_login_sessions"].Rows != 3 || res.Live["im_login_cutoffs"].Rows != 1 {
 		t.Fatalf("verify of the projected sessions: %+v %v", res, err)
 	}
-	db, err := m.router.DB(testCtx(t), tn)
+	db, err := m.Router.DB(projtest.Ctx(t), tn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(testCtx(t), "UPDATE im_login_sessions SET ended_at = NULL WHERE session_id = 's1'"); err != nil {
+	if _, err := db.ExecContext(projtest.Ctx(t), "UPDATE im_login_sessions SET ended_at = NULL WHERE session_id = 's1'"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_login_sessions" {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || len(res.Diffs) != 1 || res.Diffs[0].Part != "im_login_sessions" {
 		t.Fatalf("verify after a logout was undone by hand: %+v %v", res, err)
 	}
-	if _, err := rb.Rebuild(testCtx(t), projections.RebuildOptions{Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := active(), fmt.Sprint([]string{"s3@" + t0.Add(time.Second).Format(time.RFC3339Nano), "s2@" + t0.Format(time.RFC3339Nano)}); got != want {
 		t.Fatalf("after the rebuild: %s, want %s", got, want)
 	}
-	if res, err := rb.Verify(testCtx(t), projections.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
+	if res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn}); err != nil || !res.OK() {
 		t.Fatalf("verify after the rebuild: %+v %v", res, err)
 	}
 }

@@ -38,21 +38,6 @@ func isMessageEvent(t domain.EventType) bool {
 	return ok && (info.Category == domain.CategoryGroupMessage || info.Category == domain.CategoryDirectMessage)
 }
 
-// messageEventTypes lists the event types isMessageEvent accepts.
-func messageEventTypes() []domain.EventType { return acceptedTypes(isMessageEvent) }
-
-// acceptedTypes lists the event types accept accepts, for reading a projection's events from
-// the store.
-func acceptedTypes(accept func(domain.EventType) bool) []domain.EventType {
-	var out []domain.EventType
-	for _, info := range domain.EventTypes() {
-		if accept(info.Type) {
-			out = append(out, info.Type)
-		}
-	}
-	return out
-}
-
 // MessagesMySQL is the messages-mysql projection: every message event of both message topics is
 // written to the tenant's MySQL tables (msgstore.DefaultTables). group "" means
 // GroupMessagesMySQL.

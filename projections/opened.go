@@ -74,26 +74,9 @@ func openAll(ctx context.Context, events []domain.Envelope, o domain.Opener) ([]
 	return out, nil
 }
 
-// OpenedEvents returns r with every event it reads opened as Opened describes: rebuilds and
-// verification see what the live projections saw. o nil returns r as it is.
-func OpenedEvents(r EventReader, o domain.Opener) EventReader {
-	if o == nil {
-		return r
-	}
-	return openingReader{EventReader: r, o: o}
-}
-
-// openingReader opens what its EventReader reads.
-type openingReader struct {
-	EventReader
-	o domain.Opener
-}
-
-// ReadAll implements EventReader.
-func (r openingReader) ReadAll(ctx context.Context, f domain.EventFilter, afterPosition int64, limit int) ([]domain.Envelope, error) {
-	events, err := r.EventReader.ReadAll(ctx, f, afterPosition, limit)
-	if err != nil {
-		return nil, err
-	}
-	return openAll(ctx, events, r.o)
+// OpenEvents returns events with their sealed values opened as Opened opens them, copying the
+// slice only when an event holds sealed values; a failure of o is retryable. Readers of the log
+// (replay.OpenedEvents) use it to see what the live projections see.
+func OpenEvents(ctx context.Context, events []domain.Envelope, o domain.Opener) ([]domain.Envelope, error) {
+	return openAll(ctx, events, o)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -103,9 +105,9 @@ func oneToN(n int) []int64 {
 }
 
 // startProjector runs a projector until stop is called; stop returns Run's error.
-func startProjector(t *testing.T, h *harness, proj projections.Projection) (p *projections.Projector, stop func() error) {
+func startProjector(t *testing.T, h *projtest.Harness, proj projections.Projection) (p *projections.Projector, stop func() error) {
 	t.Helper()
-	p, err := projections.NewProjector(h.config(), projections.Deps{Postgres: h.pool, Logger: testLogger()}, proj)
+	p, err := projections.NewProjector(h.Config(), projections.Deps{Postgres: h.Pool, Logger: projtest.Logger()}, proj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,18 +143,18 @@ func TestPipelineCrashMidBatchAppliesEveryEventOnceInOrder(t *testing.T) {
 	want := map[string]int{}
 	var all []domain.Envelope
 	for i := 0; i < hotN; i++ {
-		all = append(all, sentEvent(tenant, groupTopic(1), int64(i+1), 7, "hot"))
+		all = append(all, projtest.SentEvent(tenant, projtest.GroupTopic(1), int64(i+1), 7, "hot"))
 		if i%3 == 0 && i/3 < coldN {
 			for g := int64(2); g < 2+colds; g++ {
-				all = append(all, sentEvent(tenant, groupTopic(g), int64(i/3+1), 7, "cold"))
+				all = append(all, projtest.SentEvent(tenant, projtest.GroupTopic(g), int64(i/3+1), 7, "cold"))
 			}
 		}
 	}
-	want[tenant.String()+":"+groupTopic(1).String()] = hotN
+	want[tenant.String()+":"+projtest.GroupTopic(1).String()] = hotN
 	for g := int64(2); g < 2+colds; g++ {
-		want[tenant.String()+":"+groupTopic(g).String()] = coldN
+		want[tenant.String()+":"+projtest.GroupTopic(g).String()] = coldN
 	}
-	h.publish(all...)
+	h.Publish(all...)
 
 	v := newVersioned(t)
 	v.crashAfter = len(all) / 3
@@ -172,7 +174,7 @@ func TestPipelineCrashMidBatchAppliesEveryEventOnceInOrder(t *testing.T) {
 	}
 
 	p, _ := startProjector(t, h, proj)
-	eventually(t, 60*time.Second, func() error {
+	projtest.Eventually(t, 60*time.Second, func() error {
 		if n := v.count(); n != len(all) {
 			return fmt.Errorf("applied %d of %d (%d before the crash)", n, len(all), before)
 		}
@@ -189,8 +191,8 @@ func TestPipelineCrashMidBatchAppliesEveryEventOnceInOrder(t *testing.T) {
 	if maxRun < 20 {
 		t.Errorf("at most %d events of one conversation per batch; the pipeline should fill batches from one partition", maxRun)
 	}
-	eventually(t, 20*time.Second, func() error {
-		lags, err := p.Lag(testCtx(t))
+	projtest.Eventually(t, 20*time.Second, func() error {
+		lags, err := p.Lag(projtest.Ctx(t))
 		if err != nil {
 			return err
 		}
@@ -216,7 +218,7 @@ func TestPipelinePoisonParksOnlyItsConversation(t *testing.T) {
 	byConv := map[int64][]domain.Envelope{}
 	for seq := int64(1); seq <= n; seq++ {
 		for g := int64(1); g <= 3; g++ {
-			e := sentEvent(tenant, groupTopic(g), seq, 7, "x")
+			e := projtest.SentEvent(tenant, projtest.GroupTopic(g), seq, 7, "x")
 			all = append(all, e)
 			byConv[g] = append(byConv[g], e)
 		}
@@ -232,16 +234,16 @@ func TestPipelinePoisonParksOnlyItsConversation(t *testing.T) {
 		return nil
 	})
 	proj := recorderProjection("test.pipeline.poison.v1", applier)
-	h.publish(all...)
+	h.Publish(all...)
 	startProjector(t, h, proj)
 
-	key := func(g int64) string { return tenant.String() + ":" + groupTopic(g).String() }
-	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), proj)
-	eventually(t, 60*time.Second, func() error {
+	key := func(g int64) string { return tenant.String() + ":" + projtest.GroupTopic(g).String() }
+	ops := projections.NewDeadLetters(h.Pool, projections.ParkingConfig{}, projtest.Logger(), proj)
+	projtest.Eventually(t, 60*time.Second, func() error {
 		if got := len(v.conv(key(2))) + len(v.conv(key(3))); got != 2*n {
 			return fmt.Errorf("other conversations applied %d of %d", got, 2*n)
 		}
-		list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{Status: projections.StatusOpen})
+		list, err := ops.ListDeadLetters(projtest.Ctx(t), projections.ListFilter{Status: projections.StatusOpen})
 		if err != nil {
 			return err
 		}
@@ -258,12 +260,12 @@ func TestPipelinePoisonParksOnlyItsConversation(t *testing.T) {
 			t.Errorf("conversation %d applied %v, want 1..%d", g, got, n)
 		}
 	}
-	list, err := ops.ListDeadLetters(testCtx(t), projections.ListFilter{Status: projections.StatusOpen})
+	list, err := ops.ListDeadLetters(projtest.Ctx(t), projections.ListFilter{Status: projections.StatusOpen})
 	if err != nil || len(list) != 1 || list[0].EventID != poison.String() {
 		t.Fatalf("dead letters %+v, %v; want the poisoned event", list, err)
 	}
 	failing.Store(false)
-	if _, err := ops.ReplayDeadLetter(testCtx(t), list[0].ID); err != nil {
+	if _, err := ops.ReplayDeadLetter(projtest.Ctx(t), list[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := v.conv(key(1)); !reflect.DeepEqual(got, oneToN(n)) {
@@ -272,12 +274,12 @@ func TestPipelinePoisonParksOnlyItsConversation(t *testing.T) {
 }
 
 // newHarnessPartitions is newHarness with topics of the given partition count.
-func newHarnessPartitions(t testing.TB, partitions int32) *harness {
+func newHarnessPartitions(t testing.TB, partitions int32) *projtest.Harness {
 	t.Helper()
-	h := newHarness(t)
-	h.kcfg.TopicPrefix = testenv.UniqueName("p") + "."
-	h.kcfg.Partitions = partitions
-	if err := tkafka.EnsureTopics(testCtx(t), h.kcfg); err != nil {
+	h := projtest.NewHarness(t)
+	h.Kafka.TopicPrefix = testenv.UniqueName("p") + "."
+	h.Kafka.Partitions = partitions
+	if err := tkafka.EnsureTopics(projtest.Ctx(t), h.Kafka); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -290,13 +292,13 @@ func TestLagIgnoresTransactionMarkers(t *testing.T) {
 	t.Parallel()
 	h := newHarnessPartitions(t, 2)
 	tenant := domain.MustTenantID(testenv.UniqueName("t"))
-	topic := h.kcfg.Topic(tkafka.TopicGroupMessagePersist)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.kcfg.Brokers...), kgo.TransactionalID(testenv.UniqueName("tx")))
+	topic := h.Kafka.Topic(tkafka.TopicGroupMessagePersist)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Kafka.Brokers...), kgo.TransactionalID(testenv.UniqueName("tx")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx := testCtx(t)
+	ctx := projtest.Ctx(t)
 	const n = 12
 	for txn := 0; txn < 3; txn++ {
 		if err := cl.BeginTransaction(); err != nil {
@@ -304,7 +306,7 @@ func TestLagIgnoresTransactionMarkers(t *testing.T) {
 		}
 		for i := 0; i < n/3; i++ {
 			seq := int64(txn*n/3/2 + i/2 + 1)
-			e := sentEvent(tenant, groupTopic(int64(1+i%2)), seq, 7, "x")
+			e := projtest.SentEvent(tenant, projtest.GroupTopic(int64(1+i%2)), seq, 7, "x")
 			value, _ := json.Marshal(e)
 			r := &kgo.Record{Topic: topic, Key: []byte(tenant.String() + ":" + domain.ConversationKey(e.StreamID)), Value: value}
 			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
@@ -316,15 +318,15 @@ func TestLagIgnoresTransactionMarkers(t *testing.T) {
 		}
 	}
 	v := newVersioned(t)
-	p, _ := h.run(h.config(), recorderProjection("test.lag.markers.v1", v))
-	eventually(t, 30*time.Second, func() error {
+	p, _ := h.Run(h.Config(), recorderProjection("test.lag.markers.v1", v))
+	projtest.Eventually(t, 30*time.Second, func() error {
 		if got := v.count(); got != n {
 			return fmt.Errorf("applied %d of %d", got, n)
 		}
 		return nil
 	})
-	eventually(t, 20*time.Second, func() error {
-		lags, err := p.Lag(testCtx(t))
+	projtest.Eventually(t, 20*time.Second, func() error {
+		lags, err := p.Lag(projtest.Ctx(t))
 		if err != nil {
 			return err
 		}
@@ -340,23 +342,23 @@ func TestLagIgnoresTransactionMarkers(t *testing.T) {
 // the events of both. It used to join once per topic.
 func TestAProjectionIsOneMemberForAllItsTopics(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := projtest.NewHarness(t)
 	tenant := domain.MustTenantID(testenv.UniqueName("t"))
 	direct, err := domain.DirectTopic(3, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.publish(sentEvent(tenant, groupTopic(1), 1, 7, "group"), sentEvent(tenant, direct, 1, 3, "direct"))
+	h.Publish(projtest.SentEvent(tenant, projtest.GroupTopic(1), 1, 7, "group"), projtest.SentEvent(tenant, direct, 1, 3, "direct"))
 	v := newVersioned(t)
 	const group = "test.pipeline.members.v1"
 	startProjector(t, h, recorderProjection(group, v))
-	eventually(t, 30*time.Second, func() error {
+	projtest.Eventually(t, 30*time.Second, func() error {
 		if n := v.count(); n != 2 {
 			return fmt.Errorf("applied %d of 2", n)
 		}
 		return nil
 	})
-	admin, err := sarama.NewClusterAdmin(h.kcfg.Brokers, sarama.NewConfig())
+	admin, err := sarama.NewClusterAdmin(h.Kafka.Brokers, sarama.NewConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

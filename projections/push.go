@@ -2,11 +2,9 @@ package projections
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
-	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/pushdb"
 )
 
@@ -40,21 +38,9 @@ func isPushEvent(t domain.EventType) bool {
 // push worker reads. group "" means GroupPushSettings. Unknown tenants are dead-lettered as for
 // MessagesMySQL.
 func PushSettings(store PushStore, group string) Projection {
-	return pushModel(store).projection(group)
-}
-
-// NewPushRebuilder returns the rebuilder of push-settings: the TableRebuilder skeleton over
-// readmodels/pushdb. Rows older than the log (version 0) are carried over into the fresh tables.
-func NewPushRebuilder(store PushStore, events EventReader, tenants TenantDatabases, log *slog.Logger) (*TableRebuilder[readmodels.TableSummary], error) {
-	return pushModel(store).rebuilder(events, tenants, log)
-}
-
-// pushModel is push-settings as a tableModel; its parts are its tables.
-func pushModel(store PushStore) tableModel[pushdb.Tables, pushdb.Summary] {
-	return tableModel[pushdb.Tables, pushdb.Summary]{tableSchema: pushdb.Model(), name: ProjectionPushSettings, what: "push",
-		group: GroupPushSettings, topics: []string{tkafka.TopicBusinessEvent}, accept: isPushEvent, store: store,
-		parts: func(sum pushdb.Summary) map[string]readmodels.TableSummary {
-			live := pushdb.DefaultTables()
-			return map[string]readmodels.TableSummary{live.Devices: sum.Devices, live.Mutes: sum.Mutes}
-		}}
+	live := pushdb.DefaultTables()
+	return tableProjection(ProjectionPushSettings, group, GroupPushSettings, []string{tkafka.TopicBusinessEvent}, isPushEvent,
+		func(ctx context.Context, tenant domain.TenantID, events []domain.Envelope) (int, error) {
+			return store.ApplyBatch(ctx, tenant, live, events)
+		})
 }

@@ -3,9 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,74 +101,17 @@ func readMark(e domain.Envelope, topic domain.Topic, user domain.UserID, seq int
 	return e
 }
 
-// expiringReader is an EventReader that reads the message events of each tenant as expire does
-// under the tenant's horizon. A page whose events were all dropped is followed by the next one,
-// so an empty page still means the end of the log. A pass over the log from its start (after
-// position 0) also gives up, with expired markers, the seqs below the first seq a conversation of
-// a tenant with a horizon still holds: their events were dropped with their month partition,
-// and the live read model keeps them as markers.
-type expiringReader struct {
-	EventReader
-	horizons Horizons
-
-	mu   sync.Mutex
-	seen map[string]bool // tenant/topic whose first seq the current pass has handled
+// Expire returns events as read under horizon, as the live projections read them (see expire):
+// readers of the log (replay.ExpiringEvents) rebuild what the live read models hold.
+func Expire(events []domain.Envelope, horizon time.Time) []domain.Envelope {
+	return expire(events, horizon)
 }
 
-// ReadAll implements EventReader.
-func (r *expiringReader) ReadAll(ctx context.Context, f domain.EventFilter, after int64, limit int) ([]domain.Envelope, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fromStart := after == 0
-	if fromStart {
-		r.seen = map[string]bool{}
-	}
-	for {
-		page, err := r.EventReader.ReadAll(ctx, f, after, limit)
-		if err != nil || len(page) == 0 {
-			return page, err
-		}
-		out, err := r.expirePage(ctx, page, fromStart || r.seen != nil)
-		if err != nil {
-			return nil, err
-		}
-		if len(out) > 0 {
-			return out, nil
-		}
-		after = page[len(page)-1].Position
-	}
-}
-
-// expirePage applies expire to events of any tenants, each under its tenant's horizon, and with
-// prefix the dropped seqs of each conversation's first seq event of the pass.
-func (r *expiringReader) expirePage(ctx context.Context, events []domain.Envelope, prefix bool) ([]domain.Envelope, error) {
-	horizons := map[domain.TenantID]time.Time{}
-	out := events[:0:0]
-	for _, e := range events {
-		hz, ok := horizons[e.TenantID]
-		if !ok {
-			var err error
-			if hz, err = r.horizons.RetainedBefore(ctx, e.TenantID); err != nil {
-				return nil, fmt.Errorf("retention horizon of tenant %s: %w", e.TenantID, err)
-			}
-			horizons[e.TenantID] = hz
-		}
-		if prefix && !hz.IsZero() && domain.IsConversationSeqEvent(e.EventType) {
-			out = append(out, r.droppedPrefix(e, hz)...)
-		}
-		out = append(out, expire([]domain.Envelope{e}, hz)...)
-	}
-	return out, nil
-}
-
-// droppedPrefix returns the expired markers of seqs 1..v-1 of e's conversation when e is the
-// first seq event of it the pass reads (at version v): the events of those seqs are gone.
-func (r *expiringReader) droppedPrefix(e domain.Envelope, horizon time.Time) []domain.Envelope {
-	key := e.TenantID.String() + "/" + e.StreamID
-	if r.seen == nil || r.seen[key] {
-		return nil
-	}
-	r.seen[key] = true
+// ExpiredBelow returns the expired markers of seqs 1..v-1 of the conversation of e, a seq event at
+// version v, given up just before horizon: what a pass over the log from its start reads in place
+// of a conversation's events that were dropped with their month partition (the live read model
+// keeps them as markers). It returns none for an event of no topic or at version 1.
+func ExpiredBelow(e domain.Envelope, horizon time.Time) []domain.Envelope {
 	topic, err := domain.ParseTopic(e.StreamID)
 	if err != nil || e.StreamVersion <= 1 {
 		return nil

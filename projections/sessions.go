@@ -16,9 +16,6 @@ const (
 	ProjectionSessionsMySQL = "sessions-mysql"
 	// GroupSessionsMySQL is its consumer group. Never renamed (see GroupMessagesMySQL).
 	GroupSessionsMySQL = "imledger.proj.sessions.mysql.v1"
-	// GroupRebuildSessionsMySQL is the consumer group a rebuild of sessions-mysql records in the
-	// rebuilt tables. It never consumes Kafka.
-	GroupRebuildSessionsMySQL = "imledger.rebuild.sessions.mysql.v1"
 )
 
 // SessionsStore is what the sessions projection needs of readmodels/sessions: ApplyBatch writes

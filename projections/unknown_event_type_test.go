@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/domain"
@@ -20,14 +22,14 @@ import (
 const futureType domain.EventType = "message.group.sent.v9"
 
 // publishGroup sends envs, of any event type, to the group-message topic in order.
-func (h *harness) publishGroup(envs ...domain.Envelope) {
-	h.t.Helper()
+func publishGroup(t testing.TB, h *projtest.Harness, envs ...domain.Envelope) {
+	t.Helper()
 	msgs := make([]*sarama.ProducerMessage, len(envs))
 	for i, e := range envs {
-		msgs[i] = record(h.kcfg.Topic(tkafka.TopicGroupMessagePersist), e)
+		msgs[i] = projtest.Record(h.Kafka.Topic(tkafka.TopicGroupMessagePersist), e)
 	}
-	if err := h.producer.SendMessages(msgs); err != nil {
-		h.t.Fatal(err)
+	if err := h.Producer.SendMessages(msgs); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -36,9 +38,9 @@ func (h *harness) publishGroup(envs ...domain.Envelope) {
 func openDeadLetters(t *testing.T, ops *projections.DeadLetters, tenant domain.TenantID, want func() int) []projections.DeadLetter {
 	t.Helper()
 	var list []projections.DeadLetter
-	eventually(t, 30*time.Second, func() error {
+	projtest.Eventually(t, 30*time.Second, func() error {
 		var err error
-		list, err = ops.ListDeadLetters(testCtx(t), projections.ListFilter{TenantID: tenant.String(), Status: projections.StatusOpen})
+		list, err = ops.ListDeadLetters(projtest.Ctx(t), projections.ListFilter{TenantID: tenant.String(), Status: projections.StatusOpen})
 		if err != nil {
 			return err
 		}
@@ -66,11 +68,11 @@ func logDeadLetters(t *testing.T, list []projections.DeadLetter) {
 // the earlier event must be applied first and only the later ones wait behind the dead letter.
 func TestUnknownEventTypeWaitsForEarlierEvents(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := projtest.NewHarness(t)
 	tenant := domain.MustTenantID(testenv.UniqueName("t"))
-	a := groupTopic(1)
-	first, future, after := sentEvent(tenant, a, 1, 7, "first"), sentEvent(tenant, a, 2, 7, "from a newer build"),
-		sentEvent(tenant, a, 3, 7, "after it")
+	a := projtest.GroupTopic(1)
+	first, future, after := projtest.SentEvent(tenant, a, 1, 7, "first"), projtest.SentEvent(tenant, a, 2, 7, "from a newer build"),
+		projtest.SentEvent(tenant, a, 3, 7, "after it")
 	future.EventType = futureType
 	var since atomic.Int64 // when first was tried first, in Unix nanoseconds
 	rec := newRecorder()
@@ -84,13 +86,13 @@ func TestUnknownEventTypeWaitsForEarlierEvents(t *testing.T) {
 		}
 		return nil
 	}))
-	h.run(h.config(), proj)
-	h.publishGroup(first, future, after)
+	h.Run(h.Config(), proj)
+	publishGroup(t, h, first, future, after)
 
-	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), proj)
+	ops := projections.NewDeadLetters(h.Pool, projections.ParkingConfig{}, projtest.Logger(), proj)
 	// Each of the three events is applied, dead-lettered or parked.
 	list := openDeadLetters(t, ops, tenant, func() int { return 3 - len(rec.conv(tenant, a.String())) })
-	if got, want := rec.conv(tenant, a.String()), ids(first); !reflect.DeepEqual(got, want) {
+	if got, want := rec.conv(tenant, a.String()), projtest.IDs(first); !reflect.DeepEqual(got, want) {
 		t.Errorf("conversation applied %v, want the event before the unknown one %v", got, want)
 	}
 	if len(list) != 1 || list[0].EventID != future.EventID.String() || list[0].Reason != projections.ReasonUnknownEventType ||
@@ -98,10 +100,10 @@ func TestUnknownEventTypeWaitsForEarlierEvents(t *testing.T) {
 		logDeadLetters(t, list)
 		t.Fatalf("%d open dead letters, want the unknown event's with the one after it parked", len(list))
 	}
-	if _, err := ops.SkipDeadLetter(testCtx(t), list[0].ID); err != nil {
+	if _, err := ops.SkipDeadLetter(projtest.Ctx(t), list[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.conv(tenant, a.String()), ids(first, after); !reflect.DeepEqual(got, want) {
+	if got, want := rec.conv(tenant, a.String()), projtest.IDs(first, after); !reflect.DeepEqual(got, want) {
 		t.Errorf("conversation after the skip = %v, want %v", got, want)
 	}
 }
@@ -112,11 +114,11 @@ func TestUnknownEventTypeWaitsForEarlierEvents(t *testing.T) {
 // applying them without it.
 func TestUnknownEventTypeParksBehindAnEarlierDeadLetter(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := projtest.NewHarness(t)
 	tenant := domain.MustTenantID(testenv.UniqueName("t"))
-	a := groupTopic(1)
-	bad, future, after := sentEvent(tenant, a, 1, 7, "bad"), sentEvent(tenant, a, 2, 7, "from a newer build"),
-		sentEvent(tenant, a, 3, 7, "after it")
+	a := projtest.GroupTopic(1)
+	bad, future, after := projtest.SentEvent(tenant, a, 1, 7, "bad"), projtest.SentEvent(tenant, a, 2, 7, "from a newer build"),
+		projtest.SentEvent(tenant, a, 3, 7, "after it")
 	future.EventType = futureType
 	var failing atomic.Bool
 	failing.Store(true)
@@ -127,12 +129,12 @@ func TestUnknownEventTypeParksBehindAnEarlierDeadLetter(t *testing.T) {
 		}
 		return nil
 	}))
-	h.run(h.config(), proj)
-	h.publishGroup(bad)
-	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), proj)
+	h.Run(h.Config(), proj)
+	publishGroup(t, h, bad)
+	ops := projections.NewDeadLetters(h.Pool, projections.ParkingConfig{}, projtest.Logger(), proj)
 	openDeadLetters(t, ops, tenant, func() int { return 1 })
 
-	h.publishGroup(future, after)
+	publishGroup(t, h, future, after)
 	list := openDeadLetters(t, ops, tenant, func() int { return 3 })
 	if len(list) != 1 || list[0].EventID != bad.EventID.String() || list[0].Parked != 2 {
 		logDeadLetters(t, list)
@@ -140,7 +142,7 @@ func TestUnknownEventTypeParksBehindAnEarlierDeadLetter(t *testing.T) {
 	}
 
 	failing.Store(false)
-	res, err := ops.ReplayDeadLetter(testCtx(t), list[0].ID)
+	res, err := ops.ReplayDeadLetter(projtest.Ctx(t), list[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +152,13 @@ func TestUnknownEventTypeParksBehindAnEarlierDeadLetter(t *testing.T) {
 		}
 		t.Fatalf("replay drained %d, re-parked %v; want the unknown event re-parked with the one after it", res.Drained, res.Reparked != nil)
 	}
-	if got, want := rec.conv(tenant, a.String()), ids(bad); !reflect.DeepEqual(got, want) {
+	if got, want := rec.conv(tenant, a.String()), projtest.IDs(bad); !reflect.DeepEqual(got, want) {
 		t.Errorf("conversation after the replay = %v, want %v", got, want)
 	}
-	if _, err := ops.SkipDeadLetter(testCtx(t), res.Reparked.ID); err != nil {
+	if _, err := ops.SkipDeadLetter(projtest.Ctx(t), res.Reparked.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.conv(tenant, a.String()), ids(bad, after); !reflect.DeepEqual(got, want) {
+	if got, want := rec.conv(tenant, a.String()), projtest.IDs(bad, after); !reflect.DeepEqual(got, want) {
 		t.Errorf("conversation after the skip = %v, want %v", got, want)
 	}
 }
@@ -167,12 +169,12 @@ func TestUnknownEventTypeParksBehindAnEarlierDeadLetter(t *testing.T) {
 // none is dropped.
 func TestDrainStopsAtAParkedEventItCannotApply(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := projtest.NewHarness(t)
 	tenant := domain.MustTenantID(testenv.UniqueName("t"))
-	a := groupTopic(1)
+	a := projtest.GroupTopic(1)
 	var events []domain.Envelope
 	for seq := int64(1); seq <= 5; seq++ {
-		events = append(events, sentEvent(tenant, a, seq, 7, "m"))
+		events = append(events, projtest.SentEvent(tenant, a, seq, 7, "m"))
 	}
 	rec := newRecorder()
 	proj := recorderProjection("test.drain-spoiled.v1", projections.FailOn(rec, func(e domain.Envelope) error {
@@ -183,17 +185,17 @@ func TestDrainStopsAtAParkedEventItCannotApply(t *testing.T) {
 	}))
 	// As every read model: events of a type this build does not know are not accepted.
 	proj.Accept = func(t domain.EventType) bool { _, ok := domain.LookupEventType(t); return ok }
-	h.run(h.config(), proj)
-	h.publish(events...)
-	ops := projections.NewDeadLetters(h.pool, projections.ParkingConfig{}, testLogger(), proj)
+	h.Run(h.Config(), proj)
+	h.Publish(events...)
+	ops := projections.NewDeadLetters(h.Pool, projections.ParkingConfig{}, projtest.Logger(), proj)
 	list := openDeadLetters(t, ops, tenant, func() int { return 5 })
 
-	ctx := testCtx(t)
-	if _, err := h.pool.Exec(ctx, `UPDATE projection_parked_events SET payload = 'not an envelope'::bytea
+	ctx := projtest.Ctx(t)
+	if _, err := h.Pool.Exec(ctx, `UPDATE projection_parked_events SET payload = 'not an envelope'::bytea
 		WHERE event_id = $1`, events[2].EventID.String()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.pool.Exec(ctx, `UPDATE projection_parked_events
+	if _, err := h.Pool.Exec(ctx, `UPDATE projection_parked_events
 		SET payload = convert_to(replace(convert_from(payload, 'UTF8'), $2, $3), 'UTF8') WHERE event_id = $1`,
 		events[3].EventID.String(), string(domain.EventGroupMessageSent), string(futureType)); err != nil {
 		t.Fatal(err)
@@ -215,7 +217,7 @@ func TestDrainStopsAtAParkedEventItCannotApply(t *testing.T) {
 		if err != nil {
 			t.Fatalf("skip %d: %v", i+1, err)
 		}
-		if got, want := rec.conv(tenant, a.String()), ids(s.applied...); !reflect.DeepEqual(got, want) {
+		if got, want := rec.conv(tenant, a.String()), projtest.IDs(s.applied...); !reflect.DeepEqual(got, want) {
 			t.Fatalf("skip %d: conversation applied %v, want %v (drained %d)", i+1, got, want, res.Drained)
 		}
 		if res.Drained != s.drained {

@@ -11,8 +11,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/replay/export"
 )
 
 // The analysts' commands against a running node: replay --verify of messages-hot passes on the

@@ -13,10 +13,10 @@ import (
 
 	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/cmd/imledger/bench/wsbench"
-	"github.com/imledger/imledger/commands/export"
-	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
+	"github.com/imledger/imledger/replay/export"
+	"github.com/imledger/imledger/replay/republish"
 )
 
 // benchHistory is what the export and republish benchmarks read: a tenant with events

@@ -9,7 +9,6 @@ import (
 	"github.com/imledger/imledger/cmd/imledger/bench/projectionbench"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
-	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/msgstore"
 )
 
@@ -70,7 +69,7 @@ func newBenchProjectionCmd() *cobra.Command {
 			}
 			if mode != benchModeLive {
 				if _, err := projectionbench.BenchRebuild(ctx, projectionbench.BenchRebuildOptions{
-					Deps: projections.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs, Logger: n.log}, Keys: n.sealKeys(),
+					Deps: projectionbench.RebuildDeps{Events: n.store, Tenants: n.router, Messages: n.msgs, Logger: n.log}, Keys: n.sealKeys(),
 					Tenant: t, Events: events, Topics: topics, BatchSize: batch, Workers: workers, Out: out, Progress: progressBars(out), Postgres: n.pool}); err != nil {
 					return err
 				}

@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/replay/export"
 )
 
 // The plaintexts the erasure test looks for: what the erased user wrote and said about themselves,

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/replay/export"
 )
 
 // streamFlags are the selection flags export and republish share.

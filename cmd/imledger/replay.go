@@ -14,11 +14,11 @@ import (
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
-	"github.com/imledger/imledger/readmodels"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/login"
 	"github.com/imledger/imledger/readmodels/pushdb"
 	"github.com/imledger/imledger/readmodels/tokendb"
+	"github.com/imledger/imledger/replay"
 )
 
 // replayable lists the projections replay rebuilds.
@@ -33,7 +33,7 @@ func newReplayCmd() *cobra.Command {
 	var (
 		projection, tenant string
 		verify             bool
-		opts               projections.RebuildOptions
+		opts               replay.RebuildOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "replay",
@@ -87,7 +87,7 @@ func newReplayCmd() *cobra.Command {
 }
 
 // runReplay opens the event store and the read models and rebuilds or verifies.
-func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool) error {
+func runReplay(cmd *cobra.Command, opts replay.RebuildOptions, verify bool) error {
 	n, err := toolNode(cmd)
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func runReplay(cmd *cobra.Command, opts projections.RebuildOptions, verify bool)
 	}
 	if !verify {
 		res, err := rebuild.Rebuild(ctx, opts)
-		if errors.Is(err, projections.ErrNoTenants) {
+		if errors.Is(err, replay.ErrNoTenants) {
 			return noTenants(n, "rebuilt")
 		}
 		if err != nil {
@@ -140,10 +140,10 @@ var errVerifyFailed = errors.New("the verification failed")
 // or whose verification fails (the failure is printed with the reports), so one run tells about
 // every tenant, and ends with a count; it fails when any differed or failed. Only a cancelled
 // ctx stops it early. With --tenant, that tenant's failure is the error as it is.
-func verifyTenants(ctx context.Context, rebuild replayer, tenants []domain.TenantID, opts projections.RebuildOptions, out, progress io.Writer) error {
+func verifyTenants(ctx context.Context, rebuild replayer, tenants []domain.TenantID, opts replay.RebuildOptions, out, progress io.Writer) error {
 	var differ, failed []string
 	for _, t := range tenants {
-		ok, err := rebuild.Verify(ctx, projections.VerifyOptions{Tenant: t, Out: out, Progress: progressBars(progress), BatchSize: opts.BatchSize})
+		ok, err := rebuild.Verify(ctx, replay.VerifyOptions{Tenant: t, Out: out, Progress: progressBars(progress), BatchSize: opts.BatchSize})
 		if ctx.Err() != nil || (err != nil && !opts.Tenant.IsZero()) {
 			return errors.Join(ctx.Err(), err)
 		}
@@ -173,10 +173,10 @@ func verifyTenants(ctx context.Context, rebuild replayer, tenants []domain.Tenan
 // database: it names the template, the likely mistake, so "nothing done" never reads as success.
 func noTenants(n *node, done string) error {
 	return fmt.Errorf("%w matching mysql.database_template %q: nothing %s (provision a tenant, or check the template)",
-		projections.ErrNoTenants, n.cfg.MySQL.DatabaseTemplate, done)
+		replay.ErrNoTenants, n.cfg.MySQL.DatabaseTemplate, done)
 }
 
-func printRebuild(out io.Writer, projection string, res projections.RebuildResult) {
+func printRebuild(out io.Writer, projection string, res replay.RebuildResult) {
 	for _, t := range res.Tenants {
 		fmt.Fprintf(out, "%s: tenant %s: %d events read, %d applied in %s\n",
 			projection, t.Tenant, t.Events, t.Applied, t.Duration.Round(time.Millisecond))
@@ -187,61 +187,63 @@ func printRebuild(out io.Writer, projection string, res projections.RebuildResul
 
 // replayer is a rebuilder of one kind of read model, as replay drives it.
 type replayer interface {
-	Rebuild(ctx context.Context, o projections.RebuildOptions) (projections.RebuildResult, error)
-	Verify(ctx context.Context, o projections.VerifyOptions) (ok bool, err error)
+	Rebuild(ctx context.Context, o replay.RebuildOptions) (replay.RebuildResult, error)
+	Verify(ctx context.Context, o replay.VerifyOptions) (ok bool, err error)
 }
 
 // replayer returns the rebuilder of projection over the node's stores.
 func (n *node) replayer(projection string) (replayer, error) {
-	events := projections.OpenedEvents(n.store, n.opener()) // as the live projections see them
+	events := replay.OpenedEvents(n.store, n.opener()) // as the live projections see them
 	switch projection {
 	case projections.ProjectionBusinessMySQL:
-		b, err := projections.NewBusinessRebuilder(projections.BusinessRebuildDeps{Events: events, Tenants: n.router,
-			Store: n.biz, Logger: n.log})
-		return businessReplayer{b}, err
+		return modelReplayer(replay.NewBusinessRebuilder(n.biz, events, n.router, n.log))
 	case projections.ProjectionSessionsMySQL:
-		s, err := projections.NewSessionsRebuilder(projections.SessionsRebuildDeps{Events: events, Tenants: n.router,
-			Store: n.sess, Logger: n.log})
-		return sessionsReplayer{s}, err
+		return modelReplayer(replay.NewSessionsRebuilder(n.sess, events, n.router, n.log))
 	case account.ProjectionAPIKeys:
 		r, err := account.NewAPIKeyRebuilder(n.pool, n.store, n.log)
 		return apiKeyReplayer{rb: r, tenants: n.router}, err
 	case projections.ProjectionPushSettings:
-		r, err := projections.NewPushRebuilder(pushdb.New(n.router), events, n.router, n.log)
-		return modelReplayer{r}, err
+		return modelReplayer(replay.NewPushRebuilder(pushdb.New(n.router), events, n.router, n.log))
 	case projections.ProjectionFileRefsMySQL:
-		r, err := projections.NewFileRebuilder(filedb.New(n.router), events, n.router, n.log)
-		return modelReplayer{r}, err
+		return modelReplayer(replay.NewFileRebuilder(filedb.New(n.router), events, n.router, n.log))
 	case projections.ProjectionActionTokens:
-		r, err := projections.NewActionTokenRebuilder(tokendb.New(n.router), events, n.router, n.log)
-		return modelReplayer{r}, err
+		return modelReplayer(replay.NewActionTokenRebuilder(tokendb.New(n.router), events, n.router, n.log))
 	case projections.ProjectionLoginSessions:
-		r, err := projections.NewLoginSessionRebuilder(login.New(n.router), events, n.router, n.log)
-		return modelReplayer{r}, err
+		return modelReplayer(replay.NewLoginSessionRebuilder(login.New(n.router), events, n.router, n.log))
 	}
 	if n.registry == nil {
 		if err := n.openRegistry(nil); err != nil {
 			return nil, err
 		}
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: events, Tenants: n.router, Messages: n.msgs,
-		Hot: n.hot, Horizons: n.horizons(), Logger: n.log})
+	events = replay.ExpiringEvents(events, n.horizons())
 	if projection == projections.ProjectionMessagesHot {
-		return hotReplayer{rb}, err
+		r, err := replay.NewHotRebuilder(n.hot, events, n.router, n.log)
+		return checked[replay.HotVerifyResult]{r}, err
 	}
-	return messagesReplayer{rb}, err
+	return modelReplayer(replay.NewMessageRebuilder(n.msgs, events, n.router, n.log))
 }
 
-// modelReplayer replays a read model of the TableRebuilder skeleton whose parts are tables.
-type modelReplayer struct {
-	*projections.TableRebuilder[readmodels.TableSummary]
+// modelReplayer is the replayer of a read model of the generic replay.Rebuilder.
+func modelReplayer[S comparable](r *replay.Rebuilder[S], err error) (replayer, error) {
+	return checked[replay.Verification[S]]{r}, err
 }
 
-func (r modelReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
-	res, err := r.TableRebuilder.Verify(ctx, o)
-	if err == nil && o.Out != nil {
-		res.Report(o.Out, r.Projection())
+// checked adapts a rebuilder whose verification reports itself (to VerifyOptions.Out) to
+// replayer.
+type checked[V interface{ OK() bool }] struct {
+	rb interface {
+		Rebuild(ctx context.Context, o replay.RebuildOptions) (replay.RebuildResult, error)
+		Verify(ctx context.Context, o replay.VerifyOptions) (V, error)
 	}
+}
+
+func (c checked[V]) Rebuild(ctx context.Context, o replay.RebuildOptions) (replay.RebuildResult, error) {
+	return c.rb.Rebuild(ctx, o)
+}
+
+func (c checked[V]) Verify(ctx context.Context, o replay.VerifyOptions) (bool, error) {
+	res, err := c.rb.Verify(ctx, o)
 	return res.OK(), err
 }
 
@@ -249,67 +251,39 @@ func (r modelReplayer) Verify(ctx context.Context, o projections.VerifyOptions) 
 // the tenants replay finds as it does for the MySQL read models.
 type apiKeyReplayer struct {
 	rb      *account.APIKeyRebuilder
-	tenants projections.TenantDatabases
+	tenants replay.TenantDatabases
 }
 
-func (r apiKeyReplayer) Rebuild(ctx context.Context, o projections.RebuildOptions) (projections.RebuildResult, error) {
+func (r apiKeyReplayer) Rebuild(ctx context.Context, o replay.RebuildOptions) (replay.RebuildResult, error) {
 	tenants := []domain.TenantID{o.Tenant}
 	if o.Tenant.IsZero() {
 		var err error
 		if tenants, err = r.tenants.Tenants(ctx); err != nil {
-			return projections.RebuildResult{}, err
+			return replay.RebuildResult{}, err
 		}
 		if len(tenants) == 0 {
-			return projections.RebuildResult{}, fmt.Errorf("rebuild %s: %w", account.ProjectionAPIKeys, projections.ErrNoTenants)
+			return replay.RebuildResult{}, fmt.Errorf("rebuild %s: %w", account.ProjectionAPIKeys, replay.ErrNoTenants)
 		}
 	}
 	start := time.Now()
-	var res projections.RebuildResult
+	var res replay.RebuildResult
 	for _, t := range tenants {
 		ts := time.Now()
 		n, err := r.rb.Rebuild(ctx, t)
 		if err != nil {
 			return res, err
 		}
-		res.Tenants = append(res.Tenants, projections.TenantRebuild{Tenant: t, Events: n, Applied: n, Duration: time.Since(ts)})
+		res.Tenants = append(res.Tenants, replay.TenantRebuild{Tenant: t, Events: n, Applied: n, Duration: time.Since(ts)})
 		res.Events += n
 	}
 	res.Duration = time.Since(start)
 	return res, nil
 }
 
-func (r apiKeyReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
+func (r apiKeyReplayer) Verify(ctx context.Context, o replay.VerifyOptions) (bool, error) {
 	res, err := r.rb.Verify(ctx, o.Tenant)
 	if err == nil && o.Out != nil {
 		res.Report(o.Out)
 	}
-	return res.OK(), err
-}
-
-type messagesReplayer struct{ *projections.Rebuilder }
-
-func (r messagesReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
-	res, err := r.Rebuilder.Verify(ctx, o)
-	return res.OK(), err
-}
-
-type hotReplayer struct{ *projections.Rebuilder }
-
-func (r hotReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
-	res, err := r.Rebuilder.VerifyHot(ctx, o)
-	return res.OK(), err
-}
-
-type sessionsReplayer struct{ *projections.SessionsRebuilder }
-
-func (r sessionsReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
-	res, err := r.SessionsRebuilder.Verify(ctx, o)
-	return res.OK(), err
-}
-
-type businessReplayer struct{ *projections.BusinessRebuilder }
-
-func (r businessReplayer) Verify(ctx context.Context, o projections.VerifyOptions) (bool, error) {
-	res, err := r.BusinessRebuilder.Verify(ctx, o)
 	return res.OK(), err
 }

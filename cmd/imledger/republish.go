@@ -7,8 +7,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/commands/republish"
 	"github.com/imledger/imledger/internal/kafka"
+	"github.com/imledger/imledger/replay/republish"
 )
 
 func newRepublishCmd() *cobra.Command {

@@ -22,11 +22,11 @@ import (
 
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/admin"
-	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/replay/export"
 )
 
 // flakyAccounts is account governance whose password resets fail transiently (PostgreSQL

@@ -13,6 +13,7 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/replay"
 )
 
 // EventAppender writes events at their own stream versions (commands/eventstore.Store).
@@ -20,10 +21,22 @@ type EventAppender interface {
 	AppendBatch(ctx context.Context, events []domain.Envelope) ([]eventstore.AppendResult, error)
 }
 
+// RebuildDeps are the collaborators of the timed rebuild.
+type RebuildDeps struct {
+	// Events is the event log the rebuild reads; it must also be an EventAppender to seed.
+	Events replay.EventReader
+	// Tenants finds the tenant's database.
+	Tenants replay.TenantDatabases
+	// Messages is the message store rebuilt.
+	Messages replay.MessageRebuildStore
+	// Logger receives the rebuild's logs; nil discards them.
+	Logger *slog.Logger
+}
+
 // BenchRebuildOptions configures BenchRebuild.
 type BenchRebuildOptions struct {
 	// Deps are the rebuild's collaborators; Events must also be an EventAppender to seed.
-	Deps projections.RebuildDeps
+	Deps RebuildDeps
 	// Postgres, if set, is the event store's database: before timing, its events table is
 	// vacuumed and analyzed, as autovacuum would have done before any real rebuild. Without
 	// statistics that count the seeded rows, PostgreSQL may plan each page of the rebuild's
@@ -37,14 +50,14 @@ type BenchRebuildOptions struct {
 	Events int
 	// Topics is how many group conversations seeded events are spread over. Default 100.
 	Topics int
-	// BatchSize is projections.RebuildOptions.BatchSize.
+	// BatchSize is replay.RebuildOptions.BatchSize.
 	BatchSize int
-	// Workers is projections.RebuildOptions.Workers.
+	// Workers is replay.RebuildOptions.Workers.
 	Workers int
 	// Out receives what is being done and the result; nil discards.
 	Out io.Writer
 	// Progress reports the timed rebuild's pass; nil reports nothing.
-	Progress projections.Progress
+	Progress replay.Progress
 	// Keys, when set, seals the seeded events' content (as serve writes it) and opens what the
 	// rebuild reads (as replay does), so the rebuild pays for opening.
 	Keys interface {
@@ -68,11 +81,11 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	if o.Deps.Logger == nil {
 		o.Deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	deps := o.Deps
+	events := o.Deps.Events
 	if o.Keys != nil {
-		deps.Events = projections.OpenedEvents(o.Deps.Events, o.Keys)
+		events = replay.OpenedEvents(o.Deps.Events, o.Keys)
 	}
-	rb, err := projections.NewRebuilder(deps)
+	rb, err := replay.NewMessageRebuilder(o.Deps.Messages, events, o.Deps.Tenants, o.Deps.Logger)
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -80,7 +93,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	if !ok {
 		return BenchResult{}, errors.New("projections: bench: the event reader cannot append")
 	}
-	have, err := o.Deps.Events.Count(ctx, projections.MessageFilter(o.Tenant))
+	have, err := o.Deps.Events.Count(ctx, replay.MessageFilter(o.Tenant))
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -101,7 +114,7 @@ func BenchRebuild(ctx context.Context, o BenchRebuildOptions) (BenchResult, erro
 	}
 	fmt.Fprintf(o.Out, "rebuilding %s of tenant %s\n", projections.ProjectionMessagesMySQL, o.Tenant)
 	start, cpu0 := time.Now(), processCPU()
-	res, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesMySQL, Tenant: o.Tenant, Progress: o.Progress, BatchSize: o.BatchSize, Workers: o.Workers})
+	res, err := rb.Rebuild(ctx, replay.RebuildOptions{Tenant: o.Tenant, Progress: o.Progress, BatchSize: o.BatchSize, Workers: o.Workers})
 	if err != nil {
 		return BenchResult{}, err
 	}

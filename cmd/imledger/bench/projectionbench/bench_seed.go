@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/domain"
-	"github.com/imledger/imledger/projections"
+	"github.com/imledger/imledger/replay"
 )
 
 // SeedMessages appends group-message events to tenant's history in the event store until it
@@ -15,11 +15,11 @@ import (
 // conversations, seqs from 1 per topic), reporting progress to out (nil: none). It returns how
 // many it appended; a history that already holds n is left alone. Use a tenant of its own: the
 // seeded streams must be new.
-func SeedMessages(ctx context.Context, events projections.EventReader, appender EventAppender, tenant domain.TenantID, n, topics int, out io.Writer) (int, error) {
+func SeedMessages(ctx context.Context, events replay.EventReader, appender EventAppender, tenant domain.TenantID, n, topics int, out io.Writer) (int, error) {
 	if topics <= 0 {
 		topics = 100
 	}
-	have, err := events.Count(ctx, projections.MessageFilter(tenant))
+	have, err := events.Count(ctx, replay.MessageFilter(tenant))
 	if err != nil {
 		return 0, fmt.Errorf("projections: seed: %w", err)
 	}

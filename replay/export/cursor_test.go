@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/commands/export"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/replay/export"
 )
 
 // sentEvent builds message seq of topic as the send path stores it.

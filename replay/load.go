@@ -1,4 +1,4 @@
-package projections
+package replay
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 // applyFunc writes a batch of one tenant's events and returns how many were new.
 type applyFunc func(ctx context.Context, events []domain.Envelope) (int, error)
 
-// load reads t's message events after position from the store and writes them with apply in
+// load reads t's message events after position from events and writes them with apply in
 // batches of about o.BatchSize events. Reading runs ahead of writing: while a batch is written
 // the next one is read and gathered. With o.Workers > 1 a batch is split by conversation over
 // that many concurrent apply calls, so each conversation's events stay in order. Events read are
 // added to seen unless it is nil. It returns the events applied, the last position read and the
 // events read.
-func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o RebuildOptions, apply applyFunc, seen *recentEvents, bar ProgressTracker) (applied, last, read int64, err error) {
+func load(ctx context.Context, events EventReader, t domain.TenantID, after int64, o RebuildOptions, apply applyFunc, seen *recentEvents, bar ProgressTracker) (applied, last, read int64, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -69,7 +69,7 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 	}
 	last = after
 	var pending []domain.Envelope
-	readErr := readPages(ctx, r.d.Events, MessageFilter(t), after, o.BatchSize, func(page []domain.Envelope) error {
+	readErr := readPages(ctx, events, MessageFilter(t), after, o.BatchSize, func(page []domain.Envelope) error {
 		read += int64(len(page))
 		last = page[len(page)-1].Position
 		if seen != nil {
@@ -100,11 +100,6 @@ func (r *Rebuilder) load(ctx context.Context, t domain.TenantID, after int64, o 
 		return applied, last, read, err
 	}
 	return applied, last, read, readErr
-}
-
-// MessageFilter selects t's message events.
-func MessageFilter(t domain.TenantID) domain.EventFilter {
-	return domain.EventFilter{Tenant: t, EventTypes: messageEventTypes()}
 }
 
 // recentEvents remembers the ids of the events read within the last window positions of a
@@ -214,4 +209,30 @@ func readPages(ctx context.Context, events EventReader, filter domain.EventFilte
 	default:
 		return ctx.Err()
 	}
+}
+
+// pass reads the events of filter after position in pages of up to limit events (readPages) and
+// hands each page to apply, which returns how many of its events were new to the read model.
+// Each page read is told to bar and added to seen, either of which may be nil. It returns the
+// events applied and read and the last position read (after, when it read none).
+func pass(ctx context.Context, events EventReader, filter domain.EventFilter, after int64, limit int, bar ProgressTracker,
+	seen *recentEvents, apply func([]domain.Envelope) (int, error)) (filled, error) {
+	f := filled{last: after}
+	err := readPages(ctx, events, filter, after, limit, func(page []domain.Envelope) error {
+		n, err := apply(page)
+		if err != nil {
+			return err
+		}
+		f.applied += int64(n)
+		f.read += int64(len(page))
+		f.last = page[len(page)-1].Position
+		if seen != nil {
+			seen.add(page)
+		}
+		if bar != nil {
+			_ = bar.Add(len(page))
+		}
+		return nil
+	})
+	return f, err
 }

@@ -19,13 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/commands/internal/scenario"
 	"github.com/imledger/imledger/commands/relay"
-	"github.com/imledger/imledger/commands/republish"
+	"github.com/imledger/imledger/commands/scenariotest"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
+	"github.com/imledger/imledger/replay/republish"
 )
 
 var (
@@ -39,7 +39,7 @@ type env struct {
 	store    *eventstore.Store
 	kcfg     kafka.Config
 	producer sarama.SyncProducer
-	sc       scenario.Env
+	sc       scenariotest.Env
 }
 
 func newEnv(t *testing.T) *env {
@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	return &env{ctx: ctx, pool: pool, store: store, kcfg: kcfg, producer: p, sc: scenario.Env{Store: store, Redis: rdb, KeyPrefix: prefix}}
+	return &env{ctx: ctx, pool: pool, store: store, kcfg: kcfg, producer: p, sc: scenariotest.Env{Store: store, Redis: rdb, KeyPrefix: prefix}}
 }
 
 // settle waits until every stored event is below the commit horizon (see export's tests).
@@ -184,9 +184,9 @@ func (e *env) log(t *testing.T, tenant domain.TenantID) []eventstore.Record {
 func TestRepublishReplaysATenantWithoutTouchingTheLiveTopics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	res := scenario.Write(e.ctx, t, e.sc, tenantA, 15)
-	scenario.Write(e.ctx, t, e.sc, tenantB, 4)
-	scenario.AppendMutedV1(e.ctx, t, e.store, tenantA, res.Group, scenario.Member, scenario.Owner, time.Time{})
+	res := scenariotest.Write(e.ctx, t, e.sc, tenantA, 15)
+	scenariotest.Write(e.ctx, t, e.sc, tenantB, 4)
+	scenariotest.AppendMutedV1(e.ctx, t, e.store, tenantA, res.Group, scenariotest.Member, scenariotest.Owner, time.Time{})
 	e.settle(t)
 	all := e.log(t, domain.TenantID{})
 	e.relayAll(t, int64(len(all)))
@@ -309,7 +309,7 @@ func (f *failingProducer) SendMessages(msgs []*sarama.ProducerMessage) error {
 func TestRepublishResumesFromItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	scenario.Write(e.ctx, t, e.sc, tenantA, 20)
+	scenariotest.Write(e.ctx, t, e.sc, tenantA, 20)
 	e.settle(t)
 	want := e.log(t, tenantA)
 	target := e.kcfg.Topic("im.replay.resume")
@@ -366,7 +366,7 @@ func TestRepublishResumesFromItsCheckpoint(t *testing.T) {
 func TestRepublishAsyncKeepsOrderWithBatchesInFlight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	scenario.Write(e.ctx, t, e.sc, tenantA, 25)
+	scenariotest.Write(e.ctx, t, e.sc, tenantA, 25)
 	e.settle(t)
 	want := e.log(t, tenantA)
 	target := e.kcfg.Topic("im.replay.async")
@@ -428,7 +428,7 @@ func TestRepublishAsyncKeepsOrderWithBatchesInFlight(t *testing.T) {
 func TestRepublishRefusesACheckpointPastTheLog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	scenario.Write(e.ctx, t, e.sc, tenantA, 3)
+	scenariotest.Write(e.ctx, t, e.sc, tenantA, 3)
 	e.settle(t)
 	h, err := e.store.Horizon(e.ctx)
 	if err != nil {
@@ -458,8 +458,8 @@ func TestRepublishRefusesACheckpointPastTheLog(t *testing.T) {
 func TestRepublishRefusesACheckpointOfAnotherSelection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	scenario.Write(e.ctx, t, e.sc, tenantB, 4)
-	scenario.Write(e.ctx, t, e.sc, tenantA, 4)
+	scenariotest.Write(e.ctx, t, e.sc, tenantB, 4)
+	scenariotest.Write(e.ctx, t, e.sc, tenantA, 4)
 	e.settle(t)
 	target, other := e.kcfg.Topic("im.replay.sel"), e.kcfg.Topic("im.replay.sel2")
 	for _, topic := range []string{target, other} {

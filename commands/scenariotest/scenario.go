@@ -1,4 +1,4 @@
-package scenario
+package scenariotest
 
 import (
 	"context"

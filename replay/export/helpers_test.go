@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/commands/internal/scenario"
+	"github.com/imledger/imledger/commands/scenariotest"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/domain/schemas"
@@ -29,7 +29,7 @@ type env struct {
 	ctx   context.Context
 	pool  *pgxpool.Pool
 	store *eventstore.Store
-	sc    scenario.Env
+	sc    scenariotest.Env
 }
 
 func newEnv(t *testing.T) *env {
@@ -37,7 +37,7 @@ func newEnv(t *testing.T) *env {
 	pool, store := storetest.EventStore(t, 16)
 	rdb, prefix := testenv.Redis(t)
 	return &env{ctx: testenv.Context(t), pool: pool, store: store,
-		sc: scenario.Env{Store: store, Redis: rdb, KeyPrefix: prefix}}
+		sc: scenariotest.Env{Store: store, Redis: rdb, KeyPrefix: prefix}}
 }
 
 // log reads every event of tenant (zero: all) from the store in position order, upcast as

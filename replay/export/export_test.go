@@ -14,9 +14,9 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/imledger/imledger/commands/eventstore"
-	"github.com/imledger/imledger/commands/export"
-	"github.com/imledger/imledger/commands/internal/scenario"
+	"github.com/imledger/imledger/commands/scenariotest"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/replay/export"
 )
 
 var (
@@ -29,9 +29,9 @@ var (
 func TestParquetExportRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	res := scenario.Write(e.ctx, t, e.sc, tenantA, 12)
-	scenario.Write(e.ctx, t, e.sc, tenantB, 3)
-	v1 := scenario.AppendMutedV1(e.ctx, t, e.store, tenantA, res.Group, scenario.Member, scenario.Owner, time.Time{})
+	res := scenariotest.Write(e.ctx, t, e.sc, tenantA, 12)
+	scenariotest.Write(e.ctx, t, e.sc, tenantB, 3)
+	v1 := scenariotest.AppendMutedV1(e.ctx, t, e.store, tenantA, res.Group, scenariotest.Member, scenariotest.Owner, time.Time{})
 	out := filepath.Join(t.TempDir(), "acme.parquet")
 	e.settle(t)
 
@@ -146,8 +146,8 @@ func checkMessageColumns(t *testing.T, w domain.Envelope, r export.Row) {
 func TestJSONLExportValidatesAgainstTheSchemas(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	res := scenario.Write(e.ctx, t, e.sc, tenantA, 10)
-	v1 := scenario.AppendMutedV1(e.ctx, t, e.store, tenantA, res.Group, scenario.Member, scenario.Owner, time.Time{})
+	res := scenariotest.Write(e.ctx, t, e.sc, tenantA, 10)
+	v1 := scenariotest.AppendMutedV1(e.ctx, t, e.store, tenantA, res.Group, scenariotest.Member, scenariotest.Owner, time.Time{})
 	want := e.log(t, tenantA)
 	e.settle(t)
 
@@ -196,10 +196,10 @@ func TestJSONLExportValidatesAgainstTheSchemas(t *testing.T) {
 func TestExportFilters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	scenario.Write(e.ctx, t, e.sc, tenantA, 5)
+	scenariotest.Write(e.ctx, t, e.sc, tenantA, 5)
 	mid := time.Now().UTC()
 	time.Sleep(10 * time.Millisecond)
-	scenario.Write(e.ctx, t, e.sc, tenantB, 4)
+	scenariotest.Write(e.ctx, t, e.sc, tenantB, 4)
 	all := e.log(t, domain.TenantID{})
 	e.settle(t)
 

@@ -1,4 +1,4 @@
-package projections_test
+package replay_test
 
 import (
 	"bytes"
@@ -8,74 +8,72 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imledger/imledger/projections/projtest"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/projections"
 	"github.com/imledger/imledger/readmodels/hot"
+	"github.com/imledger/imledger/replay"
 )
-
-func readMark(tenant domain.TenantID, topic domain.Topic, user domain.UserID, seq, version int64) domain.Envelope {
-	return mustEnvelope(tenant, domain.ReadMarksStreamID(topic, user), version, domain.MessageEventType(topic.Kind(), domain.ActionReadMarked),
-		domain.ReadMarked{Topic: topic.String(), User: user, ReadSeq: seq, RecvSeq: seq, At: time.Now().UTC()})
-}
 
 // replay --verify --projection messages-hot: the hot read model the live projector built from
 // Kafka matches the log, and a hot-message key altered by hand makes the check fail naming its
 // topic.
 func TestVerifyHotFindsKeysAlteredByHand(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	hs, err := hot.NewStore(rdb, hot.Config{Prefix: prefix, MaxPerTopic: 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := m.tenant("hotverify")
-	store := newEventStore(t, h.pool)
-	g1, g2 := groupTopic(31), groupTopic(32)
+	tn := m.Tenant("hotverify")
+	store := projtest.NewEventStore(t, h.Pool)
+	g1, g2 := projtest.GroupTopic(31), projtest.GroupTopic(32)
 	d, _ := domain.DirectTopic(5, 6)
-	old := sentEvent(tn, g2, 1, 7, "a day old")
+	old := projtest.SentEvent(tn, g2, 1, 7, "a day old")
 	var p domain.MessageSent
 	_ = old.Decode(&p)
 	p.SentAt = time.Now().Add(-25 * time.Hour).UTC()
-	old = mustEnvelope(tn, g2.String(), 1, domain.EventGroupMessageSent, p)
+	old = projtest.MustEnvelope(tn, g2.String(), 1, domain.EventGroupMessageSent, p)
 	history := []domain.Envelope{old}
 	for seq := int64(1); seq <= 6; seq++ {
-		history = append(history, sentEvent(tn, g1, seq, domain.UserID(5+seq%2), fmt.Sprintf("hello %d", seq)))
+		history = append(history, projtest.SentEvent(tn, g1, seq, domain.UserID(5+seq%2), fmt.Sprintf("hello %d", seq)))
 	}
 	history = append(history,
-		sentEvent(tn, g2, 2, 7, "today"), sentEvent(tn, g2, 3, 8, "later"),
-		recallEvent(tn, g1, 5, 6, 1), editEvent(tn, g1, 6, 5, 2, "edited"), recallEvent(tn, g2, 1, 7, 1),
-		sentEvent(tn, d, 1, 5, "psst"), sentEvent(tn, d, 2, 6, "yes"),
-		readMark(tn, g1, 9, 4, 1), readMark(tn, d, 5, 2, 1))
-	history = appendAll(t, store, history)
-	h.run(h.config(), projections.MessagesHot(hs, ""))
-	h.publish(history...)
-	eventually(t, 30*time.Second, func() error {
-		seqs, err := hs.LastSeqs(testCtx(t), tn, []domain.Topic{g1, g2, d})
+		projtest.SentEvent(tn, g2, 2, 7, "today"), projtest.SentEvent(tn, g2, 3, 8, "later"),
+		projtest.RecallEvent(tn, g1, 5, 6, 1), projtest.EditEvent(tn, g1, 6, 5, 2, "edited"), projtest.RecallEvent(tn, g2, 1, 7, 1),
+		projtest.SentEvent(tn, d, 1, 5, "psst"), projtest.SentEvent(tn, d, 2, 6, "yes"),
+		projtest.ReadMark(tn, g1, 9, 4, 1), projtest.ReadMark(tn, d, 5, 2, 1))
+	history = projtest.AppendAll(t, store, history)
+	h.Run(h.Config(), projections.MessagesHot(hs, ""))
+	h.Publish(history...)
+	projtest.Eventually(t, 30*time.Second, func() error {
+		seqs, err := hs.LastSeqs(projtest.Ctx(t), tn, []domain.Topic{g1, g2, d})
 		if err != nil || seqs[g1.String()] != 6 || seqs[g2.String()] != 3 || seqs[d.String()] != 2 {
 			return fmt.Errorf("last seqs %v, %v", seqs, err)
 		}
-		if s, _, _ := hs.ReadSeq(testCtx(t), tn, 9, g1); s != 4 {
+		if s, _, _ := hs.ReadSeq(projtest.Ctx(t), tn, 9, g1); s != 4 {
 			return fmt.Errorf("read seq of 9 is %d", s)
 		}
-		w, err := hs.Window(testCtx(t), tn, g1, 5, 6, 2, false)
+		w, err := hs.Window(projtest.Ctx(t), tn, g1, 5, 6, 2, false)
 		if err != nil || len(w.Messages) != 2 || !w.Messages[0].Recalled() || w.Messages[1].Version != 2 {
 			return fmt.Errorf("recall and edit not applied yet: %+v %v", w.Messages, err)
 		}
 		return nil
 	})
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	rb, err := replay.NewHotRebuilder(hs, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := func() (projections.HotVerifyResult, string) {
+	verify := func() (replay.HotVerifyResult, string) {
 		t.Helper()
 		var out bytes.Buffer
-		res, err := rb.VerifyHot(testCtx(t), projections.VerifyOptions{Tenant: tn, Out: &out})
+		res, err := rb.Verify(projtest.Ctx(t), replay.VerifyOptions{Tenant: tn, Out: &out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +88,7 @@ func TestVerifyHotFindsKeysAlteredByHand(t *testing.T) {
 	}
 
 	// Alter one message's content by hand, and lose another's snapshot.
-	ctx := testCtx(t)
+	ctx := projtest.Ctx(t)
 	base := func(topic domain.Topic) string { return prefix + tn.String() + ":topic:{" + topic.String() + "}:" }
 	if err := rdb.HSet(ctx, base(g1)+"hot_msg:4", "c", `"forged"`).Err(); err != nil {
 		t.Fatal(err)
@@ -111,7 +109,7 @@ func TestVerifyHotFindsKeysAlteredByHand(t *testing.T) {
 		t.Fatalf("after a snapshot was lost and a read mark moved back: %v\n%s", res.Diffs, out)
 	}
 	// A rebuild repairs what the verification found.
-	if _, err := rb.Rebuild(ctx, projections.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn}); err != nil {
+	if _, err := rb.Rebuild(ctx, replay.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn}); err != nil {
 		t.Fatal(err)
 	}
 	_ = rdb.HSet(ctx, base(g1)+"hot_msg:4", "c", `"hello 4"`).Err() // a rebuild only moves forward: put the content back
@@ -124,7 +122,7 @@ func countKeys(t *testing.T, rdb interface {
 	Keys(ctx context.Context, pattern string) *redis.StringSliceCmd
 }, pattern string) int {
 	t.Helper()
-	keys, err := rdb.Keys(testCtx(t), pattern).Result()
+	keys, err := rdb.Keys(projtest.Ctx(t), pattern).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,28 +135,28 @@ func countKeys(t *testing.T, rdb interface {
 // sequencer's counter) and another tenant's keys are not.
 func TestVerifyHotFindsKeysOfTopicsTheLogLacks(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	m := newMySQL(t)
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	hs, err := hot.NewStore(rdb, hot.Config{Prefix: prefix}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := m.tenant("hotextra")
-	store := newEventStore(t, h.pool)
-	history := appendAll(t, store, []domain.Envelope{sentEvent(tn, groupTopic(41), 1, 5, "logged"), readMark(tn, groupTopic(41), 6, 1, 1)})
-	ctx := testCtx(t)
+	tn := m.Tenant("hotextra")
+	store := projtest.NewEventStore(t, h.Pool)
+	history := projtest.AppendAll(t, store, []domain.Envelope{projtest.SentEvent(tn, projtest.GroupTopic(41), 1, 5, "logged"), projtest.ReadMark(tn, projtest.GroupTopic(41), 6, 1, 1)})
+	ctx := projtest.Ctx(t)
 	if _, err := hs.ApplyBatch(ctx, tn, history); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := projections.NewRebuilder(projections.RebuildDeps{Events: store, Tenants: m.router, Messages: m.store, Hot: hs, Logger: testLogger()})
+	rb, err := replay.NewHotRebuilder(hs, store, m.Router, projtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := func() (projections.HotVerifyResult, string) {
+	verify := func() (replay.HotVerifyResult, string) {
 		t.Helper()
 		var out bytes.Buffer
-		res, err := rb.VerifyHot(ctx, projections.VerifyOptions{Tenant: tn, Out: &out})
+		res, err := rb.Verify(ctx, replay.VerifyOptions{Tenant: tn, Out: &out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,3 +196,49 @@ func TestVerifyHotFindsKeysOfTopicsTheLogLacks(t *testing.T) {
 		t.Errorf("the report names another store's or another tenant's keys:\n%s", out)
 	}
 }
+
+// TestRebuildHotReappliesIntoRedis rebuilds the hot projection from the event store into an
+// empty Redis prefix, then again (idempotent).
+func TestRebuildHotReappliesIntoRedis(t *testing.T) {
+	t.Parallel()
+	h := projtest.NewHarness(t)
+	m := projtest.NewMySQL(t)
+	hs := projtest.NewHot(t)
+	tn := m.Tenant("hotrb")
+	store := projtest.NewEventStore(t, h.Pool)
+	g := projtest.GroupTopic(11)
+	projtest.AppendAll(t, store, []domain.Envelope{
+		projtest.SentEvent(tn, g, 1, 5, "one"), projtest.SentEvent(tn, g, 2, 6, "two"), projtest.RecallEvent(tn, g, 1, 5, 1),
+	})
+	rb, err := replay.NewHotRebuilder(hs, store, m.Router, projtest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		progress := &countingProgress{}
+		res, err := rb.Rebuild(projtest.Ctx(t), replay.RebuildOptions{Projection: projections.ProjectionMessagesHot, Tenant: tn, Progress: progress.start})
+		if err != nil || res.Events != 3 {
+			t.Fatalf("rebuild hot: %+v, %v", res, err)
+		}
+		if progress.total != 3 || progress.added != 3 || progress.finished != 1 {
+			t.Errorf("progress: %+v, want a total of 3, 3 added, finished once", *progress)
+		}
+		red := projtest.HotRange(t, hs, tn, g, 2)
+		if len(red) != 2 || !red[0].Recalled() || string(red[1].Content) != `"two"` {
+			t.Fatalf("redis after rebuild %d: %+v", i+1, red)
+		}
+	}
+}
+
+// countingProgress records what a rebuild reports through replay.Progress.
+type countingProgress struct {
+	total, added, finished int64
+}
+
+func (p *countingProgress) start(_ string, total int64) replay.ProgressTracker {
+	p.total = total
+	return p
+}
+
+func (p *countingProgress) Add(n int) error { p.added += int64(n); return nil }
+func (p *countingProgress) Finish() error   { p.finished++; return nil }
