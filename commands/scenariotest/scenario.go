@@ -15,6 +15,7 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
@@ -126,7 +127,7 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	_, err = ops.MarkRead(ctx, commands.MarkRead{Tenant: tenant, Topic: dt, User: Friend, ReadSeq: 1})
 	must("mark read 1:1", err)
 
-	rec, err := commands.NewSessionRecorder(env.Store, commands.SessionRecorderConfig{Node: "node-a"}, nil)
+	rec, err := session.NewRecorder(env.Store, session.RecorderConfig{Node: "node-a"}, nil)
 	must("session recorder", err)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

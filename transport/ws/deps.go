@@ -146,7 +146,7 @@ func (p MemberPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, us
 }
 
 // SessionRecorder appends session.opened.v1 / session.closed.v1 events so analysts can replay
-// presence (commands.SessionRecorder implements it). Calls only queue the event.
+// presence (session.Recorder implements it). Calls only queue the event.
 type SessionRecorder interface {
 	Opened(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, userAgent string) error
 	Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error

@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
@@ -132,7 +133,7 @@ func (c Config) FanoutConfig() fanout.Config {
 }
 
 // SessionsConfig is the sessions section with node_id resolved.
-func (c Config) SessionsConfig() commands.SessionRecorderConfig {
+func (c Config) SessionsConfig() session.RecorderConfig {
 	s := c.Sessions
 	s.Node = c.NodeID
 	return s

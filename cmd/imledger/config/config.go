@@ -22,6 +22,7 @@ import (
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/retention"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/kafkabroker"
@@ -82,8 +83,8 @@ type Config struct {
 	// MessageOps tunes recall, edit, delete-for-me and read marks (commands).
 	MessageOps commands.MessageOpsConfig `koanf:"message_ops"`
 	// Sessions tunes the recorder of WebSocket session.opened.v1/session.closed.v1 events
-	// (commands). Its node is node_id; sessions.node is not a key.
-	Sessions commands.SessionRecorderConfig `koanf:"sessions"`
+	// (commands/session). Its node is node_id; sessions.node is not a key.
+	Sessions session.RecorderConfig `koanf:"sessions"`
 	// Presence tunes the online state in Redis (transport/presence). Its node id is node_id;
 	// presence.node_id is not a key. An empty key_prefix means redis.key_prefix.
 	Presence presence.Config `koanf:"presence"`
