@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafkabroker"
@@ -139,7 +139,7 @@ func runBenchPush(cmd *cobra.Command, o benchPushOptions) error {
 	start := time.Now()
 	tasks := 0
 	for seq := int64(1); seq <= int64(o.messages); seq++ {
-		tasks += n.pf.producer.Produce(ctx, commands.CommittedMessage{Tenant: t, Topic: topic, From: 1, Seq: seq,
+		tasks += n.pf.producer.Produce(ctx, message.CommittedMessage{Tenant: t, Topic: topic, From: 1, Seq: seq,
 			MsgType: "text", SentAt: time.Now().UTC()})
 	}
 	produced := time.Since(start)

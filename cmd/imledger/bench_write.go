@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/imledger/imledger/cmd/imledger/bench/writebench"
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/ratelimit"
 )
@@ -79,7 +79,7 @@ func newBenchWriteCmd() *cobra.Command {
 				if err := prepareBenchGroups(cmd.Context(), cmd.OutOrStdout(), n, opts); err != nil {
 					return err
 				}
-			} else if n.send, err = n.newSendHandler(cmd.Context(), nil, commands.NoFiles{}, nil); err != nil { // the groups need not exist
+			} else if n.send, err = n.newSendHandler(cmd.Context(), nil, message.NoFiles{}, nil); err != nil { // the groups need not exist
 				return err
 			}
 			if !noRelay {

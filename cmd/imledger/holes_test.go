@@ -10,15 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 )
 
 // refusingSendStore refuses, as PostgreSQL refuses data it cannot store, every append that
 // carries a message with client_msg_id "refused".
-type refusingSendStore struct{ commands.MessageStore }
+type refusingSendStore struct{ message.MessageStore }
 
 func (s refusingSendStore) AppendBatch(ctx context.Context, events []domain.Envelope) ([]eventstore.AppendResult, error) {
 	for _, e := range events {
@@ -37,7 +37,7 @@ func TestGivenUpSeqIsMarkedAtOnce(t *testing.T) {
 	t.Parallel()
 	env := newServeEnv(t, testenv.Kafka(t), true)
 	env.relay = "{min_poll: 1ms, max_poll: 20ms, gap_deadline: 60s}"
-	a := env.startNodeWith(t, "node-a", func(s commands.MessageStore) commands.MessageStore {
+	a := env.startNodeWith(t, "node-a", func(s message.MessageStore) message.MessageStore {
 		return refusingSendStore{s}
 	})
 	alice := signUp(t, a.base, "alice")

@@ -19,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/imledger/imledger/cmd/imledger/config"
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/shred"
@@ -71,8 +71,8 @@ type node struct {
 	loader   *group.Loader  // the send policy's cache of folded states
 	policy   *policy.Policy // nil: every send is allowed (bench write)
 	groups   *group.Handlers
-	send     *commands.SendMessageHandler
-	ops      *commands.MessageOpsHandler
+	send     *message.SendMessageHandler
+	ops      *message.MessageOpsHandler
 	accounts *account.Service
 	// keys seals and opens personal content (DESIGN §7a); keepers wrap its data keys.
 	keys    *shred.Keyring
@@ -121,7 +121,7 @@ type node struct {
 
 	// wrapSendStore, when set before start, wraps the event store the send handler appends
 	// through (tests delay or fail appends with it).
-	wrapSendStore func(commands.MessageStore) commands.MessageStore
+	wrapSendStore func(message.MessageStore) message.MessageStore
 }
 
 // startNode starts every component in dependency order and the HTTP listener last. On failure

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/readmodels/query"
@@ -17,9 +17,9 @@ import (
 // The send handler's file check (node.fileAccess) is files.Access over the file records and the
 // read policy.
 var (
-	_ commands.FileAccess = (*files.Access)(nil)
-	_ files.SharedFiles   = (*filedb.Store)(nil)
-	_ files.TopicReader   = rest.MemberReadPolicy{}
+	_ message.FileAccess = (*files.Access)(nil)
+	_ files.SharedFiles  = (*filedb.Store)(nil)
+	_ files.TopicReader  = rest.MemberReadPolicy{}
 )
 
 // stateMembers answers whether a user is a group member from folded membership streams of the

@@ -9,10 +9,10 @@ import (
 	"fmt"
 
 	"github.com/imledger/imledger/cmd/imledger/config"
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/readmodels/filedb"
 	"github.com/imledger/imledger/transport/auth"
@@ -72,7 +72,7 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 	if n.state.limiter != nil {
 		n.state.sender = ratelimit.LimitSends(n.send, n.state.limiter)
 	}
-	if n.ops, err = commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: n.store, Listener: sinks.changed, Reads: sinks.reads,
+	if n.ops, err = message.NewMessageOpsHandler(message.MessageOpsDeps{Store: n.store, Listener: sinks.changed, Reads: sinks.reads,
 		Policy: n.policy, Sealer: n.sealer(), Logger: n.log.With("component", "message_ops")}, n.cfg.MessageOps); err != nil {
 		return fmt.Errorf("message_ops: %w", err)
 	}
@@ -83,11 +83,11 @@ func (n *node) startCommands(ctx context.Context) (err error) {
 // the node, running before the handlers are built; all are nil on a node that runs no fanout
 // (bench write), whose handlers deliver nothing.
 type handlerSinks struct {
-	groups  group.Notifier          // the realtime effects of group changes (ws.Notifier over the fanout)
-	changes group.ChangeListener    // group changes on the users' channels
-	commits commands.CommitListener // sent messages: the fanout, the users' channels, offline push
-	changed commands.ChangeListener // recalls and edits: the fanout
-	reads   commands.ReadListener   // read marks: the users' channels
+	groups  group.Notifier         // the realtime effects of group changes (ws.Notifier over the fanout)
+	changes group.ChangeListener   // group changes on the users' channels
+	commits message.CommitListener // sent messages: the fanout, the users' channels, offline push
+	changed message.ChangeListener // recalls and edits: the fanout
+	reads   message.ReadListener   // read marks: the users' channels
 }
 
 // handlerSinks builds the handlers' sinks over the node's fanout, channel logs and push producer
@@ -114,12 +114,12 @@ func (n *node) handlerSinks() (handlerSinks, error) {
 }
 
 // commitListeners hands every committed message to each listener in turn.
-type commitListeners []commands.CommitListener
+type commitListeners []message.CommitListener
 
-var _ commands.CommitListener = commitListeners(nil)
+var _ message.CommitListener = commitListeners(nil)
 
-// MessagesCommitted implements commands.CommitListener.
-func (ls commitListeners) MessagesCommitted(ctx context.Context, msgs []commands.CommittedMessage) {
+// MessagesCommitted implements message.CommitListener.
+func (ls commitListeners) MessagesCommitted(ctx context.Context, msgs []message.CommittedMessage) {
 	for _, l := range ls {
 		l.MessagesCommitted(ctx, msgs)
 	}
@@ -128,9 +128,9 @@ func (ls commitListeners) MessagesCommitted(ctx context.Context, msgs []commands
 // fileAccess is who may reference which file in a send's head.files: the file records of the
 // tenant databases under the read policy. A node without MySQL has no file records and refuses
 // every head.files.
-func (n *node) fileAccess() (commands.FileAccess, error) {
+func (n *node) fileAccess() (message.FileAccess, error) {
 	if n.router == nil {
-		return commands.NoFiles{}, nil
+		return message.NoFiles{}, nil
 	}
 	a, err := files.NewAccess(filedb.New(n.router), n.readPolicy())
 	if err != nil {

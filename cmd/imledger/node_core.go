@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/kafkabroker"
@@ -78,14 +78,14 @@ func (n *node) openPostgres(ctx context.Context) (err error) {
 // may reference which file in head.files) and listener (what hears every message at its commit;
 // nil: nothing is delivered), which marks the seqs it gives up as final holes, and starts its
 // heartbeat and the hole marker.
-func (n *node) newSendHandler(ctx context.Context, policy commands.SendPolicy, files commands.FileAccess,
-	listener commands.CommitListener) (*commands.SendMessageHandler, error) {
-	var store commands.MessageStore = n.store
+func (n *node) newSendHandler(ctx context.Context, policy message.SendPolicy, files message.FileAccess,
+	listener message.CommitListener) (*message.SendMessageHandler, error) {
+	var store message.MessageStore = n.store
 	if n.wrapSendStore != nil {
 		store = n.wrapSendStore(store)
 	}
 	holes := newHoleMarker(n.store, n.log.With("component", "send"))
-	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{
+	h, err := message.NewSendMessageHandler(message.SendMessageDeps{
 		Store: store, Redis: n.rdb, Policy: policy, Files: files, Listener: listener, Holes: holes, Sealer: n.sealer(),
 		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())

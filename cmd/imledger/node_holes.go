@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -18,7 +18,7 @@ import (
 type holeMarker struct {
 	store *eventstore.Store
 	log   *slog.Logger
-	queue chan []commands.AbandonedSeq
+	queue chan []message.AbandonedSeq
 }
 
 // holeQueue bounds the batches of holes waiting for their markers.
@@ -28,13 +28,13 @@ const holeQueue = 1024
 const holeAppendTimeout = 5 * time.Second
 
 func newHoleMarker(store *eventstore.Store, log *slog.Logger) *holeMarker {
-	return &holeMarker{store: store, log: log, queue: make(chan []commands.AbandonedSeq, holeQueue)}
+	return &holeMarker{store: store, log: log, queue: make(chan []message.AbandonedSeq, holeQueue)}
 }
 
-var _ commands.HoleRecorder = (*holeMarker)(nil)
+var _ message.HoleRecorder = (*holeMarker)(nil)
 
-// SeqsAbandoned implements commands.HoleRecorder.
-func (m *holeMarker) SeqsAbandoned(ctx context.Context, holes []commands.AbandonedSeq) {
+// SeqsAbandoned implements message.HoleRecorder.
+func (m *holeMarker) SeqsAbandoned(ctx context.Context, holes []message.AbandonedSeq) {
 	select {
 	case m.queue <- holes:
 	default:
@@ -61,7 +61,7 @@ func (m *holeMarker) Run(ctx context.Context) error {
 	}
 }
 
-func (m *holeMarker) append(ctx context.Context, holes []commands.AbandonedSeq) {
+func (m *holeMarker) append(ctx context.Context, holes []message.AbandonedSeq) {
 	skips := make([]eventstore.Skip, len(holes))
 	for i, h := range holes {
 		skips[i] = eventstore.Skip{Tenant: h.Tenant, Topic: h.Topic, Seq: h.Seq, Reason: domain.SkipAbandoned}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/policy"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/access"
 	"github.com/imledger/imledger/transport/fanout"
@@ -49,7 +49,7 @@ func (n *node) startRealtime(ctx context.Context) (err error) {
 // startGateway starts the recorder of session events and the WebSocket gateway, which delivers
 // through the fanout and the channel logs and sends and marks through the handlers.
 func (n *node) startGateway(ctx context.Context) error {
-	sessions, err := commands.NewSessionRecorder(n.store, n.cfg.SessionsConfig(), n.log.With("component", "sessions"))
+	sessions, err := session.NewRecorder(n.store, n.cfg.SessionsConfig(), n.log.With("component", "sessions"))
 	if err != nil {
 		return err
 	}

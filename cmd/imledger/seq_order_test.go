@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/imledger/imledger/cmd/imledger/config"
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 )
@@ -25,7 +25,7 @@ import (
 // node that allocated the seq but is slow to commit it (a pause, a slow network), until released
 // or the send's own deadline passes.
 type holdingSendStore struct {
-	commands.MessageStore
+	message.MessageStore
 	topic   atomic.Value // string
 	armed   atomic.Bool
 	held    chan int64
@@ -58,7 +58,7 @@ func (s *holdingSendStore) arm(topic string) {
 
 // startNodeWith runs a node of env in-process like serve, with wrap around its send handler's
 // store, and waits until it is ready.
-func (e *serveEnv) startNodeWith(t *testing.T, nodeID string, wrap func(commands.MessageStore) commands.MessageStore) *served {
+func (e *serveEnv) startNodeWith(t *testing.T, nodeID string, wrap func(message.MessageStore) message.MessageStore) *served {
 	t.Helper()
 	addr := freeAddr(t)
 	s := &served{base: "http://" + addr, file: e.config(t, nodeID, addr), stdout: &syncBuffer{}}
@@ -146,7 +146,7 @@ func TestCatchUpAcrossSeqsCommittedOutOfOrder(t *testing.T) {
 	// Node A holds a send past the gap deadline; the send itself must not time out meanwhile.
 	env.extra = "send: {batch_timeout: 60s}"
 	hs := &holdingSendStore{held: make(chan int64, 1)}
-	a := env.startNodeWith(t, "node-a", func(s commands.MessageStore) commands.MessageStore {
+	a := env.startNodeWith(t, "node-a", func(s message.MessageStore) message.MessageStore {
 		hs.MessageStore = s
 		return hs
 	})

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/domain"
 )
@@ -42,15 +42,15 @@ type GroupStates interface {
 	Group(ctx context.Context, t domain.TenantID, id domain.GroupID, maxAge time.Duration) (domain.GroupState, error)
 }
 
-// MessageModerator recalls messages by moderation (*commands.MessageOpsHandler).
+// MessageModerator recalls messages by moderation (*message.MessageOpsHandler).
 type MessageModerator interface {
-	RecallByModerator(ctx context.Context, cmd commands.ModerationRecall) (commands.RecallResult, error)
+	RecallByModerator(ctx context.Context, cmd message.ModerationRecall) (message.RecallResult, error)
 }
 
 // Sender sends a message and delivers it to the topic's online sessions once committed (the
 // send handler with the realtime fanout, as REST sends).
 type Sender interface {
-	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+	Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error)
 }
 
 // Broadcaster delivers a system message to every online session of a tenant on every node. It is

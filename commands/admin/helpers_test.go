@@ -14,12 +14,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/admin"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/commands/tenant"
@@ -201,12 +201,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if e.groups, err = group.New(group.Deps{Store: e.store, Loader: e.loader}, group.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: e.store}, commands.MessageOpsConfig{})
+	ops, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: e.store}, message.MessageOpsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: e.store, Redis: rdb},
-		commands.SendMessageConfig{Partitions: 2, Seq: seq.Config{KeyPrefix: prefix}})
+	send, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: e.store, Redis: rdb},
+		message.SendMessageConfig{Partitions: 2, Seq: seq.Config{KeyPrefix: prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}

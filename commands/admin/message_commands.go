@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -24,7 +24,7 @@ func (d *dispatcher) messageRecall(ctx context.Context, r run) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := d.h.Messages.RecallByModerator(ctx, commands.ModerationRecall{Tenant: r.tenant, Topic: topic, Seq: p.Seq,
+	res, err := d.h.Messages.RecallByModerator(ctx, message.ModerationRecall{Tenant: r.tenant, Topic: topic, Seq: p.Seq,
 		Moderator: r.actor(), Reason: p.Reason, TraceID: r.TraceID, CausationID: r.causation()})
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (d *dispatcher) messageBroadcast(ctx context.Context, r run) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := d.h.Sender.Handle(ctx, commands.SendMessage{Tenant: r.tenant, From: g.Owner(), Topic: topic, ClientMsgID: cmid,
+	res, err := d.h.Sender.Handle(ctx, message.SendMessage{Tenant: r.tenant, From: g.Owner(), Topic: topic, ClientMsgID: cmid,
 		MsgType: domain.MsgSystem, Content: content, TraceID: r.TraceID, Actor: r.actor()})
 	if err != nil {
 		return nil, err

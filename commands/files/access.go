@@ -24,7 +24,7 @@ type TopicReader interface {
 }
 
 // Access decides which files a user may reference in a message (it implements
-// commands.FileAccess), by the rule the download URL follows: a user may reference
+// message.FileAccess), by the rule the download URL follows: a user may reference
 //
 //   - a file they uploaded, unless it was rejected (file_rejected) or collected, whether or not
 //     its bytes are there or checked yet;

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -27,7 +27,7 @@ type Deps struct {
 	Now func() time.Time
 }
 
-// Policy decides whether a user may post to a topic (it implements commands.SendPolicy):
+// Policy decides whether a user may post to a topic (it implements message.SendPolicy):
 //
 //   - group topics: the group exists and is not dissolved, the sender is a current member, not
 //     muted at this moment, and not a plain member under mute-all (domain.CanPost);
@@ -62,8 +62,8 @@ type Policy struct {
 }
 
 var (
-	_ commands.SendPolicy = (*Policy)(nil)
-	_ group.Invalidator   = (*Policy)(nil)
+	_ message.SendPolicy = (*Policy)(nil)
+	_ group.Invalidator  = (*Policy)(nil)
 )
 
 // New validates cfg and returns a Policy.

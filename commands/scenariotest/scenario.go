@@ -11,10 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 )
@@ -57,11 +58,11 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	p := func(u domain.UserID) domain.Principal { return domain.Principal{Tenant: tenant, User: u} }
 	g, err := group.New(group.Deps{Store: env.Store}, group.Config{})
 	must("group handlers", err)
-	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: env.Store, Redis: env.Redis},
-		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: env.KeyPrefix}})
+	send, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: env.Store, Redis: env.Redis},
+		message.SendMessageConfig{Seq: seq.Config{KeyPrefix: env.KeyPrefix}})
 	must("send handler", err)
 	defer send.Close()
-	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: env.Store}, commands.MessageOpsConfig{})
+	ops, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: env.Store}, message.MessageOpsConfig{})
 	must("message ops handler", err)
 
 	storetest.RegisterUsers(t, env.Store, tenant, Owner, Admin, Member, Friend)
@@ -96,7 +97,7 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	senders := []domain.UserID{Owner, Admin, Member}
 	for i := range max(messages, 3) {
 		content, _ := json.Marshal(map[string]any{"text": "message " + strconv.Itoa(i), "n": i})
-		cmd, err := commands.NewSendMessage(commands.SendMessageInput{Tenant: tenant.String(),
+		cmd, err := message.NewSendMessage(message.SendMessageInput{Tenant: tenant.String(),
 			From: senders[i%len(senders)].String(), Topic: gt.String(), ClientMsgID: "g-" + strconv.Itoa(i),
 			Content: content, TraceID: ""}, 0)
 		must("group message", err)
@@ -104,29 +105,29 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 		must("send group message", err)
 	}
 	for i, from := range []domain.UserID{Owner, Friend} {
-		cmd, err := commands.NewSendMessage(commands.SendMessageInput{Tenant: tenant.String(), From: from.String(),
+		cmd, err := message.NewSendMessage(message.SendMessageInput{Tenant: tenant.String(), From: from.String(),
 			Topic: dt.String(), ClientMsgID: "d-" + strconv.Itoa(i), MsgType: "text", Content: json.RawMessage(`"hello\u2028there"`),
 			Head: json.RawMessage(`{"reply_seq":"1"}`)}, 0)
 		must("direct message", err)
 		_, err = send.Handle(ctx, cmd)
 		must("send direct message", err)
 	}
-	ref := func(topic domain.Topic, seq int64, actor domain.UserID) commands.MessageRef {
-		return commands.MessageRef{Tenant: tenant, Topic: topic, Seq: seq, Actor: actor}
+	ref := func(topic domain.Topic, seq int64, actor domain.UserID) message.MessageRef {
+		return message.MessageRef{Tenant: tenant, Topic: topic, Seq: seq, Actor: actor}
 	}
 	edited, _ := domain.NewContent([]byte(`{"text":"message 0, edited"}`), 0)
-	_, err = ops.Edit(ctx, commands.EditMessage{MessageRef: ref(gt, 1, Owner), Version: 1, Content: edited})
+	_, err = ops.Edit(ctx, message.EditMessage{MessageRef: ref(gt, 1, Owner), Version: 1, Content: edited})
 	must("edit", err)
 	_, err = ops.Recall(ctx, ref(gt, 2, Admin))
 	must("recall", err)
 	_, err = ops.DeleteForMe(ctx, ref(gt, 3, Owner))
 	must("delete for me", err)
-	_, err = ops.MarkRead(ctx, commands.MarkRead{Tenant: tenant, Topic: gt, User: Member, ReadSeq: 2})
+	_, err = ops.MarkRead(ctx, message.MarkRead{Tenant: tenant, Topic: gt, User: Member, ReadSeq: 2})
 	must("mark read", err)
-	_, err = ops.MarkRead(ctx, commands.MarkRead{Tenant: tenant, Topic: dt, User: Friend, ReadSeq: 1})
+	_, err = ops.MarkRead(ctx, message.MarkRead{Tenant: tenant, Topic: dt, User: Friend, ReadSeq: 1})
 	must("mark read 1:1", err)
 
-	rec, err := commands.NewSessionRecorder(env.Store, commands.SessionRecorderConfig{Node: "node-a"}, nil)
+	rec, err := session.NewRecorder(env.Store, session.RecorderConfig{Node: "node-a"}, nil)
 	must("session recorder", err)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -206,7 +206,7 @@ func TestTableCatchesKnownViolations(t *testing.T) {
 		{"internal/kafka", module + "/transport/ws", false, false},
 		{"internal/testenv", module + "/domain", false, false},
 		{"internal/testenv", "github.com/jackc/pgx/v5", false, true},
-		{"transport/rest", module + "/commands", false, true},
+		{"transport/rest", module + "/commands/message", false, true},
 		{"transport/rest", module + "/internal/testenv", false, false},
 		{"transport/rest", module + "/internal/testenv", true, true},
 		{"transport/rest", module + "/cmd/imledger", true, false},

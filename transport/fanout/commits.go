@@ -3,7 +3,7 @@ package fanout
 import (
 	"context"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 )
 
 // MessagePublisher is what Commits hands messages to: a *Fanout, or a single node's hub.
@@ -21,12 +21,12 @@ type Commits struct {
 }
 
 var (
-	_ commands.CommitListener = Commits{}
-	_ commands.ChangeListener = Commits{}
+	_ message.CommitListener = Commits{}
+	_ message.ChangeListener = Commits{}
 )
 
-// MessagesCommitted implements commands.CommitListener.
-func (c Commits) MessagesCommitted(_ context.Context, msgs []commands.CommittedMessage) {
+// MessagesCommitted implements message.CommitListener.
+func (c Commits) MessagesCommitted(_ context.Context, msgs []message.CommittedMessage) {
 	for _, cm := range msgs {
 		m := &Message{Kind: KindData, Tenant: cm.Tenant, Topic: cm.Topic, From: cm.From, Seq: cm.Seq,
 			MessageID: cm.MessageID, MsgType: cm.MsgType, TS: cm.SentAt, Content: cm.Content.Raw()}
@@ -37,8 +37,8 @@ func (c Commits) MessagesCommitted(_ context.Context, msgs []commands.CommittedM
 	}
 }
 
-// MessageChanged implements commands.ChangeListener.
-func (c Commits) MessageChanged(_ context.Context, ch commands.CommittedChange) {
+// MessageChanged implements message.ChangeListener.
+func (c Commits) MessageChanged(_ context.Context, ch message.CommittedChange) {
 	c.Publisher.Publish(&Message{Kind: KindChange, Tenant: ch.Tenant, Topic: ch.Topic, From: ch.By, Seq: ch.Seq,
 		MessageID: ch.MessageID, What: ch.What, Version: ch.Version, TS: ch.At, Content: ch.Content})
 }

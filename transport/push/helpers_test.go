@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/testenv"
@@ -130,8 +130,8 @@ func (f *fixture) online(t *testing.T, users ...domain.UserID) {
 	}
 }
 
-func (f *fixture) message(topic domain.Topic, from domain.UserID, seq int64, mentions ...domain.UserID) commands.CommittedMessage {
-	return commands.CommittedMessage{Tenant: f.tenant, Topic: topic, From: from, Seq: seq, MsgType: domain.MsgType("text"),
+func (f *fixture) message(topic domain.Topic, from domain.UserID, seq int64, mentions ...domain.UserID) message.CommittedMessage {
+	return message.CommittedMessage{Tenant: f.tenant, Topic: topic, From: from, Seq: seq, MsgType: domain.MsgType("text"),
 		Head: domain.Head{Mentions: mentions}, SentAt: time.Now().UTC()}
 }
 

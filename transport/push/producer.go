@@ -10,7 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/presence"
 )
@@ -63,7 +63,7 @@ type ProducerDeps struct {
 	Logger    *slog.Logger
 }
 
-// Producer turns committed messages into push tasks (a commands.CommitListener). It queues the
+// Producer turns committed messages into push tasks (a message.CommitListener). It queues the
 // messages and works them off on its own goroutines, so the sequencer never waits for it; a
 // message that finds the queue full produces no reminders (counted as dropped, queue_full). A
 // node that stops between a commit and its tasks loses those reminders, never a message:
@@ -79,14 +79,14 @@ type Producer struct {
 	deps ProducerDeps
 	keys keys
 	log  *slog.Logger
-	q    chan []commands.CommittedMessage
+	q    chan []message.CommittedMessage
 	// retry holds messages whose group the read model did not hold yet, due for another look.
 	retry chan retryItem
 }
 
 // retryItem is a message to look at again, with how many looks it had.
 type retryItem struct {
-	m     commands.CommittedMessage
+	m     message.CommittedMessage
 	looks int
 }
 
@@ -97,7 +97,7 @@ type retryItem struct {
 var notFoundWaits = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second,
 	2 * time.Second, 4 * time.Second, 8 * time.Second}
 
-var _ commands.CommitListener = (*Producer)(nil)
+var _ message.CommitListener = (*Producer)(nil)
 
 // NewProducer validates its arguments; Run starts it.
 func NewProducer(deps ProducerDeps, cfg Config) (*Producer, error) {
@@ -112,11 +112,11 @@ func NewProducer(deps ProducerDeps, cfg Config) (*Producer, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Producer{cfg: cfg, deps: deps, keys: keys{cfg.KeyPrefix}, log: deps.Logger,
-		q: make(chan []commands.CommittedMessage, cfg.QueueSize), retry: make(chan retryItem, cfg.QueueSize)}, nil
+		q: make(chan []message.CommittedMessage, cfg.QueueSize), retry: make(chan retryItem, cfg.QueueSize)}, nil
 }
 
-// MessagesCommitted implements commands.CommitListener: it queues msgs and returns at once.
-func (p *Producer) MessagesCommitted(_ context.Context, msgs []commands.CommittedMessage) {
+// MessagesCommitted implements message.CommitListener: it queues msgs and returns at once.
+func (p *Producer) MessagesCommitted(_ context.Context, msgs []message.CommittedMessage) {
 	select {
 	case p.q <- msgs:
 	default:
@@ -151,7 +151,7 @@ const maxLookup = 1024
 
 // produceQueued produces the tasks of msgs and of the batches queued behind them (up to
 // maxLookup messages), with each group's members looked up once for all of them.
-func (p *Producer) produceQueued(ctx context.Context, msgs []commands.CommittedMessage) {
+func (p *Producer) produceQueued(ctx context.Context, msgs []message.CommittedMessage) {
 	for more := true; more && len(msgs) < maxLookup; {
 		select {
 		case next := <-p.q:
@@ -171,7 +171,7 @@ type membersOf func(ctx context.Context, tenant domain.TenantID, gid domain.Grou
 
 // lookupMembers reads the members of every group msgs were sent to, per tenant in one call when
 // Members is a ManyMembers, and returns a membersOf that answers from what it read.
-func (p *Producer) lookupMembers(ctx context.Context, msgs []commands.CommittedMessage) membersOf {
+func (p *Producer) lookupMembers(ctx context.Context, msgs []message.CommittedMessage) membersOf {
 	many, ok := p.deps.Members.(ManyMembers)
 	if !ok || len(msgs) < 2 {
 		return p.deps.Members.MemberIDs
@@ -214,11 +214,11 @@ func (p *Producer) lookupMembers(ctx context.Context, msgs []commands.CommittedM
 // group the read model does not hold yet is looked up again later by Run (see notFoundWaits);
 // Produce then returns 0. Another lookup or publish failure is logged and counted; the message's
 // reminders are then lost.
-func (p *Producer) Produce(ctx context.Context, m commands.CommittedMessage) int {
+func (p *Producer) Produce(ctx context.Context, m message.CommittedMessage) int {
 	return p.produce(ctx, m, 1, p.deps.Members.MemberIDs)
 }
 
-func (p *Producer) produce(ctx context.Context, m commands.CommittedMessage, looks int, members membersOf) int {
+func (p *Producer) produce(ctx context.Context, m message.CommittedMessage, looks int, members membersOf) int {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tasks, err := p.tasks(ctx, m, members)
@@ -247,7 +247,7 @@ func (p *Producer) produce(ctx context.Context, m commands.CommittedMessage, loo
 
 // lookAgain queues m for another look once the wait after its looks-th has passed; a full
 // queue drops its reminders.
-func (p *Producer) lookAgain(m commands.CommittedMessage, looks int) {
+func (p *Producer) lookAgain(m message.CommittedMessage, looks int) {
 	time.AfterFunc(notFoundWaits[looks-1], func() {
 		select {
 		case p.retry <- retryItem{m: m, looks: looks + 1}:
@@ -262,11 +262,11 @@ func (p *Producer) lookAgain(m commands.CommittedMessage, looks int) {
 // the others: a conversation whose members are all online (the common case while it is busy)
 // costs at most one Redis round trip, and the mutes and reminder marks are read only for offline
 // members.
-func (p *Producer) Tasks(ctx context.Context, m commands.CommittedMessage) ([]Task, error) {
+func (p *Producer) Tasks(ctx context.Context, m message.CommittedMessage) ([]Task, error) {
 	return p.tasks(ctx, m, p.deps.Members.MemberIDs)
 }
 
-func (p *Producer) tasks(ctx context.Context, m commands.CommittedMessage, members membersOf) ([]Task, error) {
+func (p *Producer) tasks(ctx context.Context, m message.CommittedMessage, members membersOf) ([]Task, error) {
 	recipients, typ, err := p.recipients(ctx, m, members)
 	if err != nil || len(recipients) == 0 {
 		return nil, err
@@ -335,7 +335,7 @@ func (p *Producer) tasks(ctx context.Context, m commands.CommittedMessage, membe
 }
 
 // recipients are the members of the message's conversation other than the sender.
-func (p *Producer) recipients(ctx context.Context, m commands.CommittedMessage, members membersOf) ([]domain.UserID, string, error) {
+func (p *Producer) recipients(ctx context.Context, m message.CommittedMessage, members membersOf) ([]domain.UserID, string, error) {
 	if m.Topic.Kind() != domain.TopicGroup {
 		peer := m.Topic.Peer(m.From)
 		if peer <= 0 || peer == m.From {
@@ -358,7 +358,7 @@ func (p *Producer) recipients(ctx context.Context, m commands.CommittedMessage, 
 
 // remindedAt reads when each user last got a reminder for the topic (zero: never, or no Redis
 // configured).
-func (p *Producer) remindedAt(ctx context.Context, m commands.CommittedMessage, users []domain.UserID) ([]time.Time, error) {
+func (p *Producer) remindedAt(ctx context.Context, m message.CommittedMessage, users []domain.UserID) ([]time.Time, error) {
 	out := make([]time.Time, len(users))
 	if p.deps.Redis == nil {
 		return out, nil

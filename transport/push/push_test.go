@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/readmodels/business"
 	"github.com/imledger/imledger/readmodels/pushdb"
@@ -264,7 +264,7 @@ func TestMessageOfAGroupNotProjectedYetIsLookedAtAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	go func() { _ = f.producer.Run(ctx) }()
-	f.producer.MessagesCommitted(f.ctx, []commands.CommittedMessage{f.message(topic, 1, 1)})
+	f.producer.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(topic, 1, 1)})
 	time.Sleep(400 * time.Millisecond) // past the first look, and the second
 	f.group(t, 8, 3)
 	tasks := f.tasks(t, 2)
@@ -310,8 +310,8 @@ func TestQueuedMessagesLookUpEachGroupOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.MessagesCommitted(f.ctx, []commands.CommittedMessage{f.message(seven, 1, 1), f.message(eight, 1, 1)})
-	p.MessagesCommitted(f.ctx, []commands.CommittedMessage{f.message(seven, 1, 2), f.message(seven, 1, 3), f.message(eight, 1, 2)})
+	p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(seven, 1, 1), f.message(eight, 1, 1)})
+	p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(seven, 1, 2), f.message(seven, 1, 3), f.message(eight, 1, 2)})
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

@@ -3,12 +3,12 @@ package ratelimit
 import (
 	"context"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 )
 
-// MessageSender sends a message (*commands.SendMessageHandler).
+// MessageSender sends a message (*message.SendMessageHandler).
 type MessageSender interface {
-	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+	Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error)
 }
 
 // SendLimiter is a MessageSender that checks the sender's and the topic's send limits before it
@@ -28,9 +28,9 @@ func LimitSends(next MessageSender, l *Limiter) *SendLimiter {
 // Handle refuses the send with a *domain.RateLimitedError over send_user or send_topic, with a
 // retryable error when Redis does not answer, and otherwise returns what the wrapped sender does.
 // Both limits cost one pipelined round trip shared with the concurrent sends (Limiter.AllowSend).
-func (s *SendLimiter) Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error) {
+func (s *SendLimiter) Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error) {
 	if err := s.limiter.AllowSend(ctx, cmd.Tenant, cmd.From.String(), cmd.Topic.String()); err != nil {
-		return commands.SendResult{}, err
+		return message.SendResult{}, err
 	}
 	return s.next.Handle(ctx, cmd)
 }

@@ -15,13 +15,13 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/pushsettings"
 	"github.com/imledger/imledger/commands/seq"
@@ -103,7 +103,7 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	s.signer = newSigner(t, time.Now)
-	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store}, commands.MessageOpsConfig{MaxContentBytes: cfg.MaxContentBytes})
+	ops, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: s.store}, message.MessageOpsConfig{MaxContentBytes: cfg.MaxContentBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +144,12 @@ func newStack(t testing.TB, cfg rest.Config, o stackOpts) *stack {
 	if o.self {
 		s.withSelf(t, &h, o)
 	}
-	sendDeps := commands.SendMessageDeps{Store: s.store, Redis: s.rdb}
+	sendDeps := message.SendMessageDeps{Store: s.store, Redis: s.rdb}
 	if o.files {
 		sendDeps.Files = s.withFiles(t, &h, o.s3)
 	}
-	send, err := commands.NewSendMessageHandler(sendDeps,
-		commands.SendMessageConfig{Partitions: 2, MaxContentBytes: cfg.MaxContentBytes, Seq: seq.Config{KeyPrefix: s.prefix}})
+	send, err := message.NewSendMessageHandler(sendDeps,
+		message.SendMessageConfig{Partitions: 2, MaxContentBytes: cfg.MaxContentBytes, Seq: seq.Config{KeyPrefix: s.prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func (s *stack) withReads(t testing.TB, ctx context.Context, h *rest.Handlers, o
 // withFiles adds the file endpoints over a bucket in a temporary directory (or, with s3, an
 // S3-compatible store with direct URLs on) and returns the send path's head.files check, as
 // serve wires them. It needs withReads first.
-func (s *stack) withFiles(t testing.TB, h *rest.Handlers, s3 bool) commands.FileAccess {
+func (s *stack) withFiles(t testing.TB, h *rest.Handlers, s3 bool) message.FileAccess {
 	t.Helper()
 	var bucket *blob.Bucket
 	if s3 {

@@ -8,19 +8,19 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 )
 
-// MessageOperator acts on sent messages; *commands.MessageOpsHandler implements it.
+// MessageOperator acts on sent messages; *message.MessageOpsHandler implements it.
 type MessageOperator interface {
-	Recall(ctx context.Context, ref commands.MessageRef) (commands.RecallResult, error)
-	Edit(ctx context.Context, cmd commands.EditMessage) (commands.EditResult, error)
-	DeleteForMe(ctx context.Context, ref commands.MessageRef) (commands.DeleteResult, error)
-	MarkRead(ctx context.Context, cmd commands.MarkRead) (commands.MarkResult, error)
+	Recall(ctx context.Context, ref message.MessageRef) (message.RecallResult, error)
+	Edit(ctx context.Context, cmd message.EditMessage) (message.EditResult, error)
+	DeleteForMe(ctx context.Context, ref message.MessageRef) (message.DeleteResult, error)
+	MarkRead(ctx context.Context, cmd message.MarkRead) (message.MarkResult, error)
 }
 
-var _ MessageOperator = (*commands.MessageOpsHandler)(nil)
+var _ MessageOperator = (*message.MessageOpsHandler)(nil)
 
 // MessageChange is the data of a recall, edit or delete-for-me answer.
 type MessageChange struct {
@@ -102,7 +102,7 @@ func (a *API) registerMessageOps() {
 			if err != nil {
 				return nil, err
 			}
-			cmd := commands.EditMessage{MessageRef: ref}
+			cmd := message.EditMessage{MessageRef: ref}
 			if cmd.Version, err = positive("version", in.Body.Version); err != nil {
 				return nil, a.fail(ctx, err)
 			}
@@ -145,7 +145,7 @@ func (a *API) registerMarkRead() {
 			if err != nil {
 				return nil, err
 			}
-			cmd := commands.MarkRead{Tenant: p.Tenant, Topic: topic, User: p.User, TraceID: RequestID(ctx)}
+			cmd := message.MarkRead{Tenant: p.Tenant, Topic: topic, User: p.User, TraceID: RequestID(ctx)}
 			if cmd.ReadSeq, err = seqParam("read_seq", in.Body.ReadSeq); err != nil {
 				return nil, a.fail(ctx, err)
 			}
@@ -164,7 +164,7 @@ func (a *API) registerMarkRead() {
 // messageRef builds the reference of the addressed message for the caller. With read, the
 // caller must be allowed to read the topic (delete-for-me); recall and edit are the sender's
 // own business, which the handler checks.
-func (a *API) messageRef(ctx context.Context, in MessageParams, read bool) (commands.MessageRef, error) {
+func (a *API) messageRef(ctx context.Context, in MessageParams, read bool) (message.MessageRef, error) {
 	p := principal(ctx)
 	var (
 		topic domain.Topic
@@ -176,13 +176,13 @@ func (a *API) messageRef(ctx context.Context, in MessageParams, read bool) (comm
 		err = a.fail(ctx, err)
 	}
 	if err != nil {
-		return commands.MessageRef{}, err
+		return message.MessageRef{}, err
 	}
 	seq, err := positive("seq", in.Seq)
 	if err != nil {
-		return commands.MessageRef{}, a.fail(ctx, err)
+		return message.MessageRef{}, a.fail(ctx, err)
 	}
-	return commands.MessageRef{Tenant: p.Tenant, Topic: topic, Seq: seq, Actor: p.User, TraceID: RequestID(ctx)}, nil
+	return message.MessageRef{Tenant: p.Tenant, Topic: topic, Seq: seq, Actor: p.User, TraceID: RequestID(ctx)}, nil
 }
 
 // positive parses a required positive 64-bit decimal.

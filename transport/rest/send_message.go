@@ -9,15 +9,15 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 )
 
-// MessageSender sends one message; *commands.SendMessageHandler is the implementation.
+// MessageSender sends one message; *message.SendMessageHandler is the implementation.
 type MessageSender interface {
-	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+	Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error)
 }
 
-var _ MessageSender = (*commands.SendMessageHandler)(nil)
+var _ MessageSender = (*message.SendMessageHandler)(nil)
 
 // SendMessageRequest is the body of POST /v1/im/topics/{topic}/messages.
 type SendMessageRequest struct {
@@ -58,7 +58,7 @@ func (a *API) registerSendMessage(s MessageSender) {
 		alsoOK: map[int]string{http.StatusOK: "a duplicate: this sender sent this client_msg_id to this topic before; data.duplicate is true, nothing was written"}}),
 		func(ctx context.Context, in *sendMessageInput) (*reply[SentMessage], error) {
 			p := principal(ctx)
-			cmd, err := commands.NewSendMessage(commands.SendMessageInput{
+			cmd, err := message.NewSendMessage(message.SendMessageInput{
 				Tenant: p.Tenant.String(), From: p.User.String(), Topic: in.Topic,
 				ClientMsgID: in.Body.ClientMsgID, MsgType: in.Body.MsgType,
 				Content: in.Body.Content, Head: in.Body.Head, TraceID: RequestID(ctx),

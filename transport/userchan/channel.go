@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
 )
@@ -43,8 +43,8 @@ type Deps struct {
 }
 
 // Channel logs the items of the users' channels and delivers them. It hears committed group,
-// membership and relation changes (group.ChangeListener), read marks (commands.ReadListener)
-// and the first message of each 1:1 conversation (commands.CommitListener), and logs account
+// membership and relation changes (group.ChangeListener), read marks (message.ReadListener)
+// and the first message of each 1:1 conversation (message.CommitListener), and logs account
 // changes for the access notifier (Account). Items of one change are logged, then delivered,
 // before the call returns, so a command's items are in the log when it answers; the first
 // messages, heard on the sequencer's path, are queued and logged by a goroutine of their own
@@ -74,9 +74,9 @@ type post struct {
 }
 
 var (
-	_ group.ChangeListener    = (*Channel)(nil)
-	_ commands.ReadListener   = (*Channel)(nil)
-	_ commands.CommitListener = (*Channel)(nil)
+	_ group.ChangeListener   = (*Channel)(nil)
+	_ message.ReadListener   = (*Channel)(nil)
+	_ message.CommitListener = (*Channel)(nil)
 )
 
 // New returns a Channel over deps.Log.
@@ -220,14 +220,14 @@ func postsFor(item Item, users []domain.UserID) []post {
 	return out
 }
 
-// ReadMarked implements commands.ReadListener: the user's channel logs the new read mark.
-func (c *Channel) ReadMarked(ctx context.Context, r commands.CommittedRead) {
+// ReadMarked implements message.ReadListener: the user's channel logs the new read mark.
+func (c *Channel) ReadMarked(ctx context.Context, r message.CommittedRead) {
 	c.post(ctx, r.Tenant, []post{{user: r.User, item: Item{What: WhatRead, Topic: r.Topic, ReadSeq: r.ReadSeq, At: r.At}}})
 }
 
-// MessagesCommitted implements commands.CommitListener: the first message of a 1:1 conversation
+// MessagesCommitted implements message.CommitListener: the first message of a 1:1 conversation
 // (seq 1) is logged on both users' channels as a new conversation. It only queues (see Run).
-func (c *Channel) MessagesCommitted(_ context.Context, msgs []commands.CommittedMessage) {
+func (c *Channel) MessagesCommitted(_ context.Context, msgs []message.CommittedMessage) {
 	for _, m := range msgs {
 		if m.Seq != 1 || m.Topic.Kind() != domain.TopicDirect {
 			continue

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/userchan"
@@ -122,7 +122,7 @@ func TestFirstDirectMessageIsANewConversationForBoth(t *testing.T) {
 	}
 	dm, grp := mustTopic(t, "p2p3_4"), mustTopic(t, "grp4")
 	at := time.Now().UTC()
-	ch.MessagesCommitted(ctx, []commands.CommittedMessage{
+	ch.MessagesCommitted(ctx, []message.CommittedMessage{
 		{Tenant: acme, Topic: dm, From: 3, Seq: 1, MessageID: "m1", Content: content, SentAt: at},
 		{Tenant: acme, Topic: dm, From: 4, Seq: 2, MessageID: "m2", Content: content, SentAt: at},
 		{Tenant: acme, Topic: grp, From: 3, Seq: 1, MessageID: "m3", Content: content, SentAt: at},

@@ -17,11 +17,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for migrations
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/account/passhash"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/seq"
@@ -275,15 +275,15 @@ func (s *chatServer) listen(t *testing.T, addr string) {
 	if err != nil {
 		fail(err)
 	}
-	send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log,
+	send, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: s.store, Redis: s.rdb, Policy: sendPolicy, Logger: s.log,
 		Listener: commitsAndChannel{fanout.Commits{Publisher: fan}, channel}},
-		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})
+		message.SendMessageConfig{Seq: seq.Config{KeyPrefix: s.prefix}})
 	if err != nil {
 		fail(err)
 	}
 	closers = append(closers, func() { _ = send.Close() })
-	ops, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: s.store, Listener: fanout.Commits{Publisher: fan}, Reads: channel},
-		commands.MessageOpsConfig{})
+	ops, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: s.store, Listener: fanout.Commits{Publisher: fan}, Reads: channel},
+		message.MessageOpsConfig{})
 	if err != nil {
 		fail(err)
 	}
@@ -362,8 +362,8 @@ type commitsAndChannel struct {
 	channel *userchan.Channel
 }
 
-// MessagesCommitted implements commands.CommitListener.
-func (c commitsAndChannel) MessagesCommitted(ctx context.Context, msgs []commands.CommittedMessage) {
+// MessagesCommitted implements message.CommitListener.
+func (c commitsAndChannel) MessagesCommitted(ctx context.Context, msgs []message.CommittedMessage) {
 	c.Commits.MessagesCommitted(ctx, msgs)
 	c.channel.MessagesCommitted(ctx, msgs)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/readmodels/business"
@@ -15,9 +15,9 @@ import (
 )
 
 // bothCommits hands every commit to two listeners: the fanout and the channel.
-type bothCommits struct{ a, b commands.CommitListener }
+type bothCommits struct{ a, b message.CommitListener }
 
-func (c bothCommits) MessagesCommitted(ctx context.Context, msgs []commands.CommittedMessage) {
+func (c bothCommits) MessagesCommitted(ctx context.Context, msgs []message.CommittedMessage) {
 	c.a.MessagesCommitted(ctx, msgs)
 	c.b.MessagesCommitted(ctx, msgs)
 }

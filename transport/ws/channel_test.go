@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/userchan"
@@ -40,7 +40,7 @@ func trySend(t *testing.T, n *node, from domain.UserID, topic domain.Topic, text
 	if err != nil {
 		return 0, err
 	}
-	res, err := n.send.Handle(testCtx(t), commands.SendMessage{Tenant: acme, From: from, Topic: topic, ClientMsgID: id, Content: content})
+	res, err := n.send.Handle(testCtx(t), message.SendMessage{Tenant: acme, From: from, Topic: topic, ClientMsgID: id, Content: content})
 	return res.Seq, err
 }
 
@@ -137,7 +137,7 @@ func TestEveryChannelItemReachesTheUserOnAnotherNode(t *testing.T) {
 	if m.MsgSeq != strconv.FormatInt(seq, 10) || m.From != "1" || string(m.Content) != `"hello team"` || m.Seq != "" {
 		t.Errorf("bob's msg frame %s", m.Raw)
 	}
-	if _, err := a.ops.Recall(ctx, commands.MessageRef{Tenant: acme, Topic: res.Topic, Seq: seq, Actor: alice}); err != nil {
+	if _, err := a.ops.Recall(ctx, message.MessageRef{Tenant: acme, Topic: res.Topic, Seq: seq, Actor: alice}); err != nil {
 		t.Fatal(err)
 	}
 	bobB.waitFor("the recall frame", func([]serverFrame) bool {
@@ -197,7 +197,7 @@ func TestEveryChannelItemReachesTheUserOnAnotherNode(t *testing.T) {
 			t.Errorf("%s: conv item %s", cl.name, it.Raw)
 		}
 	}
-	if _, err := a.ops.MarkRead(ctx, commands.MarkRead{Tenant: acme, Topic: dm, User: bob, ReadSeq: first}); err != nil {
+	if _, err := a.ops.MarkRead(ctx, message.MarkRead{Tenant: acme, Topic: dm, User: bob, ReadSeq: first}); err != nil {
 		t.Fatal(err)
 	}
 	if it := expect(bobB, "read", dm.String(), 0, 0); it.ReadSeq != "1" {

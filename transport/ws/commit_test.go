@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/ws"
@@ -17,7 +17,7 @@ import (
 
 // slowOnce is the event store with its first append held for delay.
 type slowOnce struct {
-	commands.MessageStore
+	message.MessageStore
 	delay time.Duration
 	once  sync.Once
 }
@@ -135,7 +135,7 @@ func TestRecallAndEditAreDeliveredAtCommit(t *testing.T) {
 	reader.waitFor("both messages", func(fs []serverFrame) bool { return countData(fs) == 2 })
 	grp2, _ := domain.ParseTopic("grp2")
 	ctx := testCtx(t)
-	rec, err := a.ops.Recall(ctx, commands.MessageRef{Tenant: acme, Topic: grp2, Seq: 1, Actor: 1})
+	rec, err := a.ops.Recall(ctx, message.MessageRef{Tenant: acme, Topic: grp2, Seq: 1, Actor: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,21 +144,21 @@ func TestRecallAndEditAreDeliveredAtCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ed, err := b.ops.Edit(ctx, commands.EditMessage{MessageRef: commands.MessageRef{Tenant: acme, Topic: grp2, Seq: 2, Actor: 1},
+	ed, err := b.ops.Edit(ctx, message.EditMessage{MessageRef: message.MessageRef{Tenant: acme, Topic: grp2, Seq: 2, Actor: 1},
 		Version: 1, Content: content})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cl := range []*client{author, reader} {
 		fs := cl.waitFor("the recall and the edit", func(fs []serverFrame) bool {
-			return hasInfo(fs, commands.ChangeRecall, "1", "1") && hasInfo(fs, commands.ChangeEdit, "1", "2")
+			return hasInfo(fs, message.ChangeRecall, "1", "1") && hasInfo(fs, message.ChangeEdit, "1", "2")
 		})
 		for _, f := range fs {
 			switch {
 			case f.Info == nil:
-			case f.Info.What == commands.ChangeRecall && (f.Info.MessageID != rec.MessageID || f.Info.Content != nil || f.Info.Version != ""):
+			case f.Info.What == message.ChangeRecall && (f.Info.MessageID != rec.MessageID || f.Info.Content != nil || f.Info.Version != ""):
 				t.Errorf("%s: recall frame = %+v", cl.name, f.Info)
-			case f.Info.What == commands.ChangeEdit && (f.Info.MessageID != ed.MessageID || f.Info.Version != "2" || string(f.Info.Content) != edited):
+			case f.Info.What == message.ChangeEdit && (f.Info.MessageID != ed.MessageID || f.Info.Version != "2" || string(f.Info.Content) != edited):
 				t.Errorf("%s: edit frame = %+v (content %s), want version 2 and the content byte for byte", cl.name, f.Info, f.Info.Content)
 			}
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/telemetry"
 	"github.com/imledger/imledger/readmodels"
@@ -22,16 +22,16 @@ type TokenVerifier interface {
 	Verify(token string) (auth.Principal, error)
 }
 
-// MessageSender sends a message (commands.SendMessageHandler implements it). The gateway does
+// MessageSender sends a message (message.SendMessageHandler implements it). The gateway does
 // not deliver what it sends: the sender delivers each message at its commit (a
-// commands.CommitListener such as fanout.Commits), once, whatever became of the pub.
+// message.CommitListener such as fanout.Commits), once, whatever became of the pub.
 type MessageSender interface {
-	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+	Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error)
 }
 
-// ReadMarker records read and receive marks (commands.MessageOpsHandler implements it).
+// ReadMarker records read and receive marks (message.MessageOpsHandler implements it).
 type ReadMarker interface {
-	MarkRead(ctx context.Context, cmd commands.MarkRead) (commands.MarkResult, error)
+	MarkRead(ctx context.Context, cmd message.MarkRead) (message.MarkResult, error)
 }
 
 // HistoryQuery selects a page of a topic's messages: seqs after AfterSeq and before BeforeSeq
@@ -110,8 +110,8 @@ type TopicReader interface {
 // subscription would deliver the blocker's new messages.
 type MemberPolicy struct {
 	Read TopicReader
-	Send commands.SendPolicy
-	// SenderChecks says Deps.Sender applies Send itself (commands.SendMessageHandler with the same
+	Send message.SendPolicy
+	// SenderChecks says Deps.Sender applies Send itself (message.SendMessageHandler with the same
 	// policy): a pub then leaves the check to it, so the send policy is asked once per pub. Other
 	// frames that post to a topic (read receipts, typing) are checked here all the same.
 	SenderChecks bool
@@ -146,7 +146,7 @@ func (p MemberPolicy) CanPublish(ctx context.Context, tenant domain.TenantID, us
 }
 
 // SessionRecorder appends session.opened.v1 / session.closed.v1 events so analysts can replay
-// presence (commands.SessionRecorder implements it). Calls only queue the event.
+// presence (session.Recorder implements it). Calls only queue the event.
 type SessionRecorder interface {
 	Opened(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, userAgent string) error
 	Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error

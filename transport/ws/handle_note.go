@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/fanout"
 )
@@ -64,7 +64,7 @@ func (s *session) onMark(ctx context.Context, t domain.Topic, f noteFrame) {
 		s.fail(ctx, "", err)
 		return
 	}
-	cmd := commands.MarkRead{Tenant: s.tenant, Topic: t, User: s.user, TraceID: s.id}
+	cmd := message.MarkRead{Tenant: s.tenant, Topic: t, User: s.user, TraceID: s.id}
 	if f.What == "read" {
 		cmd.ReadSeq = seq
 	} else {

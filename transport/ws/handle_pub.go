@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 )
 
 // onPub sends a message. The ack (202, params topic, seq, message_id, ts, and duplicate for a
@@ -28,7 +28,7 @@ func (s *session) onPub(ctx context.Context, f pubFrame) {
 			return
 		}
 	}
-	cmd, err := commands.NewSendMessage(commands.SendMessageInput{
+	cmd, err := message.NewSendMessage(message.SendMessageInput{
 		Tenant: s.tenant.String(), From: s.user.String(), Topic: t.String(), ClientMsgID: f.ClientMsgID,
 		MsgType: f.MsgType, Content: f.Content, Head: f.Head, TraceID: pubTrace(s.id, f.ID),
 	}, s.contentLimit(ctx))
@@ -50,13 +50,13 @@ func (s *session) onPub(ctx context.Context, f pubFrame) {
 
 // pubTrace is the trace id of a pub: the session id and the frame id, which the client chose, so
 // only its characters of [A-Za-z0-9._:-] are kept (others become '_'), within
-// commands.MaxTraceIDLen bytes. The event store keeps it as text.
+// message.MaxTraceIDLen bytes. The event store keeps it as text.
 func pubTrace(sessionID, frameID string) string {
 	var b strings.Builder
-	b.Grow(min(len(sessionID)+1+len(frameID), commands.MaxTraceIDLen))
+	b.Grow(min(len(sessionID)+1+len(frameID), message.MaxTraceIDLen))
 	b.WriteString(sessionID)
 	b.WriteByte('-')
-	for i := 0; i < len(frameID) && b.Len() < commands.MaxTraceIDLen; i++ {
+	for i := 0; i < len(frameID) && b.Len() < message.MaxTraceIDLen; i++ {
 		c := frameID[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':

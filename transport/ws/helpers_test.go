@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -47,8 +47,8 @@ type cluster struct {
 	rdb    *redis.Client
 	prefix string
 	tokens *auth.Signer
-	send   *commands.SendMessageHandler // delivers nothing: for senders that wrap it
-	biz    *business.Store              // the business read model, for channel nodes (readModel)
+	send   *message.SendMessageHandler // delivers nothing: for senders that wrap it
+	biz    *business.Store             // the business read model, for channel nodes (readModel)
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -66,16 +66,16 @@ func newCluster(t testing.TB) *cluster {
 
 // sendHandler is a real send handler over the cluster's store and the given Redis that tells l
 // (when not nil) about every message it commits.
-func (c *cluster) sendHandler(t testing.TB, rdb redis.UniversalClient, l commands.CommitListener) *commands.SendMessageHandler {
+func (c *cluster) sendHandler(t testing.TB, rdb redis.UniversalClient, l message.CommitListener) *message.SendMessageHandler {
 	t.Helper()
 	return c.sendHandlerOver(t, c.store, rdb, l)
 }
 
 // sendHandlerOver is sendHandler over another store.
-func (c *cluster) sendHandlerOver(t testing.TB, store commands.MessageStore, rdb redis.UniversalClient, l commands.CommitListener) *commands.SendMessageHandler {
+func (c *cluster) sendHandlerOver(t testing.TB, store message.MessageStore, rdb redis.UniversalClient, l message.CommitListener) *message.SendMessageHandler {
 	t.Helper()
-	h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb, Listener: l},
-		commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: c.prefix}})
+	h, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: store, Redis: rdb, Listener: l},
+		message.SendMessageConfig{Seq: seq.Config{KeyPrefix: c.prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +143,8 @@ type node struct {
 	id       string
 	pres     *presence.Store
 	fan      *fanout.Fanout
-	send     *commands.SendMessageHandler
-	ops      *commands.MessageOpsHandler
+	send     *message.SendMessageHandler
+	ops      *message.MessageOpsHandler
 	gw       *ws.Gateway
 	srv      *httptest.Server
 	registry *prometheus.Registry
@@ -157,7 +157,7 @@ type nodeOpts struct {
 	rdb         *redis.Client                  // presence and fanout; default: the cluster's
 	sendRedis   *redis.Client                  // the node's own handler's sequencer; default: the cluster's
 	sender      ws.MessageSender               // default: the node's own handler
-	sendStore   commands.MessageStore          // the node's own handler's store; default: the cluster's
+	sendStore   message.MessageStore           // the node's own handler's store; default: the cluster's
 	history     ws.HistoryReader               // default: storeHistory
 	logger      *slog.Logger                   // default: discard
 	sessions    ws.SessionRecorder             // optional
@@ -196,14 +196,14 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.fan.Close() })
-	var commits commands.CommitListener = fanout.Commits{Publisher: n.fan}
-	opsDeps := commands.MessageOpsDeps{Store: c.store, Listener: fanout.Commits{Publisher: n.fan}}
+	var commits message.CommitListener = fanout.Commits{Publisher: n.fan}
+	opsDeps := message.MessageOpsDeps{Store: c.store, Listener: fanout.Commits{Publisher: n.fan}}
 	if o.channel != nil {
 		n.channel = c.channelFor(t, n, *o.channel)
 		commits = bothCommits{commits, n.channel}
 		opsDeps.Reads = n.channel
 	}
-	var store commands.MessageStore = c.store
+	var store message.MessageStore = c.store
 	if o.sendStore != nil {
 		store = o.sendStore
 	}
@@ -212,7 +212,7 @@ func (c *cluster) node(t testing.TB, id string, o nodeOpts) *node {
 		sendRedis = o.sendRedis
 	}
 	n.send = c.sendHandlerOver(t, store, sendRedis, commits)
-	if n.ops, err = commands.NewMessageOpsHandler(opsDeps, commands.MessageOpsConfig{}); err != nil {
+	if n.ops, err = message.NewMessageOpsHandler(opsDeps, message.MessageOpsConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	deps := ws.Deps{Tokens: c.tokens, Sender: n.send, Marks: n.ops, History: storeHistory{c.store},

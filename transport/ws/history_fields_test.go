@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
@@ -149,7 +149,7 @@ func TestGetHistoryCarriesVersionAndUpdatedAt(t *testing.T) {
 				t.Fatal(err)
 			}
 			topic := mustTopic(t, tc.topic)
-			edit, err := n.ops.Edit(ctx, commands.EditMessage{MessageRef: commands.MessageRef{Tenant: acme, Topic: topic, Seq: 1, Actor: 1},
+			edit, err := n.ops.Edit(ctx, message.EditMessage{MessageRef: message.MessageRef{Tenant: acme, Topic: topic, Seq: 1, Actor: 1},
 				Version: 1, Content: content})
 			if err != nil {
 				t.Fatal(err)
@@ -196,7 +196,7 @@ func TestGetHistoryCarriesVersionAndUpdatedAt(t *testing.T) {
 			}
 
 			// The version a get answered is the one an edit must name: an edit of it is accepted.
-			if _, err := n.ops.Edit(ctx, commands.EditMessage{MessageRef: commands.MessageRef{Tenant: acme, Topic: topic, Seq: 1, Actor: 1},
+			if _, err := n.ops.Edit(ctx, message.EditMessage{MessageRef: message.MessageRef{Tenant: acme, Topic: topic, Seq: 1, Actor: 1},
 				Version: 2, Content: content}); err != nil {
 				t.Errorf("edit from the version history gave: %v", err)
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
 	"github.com/imledger/imledger/transport/presence"
@@ -190,7 +190,7 @@ func mustTopic(t *testing.T, s string) domain.Topic {
 func TestSessionsAreRecordedAsEvents(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	rec, err := commands.NewSessionRecorder(c.store, commands.SessionRecorderConfig{Node: "node-a"}, nil)
+	rec, err := session.NewRecorder(c.store, session.RecorderConfig{Node: "node-a"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestSessionsAreRecordedAsEvents(t *testing.T) {
 func TestHiUserAgentIsStoredClean(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	rec, err := commands.NewSessionRecorder(c.store, commands.SessionRecorderConfig{Node: "node-a"}, nil)
+	rec, err := session.NewRecorder(c.store, session.RecorderConfig{Node: "node-a"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/transport/ws"
@@ -36,8 +36,8 @@ func TestPubAsksTheSendPolicyOnce(t *testing.T) {
 	for _, senderChecks := range []bool{true, false} {
 		c := newCluster(t)
 		send := &countingSend{}
-		h, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: c.store, Redis: c.rdb, Policy: send},
-			commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: c.prefix}})
+		h, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: c.store, Redis: c.rdb, Policy: send},
+			message.SendMessageConfig{Seq: seq.Config{KeyPrefix: c.prefix}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/transport/ws"
 )
 
@@ -20,7 +20,7 @@ type stackRecorder struct {
 	stacks []string
 }
 
-func (r *stackRecorder) Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error) {
+func (r *stackRecorder) Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error) {
 	buf := make([]byte, 64<<10)
 	buf = buf[:runtime.Stack(buf, false)]
 	r.mu.Lock()

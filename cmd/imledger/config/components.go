@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/domain"
 	tkafka "github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/projections"
@@ -101,7 +102,7 @@ func (c Config) prefix(own string) string {
 }
 
 // SendConfig is the send section with node_id and the Redis key prefix resolved.
-func (c Config) SendConfig() commands.SendMessageConfig {
+func (c Config) SendConfig() message.SendMessageConfig {
 	s := c.Send
 	s.Seq.KeyPrefix = c.prefix(s.Seq.KeyPrefix)
 	s.Seq.NodeID = c.NodeID
@@ -132,7 +133,7 @@ func (c Config) FanoutConfig() fanout.Config {
 }
 
 // SessionsConfig is the sessions section with node_id resolved.
-func (c Config) SessionsConfig() commands.SessionRecorderConfig {
+func (c Config) SessionsConfig() session.RecorderConfig {
 	s := c.Sessions
 	s.Node = c.NodeID
 	return s

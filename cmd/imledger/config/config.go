@@ -13,15 +13,16 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/account"
 	"github.com/imledger/imledger/commands/actiontoken"
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/relay"
 	"github.com/imledger/imledger/commands/retention"
+	"github.com/imledger/imledger/commands/session"
 	"github.com/imledger/imledger/commands/tenant"
 	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/internal/kafkabroker"
@@ -56,10 +57,10 @@ type Config struct {
 	// EventStore tunes the Postgres event store (commands/eventstore). Zero values take the
 	// package defaults.
 	EventStore eventstore.Config `koanf:"event_store"`
-	// Send tunes the SendMessage handler (commands): content limit, sequencer partitions and
+	// Send tunes the SendMessage handler (commands/message): content limit, sequencer partitions and
 	// batching, and under send.seq the Redis key prefix (empty: redis.key_prefix) and idempotency
 	// TTLs. Zero values take the package defaults.
-	Send commands.SendMessageConfig `koanf:"send"`
+	Send message.SendMessageConfig `koanf:"send"`
 	// Relay tunes the outbox relay that publishes events to Kafka (commands/relay). Its Kafka
 	// settings are the kafka section's; relay.kafka is not a key. Zero values take the package
 	// defaults.
@@ -79,11 +80,11 @@ type Config struct {
 	// SendPolicy tunes the send-path permission cache (commands/policy); other nodes' changes
 	// reach it over the Redis channel <redis.key_prefix>cache:invalidate.
 	SendPolicy policy.Config `koanf:"send_policy"`
-	// MessageOps tunes recall, edit, delete-for-me and read marks (commands).
-	MessageOps commands.MessageOpsConfig `koanf:"message_ops"`
+	// MessageOps tunes recall, edit, delete-for-me and read marks (commands/message).
+	MessageOps message.MessageOpsConfig `koanf:"message_ops"`
 	// Sessions tunes the recorder of WebSocket session.opened.v1/session.closed.v1 events
-	// (commands). Its node is node_id; sessions.node is not a key.
-	Sessions commands.SessionRecorderConfig `koanf:"sessions"`
+	// (commands/session). Its node is node_id; sessions.node is not a key.
+	Sessions session.RecorderConfig `koanf:"sessions"`
 	// Presence tunes the online state in Redis (transport/presence). Its node id is node_id;
 	// presence.node_id is not a key. An empty key_prefix means redis.key_prefix.
 	Presence presence.Config `koanf:"presence"`

@@ -14,16 +14,16 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 )
 
-// MessageSender is anything that handles commands.SendMessage; *commands.SendMessageHandler is one.
+// MessageSender is anything that handles message.SendMessage; *message.SendMessageHandler is one.
 type MessageSender interface {
-	Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error)
+	Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error)
 }
 
-var _ MessageSender = (*commands.SendMessageHandler)(nil)
+var _ MessageSender = (*message.SendMessageHandler)(nil)
 
 // BenchWriteOptions shapes a write benchmark. The zero value (plus a tenant) runs 50 senders
 // over 100 group topics for 10 s.
@@ -228,7 +228,7 @@ func (r *benchRun) more(ctx context.Context) bool {
 // sender is one sender's loop: user s+1 cycling through the topics.
 func (r *benchRun) sender(ctx context.Context, s int) {
 	hist := newLatencyHistogram()
-	cmd := commands.SendMessage{Tenant: r.opts.Tenant, From: domain.UserID(s + 1), MsgType: domain.MsgText, Content: r.content}
+	cmd := message.SendMessage{Tenant: r.opts.Tenant, From: domain.UserID(s + 1), MsgType: domain.MsgText, Content: r.content}
 	for n := 0; r.more(ctx); n++ {
 		cmd.Topic = r.topics[(s+n)%len(r.topics)]
 		cmd.ClientMsgID, _ = domain.NewClientMsgID(r.opts.RunID + "-" + strconv.Itoa(s) + "-" + strconv.Itoa(n))

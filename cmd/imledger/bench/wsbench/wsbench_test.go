@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imledger/imledger/cmd/imledger/bench/wsbench"
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -62,8 +62,8 @@ func gatewayWithMetrics(t testing.TB, nodes int) ([]string, *auth.Signer, *event
 		}
 		t.Cleanup(func() { _ = fan.Close() })
 		// Each node's own send handler delivers what it commits through the node's fanout.
-		send, err := commands.NewSendMessageHandler(commands.SendMessageDeps{Store: store, Redis: rdb,
-			Listener: fanout.Commits{Publisher: fan}}, commands.SendMessageConfig{Seq: seq.Config{KeyPrefix: prefix}})
+		send, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: store, Redis: rdb,
+			Listener: fanout.Commits{Publisher: fan}}, message.SendMessageConfig{Seq: seq.Config{KeyPrefix: prefix}})
 		if err != nil {
 			t.Fatal(err)
 		}

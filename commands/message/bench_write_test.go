@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/imledger/imledger/cmd/imledger/bench/writebench"
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 )
 
 func TestBenchWriteCountsAndMeasures(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	const count = 2000
 	res, err := writebench.BenchWrite(testCtx(t), e.h, writebench.BenchWriteOptions{Tenant: e.tenant, Senders: 20, Topics: 7, Count: count})
 	if err != nil {
@@ -58,7 +58,7 @@ type counting struct {
 	n    atomic.Int64
 }
 
-func (c *counting) Handle(ctx context.Context, cmd commands.SendMessage) (commands.SendResult, error) {
+func (c *counting) Handle(ctx context.Context, cmd message.SendMessage) (message.SendResult, error) {
 	r, err := c.next.Handle(ctx, cmd)
 	if err == nil {
 		c.n.Add(1)
@@ -70,7 +70,7 @@ func (c *counting) Handle(ctx context.Context, cmd commands.SendMessage) (comman
 // through both, each in its own slices, and reports each one's sends.
 func TestBenchWriteAlternates(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	a, b := &counting{next: e.h}, &counting{next: e.h}
 	// Slices of 250 ms: under the race detector on a saturated machine one send can take a
 	// quarter of a second, and a slice shorter than a send may start none.

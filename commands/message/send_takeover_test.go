@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/internal/testenv"
@@ -19,13 +19,13 @@ import (
 // at once instead of waiting, gets a new seq, and the lost attempt's seq is reported as a hole.
 func TestRetryTakesOverAnAttemptThisNodeLost(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	holes := &holeRecorder{}
-	h := e.handler(t, commands.SendMessageDeps{Holes: holes}, commands.SendMessageConfig{PendingWait: 5 * time.Second})
+	h := e.handler(t, message.SendMessageDeps{Holes: holes}, message.SendMessageConfig{PendingWait: 5 * time.Second})
 	ctx := testCtx(t)
 	cmd := e.cmd(t, "grp6", 3, "lost-reply", "x")
 	key := seq.Key{Tenant: cmd.Tenant, Topic: cmd.Topic, From: cmd.From, ClientMsgID: cmd.ClientMsgID}
-	a := commands.AllocatorOf(h)
+	a := message.AllocatorOf(h)
 	if err := a.Seed(ctx, []seq.TopicFloor{{Tenant: key.Tenant, Topic: key.Topic}}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestRetryTakesOverAnAttemptThisNodeLost(t *testing.T) {
 // node B, over one event store and one Redis key prefix.
 type twoNodes struct {
 	e       *sendEnv
-	a, b    *commands.SendMessageHandler
+	a, b    *message.SendMessageHandler
 	rdbA    *redis.Client
 	gate    *gate
 	holesB  *holeRecorder
 	ttl     time.Duration
-	cmd     commands.SendMessage
+	cmd     message.SendMessage
 	aResult chan error
 }
 
@@ -67,7 +67,7 @@ type twoNodes struct {
 // it with afterCommit. A's send of cmd is then in flight.
 func newTwoNodes(t *testing.T, afterCommit bool) *twoNodes {
 	t.Helper()
-	n := &twoNodes{e: newSendEnv(t, commands.SendMessageConfig{}), gate: newGate(), holesB: &holeRecorder{}, ttl: time.Second}
+	n := &twoNodes{e: newSendEnv(t, message.SendMessageConfig{}), gate: newGate(), holesB: &holeRecorder{}, ttl: time.Second}
 	store := &hookStore{MessageStore: n.e.store}
 	if afterCommit {
 		store.after = func([]domain.Envelope) { n.gate.hold() }
@@ -76,12 +76,12 @@ func newTwoNodes(t *testing.T, afterCommit bool) *twoNodes {
 	}
 	n.rdbA = redis.NewClient(&redis.Options{Addr: testenv.RedisAddr, MaxRetries: -1})
 	t.Cleanup(func() { _ = n.rdbA.Close() })
-	cfg := func(node string) commands.SendMessageConfig {
-		return commands.SendMessageConfig{PendingWait: 500 * time.Millisecond,
+	cfg := func(node string) message.SendMessageConfig {
+		return message.SendMessageConfig{PendingWait: 500 * time.Millisecond,
 			Seq: seq.Config{NodeID: node, HeartbeatTTL: n.ttl}}
 	}
-	n.a = n.e.handler(t, commands.SendMessageDeps{Store: store, Redis: n.rdbA}, cfg("node-a"))
-	n.b = n.e.handler(t, commands.SendMessageDeps{Holes: n.holesB}, cfg("node-b"))
+	n.a = n.e.handler(t, message.SendMessageDeps{Store: store, Redis: n.rdbA}, cfg("node-a"))
+	n.b = n.e.handler(t, message.SendMessageDeps{Holes: n.holesB}, cfg("node-b"))
 	n.gate.releaseAtCleanup(t)
 	n.cmd = n.e.cmd(t, "grp9", 4, "in-flight", "x")
 	n.aResult = make(chan error, 1)
@@ -96,7 +96,7 @@ func newTwoNodes(t *testing.T, afterCommit bool) *twoNodes {
 // retryOnB sends cmd on B until it is answered, and fails the test when B answers in_progress
 // to an attempt that started after A's heartbeat had expired, or no answer came within 5 s of
 // the kill.
-func (n *twoNodes) retryOnB(t *testing.T, killed time.Time) commands.SendResult {
+func (n *twoNodes) retryOnB(t *testing.T, killed time.Time) message.SendResult {
 	t.Helper()
 	for {
 		started := time.Now()

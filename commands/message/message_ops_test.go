@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/domain"
 )
 
@@ -21,15 +21,15 @@ type opsEnv struct {
 	tenant domain.TenantID
 	topic  domain.Topic
 	store  *eventstore.Store
-	h      *commands.MessageOpsHandler
+	h      *message.MessageOpsHandler
 }
 
 const alice, bob = domain.UserID(11), domain.UserID(22)
 
-func newOpsEnv(t *testing.T, cfg commands.MessageOpsConfig) *opsEnv {
+func newOpsEnv(t *testing.T, cfg message.MessageOpsConfig) *opsEnv {
 	t.Helper()
 	_, store := newPostgres(t, 8)
-	h, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: store}, cfg)
+	h, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: store}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +60,8 @@ func (e *opsEnv) send(t *testing.T, from domain.UserID, text string) int64 {
 	return last + 1
 }
 
-func (e *opsEnv) ref(seq int64, actor domain.UserID) commands.MessageRef {
-	return commands.MessageRef{Tenant: e.tenant, Topic: e.topic, Seq: seq, Actor: actor}
+func (e *opsEnv) ref(seq int64, actor domain.UserID) message.MessageRef {
+	return message.MessageRef{Tenant: e.tenant, Topic: e.topic, Seq: seq, Actor: actor}
 }
 
 // opsEvents returns the event types of a message's operations stream.
@@ -88,12 +88,12 @@ func deniedReason(err error) string {
 
 func TestRecallRules(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	e := newOpsEnv(t, message.MessageOpsConfig{})
 	ctx := testCtx(t)
 	seq := e.send(t, alice, "hello")
 
-	if _, err := e.h.Recall(ctx, e.ref(seq, bob)); deniedReason(err) != commands.ReasonNotSender {
-		t.Fatalf("recall by another user: %v, want %s", err, commands.ReasonNotSender)
+	if _, err := e.h.Recall(ctx, e.ref(seq, bob)); deniedReason(err) != message.ReasonNotSender {
+		t.Fatalf("recall by another user: %v, want %s", err, message.ReasonNotSender)
 	}
 	if _, err := e.h.Recall(ctx, e.ref(seq+5, alice)); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("recall of an unknown seq: %v, want ErrNotFound", err)
@@ -105,8 +105,8 @@ func TestRecallRules(t *testing.T) {
 	if res.Seq != seq || res.MessageID == "" {
 		t.Fatalf("recall result %+v", res)
 	}
-	if _, err := e.h.Recall(ctx, e.ref(seq, alice)); deniedReason(err) != commands.ReasonAlreadyRecalled {
-		t.Fatalf("second recall: %v, want %s", err, commands.ReasonAlreadyRecalled)
+	if _, err := e.h.Recall(ctx, e.ref(seq, alice)); deniedReason(err) != message.ReasonAlreadyRecalled {
+		t.Fatalf("second recall: %v, want %s", err, message.ReasonAlreadyRecalled)
 	}
 	if got := e.opsEvents(t, seq); len(got) != 1 || got[0] != domain.EventGroupMessageRecalled {
 		t.Fatalf("operations stream %v, want one recall", got)
@@ -115,17 +115,17 @@ func TestRecallRules(t *testing.T) {
 
 func TestRecallWindow(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{RecallWindow: time.Millisecond, EditWindow: time.Millisecond})
+	e := newOpsEnv(t, message.MessageOpsConfig{RecallWindow: time.Millisecond, EditWindow: time.Millisecond})
 	ctx := testCtx(t)
 	seq := e.send(t, alice, "hello")
 	time.Sleep(5 * time.Millisecond)
-	if _, err := e.h.Recall(ctx, e.ref(seq, alice)); deniedReason(err) != commands.ReasonRecallExpired {
-		t.Fatalf("late recall: %v, want %s", err, commands.ReasonRecallExpired)
+	if _, err := e.h.Recall(ctx, e.ref(seq, alice)); deniedReason(err) != message.ReasonRecallExpired {
+		t.Fatalf("late recall: %v, want %s", err, message.ReasonRecallExpired)
 	}
 	content, _ := domain.TextContent("late", 0)
-	_, err := e.h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, alice), Version: 1, Content: content})
-	if deniedReason(err) != commands.ReasonEditExpired {
-		t.Fatalf("late edit: %v, want %s", err, commands.ReasonEditExpired)
+	_, err := e.h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, alice), Version: 1, Content: content})
+	if deniedReason(err) != message.ReasonEditExpired {
+		t.Fatalf("late edit: %v, want %s", err, message.ReasonEditExpired)
 	}
 	if got := e.opsEvents(t, seq); len(got) != 0 {
 		t.Fatalf("refused commands wrote %v", got)
@@ -134,15 +134,15 @@ func TestRecallWindow(t *testing.T) {
 
 func TestEditVersions(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	e := newOpsEnv(t, message.MessageOpsConfig{})
 	ctx := testCtx(t)
 	seq := e.send(t, alice, "v1")
 	v2, _ := domain.TextContent("v2", 0)
 
-	if _, err := e.h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, bob), Version: 1, Content: v2}); deniedReason(err) != commands.ReasonNotSender {
+	if _, err := e.h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, bob), Version: 1, Content: v2}); deniedReason(err) != message.ReasonNotSender {
 		t.Fatalf("edit by another user: %v", err)
 	}
-	res, err := e.h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, alice), Version: 1, Content: v2})
+	res, err := e.h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, alice), Version: 1, Content: v2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestEditVersions(t *testing.T) {
 		t.Fatalf("version after first edit = %d, want 2", res.Version)
 	}
 	// An editor who still saw version 1 loses.
-	if _, err := e.h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, alice), Version: 1, Content: v2}); !errors.Is(err, domain.ErrConcurrency) {
+	if _, err := e.h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, alice), Version: 1, Content: v2}); !errors.Is(err, domain.ErrConcurrency) {
 		t.Fatalf("stale edit: %v, want ErrConcurrency", err)
 	}
 	// Ten editors racing on version 2: exactly one wins.
@@ -164,7 +164,7 @@ func TestEditVersions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c, _ := domain.TextContent("race", 0)
-			_, err := e.h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, alice), Version: 2, Content: c})
+			_, err := e.h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, alice), Version: 2, Content: c})
 			switch {
 			case err == nil:
 				mu.Lock()
@@ -182,7 +182,7 @@ func TestEditVersions(t *testing.T) {
 	if _, err := e.h.Recall(ctx, e.ref(seq, alice)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, alice), Version: 3, Content: v2}); deniedReason(err) != commands.ReasonAlreadyRecalled {
+	if _, err := e.h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, alice), Version: 3, Content: v2}); deniedReason(err) != message.ReasonAlreadyRecalled {
 		t.Fatalf("edit after recall: %v", err)
 	}
 	got := e.opsEvents(t, seq)
@@ -199,7 +199,7 @@ func TestEditVersions(t *testing.T) {
 
 func TestDeleteForMe(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	e := newOpsEnv(t, message.MessageOpsConfig{})
 	ctx := testCtx(t)
 	seq := e.send(t, alice, "hi")
 	if _, err := e.h.DeleteForMe(ctx, e.ref(seq, bob)); err != nil {
@@ -221,7 +221,7 @@ func TestDeleteForMe(t *testing.T) {
 	}
 	// In a 1:1 topic only the two parties may act.
 	direct, _ := domain.DirectTopic(alice, bob)
-	_, err = e.h.DeleteForMe(ctx, commands.MessageRef{Tenant: e.tenant, Topic: direct, Seq: 1, Actor: 99})
+	_, err = e.h.DeleteForMe(ctx, message.MessageRef{Tenant: e.tenant, Topic: direct, Seq: 1, Actor: 99})
 	var ve *domain.ValidationError
 	if !errors.As(err, &ve) || ve.Reason != "not_party" {
 		t.Fatalf("outsider delete: %v", err)
@@ -230,13 +230,13 @@ func TestDeleteForMe(t *testing.T) {
 
 func TestMarkReadOnlyMovesForward(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	e := newOpsEnv(t, message.MessageOpsConfig{})
 	ctx := testCtx(t)
 	for range 5 {
 		e.send(t, alice, "m")
 	}
-	mark := func(read, recv int64) (commands.MarkResult, error) {
-		return e.h.MarkRead(ctx, commands.MarkRead{Tenant: e.tenant, Topic: e.topic, User: bob, ReadSeq: read, RecvSeq: recv})
+	mark := func(read, recv int64) (message.MarkResult, error) {
+		return e.h.MarkRead(ctx, message.MarkRead{Tenant: e.tenant, Topic: e.topic, User: bob, ReadSeq: read, RecvSeq: recv})
 	}
 	if r, err := mark(3, 0); err != nil || !r.Changed || r.ReadSeq != 3 || r.RecvSeq != 3 {
 		t.Fatalf("mark 3: %+v %v", r, err)
@@ -270,7 +270,7 @@ func TestMarkReadOnlyMovesForward(t *testing.T) {
 // not found.
 func TestMessageOpsOnASkippedSeqAreNotFound(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	e := newOpsEnv(t, message.MessageOpsConfig{})
 	ctx := testCtx(t)
 	seq := e.send(t, alice, "one") + 1
 	if _, err := e.store.AppendSkips(ctx, []eventstore.Skip{{Tenant: e.tenant, Topic: e.topic, Seq: seq, Reason: domain.SkipAbandoned}}); err != nil {
@@ -290,7 +290,7 @@ type readLog struct {
 	got []int64
 }
 
-func (l *readLog) ReadMarked(_ context.Context, r commands.CommittedRead) {
+func (l *readLog) ReadMarked(_ context.Context, r message.CommittedRead) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, r.ReadSeq)
@@ -301,9 +301,9 @@ func (l *readLog) ReadMarked(_ context.Context, r commands.CommittedRead) {
 // or for a receive mark alone.
 func TestReadListenerHearsReadMarksThatMoved(t *testing.T) {
 	t.Parallel()
-	e := newOpsEnv(t, commands.MessageOpsConfig{})
+	e := newOpsEnv(t, message.MessageOpsConfig{})
 	reads := &readLog{}
-	h, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: e.store, Reads: reads}, commands.MessageOpsConfig{})
+	h, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: e.store, Reads: reads}, message.MessageOpsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestReadListenerHearsReadMarksThatMoved(t *testing.T) {
 		e.send(t, alice, "m")
 	}
 	for _, m := range []struct{ read, recv int64 }{{2, 0}, {1, 0}, {0, 4}, {2, 0}, {5, 0}} {
-		if _, err := h.MarkRead(ctx, commands.MarkRead{Tenant: e.tenant, Topic: e.topic, User: bob, ReadSeq: m.read, RecvSeq: m.recv}); err != nil {
+		if _, err := h.MarkRead(ctx, message.MarkRead{Tenant: e.tenant, Topic: e.topic, User: bob, ReadSeq: m.read, RecvSeq: m.recv}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -29,7 +29,7 @@ type sendEnv struct {
 	rdb    *redis.Client
 	prefix string
 	keys   *seq.Allocator // computes the handler's key names (same prefix)
-	h      *commands.SendMessageHandler
+	h      *message.SendMessageHandler
 }
 
 // newPostgres migrates a fresh database and returns a pool over it with maxConns connections.
@@ -39,7 +39,7 @@ func newPostgres(t testing.TB, maxConns int32) (*pgxpool.Pool, *eventstore.Store
 }
 
 // newSendEnv builds a handler over a fresh database and key prefix; cfg's Seq.KeyPrefix is set.
-func newSendEnv(t testing.TB, cfg commands.SendMessageConfig) *sendEnv {
+func newSendEnv(t testing.TB, cfg message.SendMessageConfig) *sendEnv {
 	t.Helper()
 	pool, store := newPostgres(t, 16)
 	rdb, prefix := testenv.Redis(t)
@@ -49,13 +49,13 @@ func newSendEnv(t testing.TB, cfg commands.SendMessageConfig) *sendEnv {
 		t.Fatal(err)
 	}
 	e := &sendEnv{tenant: domain.MustTenantID("acme"), pool: pool, store: store, rdb: rdb, prefix: prefix, keys: keys}
-	e.h = e.handler(t, commands.SendMessageDeps{}, cfg)
+	e.h = e.handler(t, message.SendMessageDeps{}, cfg)
 	return e
 }
 
 // handler starts another handler over the environment; deps' Store and Redis default to the
 // environment's.
-func (e *sendEnv) handler(t testing.TB, deps commands.SendMessageDeps, cfg commands.SendMessageConfig) *commands.SendMessageHandler {
+func (e *sendEnv) handler(t testing.TB, deps message.SendMessageDeps, cfg message.SendMessageConfig) *message.SendMessageHandler {
 	t.Helper()
 	if deps.Store == nil {
 		deps.Store = e.store
@@ -64,7 +64,7 @@ func (e *sendEnv) handler(t testing.TB, deps commands.SendMessageDeps, cfg comma
 		deps.Redis = e.rdb
 	}
 	cfg.Seq.KeyPrefix = e.prefix
-	h, err := commands.NewSendMessageHandler(deps, cfg)
+	h, err := message.NewSendMessageHandler(deps, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +83,10 @@ func (e *sendEnv) handler(t testing.TB, deps commands.SendMessageDeps, cfg comma
 }
 
 // cmd builds a valid text send.
-func (e *sendEnv) cmd(t testing.TB, topic string, from domain.UserID, clientMsgID, text string) commands.SendMessage {
+func (e *sendEnv) cmd(t testing.TB, topic string, from domain.UserID, clientMsgID, text string) message.SendMessage {
 	t.Helper()
 	content, _ := json.Marshal(text)
-	c, err := commands.NewSendMessage(commands.SendMessageInput{
+	c, err := message.NewSendMessage(message.SendMessageInput{
 		Tenant: e.tenant.String(), From: from.String(), Topic: topic, ClientMsgID: clientMsgID, Content: content,
 	}, 0)
 	if err != nil {
@@ -164,9 +164,9 @@ func sentPayload(t testing.TB, e domain.Envelope) domain.MessageSent {
 }
 
 // storedSeqs maps "<from>:<client_msg_id>" to the stored seq and message id of a topic.
-func (e *sendEnv) storedSeqs(t testing.TB, topic string) map[string]commands.SendResult {
+func (e *sendEnv) storedSeqs(t testing.TB, topic string) map[string]message.SendResult {
 	t.Helper()
-	out := make(map[string]commands.SendResult)
+	out := make(map[string]message.SendResult)
 	for _, ev := range e.stream(t, topic) {
 		p := sentPayload(t, ev)
 		k := fmt.Sprintf("%s:%s", p.From, p.ClientMsgID)
@@ -176,7 +176,7 @@ func (e *sendEnv) storedSeqs(t testing.TB, topic string) map[string]commands.Sen
 		if ev.IdempotencyKey != k {
 			t.Errorf("topic %s seq %d: idempotency key %q, want %q", topic, ev.StreamVersion, ev.IdempotencyKey, k)
 		}
-		out[k] = commands.SendResult{Seq: ev.StreamVersion, MessageID: p.MessageID}
+		out[k] = message.SendResult{Seq: ev.StreamVersion, MessageID: p.MessageID}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package commands
+package message
 
 import "github.com/imledger/imledger/commands/seq"
 

@@ -1,4 +1,4 @@
-package commands
+package session
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/imledger/imledger/domain"
 )
 
-// SessionBatchStore is what SessionRecorder needs: the group-commit append (*eventstore.Store).
-type SessionBatchStore interface {
+// BatchStore is what Recorder needs: the group-commit append (*eventstore.Store).
+type BatchStore interface {
 	AppendBatch(ctx context.Context, events []domain.Envelope) ([]eventstore.AppendResult, error)
 }
 
-// SessionRecorderConfig configures a SessionRecorder.
-type SessionRecorderConfig struct {
+// RecorderConfig configures a Recorder.
+type RecorderConfig struct {
 	// Node is the node id written into every event. Required.
 	Node string
 	// QueueSize bounds the events waiting to be written; a full queue makes Opened and Closed
@@ -31,7 +31,7 @@ type SessionRecorderConfig struct {
 	RetryInterval time.Duration
 }
 
-func (c *SessionRecorderConfig) setDefaults() {
+func (c *RecorderConfig) setDefaults() {
 	if c.QueueSize == 0 {
 		c.QueueSize = 4096
 	}
@@ -44,7 +44,7 @@ func (c *SessionRecorderConfig) setDefaults() {
 }
 
 // Validate reports every bad field at once.
-func (c SessionRecorderConfig) Validate() error {
+func (c RecorderConfig) Validate() error {
 	var errs []error
 	if c.Node == "" {
 		errs = append(errs, errors.New("session recorder: node is required"))
@@ -57,20 +57,20 @@ func (c SessionRecorderConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SessionRecorder appends session.opened.v1 and session.closed.v1 events for realtime sessions.
+// Recorder appends session.opened.v1 and session.closed.v1 events for realtime sessions.
 // Calls only queue the event; Run writes queued events in batches with one append each, so a
 // burst of logins costs a few transactions, not one per session. Events are written at stream
 // versions 1 (opened) and 2 (closed) of the session's own stream, so a retried batch is harmless:
 // already stored events come back as conflicts and are dropped.
-type SessionRecorder struct {
-	store SessionBatchStore
-	cfg   SessionRecorderConfig
+type Recorder struct {
+	store BatchStore
+	cfg   RecorderConfig
 	log   *slog.Logger
 	queue chan domain.Envelope
 }
 
-// NewSessionRecorder validates cfg. Start Run in a goroutine.
-func NewSessionRecorder(store SessionBatchStore, cfg SessionRecorderConfig, log *slog.Logger) (*SessionRecorder, error) {
+// NewRecorder validates cfg. Start Run in a goroutine.
+func NewRecorder(store BatchStore, cfg RecorderConfig, log *slog.Logger) (*Recorder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func NewSessionRecorder(store SessionBatchStore, cfg SessionRecorderConfig, log 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &SessionRecorder{store: store, cfg: cfg, log: log, queue: make(chan domain.Envelope, cfg.QueueSize)}, nil
+	return &Recorder{store: store, cfg: cfg, log: log, queue: make(chan domain.Envelope, cfg.QueueSize)}, nil
 }
 
 // withoutNUL drops NUL characters from free text: PostgreSQL's jsonb refuses them ("\u0000"),
@@ -92,19 +92,20 @@ func withoutNUL(s string) string {
 }
 
 // Opened queues session.opened.v1. It fails only when ctx ends while the queue is full.
-func (r *SessionRecorder) Opened(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, userAgent string) error {
+func (r *Recorder) Opened(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, userAgent string) error {
 	p := domain.SessionOpened{User: user, SessionID: sessionID, Node: r.cfg.Node, UserAgent: withoutNUL(userAgent), OpenedAt: time.Now().UTC()}
 	return r.enqueue(ctx, tenant, user, sessionID, 1, domain.EventSessionOpened, p)
 }
 
 // Closed queues session.closed.v1 for a session that Opened recorded.
-func (r *SessionRecorder) Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error {
+func (r *Recorder) Closed(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID, reason string) error {
 	p := domain.SessionClosed{User: user, SessionID: sessionID, Node: r.cfg.Node, Reason: withoutNUL(reason), ClosedAt: time.Now().UTC()}
 	return r.enqueue(ctx, tenant, user, sessionID, 2, domain.EventSessionClosed, p)
 }
 
-func (r *SessionRecorder) enqueue(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID string, version int64, typ domain.EventType, payload any) error {
-	env, err := domain.NewEnvelope(tenant, domain.SessionStreamID(user, sessionID), version, typ, userActor(user), payload)
+func (r *Recorder) enqueue(ctx context.Context, tenant domain.TenantID, user domain.UserID, sessionID string, version int64, typ domain.EventType, payload any) error {
+	actor := domain.Actor{Type: domain.ActorUser, ID: user.String()}
+	env, err := domain.NewEnvelope(tenant, domain.SessionStreamID(user, sessionID), version, typ, actor, payload)
 	if err != nil {
 		return fmt.Errorf("record session: %w", err)
 	}
@@ -122,7 +123,7 @@ const flushTimeout = 5 * time.Second
 // Run writes queued events until ctx ends, then writes what is still queued and returns. A
 // batch in flight when ctx ends is still written: appends never run under the cancelled context,
 // and retries stop flushTimeout after it ended (the events not written are then logged as lost).
-func (r *SessionRecorder) Run(ctx context.Context) {
+func (r *Recorder) Run(ctx context.Context) {
 	batch := make([]domain.Envelope, 0, r.cfg.MaxBatch)
 	for {
 		select {
@@ -142,7 +143,7 @@ func (r *SessionRecorder) Run(ctx context.Context) {
 }
 
 // drain adds whatever is queued, up to MaxBatch events.
-func (r *SessionRecorder) drain(batch []domain.Envelope) []domain.Envelope {
+func (r *Recorder) drain(batch []domain.Envelope) []domain.Envelope {
 	for len(batch) < r.cfg.MaxBatch {
 		select {
 		case env := <-r.queue:
@@ -158,7 +159,7 @@ func (r *SessionRecorder) drain(batch []domain.Envelope) []domain.Envelope {
 // most flushTimeout. A batch refused for good (an event PostgreSQL or the store does not take)
 // is written again in halves, down to single events, so only the events refused on their own
 // are lost, each logged; the others are written.
-func (r *SessionRecorder) write(ctx context.Context, batch []domain.Envelope) {
+func (r *Recorder) write(ctx context.Context, batch []domain.Envelope) {
 	var stopAt time.Time
 	for {
 		err := r.appendOnce(ctx, batch)
@@ -182,7 +183,7 @@ func (r *SessionRecorder) write(ctx context.Context, batch []domain.Envelope) {
 }
 
 // split writes the halves of a batch the store refused with err, or gives up its one event.
-func (r *SessionRecorder) split(ctx context.Context, batch []domain.Envelope, err error) {
+func (r *Recorder) split(ctx context.Context, batch []domain.Envelope, err error) {
 	if len(batch) == 1 {
 		e := batch[0]
 		r.log.ErrorContext(ctx, "session event lost", "tenant_id", e.TenantID.String(), "event_id", e.EventID.String(),
@@ -195,7 +196,7 @@ func (r *SessionRecorder) split(ctx context.Context, batch []domain.Envelope, er
 }
 
 // appendOnce runs one append outside ctx's cancellation, bounded by flushTimeout.
-func (r *SessionRecorder) appendOnce(ctx context.Context, batch []domain.Envelope) error {
+func (r *Recorder) appendOnce(ctx context.Context, batch []domain.Envelope) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
 	_, err := r.store.AppendBatch(wctx, batch)

@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/shred"
 	"github.com/imledger/imledger/domain"
 )
@@ -17,10 +17,10 @@ import (
 // heard records the committed messages a CommitListener hears.
 type heard struct {
 	mu   sync.Mutex
-	msgs []commands.CommittedMessage
+	msgs []message.CommittedMessage
 }
 
-func (h *heard) MessagesCommitted(_ context.Context, msgs []commands.CommittedMessage) {
+func (h *heard) MessagesCommitted(_ context.Context, msgs []message.CommittedMessage) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.msgs = append(h.msgs, msgs...)
@@ -33,7 +33,7 @@ func (h *heard) MessagesCommitted(_ context.Context, msgs []commands.CommittedMe
 func TestSendSealsContentAndDeliversPlaintext(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestSendSealsContentAndDeliversPlaintext(t *testing.T) {
 		t.Fatal(err)
 	}
 	listener := &heard{}
-	h := e.handler(t, commands.SendMessageDeps{Sealer: keys, Listener: listener}, commands.SendMessageConfig{})
+	h := e.handler(t, message.SendMessageDeps{Sealer: keys, Listener: listener}, message.SendMessageConfig{})
 	if _, err := h.Handle(ctx, e.cmd(t, "grp7", 42, "c1", "a private word")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 )
@@ -20,7 +20,7 @@ import (
 // events or hold the call, after runs once the real append returned (it may hold the call
 // after the commit). It records the size of every call.
 type hookStore struct {
-	commands.MessageStore
+	message.MessageStore
 	before func(events []domain.Envelope) []domain.Envelope
 	after  func(events []domain.Envelope)
 
@@ -78,16 +78,16 @@ func (g *gate) waitEntered(t *testing.T) {
 // commitRecorder is a CommitListener that records what it hears.
 type commitRecorder struct {
 	mu   sync.Mutex
-	msgs []commands.CommittedMessage
+	msgs []message.CommittedMessage
 }
 
-func (r *commitRecorder) MessagesCommitted(_ context.Context, msgs []commands.CommittedMessage) {
+func (r *commitRecorder) MessagesCommitted(_ context.Context, msgs []message.CommittedMessage) {
 	r.mu.Lock()
 	r.msgs = append(r.msgs, msgs...)
 	r.mu.Unlock()
 }
 
-func (r *commitRecorder) snapshot() []commands.CommittedMessage {
+func (r *commitRecorder) snapshot() []message.CommittedMessage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.msgs)
@@ -99,7 +99,7 @@ type holeRecorder struct {
 	holes []int64
 }
 
-func (r *holeRecorder) SeqsAbandoned(_ context.Context, holes []commands.AbandonedSeq) {
+func (r *holeRecorder) SeqsAbandoned(_ context.Context, holes []message.AbandonedSeq) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, h := range holes {
@@ -130,7 +130,7 @@ func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool
 // marked failed so it may be sent again, and its seq is reported as a hole.
 func TestStoreRefusalFailsOnlyTheBadSend(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	g := newGate()
 	var (
 		corrupt = true
@@ -155,7 +155,7 @@ func TestStoreRefusalFailsOnlyTheBadSend(t *testing.T) {
 		return out
 	}}
 	listener, holes := &commitRecorder{}, &holeRecorder{}
-	h := e.handler(t, commands.SendMessageDeps{Store: store, Listener: listener, Holes: holes}, commands.SendMessageConfig{Partitions: 1})
+	h := e.handler(t, message.SendMessageDeps{Store: store, Listener: listener, Holes: holes}, message.SendMessageConfig{Partitions: 1})
 	g.releaseAtCleanup(t)
 	ctx := testCtx(t)
 
@@ -168,7 +168,7 @@ func TestStoreRefusalFailsOnlyTheBadSend(t *testing.T) {
 	g.waitEntered(t)
 	const good = 8
 	type answer struct {
-		res commands.SendResult
+		res message.SendResult
 		err error
 	}
 	answers := make([]answer, good+1) // the last is the bad one
@@ -184,7 +184,7 @@ func TestStoreRefusalFailsOnlyTheBadSend(t *testing.T) {
 			answers[i].res, answers[i].err = h.Handle(ctx, e.cmd(t, topic, domain.UserID(i+1), "m", text))
 		}()
 	}
-	waitUntil(t, "every send to queue", 10*time.Second, func() bool { return commands.Queued(h) == good+1 })
+	waitUntil(t, "every send to queue", 10*time.Second, func() bool { return message.Queued(h) == good+1 })
 	g.release()
 	wg.Wait()
 	if err := <-firstDone; err != nil {
@@ -201,8 +201,8 @@ func TestStoreRefusalFailsOnlyTheBadSend(t *testing.T) {
 	}
 	bad := answers[good]
 	var ve *domain.ValidationError
-	if !errors.As(bad.err, &ve) || ve.Field != "message" || ve.Reason != commands.ReasonRejectedByStore || errors.Is(bad.err, domain.ErrRetryable) {
-		t.Fatalf("bad send = %v, want a non-retryable message/%s", bad.err, commands.ReasonRejectedByStore)
+	if !errors.As(bad.err, &ve) || ve.Field != "message" || ve.Reason != message.ReasonRejectedByStore || errors.Is(bad.err, domain.ErrRetryable) {
+		t.Fatalf("bad send = %v, want a non-retryable message/%s", bad.err, message.ReasonRejectedByStore)
 	}
 	if n := e.countEvents(t); n != good+1 {
 		t.Errorf("%d events stored, want the first and the %d good ones", n, good)
@@ -245,13 +245,13 @@ func TestStoreRefusalFailsOnlyTheBadSend(t *testing.T) {
 // the commit listener once, and the retry answers duplicate without a second delivery.
 func TestSendCommittedAfterItsCallerLeftIsDeliveredOnce(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	store := &hookStore{MessageStore: e.store, before: func(events []domain.Envelope) []domain.Envelope {
 		time.Sleep(400 * time.Millisecond)
 		return events
 	}}
 	listener := &commitRecorder{}
-	h := e.handler(t, commands.SendMessageDeps{Store: store, Listener: listener}, commands.SendMessageConfig{})
+	h := e.handler(t, message.SendMessageDeps{Store: store, Listener: listener}, message.SendMessageConfig{})
 	cmd := e.cmd(t, "grp3", 7, "late", "hello")
 	ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
 	defer cancel()
@@ -276,12 +276,12 @@ func TestSendCommittedAfterItsCallerLeftIsDeliveredOnce(t *testing.T) {
 // panicky is a CommitListener that panics.
 type panicky struct{}
 
-func (panicky) MessagesCommitted(context.Context, []commands.CommittedMessage) { panic("listener bug") }
+func (panicky) MessagesCommitted(context.Context, []message.CommittedMessage) { panic("listener bug") }
 
 func TestPanickingListenerDoesNotStopThePartition(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
-	h := e.handler(t, commands.SendMessageDeps{Listener: panicky{}}, commands.SendMessageConfig{Partitions: 1})
+	e := newSendEnv(t, message.SendMessageConfig{})
+	h := e.handler(t, message.SendMessageDeps{Listener: panicky{}}, message.SendMessageConfig{Partitions: 1})
 	for i := range 3 {
 		if res, err := h.Handle(testCtx(t), e.cmd(t, "grp1", 1, fmt.Sprint("m", i), "x")); err != nil || res.Seq != int64(i+1) {
 			t.Fatalf("send %d after a panicking listener = %+v, %v", i, res, err)
@@ -295,21 +295,21 @@ func TestPanickingListenerDoesNotStopThePartition(t *testing.T) {
 // commits.
 func TestCloseDoesNotWaitForCallersBlockedOnAFullQueue(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	g := newGate()
 	var once sync.Once
 	store := &hookStore{MessageStore: e.store, before: func(events []domain.Envelope) []domain.Envelope {
 		once.Do(g.hold)
 		return events
 	}}
-	h := e.handler(t, commands.SendMessageDeps{Store: store}, commands.SendMessageConfig{Partitions: 1, MaxBatch: 1, QueueSize: 1})
+	h := e.handler(t, message.SendMessageDeps{Store: store}, message.SendMessageConfig{Partitions: 1, MaxBatch: 1, QueueSize: 1})
 	g.releaseAtCleanup(t)
 	ctx := testCtx(t)
 	results := make(chan error, 2)
 	go func() { _, err := h.Handle(ctx, e.cmd(t, "grp1", 1, "held", "x")); results <- err }()
 	g.waitEntered(t)
 	go func() { _, err := h.Handle(ctx, e.cmd(t, "grp1", 2, "queued", "x")); results <- err }()
-	waitUntil(t, "the queue to fill", 5*time.Second, func() bool { return commands.Queued(h) == 1 })
+	waitUntil(t, "the queue to fill", 5*time.Second, func() bool { return message.Queued(h) == 1 })
 
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
@@ -331,7 +331,7 @@ func TestCloseDoesNotWaitForCallersBlockedOnAFullQueue(t *testing.T) {
 	}()
 	select {
 	case err := <-blocked:
-		if !errors.Is(err, commands.ErrClosed) || !errors.Is(err, domain.ErrRetryable) {
+		if !errors.Is(err, message.ErrClosed) || !errors.Is(err, domain.ErrRetryable) {
 			t.Errorf("caller waiting for room after Close = %v, want retryable ErrClosed", err)
 		}
 	case <-time.After(3 * time.Second):
@@ -341,7 +341,7 @@ func TestCloseDoesNotWaitForCallersBlockedOnAFullQueue(t *testing.T) {
 	go func() { _, err := h.Handle(ctx, e.cmd(t, "grp1", 5, "late", "x")); lateDone <- err }()
 	select {
 	case err := <-lateDone:
-		if !errors.Is(err, commands.ErrClosed) {
+		if !errors.Is(err, message.ErrClosed) {
 			t.Errorf("send after Close started = %v, want ErrClosed", err)
 		}
 	case <-time.After(3 * time.Second):

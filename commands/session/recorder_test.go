@@ -1,4 +1,4 @@
-package commands_test
+package session_test
 
 import (
 	"context"
@@ -6,19 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/eventstore"
+	"github.com/imledger/imledger/commands/session"
+	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
-func TestSessionRecorderWritesOpenedAndClosed(t *testing.T) {
+func TestRecorderWritesOpenedAndClosed(t *testing.T) {
 	t.Parallel()
-	_, store := newPostgres(t, 4)
-	rec, err := commands.NewSessionRecorder(store, commands.SessionRecorderConfig{Node: "n1"}, nil)
+	_, store := storetest.EventStore(t, 4)
+	rec, err := session.NewRecorder(store, session.RecorderConfig{Node: "n1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testenv.Context(t))
 	done := make(chan struct{})
 	go func() { rec.Run(ctx); close(done) }()
 
@@ -41,7 +43,7 @@ func TestSessionRecorderWritesOpenedAndClosed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	read := testCtx(t)
+	read := testenv.Context(t)
 	f := eventstore.Filter{Tenant: tenant, EventTypes: []domain.EventType{domain.EventSessionOpened}}
 	if n, err := store.Count(read, f); err != nil || n != 50 {
 		t.Fatalf("%d opened events (%v), want 50", n, err)
@@ -63,18 +65,18 @@ func TestSessionRecorderWritesOpenedAndClosed(t *testing.T) {
 	}
 }
 
-// TestSessionRecorderLosesOnlyTheEventsPostgresRefuses queues one batch of session events in
+// TestRecorderLosesOnlyTheEventsPostgresRefuses queues one batch of session events in
 // which one event is refused by PostgreSQL for good (a stream id with NUL) and one carries a user
 // agent with NUL (refused by jsonb unless cleaned): every other event of the batch is written,
 // the user agent without its NUL, and only the refused event is lost.
-func TestSessionRecorderLosesOnlyTheEventsPostgresRefuses(t *testing.T) {
+func TestRecorderLosesOnlyTheEventsPostgresRefuses(t *testing.T) {
 	t.Parallel()
-	_, store := newPostgres(t, 4)
-	rec, err := commands.NewSessionRecorder(store, commands.SessionRecorderConfig{Node: "n1", RetryInterval: 10 * time.Millisecond}, nil)
+	_, store := storetest.EventStore(t, 4)
+	rec, err := session.NewRecorder(store, session.RecorderConfig{Node: "n1", RetryInterval: 10 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testenv.Context(t))
 	tenant := domain.MustTenantID("sessbad")
 	const sessions = 40
 	// Queued before Run starts, so they go in one batch.
@@ -101,7 +103,7 @@ func TestSessionRecorderLosesOnlyTheEventsPostgresRefuses(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	read := testCtx(t)
+	read := testenv.Context(t)
 	for _, typ := range []domain.EventType{domain.EventSessionOpened, domain.EventSessionClosed} {
 		n, err := store.Count(read, eventstore.Filter{Tenant: tenant, EventTypes: []domain.EventType{typ}})
 		if err != nil || n != sessions-1 {

@@ -1,11 +1,11 @@
-package commands_test
+package message_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/imledger/imledger/commands"
 	"github.com/imledger/imledger/commands/group"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/policy"
 	"github.com/imledger/imledger/commands/storetest"
 	"github.com/imledger/imledger/domain"
@@ -30,7 +30,7 @@ func TestEditNeedsTheRightToPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := commands.NewMessageOpsHandler(commands.MessageOpsDeps{Store: store, Policy: pol}, commands.MessageOpsConfig{})
+	h, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: store, Policy: pol}, message.MessageOpsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestEditNeedsTheRightToPost(t *testing.T) {
 	first, second := e.send(t, bob, "one"), e.send(t, bob, "two")
 	edit := func(seq int64) error {
 		c, _ := domain.TextContent("edited", 0)
-		_, err := h.Edit(ctx, commands.EditMessage{MessageRef: e.ref(seq, bob), Version: 1, Content: c})
+		_, err := h.Edit(ctx, message.EditMessage{MessageRef: e.ref(seq, bob), Version: 1, Content: c})
 		return err
 	}
 

@@ -1,4 +1,4 @@
-package commands_test
+package message_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/imledger/imledger/commands"
+	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
 )
@@ -21,7 +21,7 @@ import (
 type sent struct {
 	topic string
 	key   string // "<from>:<client_msg_id>"
-	res   commands.SendResult
+	res   message.SendResult
 }
 
 // checkGapless asserts that a topic's stored seqs are exactly 1..n and that every answered send
@@ -52,7 +52,7 @@ func checkGapless(t *testing.T, e *sendEnv, topic string, answers []sent) {
 
 func TestConcurrentSendersGetGaplessSeqs(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	ctx := testCtx(t)
 	const senders, perSender = 50, 200
 	topics := []string{"grp1", "grp2", "grp3", "grp4", "grp5"}
@@ -97,7 +97,7 @@ func TestConcurrentSendersGetGaplessSeqs(t *testing.T) {
 
 func TestRedisLosingItsKeysMidRun(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	ctx := testCtx(t)
 	const senders, perSender = 20, 100
 	topics := []string{"grp10", "grp11", "grp12"}
@@ -194,7 +194,7 @@ func checkResendsAreDuplicates(t *testing.T, e *sendEnv, answers []sent) {
 
 func TestRetriedSendIsIdempotent(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	ctx := testCtx(t)
 	cmd := e.cmd(t, "p2p7_9", 9, "retry-1", "hi")
 	cmd.TraceID = "trace-abc"
@@ -250,7 +250,7 @@ func TestRetriedSendIsIdempotent(t *testing.T) {
 
 func TestConcurrentIdenticalSends(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	ctx := testCtx(t)
 	// Another message first, so the identical sends do not all start at seq 1.
 	if _, err := e.h.Handle(ctx, e.cmd(t, "grp5", 1, "other", "x")); err != nil {
@@ -258,7 +258,7 @@ func TestConcurrentIdenticalSends(t *testing.T) {
 	}
 	cmd := e.cmd(t, "grp5", 2, "same", "x")
 	const n = 10
-	results := make([]commands.SendResult, n)
+	results := make([]message.SendResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -308,8 +308,8 @@ func closedRedis(t *testing.T) *redis.Client {
 
 func TestRedisDownFailsRetryableAndWritesNothing(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
-	h := e.handler(t, commands.SendMessageDeps{Redis: closedRedis(t)}, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
+	h := e.handler(t, message.SendMessageDeps{Redis: closedRedis(t)}, message.SendMessageConfig{})
 	_, err := h.Handle(testCtx(t), e.cmd(t, "grp1", 1, "m1", "x"))
 	if !errors.Is(err, domain.ErrRetryable) {
 		t.Fatalf("send with Redis down: %v, want ErrRetryable", err)
@@ -321,11 +321,11 @@ func TestRedisDownFailsRetryableAndWritesNothing(t *testing.T) {
 
 func TestPostgresDownFailsRetryableAndLeavesAHole(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	ctx := testCtx(t)
 	pool, broken := newPostgres(t, 2)
 	pool.Close() // every append through this store fails
-	h := e.handler(t, commands.SendMessageDeps{Store: broken}, commands.SendMessageConfig{})
+	h := e.handler(t, message.SendMessageDeps{Store: broken}, message.SendMessageConfig{})
 	cmd := e.cmd(t, "grp3", 4, "m1", "x")
 	if err := e.keys.Seed(ctx, []seq.TopicFloor{{Tenant: cmd.Tenant, Topic: cmd.Topic}}); err != nil {
 		t.Fatal(err)
@@ -349,7 +349,7 @@ func TestPostgresDownFailsRetryableAndLeavesAHole(t *testing.T) {
 
 func TestTakenSeqIsReseededFromTheStore(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
 	ctx := testCtx(t)
 	if _, err := e.h.Handle(ctx, e.cmd(t, "grp8", 1, "a", "x")); err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestTakenSeqIsReseededFromTheStore(t *testing.T) {
 
 func TestCloseFinishesQueuedSends(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{Partitions: 2})
+	e := newSendEnv(t, message.SendMessageConfig{Partitions: 2})
 	ctx := testCtx(t)
 	var (
 		wg       sync.WaitGroup
@@ -404,7 +404,7 @@ func TestCloseFinishesQueuedSends(t *testing.T) {
 			switch {
 			case err == nil:
 				answered = append(answered, res.Seq)
-			case errors.Is(err, commands.ErrClosed) && errors.Is(err, domain.ErrRetryable):
+			case errors.Is(err, message.ErrClosed) && errors.Is(err, domain.ErrRetryable):
 				closed++
 			default:
 				t.Errorf("send %d: %v", i, err)
@@ -425,7 +425,7 @@ func TestCloseFinishesQueuedSends(t *testing.T) {
 			t.Fatalf("answered seqs %v are not 1..n", answered)
 		}
 	}
-	if _, err := e.h.Handle(ctx, e.cmd(t, "grp1", 1, "late", "x")); !errors.Is(err, commands.ErrClosed) {
+	if _, err := e.h.Handle(ctx, e.cmd(t, "grp1", 1, "late", "x")); !errors.Is(err, message.ErrClosed) {
 		t.Errorf("send after Close: %v, want ErrClosed", err)
 	}
 }
@@ -439,8 +439,8 @@ func (denyAll) CanSend(context.Context, domain.TenantID, domain.UserID, domain.T
 
 func TestPolicyRefusalWritesNothing(t *testing.T) {
 	t.Parallel()
-	e := newSendEnv(t, commands.SendMessageConfig{})
-	h := e.handler(t, commands.SendMessageDeps{Policy: denyAll{}}, commands.SendMessageConfig{})
+	e := newSendEnv(t, message.SendMessageConfig{})
+	h := e.handler(t, message.SendMessageDeps{Policy: denyAll{}}, message.SendMessageConfig{})
 	_, err := h.Handle(testCtx(t), e.cmd(t, "grp1", 1, "m", "x"))
 	var denied *domain.DeniedError
 	if !errors.As(err, &denied) || denied.Reason != "not_member" {
