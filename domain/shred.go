@@ -110,10 +110,19 @@ func ParseSealed(tok string) (Sealed, bool) {
 	if !ok {
 		return Sealed{}, false
 	}
-	parts := strings.Split(rest, ":")
-	if len(parts) != 5 || len(parts[0]) != 1 {
+	// Four cuts rather than strings.Split, and a month checked by hand rather than by
+	// time.Parse: every sealed value a projection or a rebuild reads passes here.
+	var parts [5]string
+	for i := range 4 {
+		var found bool
+		if parts[i], rest, found = strings.Cut(rest, ":"); !found {
+			return Sealed{}, false
+		}
+	}
+	if strings.IndexByte(rest, ':') >= 0 || len(parts[0]) != 1 {
 		return Sealed{}, false
 	}
+	parts[4] = rest
 	kind := SealKind(parts[0][0])
 	if kind != SealContent && kind != SealText {
 		return Sealed{}, false
@@ -122,7 +131,7 @@ func ParseSealed(tok string) (Sealed, bool) {
 	if err != nil {
 		return Sealed{}, false
 	}
-	if _, err := time.Parse("2006-01", parts[2]); err != nil {
+	if !isKeyMonth(parts[2]) {
 		return Sealed{}, false
 	}
 	nonce, err1 := b64.DecodeString(parts[3])
@@ -131,6 +140,20 @@ func ParseSealed(tok string) (Sealed, bool) {
 		return Sealed{}, false
 	}
 	return Sealed{Kind: kind, Key: DataKeyRef{User: user, Month: parts[2]}, Nonce: nonce, Ciphertext: ct}, true
+}
+
+// isKeyMonth reports whether m is "YYYY-MM" with a month from 01 to 12, as KeyMonth writes it.
+func isKeyMonth(m string) bool {
+	if len(m) != 7 || m[4] != '-' {
+		return false
+	}
+	for i, c := range []byte(m) {
+		if i != 4 && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	month := int(m[5]-'0')*10 + int(m[6]-'0')
+	return month >= 1 && month <= 12
 }
 
 // Sealer seals personal content under its author's data key of the month of at, creating the

@@ -95,7 +95,9 @@ func TestOpenPayloadRoundTripAndErasure(t *testing.T) {
 func TestParseSealedRefusesMalformed(t *testing.T) {
 	t.Parallel()
 	for _, tok := range []string{"", "$enc:v1:", "$enc:v1:x:7:2026-03:AA:AA", "$enc:v1:j:0:2026-03:AA:AA",
-		"$enc:v1:j:7:2026-13:AA:AA", "$enc:v1:j:7:2026-03:A+:AA", "$enc:v1:j:7:2026-03:AA"} {
+		"$enc:v1:j:7:2026-13:AA:AA", "$enc:v1:j:7:2026-03:A+:AA", "$enc:v1:j:7:2026-03:AA",
+		"$enc:v1:j:7:2026-00:AA:AA", "$enc:v1:j:7:2026-3:AA:AA", "$enc:v1:j:7:20x6-03:AA:AA", "$enc:v1:j:7:2026/03:AA:AA",
+		"$enc:v1:j:7:2026-03:AA:AA:AA", "$enc:v1:jj:7:2026-03:AA:AA"} {
 		if _, ok := domain.ParseSealed(tok); ok {
 			t.Errorf("ParseSealed(%q) accepted", tok)
 		}
