@@ -41,8 +41,6 @@ var longFunctions = map[string]size{
 	"readmodels/query/conversations.go:ConversationReader.collect":                 {83, 24},
 	"readmodels/query/history.go:Reader.historyFromHot":                            {76, 28},
 	"transport/rest/api.go:checkHandlers":                                          {43, 45},
-	"transport/rest/files.go:API.registerFiles":                                    {94, 13},
-	"transport/rest/idempotency.go:API.idempotent":                                 {86, 23},
 	"transport/ws/channel_test.go:TestEveryChannelItemReachesTheUserOnAnotherNode": {164, 0},
 }
 
