@@ -40,7 +40,6 @@ var longFunctions = map[string]size{
 	"readmodels/msgstore/decode.go:decodeOne":                                      {70, 33},
 	"readmodels/query/conversations.go:ConversationReader.collect":                 {83, 24},
 	"readmodels/query/history.go:Reader.historyFromHot":                            {76, 28},
-	"transport/rest/api.go:checkHandlers":                                          {43, 45},
 	"transport/ws/channel_test.go:TestEveryChannelItemReachesTheUserOnAnotherNode": {164, 0},
 }
 
