@@ -33,8 +33,6 @@ var longFunctions = map[string]size{
 	"domain/envelope_decode.go:decodeEnvelopeField":                                {76, 26},
 	"internal/kafkabroker/dangling.go:findDangling":                                {84, 22},
 	"readmodels/msgstore/decode.go:decodeOne":                                      {70, 33},
-	"readmodels/query/conversations.go:ConversationReader.collect":                 {83, 24},
-	"readmodels/query/history.go:Reader.historyFromHot":                            {76, 28},
 	"transport/ws/channel_test.go:TestEveryChannelItemReachesTheUserOnAnotherNode": {164, 0},
 }
 
