@@ -30,9 +30,7 @@ type size struct{ lines, branches int }
 var longFunctions = map[string]size{
 	"commands/admin/consumer.go:Consumer.processBatch":                             {101, 35},
 	"commands/scenariotest/scenario.go:Write":                                      {94, 5},
-	"domain/envelope_decode.go:decodeEnvelopeField":                                {76, 26},
 	"internal/kafkabroker/dangling.go:findDangling":                                {84, 22},
-	"readmodels/msgstore/decode.go:decodeOne":                                      {70, 33},
 	"transport/ws/channel_test.go:TestEveryChannelItemReachesTheUserOnAnotherNode": {164, 0},
 }
 
