@@ -29,8 +29,6 @@ type size struct{ lines, branches int }
 // true.
 var longFunctions = map[string]size{
 	"commands/admin/consumer.go:Consumer.processBatch":                             {101, 35},
-	"commands/scenariotest/scenario.go:Write":                                      {94, 5},
-	"internal/kafkabroker/dangling.go:findDangling":                                {84, 22},
 	"transport/ws/channel_test.go:TestEveryChannelItemReachesTheUserOnAnotherNode": {164, 0},
 }
 
