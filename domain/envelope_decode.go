@@ -73,17 +73,7 @@ func decodeEnvelopeField(s *scanner, key []byte, e *Envelope) (uint32, bool) {
 	case "occurred_at":
 		return 1 << 13, s.time(&e.OccurredAt)
 	case "actor":
-		return 1 << 14, s.object(func(key []byte) (uint32, bool) {
-			switch string(key) {
-			case "type":
-				return 1, s.str(&e.Actor.Type)
-			case "id":
-				return 2, s.str(&e.Actor.ID)
-			case "key_id":
-				return 4, s.str(&e.Actor.KeyID)
-			}
-			return 0, false
-		})
+		return 1 << 14, s.actor(&e.Actor)
 	case "stream_id":
 		return 1 << 15, s.str(&e.StreamID)
 	case "stream_version":
@@ -103,6 +93,21 @@ func decodeEnvelopeField(s *scanner, key []byte, e *Envelope) (uint32, bool) {
 		return 1 << 18, true
 	}
 	return 0, false
+}
+
+// actor decodes an envelope's actor object into a.
+func (s *scanner) actor(a *Actor) bool {
+	return s.object(func(key []byte) (uint32, bool) {
+		switch string(key) {
+		case "type":
+			return 1, s.str(&a.Type)
+		case "id":
+			return 2, s.str(&a.ID)
+		case "key_id":
+			return 4, s.str(&a.KeyID)
+		}
+		return 0, false
+	})
 }
 
 // uuid reads a UUID as its UnmarshalText does from a JSON string.

@@ -15,13 +15,31 @@ import (
 	"github.com/imledger/imledger/transport/kafka/adminclient"
 )
 
+// benchAdminFlags are the flags of bench admin.
+type benchAdminFlags struct {
+	o         adminclient.BenchOptions
+	inProcess bool
+	pprof     string
+	keys      adminKeyFlags
+}
+
+func (fl *benchAdminFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&fl.o.Tenant, "tenant", "bench", "tenant of the users (provisioned when missing)")
+	f.IntVar(&fl.o.Pairs, "pairs", 0, "closed loop: this many ban/unban pairs")
+	f.IntVar(&fl.o.Concurrency, "concurrency", 64, "closed loop: pairs in flight at once")
+	f.Float64Var(&fl.o.Rate, "rate", 0, "open loop: commands per second")
+	f.DurationVar(&fl.o.Duration, "duration", 10*time.Second, "open loop: how long to send")
+	f.IntVar(&fl.o.Users, "users", 1000, "distinct users the commands are about")
+	f.Int64Var(&fl.o.FirstUser, "first-user", 1, "id of the first user")
+	f.DurationVar(&fl.o.Timeout, "timeout", 30*time.Second, "how long a command waits for its result")
+	f.BoolVar(&fl.inProcess, "in-process", false, "start a node in this process even when kafka.brokers is set")
+	f.StringVar(&fl.pprof, "pprof", "", "serve this process's net/http/pprof profiles on this address")
+	fl.keys.register(f, false)
+}
+
 func newBenchAdminCmd() *cobra.Command {
-	var (
-		o         adminclient.BenchOptions
-		inProcess bool
-		pprof     string
-		keys      adminKeyFlags
-	)
+	var fl benchAdminFlags
 	cmd := &cobra.Command{
 		Use:   "admin",
 		Short: "Send user.ban/user.unban commands through Kafka and report commands/s and produce->result latency",
@@ -34,95 +52,94 @@ func newBenchAdminCmd() *cobra.Command {
 			"configured deployment answer. The commands are signed, and verified, as in production: in\n" +
 			"this process with a key made for the run, otherwise with admin.signing_key (--signing-key).",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := domain.NewTenantID(o.Tenant)
-			if err != nil {
-				return fmt.Errorf("--tenant: %w", err)
-			}
-			if o.Pairs <= 0 && o.Rate <= 0 {
-				return fmt.Errorf("give --pairs (closed loop) or --rate (open loop)")
-			}
-			n, err := toolNode(cmd)
-			if err != nil {
-				return err
-			}
-			n.schema = migrateQuietly // a scratch database
-			if pprof != "" {
-				stop, err := servePprof(pprof, n.log)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			ctx := cmd.Context()
-			kcfg := n.cfg.Kafka.Config
-			var signer *admintrust.Signer
-			if inProcess || n.cfg.Kafka.UseEmbedded() {
-				// The node in this process knows a key made for the run, so the commands are
-				// signed and verified as in production.
-				if signer, err = benchKey(&n.cfg); err != nil {
-					return err
-				}
-				n.cfg.HTTP.Addr = "127.0.0.1:0"
-				if n.cfg.Kafka.UseEmbedded() {
-					remove, err := scratchBroker(&n.cfg)
-					if err != nil {
-						return err
-					}
-					defer remove() // after the node's shutdown closed the broker
-				}
-				if n, err = startNode(ctx, n.cfg, n.log); err != nil {
-					return err
-				}
-				defer func() { _ = n.shutdown() }()
-				kcfg = n.cfg.Kafka.Config
-				if _, err := n.registry.Provision(ctx, t, nil, tenant.Meta{}); err != nil {
-					return err
-				}
-			} else {
-				defer n.closeResources()
-				if signer, err = adminSigner(n.cfg, keys); err != nil {
-					return err
-				}
-				if err := n.openPostgres(ctx); err != nil {
-					return err
-				}
-				if err := n.provisionBenchTenant(ctx, t); err != nil {
-					return err
-				}
-			}
-			if err := registerBenchUsers(ctx, n.store, t, domain.UserID(o.FirstUser), o.Users); err != nil {
-				return err
-			}
-			c, err := adminclient.New(adminclient.Config{Kafka: kcfg, Source: "imledger-bench", Signer: signer})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := adminclient.Bench(ctx, c, o)
-			res.Print(cmd.OutOrStdout())
-			if err != nil {
-				return err
-			}
-			if res.Succeeded != res.Sent {
-				return fmt.Errorf("bench admin: %d of %d commands did not succeed", res.Sent-res.Succeeded, res.Sent)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Tenant, "tenant", "bench", "tenant of the users (provisioned when missing)")
-	f.IntVar(&o.Pairs, "pairs", 0, "closed loop: this many ban/unban pairs")
-	f.IntVar(&o.Concurrency, "concurrency", 64, "closed loop: pairs in flight at once")
-	f.Float64Var(&o.Rate, "rate", 0, "open loop: commands per second")
-	f.DurationVar(&o.Duration, "duration", 10*time.Second, "open loop: how long to send")
-	f.IntVar(&o.Users, "users", 1000, "distinct users the commands are about")
-	f.Int64Var(&o.FirstUser, "first-user", 1, "id of the first user")
-	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long a command waits for its result")
-	f.BoolVar(&inProcess, "in-process", false, "start a node in this process even when kafka.brokers is set")
-	f.StringVar(&pprof, "pprof", "", "serve this process's net/http/pprof profiles on this address")
-	keys.register(f, false)
+	fl.register(cmd)
 	return cmd
+}
+
+// run sets up the node that answers, in this process or the configured deployment's, and
+// runs the benchmark against it.
+func (fl *benchAdminFlags) run(cmd *cobra.Command) error {
+	t, err := domain.NewTenantID(fl.o.Tenant)
+	if err != nil {
+		return fmt.Errorf("--tenant: %w", err)
+	}
+	if fl.o.Pairs <= 0 && fl.o.Rate <= 0 {
+		return fmt.Errorf("give --pairs (closed loop) or --rate (open loop)")
+	}
+	n, err := toolNode(cmd)
+	if err != nil {
+		return err
+	}
+	n.schema = migrateQuietly // a scratch database
+	if fl.pprof != "" {
+		stop, err := servePprof(fl.pprof, n.log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	ctx := cmd.Context()
+	var signer *admintrust.Signer
+	if fl.inProcess || n.cfg.Kafka.UseEmbedded() {
+		// The node in this process knows a key made for the run, so the commands are
+		// signed and verified as in production.
+		if signer, err = benchKey(&n.cfg); err != nil {
+			return err
+		}
+		n.cfg.HTTP.Addr = "127.0.0.1:0"
+		if n.cfg.Kafka.UseEmbedded() {
+			remove, err := scratchBroker(&n.cfg)
+			if err != nil {
+				return err
+			}
+			defer remove() // after the node's shutdown closed the broker
+		}
+		if n, err = startNode(ctx, n.cfg, n.log); err != nil {
+			return err
+		}
+		defer func() { _ = n.shutdown() }()
+		if _, err := n.registry.Provision(ctx, t, nil, tenant.Meta{}); err != nil {
+			return err
+		}
+	} else {
+		defer n.closeResources()
+		if signer, err = adminSigner(n.cfg, fl.keys); err != nil {
+			return err
+		}
+		if err := n.openPostgres(ctx); err != nil {
+			return err
+		}
+		if err := n.provisionBenchTenant(ctx, t); err != nil {
+			return err
+		}
+	}
+	return benchAdmin(cmd, n, t, signer, fl.o)
+}
+
+// benchAdmin registers the users the commands are about in tenant t of n and sends the
+// commands, signed by signer, through n's brokers; it prints the result and fails when a command
+// did not succeed.
+func benchAdmin(cmd *cobra.Command, n *node, t domain.TenantID, signer *admintrust.Signer, o adminclient.BenchOptions) error {
+	ctx := cmd.Context()
+	if err := registerBenchUsers(ctx, n.store, t, domain.UserID(o.FirstUser), o.Users); err != nil {
+		return err
+	}
+	c, err := adminclient.New(adminclient.Config{Kafka: n.cfg.Kafka.Config, Source: "imledger-bench", Signer: signer})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := adminclient.Bench(ctx, c, o)
+	res.Print(cmd.OutOrStdout())
+	if err != nil {
+		return err
+	}
+	if res.Succeeded != res.Sent {
+		return fmt.Errorf("bench admin: %d of %d commands did not succeed", res.Sent-res.Succeeded, res.Sent)
+	}
+	return nil
 }
 
 // benchKey makes a producer key for one in-process benchmark run, adds it to cfg's producer keys

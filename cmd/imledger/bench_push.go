@@ -69,50 +69,14 @@ func runBenchPush(cmd *cobra.Command, o benchPushOptions) error {
 	if o.online < 1 || o.online > o.members {
 		return fmt.Errorf("--online must be between 1 and --members")
 	}
-	var hits, last, calls atomic.Int64
-	var seen sync.Map          // user ids reminded: a call retried after a client timeout reaches the provider twice
-	var topicName atomic.Value // this run's topic: a reused broker may still hold an earlier run's tasks
-	topicName.Store("")
-	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b push.WebhookBody
-		err := json.NewDecoder(r.Body).Decode(&b)
-		time.Sleep(o.latency)
-		if err == nil && b.Topic == topicName.Load() {
-			calls.Add(1)
-			if _, dup := seen.LoadOrStore(b.UserID, true); !dup {
-				hits.Add(1)
-				last.Store(time.Now().UnixNano())
-			}
-		}
-	}))
+	p, provider := newBenchPushProvider(o.latency)
 	defer provider.Close()
-	n, err := toolNode(cmd)
+	n, err := startBenchPushNode(cmd, o, provider.URL)
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
-	n.cfg.HTTP.Addr = "127.0.0.1:0"
-	if n.cfg.Kafka.UseEmbedded() {
-		// A fresh broker, so an earlier run's unsent tasks do not compete for the provider, and
-		// an event store of its own, so this node's relay never meets the checkpoint of the
-		// relay that publishes to the configured broker.
-		n.cfg.Kafka.Embedded.Addr, n.cfg.Kafka.Embedded.DataDir = "127.0.0.1:0", kafkabroker.InMemory
-		u, err := url.Parse(n.cfg.Postgres.URL)
-		if err != nil {
-			return fmt.Errorf("postgres.url: %w", err)
-		}
-		u.Path = "/imledger_benchpush"
-		n.cfg.Postgres.URL = u.String()
-	}
-	n.cfg.Push.Run, n.cfg.Push.Webhook.URL, n.cfg.Push.Window = true, provider.URL, o.window
-	n.cfg.Projections.Run, n.cfg.Admin.Run, n.cfg.Files.Run = false, false, false // not measured here
-	if n.cfg.Push.Concurrency == 0 {
-		n.cfg.Push.Concurrency = 256
-	}
-	if n, err = startNode(ctx, n.cfg, n.log); err != nil {
-		return err
-	}
 	defer func() { _ = n.shutdown() }()
+	ctx := cmd.Context()
 	if n.pf.producer == nil {
 		return fmt.Errorf("bench push: the node runs no push producer (MySQL off?)")
 	}
@@ -127,7 +91,7 @@ func runBenchPush(cmd *cobra.Command, o benchPushOptions) error {
 	if err != nil {
 		return err
 	}
-	topicName.Store(topic.String())
+	p.topic.Store(topic.String())
 	for u := 1; u <= o.online; u++ {
 		s, err := n.presence.Login(ctx, presence.LoginInfo{Tenant: t, User: domain.UserID(u), SessionID: "bench-" + strconv.Itoa(u)})
 		if err != nil {
@@ -135,36 +99,98 @@ func runBenchPush(cmd *cobra.Command, o benchPushOptions) error {
 		}
 		defer func() { _ = s.Logout(context.WithoutCancel(ctx)) }()
 	}
-	cpu0 := cpuSeconds()
-	start := time.Now()
-	tasks := 0
-	for seq := int64(1); seq <= int64(o.messages); seq++ {
-		tasks += n.pf.producer.Produce(ctx, message.CommittedMessage{Tenant: t, Topic: topic, From: 1, Seq: seq,
-			MsgType: "text", SentAt: time.Now().UTC()})
-	}
-	produced := time.Since(start)
 	want := int64(o.members - o.online)
-	deadline := time.Now().Add(o.timeout)
-	for hits.Load() < want && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(2 * o.window) // anything beyond one per user would show now
-	drained := time.Duration(last.Load() - start.UnixNano())
-	cpu := cpuSeconds() - cpu0
+	tasks, produced, drained, cpu := p.measure(ctx, n, t, topic, o, want)
 	load, _ := os.ReadFile("/proc/loadavg")
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "group of %d, %d online, %d offline; %d message(s); provider latency %s; window %s; concurrency %d\n",
 		o.members, o.online, want, o.messages, o.latency, o.window, n.cfg.PushSettings().WithDefaults().Concurrency)
 	fmt.Fprintf(out, "tasks produced:      %d in %s\n", tasks, produced.Round(time.Millisecond))
-	fmt.Fprintf(out, "users reminded:      %d (want %d, one per offline member)\n", hits.Load(), want)
-	fmt.Fprintf(out, "provider calls:      %d (more than users: calls retried after the client timed out)\n", calls.Load())
+	fmt.Fprintf(out, "users reminded:      %d (want %d, one per offline member)\n", p.hits.Load(), want)
+	fmt.Fprintf(out, "provider calls:      %d (more than users: calls retried after the client timed out)\n", p.calls.Load())
 	fmt.Fprintf(out, "time to drain:       %s (first commit to last reminder, includes the %s window)\n", drained.Round(time.Millisecond), o.window)
 	fmt.Fprintf(out, "process CPU:         %.2f s\n", cpu)
 	fmt.Fprintf(out, "load average:        %s\n", strings.TrimSpace(string(load)))
-	if hits.Load() != want {
-		return fmt.Errorf("bench push: %d reminders, want %d", hits.Load(), want)
+	if p.hits.Load() != want {
+		return fmt.Errorf("bench push: %d reminders, want %d", p.hits.Load(), want)
 	}
 	return nil
+}
+
+// benchPushProvider is the webhook provider of bench push: it counts the reminders of this
+// run's topic, one per user.
+type benchPushProvider struct {
+	hits, last, calls atomic.Int64
+	seen              sync.Map     // user ids reminded: a call retried after a client timeout reaches the provider twice
+	topic             atomic.Value // this run's topic: a reused broker may still hold an earlier run's tasks
+}
+
+// newBenchPushProvider starts a provider whose server answers after latency.
+func newBenchPushProvider(latency time.Duration) (*benchPushProvider, *httptest.Server) {
+	p := &benchPushProvider{}
+	p.topic.Store("")
+	return p, httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b push.WebhookBody
+		err := json.NewDecoder(r.Body).Decode(&b)
+		time.Sleep(latency)
+		if err == nil && b.Topic == p.topic.Load() {
+			p.calls.Add(1)
+			if _, dup := p.seen.LoadOrStore(b.UserID, true); !dup {
+				p.hits.Add(1)
+				p.last.Store(time.Now().UnixNano())
+			}
+		}
+	}))
+}
+
+// startBenchPushNode starts the node of bench push, its push worker sending to the provider at
+// providerURL, and nothing it does not measure.
+func startBenchPushNode(cmd *cobra.Command, o benchPushOptions, providerURL string) (*node, error) {
+	n, err := toolNode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	n.cfg.HTTP.Addr = "127.0.0.1:0"
+	if n.cfg.Kafka.UseEmbedded() {
+		// A fresh broker, so an earlier run's unsent tasks do not compete for the provider, and
+		// an event store of its own, so this node's relay never meets the checkpoint of the
+		// relay that publishes to the configured broker.
+		n.cfg.Kafka.Embedded.Addr, n.cfg.Kafka.Embedded.DataDir = "127.0.0.1:0", kafkabroker.InMemory
+		u, err := url.Parse(n.cfg.Postgres.URL)
+		if err != nil {
+			return nil, fmt.Errorf("postgres.url: %w", err)
+		}
+		u.Path = "/imledger_benchpush"
+		n.cfg.Postgres.URL = u.String()
+	}
+	n.cfg.Push.Run, n.cfg.Push.Webhook.URL, n.cfg.Push.Window = true, providerURL, o.window
+	n.cfg.Projections.Run, n.cfg.Admin.Run, n.cfg.Files.Run = false, false, false // not measured here
+	if n.cfg.Push.Concurrency == 0 {
+		n.cfg.Push.Concurrency = 256
+	}
+	return startNode(cmd.Context(), n.cfg, n.log)
+}
+
+// measure commits o.messages messages to topic through n's push producer and waits, up to
+// o.timeout, for want reminders, then for two windows more: any beyond one a user would show by
+// then. It answers the tasks produced, the time to produce them, the time from the first commit
+// to the last reminder and the process's CPU seconds meanwhile.
+func (p *benchPushProvider) measure(ctx context.Context, n *node, t domain.TenantID, topic domain.Topic, o benchPushOptions,
+	want int64) (tasks int, produced, drained time.Duration, cpu float64) {
+	cpu0 := cpuSeconds()
+	start := time.Now()
+	for seq := int64(1); seq <= int64(o.messages); seq++ {
+		tasks += n.pf.producer.Produce(ctx, message.CommittedMessage{Tenant: t, Topic: topic, From: 1, Seq: seq,
+			MsgType: "text", SentAt: time.Now().UTC()})
+	}
+	produced = time.Since(start)
+	deadline := time.Now().Add(o.timeout)
+	for p.hits.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * o.window) // anything beyond one per user would show now
+	drained = time.Duration(p.last.Load() - start.UnixNano())
+	return tasks, produced, drained, cpuSeconds() - cpu0
 }
 
 // benchPushGroup writes group gid with members 1..members and a webhook device each into the

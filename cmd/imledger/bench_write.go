@@ -18,17 +18,37 @@ import (
 // waits for nor disturbs the relay of a serve process on the same database.
 const benchRelayName = "bench"
 
+// benchWriteFlags are the flags of bench write.
+type benchWriteFlags struct {
+	tenant     string
+	opts       writebench.BenchWriteOptions
+	noRelay    bool
+	drain      time.Duration
+	policy     bool
+	limits     bool
+	abSlice    time.Duration
+	cpuProfile string
+}
+
+func (fl *benchWriteFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&fl.tenant, "tenant", "bench", "tenant that receives the messages")
+	f.StringVar(&fl.cpuProfile, "cpuprofile", "", "write a CPU profile of the sends (and the relay's drain) to this file")
+	f.IntVar(&fl.opts.Senders, "senders", 50, "concurrent senders (users 1..N, one send in flight each)")
+	f.IntVar(&fl.opts.Topics, "topics", 100, "group topics written to, grp<first-group>...")
+	f.Int64Var(&fl.opts.FirstGroupID, "first-group", 1, "group id of the first topic")
+	f.IntVar(&fl.opts.Count, "count", 0, "stop after this many sends in total (0: run for --duration)")
+	f.DurationVar(&fl.opts.Duration, "duration", 10*time.Second, "run this long when --count is 0")
+	f.IntVar(&fl.opts.ContentBytes, "content-bytes", 100, "size of each text message")
+	f.BoolVar(&fl.noRelay, "no-relay", false, "do not run and measure the relay")
+	f.BoolVar(&fl.policy, "policy", false, "create the groups, join the senders and check every send against the send policy")
+	f.BoolVar(&fl.limits, "rate-limits", false, "check every send against the send rate limits (rate_limit.*), as serve does")
+	f.DurationVar(&fl.abSlice, "ab-slice", 0, "with --rate-limits and --duration: after a slice of warm-up, alternate slices this long with and without the limits (ABBA) and report both")
+	f.DurationVar(&fl.drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
+}
+
 func newBenchWriteCmd() *cobra.Command {
-	var (
-		tenant     string
-		opts       writebench.BenchWriteOptions
-		noRelay    bool
-		drain      time.Duration
-		policy     bool
-		limits     bool
-		abSlice    time.Duration
-		cpuProfile string
-	)
+	var fl benchWriteFlags
 	cmd := &cobra.Command{
 		Use:   "write",
 		Short: "Send group messages through the SendMessage handler and report sends/s and latency",
@@ -47,83 +67,83 @@ func newBenchWriteCmd() *cobra.Command {
 			"order ABBA ABBA... (--duration whole rounds of four), and the report gives each one's sends/s\n" +
 			"and their ratio (the machine's drift falls on both alike).",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := domain.NewTenantID(tenant)
-			if err != nil {
-				return fmt.Errorf("--tenant: %w", err)
-			}
-			opts.Tenant = t
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), cfg)
-			if err != nil {
-				return err
-			}
-			cfg.Relay.Name = benchRelayName
-			cfg.Kafka.TopicPrefix += "bench."
-			n := newNode(cfg, log)
-			n.schema = migrateQuietly // a scratch database
-			defer func() { _ = n.shutdown() }()
-			if err := n.startCore(cmd.Context()); err != nil {
-				return err
-			}
-			if policy {
-				if err := runSteps(cmd.Context(), n.startPolicy, n.startCommands); err != nil {
-					return err
-				}
-				if !cmd.Flags().Changed("first-group") {
-					opts.FirstGroupID = time.Now().UnixMilli() // fresh groups for every run
-				}
-				if err := prepareBenchGroups(cmd.Context(), cmd.OutOrStdout(), n, opts); err != nil {
-					return err
-				}
-			} else if n.send, err = n.newSendHandler(cmd.Context(), nil, message.NoFiles{}, nil); err != nil { // the groups need not exist
-				return err
-			}
-			if !noRelay {
-				if err := n.startRelay(cmd.Context()); err != nil {
-					return err
-				}
-			}
-			var sender writebench.MessageSender = n.send
-			if limits {
-				l, err := n.newLimiter()
-				if err != nil {
-					return err
-				}
-				defer l.Close()
-				sender = ratelimit.LimitSends(n.send, l)
-				if abSlice > 0 {
-					opts.Alternate, opts.Slice = n.send, abSlice
-				}
-			} else if abSlice > 0 {
-				return fmt.Errorf("--ab-slice compares sends with and without --rate-limits: give both")
-			}
-			stop, err := startCPUProfile(cpuProfile)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, sender, opts, drain)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&tenant, "tenant", "bench", "tenant that receives the messages")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the sends (and the relay's drain) to this file")
-	f.IntVar(&opts.Senders, "senders", 50, "concurrent senders (users 1..N, one send in flight each)")
-	f.IntVar(&opts.Topics, "topics", 100, "group topics written to, grp<first-group>...")
-	f.Int64Var(&opts.FirstGroupID, "first-group", 1, "group id of the first topic")
-	f.IntVar(&opts.Count, "count", 0, "stop after this many sends in total (0: run for --duration)")
-	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "run this long when --count is 0")
-	f.IntVar(&opts.ContentBytes, "content-bytes", 100, "size of each text message")
-	f.BoolVar(&noRelay, "no-relay", false, "do not run and measure the relay")
-	f.BoolVar(&policy, "policy", false, "create the groups, join the senders and check every send against the send policy")
-	f.BoolVar(&limits, "rate-limits", false, "check every send against the send rate limits (rate_limit.*), as serve does")
-	f.DurationVar(&abSlice, "ab-slice", 0, "with --rate-limits and --duration: after a slice of warm-up, alternate slices this long with and without the limits (ABBA) and report both")
-	f.DurationVar(&drain, "drain-timeout", time.Minute, "how long to wait for the relay to catch up after the writes")
+	fl.register(cmd)
 	return cmd
+}
+
+// run starts the parts of a node the benchmark uses and runs it.
+func (fl *benchWriteFlags) run(cmd *cobra.Command) error {
+	t, err := domain.NewTenantID(fl.tenant)
+	if err != nil {
+		return fmt.Errorf("--tenant: %w", err)
+	}
+	fl.opts.Tenant = t
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), cfg)
+	if err != nil {
+		return err
+	}
+	cfg.Relay.Name = benchRelayName
+	cfg.Kafka.TopicPrefix += "bench."
+	n := newNode(cfg, log)
+	n.schema = migrateQuietly // a scratch database
+	defer func() { _ = n.shutdown() }()
+	if err := fl.start(cmd, n); err != nil {
+		return err
+	}
+	var sender writebench.MessageSender = n.send
+	if fl.limits {
+		l, err := n.newLimiter()
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		sender = ratelimit.LimitSends(n.send, l)
+		if fl.abSlice > 0 {
+			fl.opts.Alternate, fl.opts.Slice = n.send, fl.abSlice
+		}
+	} else if fl.abSlice > 0 {
+		return fmt.Errorf("--ab-slice compares sends with and without --rate-limits: give both")
+	}
+	stop, err := startCPUProfile(fl.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return runBenchWrite(cmd.Context(), cmd.OutOrStdout(), n, sender, fl.opts, fl.drain)
+}
+
+// start starts n's core, its send handler (with --policy the send policy and the group
+// commands, and the groups joined) and, unless --no-relay, its relay.
+func (fl *benchWriteFlags) start(cmd *cobra.Command, n *node) error {
+	if err := n.startCore(cmd.Context()); err != nil {
+		return err
+	}
+	var err error
+	if fl.policy {
+		if err := runSteps(cmd.Context(), n.startPolicy, n.startCommands); err != nil {
+			return err
+		}
+		if !cmd.Flags().Changed("first-group") {
+			fl.opts.FirstGroupID = time.Now().UnixMilli() // fresh groups for every run
+		}
+		if err := prepareBenchGroups(cmd.Context(), cmd.OutOrStdout(), n, fl.opts); err != nil {
+			return err
+		}
+	} else if n.send, err = n.newSendHandler(cmd.Context(), nil, message.NoFiles{}, nil); err != nil { // the groups need not exist
+		return err
+	}
+	if !fl.noRelay {
+		if err := n.startRelay(cmd.Context()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runBenchWrite runs the write benchmark on n and, when n runs a relay, waits for it to publish

@@ -138,20 +138,9 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 		defer stop()
 	}
 	o.Tokens = n.signer
-	if err := n.provisionBenchTenant(ctx, o.Tenant); err != nil {
+	if err := n.readyBenchWS(ctx, o); err != nil {
 		return err
 	}
-	start := time.Now()
-	if err := n.prepareBenchGroups(ctx, o); err != nil {
-		return err
-	}
-	if o.Channel {
-		// A channel session starts from the groups the read model knows: wait for the joins.
-		if err := n.waitBenchMembers(ctx, o); err != nil {
-			return err
-		}
-	}
-	n.log.Info("bench ws: groups ready", "groups", o.Groups, "clients", o.Clients, "took", time.Since(start).Round(time.Millisecond))
 	if mon.pid != 0 {
 		o.Monitor = mon.run
 	}
@@ -176,12 +165,37 @@ func runBenchWS(cmd *cobra.Command, o wsbench.Options, mon *benchMonitor) error 
 			return err
 		}
 	}
-	after := n.scrapeNodes(ctx, o.URLs)
-	for _, u := range o.URLs {
+	return printNodesMetrics(cmd.OutOrStdout(), o.URLs, before, n.scrapeNodes(ctx, o.URLs))
+}
+
+// readyBenchWS provisions the benchmark's tenant and creates its groups and memberships; with
+// channels it waits until the read model knows the joins.
+func (n *node) readyBenchWS(ctx context.Context, o wsbench.Options) error {
+	if err := n.provisionBenchTenant(ctx, o.Tenant); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := n.prepareBenchGroups(ctx, o); err != nil {
+		return err
+	}
+	if o.Channel {
+		// A channel session starts from the groups the read model knows: wait for the joins.
+		if err := n.waitBenchMembers(ctx, o); err != nil {
+			return err
+		}
+	}
+	n.log.Info("bench ws: groups ready", "groups", o.Groups, "clients", o.Clients, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// printNodesMetrics prints the metrics of each node of urls scraped both before and after the
+// run, once per node.
+func printNodesMetrics(out io.Writer, urls []string, before, after map[string]nodeMetrics) error {
+	for _, u := range urls {
 		if before[u] == nil || after[u] == nil {
 			continue
 		}
-		if err := printNodeMetrics(cmd.OutOrStdout(), u, before[u], after[u]); err != nil {
+		if err := printNodeMetrics(out, u, before[u], after[u]); err != nil {
 			return err
 		}
 		delete(after, u) // a URL given twice is reported once

@@ -84,13 +84,55 @@ func timeFlag(name, v string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%s %q: want an RFC 3339 time (2026-03-01T12:00:00Z) or a date (2026-03-01)", name, v)
 }
 
+// exportFlags are the flags of export.
+type exportFlags struct {
+	sel                 streamFlags
+	cfg                 export.Config
+	format, since, till string
+	types               []string
+}
+
+func (fl *exportFlags) register(cmd *cobra.Command) {
+	fl.sel.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&fl.format, "format", string(export.FormatJSONL), "jsonl or parquet")
+	f.StringVar(&fl.cfg.Out, "out", "", "a file, a directory (existing or ending in /), or - for stdout (required)")
+	f.StringSliceVar(&fl.types, "types", nil, "only event types matching these globs, e.g. 'message.*,member.*'")
+	f.StringVar(&fl.since, "since", "", "only events that occurred at or after this time (RFC 3339 or a date, UTC)")
+	f.StringVar(&fl.till, "until", "", "only events that occurred before this time")
+	f.BoolVar(&fl.cfg.AsStored, "as-stored", false, "write old event versions as stored instead of upcast")
+	f.IntVar(&fl.cfg.PartEvents, "part-events", 0, "events per part file of a directory (default 1000000)")
+	f.IntVar(&fl.cfg.PageSize, "page-size", 0, "events per read of the event store (default 5000)")
+	f.IntVar(&fl.cfg.Readers, "readers", 0, "stretches of about 20000 log events read at once, each on its own connection (default 1)")
+	_ = cmd.MarkFlagRequired("out")
+}
+
+// parse completes the export's configuration from the flags and validates it.
+func (fl *exportFlags) parse(cmd *cobra.Command) error {
+	if err := fl.sel.parse(); err != nil {
+		return err
+	}
+	var err error
+	if fl.cfg.Since, err = timeFlag("--since", fl.since); err != nil {
+		return err
+	}
+	if fl.cfg.Until, err = timeFlag("--until", fl.till); err != nil {
+		return err
+	}
+	fl.cfg.Format, fl.cfg.Tenant, fl.cfg.From, fl.cfg.To = export.Format(fl.format), fl.sel.parsedTenant, fl.sel.parsedFrom, fl.sel.toCu
+	for _, t := range fl.types {
+		for _, g := range strings.Split(t, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				fl.cfg.Types = append(fl.cfg.Types, g)
+			}
+		}
+	}
+	fl.cfg.Stdout, fl.cfg.Progress = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	return fl.cfg.Validate()
+}
+
 func newExportCmd() *cobra.Command {
-	var (
-		sel                 streamFlags
-		cfg                 export.Config
-		format, since, till string
-		types               []string
-	)
+	var fl exportFlags
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Export events from the event store as JSON Lines or Parquet, with a resumable cursor",
@@ -105,71 +147,45 @@ func newExportCmd() *cobra.Command {
 			"into a directory resumes from the directory's cursor by itself. Old event versions are\n" +
 			"upcast to the current ones unless --as-stored. A progress bar goes to stderr.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := sel.parse(); err != nil {
-				return err
-			}
-			var err error
-			if cfg.Since, err = timeFlag("--since", since); err != nil {
-				return err
-			}
-			if cfg.Until, err = timeFlag("--until", till); err != nil {
-				return err
-			}
-			cfg.Format, cfg.Tenant, cfg.From, cfg.To = export.Format(format), sel.parsedTenant, sel.parsedFrom, sel.toCu
-			for _, t := range types {
-				for _, g := range strings.Split(t, ",") {
-					if g = strings.TrimSpace(g); g != "" {
-						cfg.Types = append(cfg.Types, g)
-					}
-				}
-			}
-			cfg.Stdout, cfg.Progress = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			n, err := toolNode(cmd)
-			if err != nil {
-				return err
-			}
-			defer n.closeResources()
-			n.bulkReads = true
-			if err := n.openPostgres(cmd.Context()); err != nil {
-				return err
-			}
-			cfg.Logger, cfg.Opener = n.log, n.opener()
-			res, err := export.Run(cmd.Context(), n.store, cfg)
-			if err != nil {
-				return err
-			}
-			summary := cmd.OutOrStdout()
-			if cfg.Out == export.Stdout {
-				summary = cmd.ErrOrStderr()
-			}
-			fmt.Fprintf(summary, "exported %d events in %s (%.0f events/s)", res.Events, res.Duration.Round(time.Millisecond), res.PerSecond())
-			if len(res.Files) > 0 {
-				fmt.Fprintf(summary, " to %s", strings.Join(res.Files, ", "))
-			}
-			fmt.Fprintf(summary, "\ncursor: %s\n", res.Cursor)
-			if res.CursorFile != "" {
-				fmt.Fprintf(summary, "cursor file: %s\n", res.CursorFile)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd) },
 	}
-	sel.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&format, "format", string(export.FormatJSONL), "jsonl or parquet")
-	f.StringVar(&cfg.Out, "out", "", "a file, a directory (existing or ending in /), or - for stdout (required)")
-	f.StringSliceVar(&types, "types", nil, "only event types matching these globs, e.g. 'message.*,member.*'")
-	f.StringVar(&since, "since", "", "only events that occurred at or after this time (RFC 3339 or a date, UTC)")
-	f.StringVar(&till, "until", "", "only events that occurred before this time")
-	f.BoolVar(&cfg.AsStored, "as-stored", false, "write old event versions as stored instead of upcast")
-	f.IntVar(&cfg.PartEvents, "part-events", 0, "events per part file of a directory (default 1000000)")
-	f.IntVar(&cfg.PageSize, "page-size", 0, "events per read of the event store (default 5000)")
-	f.IntVar(&cfg.Readers, "readers", 0, "stretches of about 20000 log events read at once, each on its own connection (default 1)")
-	_ = cmd.MarkFlagRequired("out")
+	fl.register(cmd)
 	return cmd
+}
+
+// run exports the events the flags select and prints a summary: to stderr when the events go
+// to stdout.
+func (fl *exportFlags) run(cmd *cobra.Command) error {
+	if err := fl.parse(cmd); err != nil {
+		return err
+	}
+	n, err := toolNode(cmd)
+	if err != nil {
+		return err
+	}
+	defer n.closeResources()
+	n.bulkReads = true
+	if err := n.openPostgres(cmd.Context()); err != nil {
+		return err
+	}
+	fl.cfg.Logger, fl.cfg.Opener = n.log, n.opener()
+	res, err := export.Run(cmd.Context(), n.store, fl.cfg)
+	if err != nil {
+		return err
+	}
+	summary := cmd.OutOrStdout()
+	if fl.cfg.Out == export.Stdout {
+		summary = cmd.ErrOrStderr()
+	}
+	fmt.Fprintf(summary, "exported %d events in %s (%.0f events/s)", res.Events, res.Duration.Round(time.Millisecond), res.PerSecond())
+	if len(res.Files) > 0 {
+		fmt.Fprintf(summary, " to %s", strings.Join(res.Files, ", "))
+	}
+	fmt.Fprintf(summary, "\ncursor: %s\n", res.Cursor)
+	if res.CursorFile != "" {
+		fmt.Fprintf(summary, "cursor file: %s\n", res.CursorFile)
+	}
+	return nil
 }
 
 // errNoKafka is the error of a command that writes to Kafka when no brokers are configured.

@@ -296,7 +296,27 @@ type item struct {
 // processBatch answers every record of batch. It reports false when the session ended before
 // every record was answered; nothing of the batch is then marked.
 func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool {
-	var claimable []*item
+	claimable := c.triage(items)
+	if len(claimable) > 0 && !c.claimBatch(sess, work, claimable) {
+		return false
+	}
+	c.runChains(sess, work, claimable)
+	complete := c.releaseUnstarted(work, claimable)
+	c.buildReplies(items)
+	if !c.finishAll(sess, work, claimable) {
+		return false
+	}
+	out, twinsDone := c.outgoingOf(work, items)
+	if !c.publishResults(sess, work, out) {
+		return false
+	}
+	return complete && twinsDone
+}
+
+// triage starts the clock of every item and answers those to claim and run: a record that is
+// not a well-formed envelope is rejected at once, a repeat of an event id in the batch becomes
+// the twin of its first.
+func (c *Consumer) triage(items []*item) (claimable []*item) {
 	byID := map[uuid.UUID]*item{}
 	for _, it := range items {
 		it.start = time.Now()
@@ -313,11 +333,11 @@ func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool 
 			claimable = append(claimable, it)
 		}
 	}
-	if len(claimable) > 0 {
-		if !c.claimBatch(sess, work, claimable) {
-			return false
-		}
-	}
+	return claimable
+}
+
+// runChains runs the claimed items and returns when every chain stopped.
+func (c *Consumer) runChains(sess, work context.Context, claimable []*item) {
 	// Chains of one key run in record order; chains run concurrently.
 	chains := map[string][]*item{}
 	var order []string
@@ -341,7 +361,12 @@ func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool 
 		}()
 	}
 	wg.Wait()
-	complete := true
+}
+
+// releaseUnstarted gives up the fresh claims of the claimed items that never started, and
+// reports whether every claimed item was answered.
+func (c *Consumer) releaseUnstarted(work context.Context, claimable []*item) (complete bool) {
+	complete = true
 	var unstarted []uuid.UUID
 	for _, it := range claimable {
 		if !it.done {
@@ -356,6 +381,12 @@ func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool 
 			c.log.WarnContext(work, "admin: give up the claims of unstarted commands", "commands", len(unstarted), "err", err)
 		}
 	}
+	return complete
+}
+
+// buildReplies builds the result record of every answered item whose result the ledger does not
+// hold yet, or gives the item the small stand-in of a result too large to publish.
+func (c *Consumer) buildReplies(items []*item) {
 	for _, it := range items {
 		// A result too large to publish is stored and published as its small stand-in.
 		if it.done && it.res != nil && !it.stored {
@@ -368,16 +399,19 @@ func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool 
 			}
 		}
 	}
-	if !c.finishAll(sess, work, claimable) {
-		return false
-	}
-	var out []*outgoing
+}
+
+// outgoingOf answers the records to publish for the answered items, twins taking their first's
+// answer, and logs and counts the results new to this batch. twinsDone is false when a twin's
+// first was not answered.
+func (c *Consumer) outgoingOf(work context.Context, items []*item) (out []*outgoing, twinsDone bool) {
+	twinsDone = true
 	for _, it := range items {
 		if it.twin != nil && it.twin.done && it.twin.res != nil {
 			it.res, it.stored, it.done = it.twin.res, true, true
 		}
 		if it.twin != nil && !it.done {
-			complete = false
+			twinsDone = false
 		}
 		if it.res == nil || !it.done {
 			continue
@@ -391,10 +425,7 @@ func (c *Consumer) processBatch(sess, work context.Context, items []*item) bool 
 		}
 		out = append(out, &outgoing{it: it, msg: c.answer(it)})
 	}
-	if !c.publishResults(sess, work, out) {
-		return false
-	}
-	return complete
+	return out, twinsDone
 }
 
 // answer is the result record of it, within Config.MaxResultBytes: a result too large (one

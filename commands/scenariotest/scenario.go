@@ -49,24 +49,57 @@ const (
 // any refusal. Each call in one tenant needs a fresh tenant: groups and streams are new.
 func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, messages int) Result {
 	t.Helper()
-	must := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("scenario: %s: %v", what, err)
-		}
-	}
-	p := func(u domain.UserID) domain.Principal { return domain.Principal{Tenant: tenant, User: u} }
+	w := writer{ctx: ctx, t: t, tenant: tenant}
 	g, err := group.New(group.Deps{Store: env.Store}, group.Config{})
-	must("group handlers", err)
+	w.must("group handlers", err)
 	send, err := message.NewSendMessageHandler(message.SendMessageDeps{Store: env.Store, Redis: env.Redis},
 		message.SendMessageConfig{Seq: seq.Config{KeyPrefix: env.KeyPrefix}})
-	must("send handler", err)
+	w.must("send handler", err)
 	defer send.Close()
 	ops, err := message.NewMessageOpsHandler(message.MessageOpsDeps{Store: env.Store}, message.MessageOpsConfig{})
-	must("message ops handler", err)
+	w.must("message ops handler", err)
 
 	storetest.RegisterUsers(t, env.Store, tenant, Owner, Admin, Member, Friend)
-	res, err := g.CreateGroup.Handle(ctx, group.CreateGroup{Actor: p(Owner), Profile: profile(t, "analysts")})
+	gid := w.groupAndFriends(g)
+	gt, err := domain.GroupTopic(int64(gid))
+	w.must("group topic", err)
+	dt, err := domain.DirectTopic(Owner, Friend)
+	w.must("direct topic", err)
+	w.send(send, gt, dt, messages)
+	w.operate(ops, gt, dt)
+	w.session(env)
+
+	_, err = g.LeaveGroup.Handle(ctx, group.LeaveGroup{Actor: w.p(Admin), Group: gid})
+	w.must("leave", err)
+	return Result{Group: gid, GroupTopic: gt, Direct: dt, Sent: max(messages, 3) + 2}
+}
+
+// writer writes the steps of one scenario in one tenant.
+type writer struct {
+	ctx    context.Context
+	t      testing.TB
+	tenant domain.TenantID
+}
+
+// must fails the test when the step what failed.
+func (w writer) must(what string, err error) {
+	w.t.Helper()
+	if err != nil {
+		w.t.Fatalf("scenario: %s: %v", what, err)
+	}
+}
+
+// p is the principal of user u in the scenario's tenant.
+func (w writer) p(u domain.UserID) domain.Principal {
+	return domain.Principal{Tenant: w.tenant, User: u}
+}
+
+// groupAndFriends creates the group with its members, roles, a mute and an announcement, makes
+// Owner and Friend friends and updates Owner's profile; it answers the group.
+func (w writer) groupAndFriends(g *group.Handlers) domain.GroupID {
+	w.t.Helper()
+	ctx, p, must := w.ctx, w.p, w.must
+	res, err := g.CreateGroup.Handle(ctx, group.CreateGroup{Actor: p(Owner), Profile: profile(w.t, "analysts")})
 	must("create group", err)
 	gid := res.Group
 	for _, u := range []domain.UserID{Admin, Member} {
@@ -89,57 +122,66 @@ func Write(ctx context.Context, t testing.TB, env Env, tenant domain.TenantID, m
 	must("profile", err)
 	_, err = g.UpdateProfile.Handle(ctx, group.UpdateProfile{Actor: p(Owner), Patch: up.Patch()})
 	must("update profile", err)
+	return gid
+}
 
-	gt, err := domain.GroupTopic(int64(gid))
-	must("group topic", err)
-	dt, err := domain.DirectTopic(Owner, Friend)
-	must("direct topic", err)
+// send sends messages group messages (at least 3) to gt from Owner, Admin and Member in turn,
+// then two 1:1 messages to dt, from Owner and from Friend.
+func (w writer) send(send *message.SendMessageHandler, gt, dt domain.Topic, messages int) {
+	w.t.Helper()
 	senders := []domain.UserID{Owner, Admin, Member}
 	for i := range max(messages, 3) {
 		content, _ := json.Marshal(map[string]any{"text": "message " + strconv.Itoa(i), "n": i})
-		cmd, err := message.NewSendMessage(message.SendMessageInput{Tenant: tenant.String(),
+		cmd, err := message.NewSendMessage(message.SendMessageInput{Tenant: w.tenant.String(),
 			From: senders[i%len(senders)].String(), Topic: gt.String(), ClientMsgID: "g-" + strconv.Itoa(i),
 			Content: content, TraceID: ""}, 0)
-		must("group message", err)
-		_, err = send.Handle(ctx, cmd)
-		must("send group message", err)
+		w.must("group message", err)
+		_, err = send.Handle(w.ctx, cmd)
+		w.must("send group message", err)
 	}
 	for i, from := range []domain.UserID{Owner, Friend} {
-		cmd, err := message.NewSendMessage(message.SendMessageInput{Tenant: tenant.String(), From: from.String(),
+		cmd, err := message.NewSendMessage(message.SendMessageInput{Tenant: w.tenant.String(), From: from.String(),
 			Topic: dt.String(), ClientMsgID: "d-" + strconv.Itoa(i), MsgType: "text", Content: json.RawMessage(`"hello\u2028there"`),
 			Head: json.RawMessage(`{"reply_seq":"1"}`)}, 0)
-		must("direct message", err)
-		_, err = send.Handle(ctx, cmd)
-		must("send direct message", err)
+		w.must("direct message", err)
+		_, err = send.Handle(w.ctx, cmd)
+		w.must("send direct message", err)
 	}
+}
+
+// operate edits, recalls and deletes for Owner a group message each, and marks both topics read.
+func (w writer) operate(ops *message.MessageOpsHandler, gt, dt domain.Topic) {
+	w.t.Helper()
+	ctx, must := w.ctx, w.must
 	ref := func(topic domain.Topic, seq int64, actor domain.UserID) message.MessageRef {
-		return message.MessageRef{Tenant: tenant, Topic: topic, Seq: seq, Actor: actor}
+		return message.MessageRef{Tenant: w.tenant, Topic: topic, Seq: seq, Actor: actor}
 	}
 	edited, _ := domain.NewContent([]byte(`{"text":"message 0, edited"}`), 0)
-	_, err = ops.Edit(ctx, message.EditMessage{MessageRef: ref(gt, 1, Owner), Version: 1, Content: edited})
+	_, err := ops.Edit(ctx, message.EditMessage{MessageRef: ref(gt, 1, Owner), Version: 1, Content: edited})
 	must("edit", err)
 	_, err = ops.Recall(ctx, ref(gt, 2, Admin))
 	must("recall", err)
 	_, err = ops.DeleteForMe(ctx, ref(gt, 3, Owner))
 	must("delete for me", err)
-	_, err = ops.MarkRead(ctx, message.MarkRead{Tenant: tenant, Topic: gt, User: Member, ReadSeq: 2})
+	_, err = ops.MarkRead(ctx, message.MarkRead{Tenant: w.tenant, Topic: gt, User: Member, ReadSeq: 2})
 	must("mark read", err)
-	_, err = ops.MarkRead(ctx, message.MarkRead{Tenant: tenant, Topic: dt, User: Friend, ReadSeq: 1})
+	_, err = ops.MarkRead(ctx, message.MarkRead{Tenant: w.tenant, Topic: dt, User: Friend, ReadSeq: 1})
 	must("mark read 1:1", err)
+}
 
+// session records a session of Member opened and closed, through a running session recorder.
+func (w writer) session(env Env) {
+	w.t.Helper()
+	ctx, tenant := w.ctx, w.tenant
 	rec, err := session.NewRecorder(env.Store, session.RecorderConfig{Node: "node-a"}, nil)
-	must("session recorder", err)
+	w.must("session recorder", err)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); rec.Run(rctx) }()
-	must("session opened", rec.Opened(ctx, tenant, Member, "s-"+tenant.String(), "test/1.0"))
-	must("session closed", rec.Closed(ctx, tenant, Member, "s-"+tenant.String(), "client_closed"))
+	w.must("session opened", rec.Opened(ctx, tenant, Member, "s-"+tenant.String(), "test/1.0"))
+	w.must("session closed", rec.Closed(ctx, tenant, Member, "s-"+tenant.String(), "client_closed"))
 	stop()
 	<-done
-
-	_, err = g.LeaveGroup.Handle(ctx, group.LeaveGroup{Actor: p(Admin), Group: gid})
-	must("leave", err)
-	return Result{Group: gid, GroupTopic: gt, Direct: dt, Sent: max(messages, 3) + 2}
 }
 
 func profile(t testing.TB, name string) domain.GroupProfile {

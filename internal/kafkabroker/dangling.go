@@ -76,9 +76,41 @@ func abortDangling(ctx context.Context, c *kfake.Cluster, addrs []string, cl *kg
 // control records included, and returns the transactions whose records are not followed by a
 // marker of their producer.
 func findDangling(ctx context.Context, c *kfake.Cluster, addrs []string, cl *kgo.Client) ([]danglingTxn, error) {
+	offsets, ends, err := logRanges(ctx, c, cl)
+	if err != nil || len(ends) == 0 {
+		return nil, err
+	}
+	reader, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
+		kgo.ConsumePartitions(offsets), kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.KeepControlRecords(), kgo.WithLogger(nil))
+	if err != nil {
+		return nil, fmt.Errorf("kafkabroker: read the log: %w", err)
+	}
+	defer reader.Close()
+	scan := txnScan{ends: ends, left: len(ends), state: map[partitionKey]map[int64]*txnState{}, done: map[partitionKey]bool{}}
+	for scan.left > 0 {
+		fs := reader.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kafkabroker: read the log: %d partitions not read to their end: %w", scan.left, err)
+		}
+		var fetchErr error
+		fs.EachError(func(t string, p int32, err error) {
+			fetchErr = errors.Join(fetchErr, fmt.Errorf("%s/%d: %w", t, p, err))
+		})
+		if fetchErr != nil {
+			return nil, fmt.Errorf("kafkabroker: read the log: %w", fetchErr)
+		}
+		fs.EachRecord(scan.record)
+	}
+	return scan.open(), nil
+}
+
+// logRanges answers, of every partition that holds records, the offset of its first record to
+// consume from and the end of its log.
+func logRanges(ctx context.Context, c *kfake.Cluster, cl *kgo.Client) (map[string]map[int32]kgo.Offset, map[partitionKey]int64, error) {
 	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("kafkabroker: list topics: %w", err)
+		return nil, nil, fmt.Errorf("kafkabroker: list topics: %w", err)
 	}
 	ends := map[partitionKey]int64{}
 	offsets := map[string]map[int32]kgo.Offset{}
@@ -98,66 +130,59 @@ func findDangling(ctx context.Context, c *kfake.Cluster, addrs []string, cl *kgo
 			ends[partitionKey{*t.Topic, p.Partition}] = pi.HighWatermark
 		}
 	}
-	left := len(ends)
-	if left == 0 {
-		return nil, nil
+	return offsets, ends, nil
+}
+
+// txnState is whether a producer's transaction is open in a partition, and its epoch.
+type txnState struct {
+	open  bool
+	epoch int16
+}
+
+// txnScan follows the transactions of every producer in each partition read up to its end;
+// left counts the partitions not read to their end yet.
+type txnScan struct {
+	ends  map[partitionKey]int64
+	left  int
+	state map[partitionKey]map[int64]*txnState
+	done  map[partitionKey]bool
+}
+
+// record takes one record of the log, a control record (a marker, which closes its producer's
+// transaction) or a transactional one (which opens it).
+func (t *txnScan) record(r *kgo.Record) {
+	k := partitionKey{r.Topic, r.Partition}
+	if t.state[k] == nil {
+		t.state[k] = map[int64]*txnState{}
 	}
-	reader, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
-		kgo.ConsumePartitions(offsets), kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-		kgo.KeepControlRecords(), kgo.WithLogger(nil))
-	if err != nil {
-		return nil, fmt.Errorf("kafkabroker: read the log: %w", err)
+	s := t.state[k][r.ProducerID]
+	if s == nil {
+		s = &txnState{}
+		t.state[k][r.ProducerID] = s
 	}
-	defer reader.Close()
-	type txnState struct {
-		open  bool
-		epoch int16
+	switch {
+	case r.Attrs.IsControl():
+		s.open = false
+	case r.Attrs.IsTransactional():
+		s.open, s.epoch = true, r.ProducerEpoch
 	}
-	state := map[partitionKey]map[int64]*txnState{}
-	done := map[partitionKey]bool{}
-	for left > 0 {
-		fs := reader.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("kafkabroker: read the log: %d partitions not read to their end: %w", left, err)
-		}
-		var fetchErr error
-		fs.EachError(func(t string, p int32, err error) {
-			fetchErr = errors.Join(fetchErr, fmt.Errorf("%s/%d: %w", t, p, err))
-		})
-		if fetchErr != nil {
-			return nil, fmt.Errorf("kafkabroker: read the log: %w", fetchErr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			k := partitionKey{r.Topic, r.Partition}
-			if state[k] == nil {
-				state[k] = map[int64]*txnState{}
-			}
-			s := state[k][r.ProducerID]
-			if s == nil {
-				s = &txnState{}
-				state[k][r.ProducerID] = s
-			}
-			switch {
-			case r.Attrs.IsControl():
-				s.open = false
-			case r.Attrs.IsTransactional():
-				s.open, s.epoch = true, r.ProducerEpoch
-			}
-			if !done[k] && r.Offset+1 >= ends[k] {
-				done[k] = true
-				left--
-			}
-		})
+	if !t.done[k] && r.Offset+1 >= t.ends[k] {
+		t.done[k] = true
+		t.left--
 	}
+}
+
+// open answers the transactions left open at the end of the log.
+func (t *txnScan) open() []danglingTxn {
 	var out []danglingTxn
-	for k, producers := range state {
+	for k, producers := range t.state {
 		for pid, s := range producers {
 			if s.open {
 				out = append(out, danglingTxn{topic: k.topic, partition: k.partition, producer: pid, epoch: s.epoch})
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // takeCleanMark reports whether the last broker on dir closed cleanly, and removes the mark: a

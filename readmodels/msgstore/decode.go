@@ -70,48 +70,7 @@ func decodeOne(i int, env domain.Envelope) (op, error) {
 		return o, nil
 	}
 	o.action = info.action
-	var topic string
-	var err error
-	switch info.action {
-	case domain.ActionSent:
-		err = env.Decode(&o.sent)
-		topic = o.sent.Topic
-		if err == nil && o.sent.Seq == 0 {
-			o.sent.Seq = env.StreamVersion
-		}
-		if err == nil && (o.sent.Seq <= 0 || o.sent.From <= 0) {
-			err = bad("payload", "sent event without seq or sender")
-		}
-		o.refused = err == nil && len(o.sent.Content) > 0 && !json.Valid(o.sent.Content)
-	case domain.ActionRecalled:
-		err = env.Decode(&o.recall)
-		topic = o.recall.Topic
-	case domain.ActionEdited:
-		err = env.Decode(&o.edit)
-		topic = o.edit.Topic
-		if err == nil && o.edit.EditVersion < 2 {
-			err = bad("payload", "edit without a version >= 2")
-		}
-		o.refused = err == nil && !json.Valid(o.edit.Content)
-	case domain.ActionDeleted:
-		err = env.Decode(&o.del)
-		topic = o.del.Topic
-		if err == nil && o.del.User <= 0 {
-			err = bad("payload", "deletion without a user")
-		}
-	case domain.ActionReadMarked:
-		err = env.Decode(&o.mark)
-		topic = o.mark.Topic
-		if err == nil && o.mark.User <= 0 {
-			err = bad("payload", "read mark without a user")
-		}
-	case domain.ActionSeqSkipped:
-		err = env.Decode(&o.skip)
-		topic = o.skip.Topic
-		if err == nil && o.skip.Seq == 0 {
-			o.skip.Seq = env.StreamVersion
-		}
-	}
+	topic, err := o.decodePayload(env)
 	if err != nil {
 		var ve *domain.ValidationError
 		if errors.As(err, &ve) {
@@ -132,6 +91,62 @@ func decodeOne(i int, env domain.Envelope) (op, error) {
 		return o, bad("payload", "event without a seq")
 	}
 	return o, nil
+}
+
+// decodePayload decodes env's payload into o by o's action and answers the topic it names.
+// Sent and edited content that is not JSON marks o refused rather than failing it.
+func (o *op) decodePayload(env domain.Envelope) (topic string, err error) {
+	switch o.action {
+	case domain.ActionSent:
+		return o.decodeSent(env)
+	case domain.ActionRecalled:
+		err = env.Decode(&o.recall)
+		return o.recall.Topic, err
+	case domain.ActionEdited:
+		return o.decodeEdit(env)
+	case domain.ActionDeleted:
+		err = env.Decode(&o.del)
+		if err == nil && o.del.User <= 0 {
+			err = bad("payload", "deletion without a user")
+		}
+		return o.del.Topic, err
+	case domain.ActionReadMarked:
+		err = env.Decode(&o.mark)
+		if err == nil && o.mark.User <= 0 {
+			err = bad("payload", "read mark without a user")
+		}
+		return o.mark.Topic, err
+	case domain.ActionSeqSkipped:
+		err = env.Decode(&o.skip)
+		if err == nil && o.skip.Seq == 0 {
+			o.skip.Seq = env.StreamVersion
+		}
+		return o.skip.Topic, err
+	}
+	return "", nil
+}
+
+// decodeSent decodes a sent event: an event without a seq of its own has its stream version.
+func (o *op) decodeSent(env domain.Envelope) (string, error) {
+	err := env.Decode(&o.sent)
+	if err == nil && o.sent.Seq == 0 {
+		o.sent.Seq = env.StreamVersion
+	}
+	if err == nil && (o.sent.Seq <= 0 || o.sent.From <= 0) {
+		err = bad("payload", "sent event without seq or sender")
+	}
+	o.refused = err == nil && len(o.sent.Content) > 0 && !json.Valid(o.sent.Content)
+	return o.sent.Topic, err
+}
+
+// decodeEdit decodes an edit, which must carry a version of 2 or more.
+func (o *op) decodeEdit(env domain.Envelope) (string, error) {
+	err := env.Decode(&o.edit)
+	if err == nil && o.edit.EditVersion < 2 {
+		err = bad("payload", "edit without a version >= 2")
+	}
+	o.refused = err == nil && !json.Valid(o.edit.Content)
+	return o.edit.Topic, err
 }
 
 // seq is the message seq an op addresses (0 for read marks).

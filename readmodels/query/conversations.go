@@ -173,29 +173,8 @@ func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID
 	if err != nil {
 		return nil, err
 	}
+	out, topics, markAt := conversationsOf(user, memberships, marks)
 	byTopic := map[string]*Conversation{}
-	var topics []domain.Topic
-	var out []Conversation
-	for _, m := range memberships {
-		t, err := m.Group.Topic()
-		if err != nil {
-			continue
-		}
-		topics = append(topics, t)
-		out = append(out, Conversation{Topic: t.String(), Kind: KindGroup, Group: m.Group, Name: m.Name, Role: m.Role,
-			MemberCount: m.MemberCount, ActiveAt: m.JoinedAt})
-	}
-	// A 1:1 chat without a message in place yet is as old as its read mark.
-	markAt := map[string]time.Time{}
-	for _, m := range marks {
-		t, err := domain.ParseTopic(m.Topic)
-		if err != nil || t.Kind() != domain.TopicDirect || !t.Has(user) {
-			continue
-		}
-		topics = append(topics, t)
-		out = append(out, Conversation{Topic: t.String(), Kind: KindDirect, Peer: t.Peer(user)})
-		markAt[m.Topic] = m.UpdatedAt.UTC()
-	}
 	for i := range out {
 		byTopic[out[i].Topic] = &out[i]
 	}
@@ -210,19 +189,9 @@ func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID
 			cv.ReadSeq = max(cv.ReadSeq, n)
 		}
 	}
-	last := cu.watermarks(ctx, topics)
-	var missing []domain.Topic
-	for _, t := range topics {
-		if _, ok := last[t.String()]; !ok {
-			missing = append(missing, t)
-		}
-	}
-	fromMySQL, err := r.store.Watermarks(ctx, tenant, r.tables, missing)
+	last, err := cu.lastSeqs(ctx, topics)
 	if err != nil {
 		return nil, err
-	}
-	for _, t := range missing {
-		last[t.String()] = cu.writeBackWatermark(ctx, t, fromMySQL[t.String()])
 	}
 	at := make(map[domain.Topic]int64, len(topics))
 	for _, t := range topics {
@@ -245,6 +214,34 @@ func (c *ConversationReader) collect(ctx context.Context, tenant domain.TenantID
 		}
 	}
 	return out, nil
+}
+
+// conversationsOf lists the conversations of user, without seqs: a group of each membership,
+// active since the join, and a 1:1 chat of each of the user's read marks of a 1:1 topic, with
+// the topics in the same order and the time of each 1:1 chat's read mark.
+func conversationsOf(user domain.UserID, memberships []business.UserMembership, marks []msgstore.ReadMark) (
+	out []Conversation, topics []domain.Topic, markAt map[string]time.Time) {
+	for _, m := range memberships {
+		t, err := m.Group.Topic()
+		if err != nil {
+			continue
+		}
+		topics = append(topics, t)
+		out = append(out, Conversation{Topic: t.String(), Kind: KindGroup, Group: m.Group, Name: m.Name, Role: m.Role,
+			MemberCount: m.MemberCount, ActiveAt: m.JoinedAt})
+	}
+	// A 1:1 chat without a message in place yet is as old as its read mark.
+	markAt = map[string]time.Time{}
+	for _, m := range marks {
+		t, err := domain.ParseTopic(m.Topic)
+		if err != nil || t.Kind() != domain.TopicDirect || !t.Has(user) {
+			continue
+		}
+		topics = append(topics, t)
+		out = append(out, Conversation{Topic: t.String(), Kind: KindDirect, Peer: t.Peer(user)})
+		markAt[m.Topic] = m.UpdatedAt.UTC()
+	}
+	return out, topics, markAt
 }
 
 // decorate adds the last message and the mention count of one entry.

@@ -143,7 +143,27 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 			}
 		}
 	}
-	entries := mergeEntries(w)
+	entries, msgs := entriesUpTo(mergeEntries(w), hi)
+	if len(msgs) == 0 {
+		return page, false, false, nil
+	}
+	sp := spanOf(msgs, lo, hi, q.Limit, newest)
+	check, held := sp.check(entries, topic, viewer)
+	// Every seq of the span must be a cached message or marker: a seq the cache lacks may be
+	// evicted, expired, or not committed yet, and only MySQL can answer for it.
+	if held != sp.to-sp.from+1 {
+		return page, false, false, nil
+	}
+	res, err := r.store.CheckHot(ctx, tenant, r.tables, check)
+	if err != nil || !res.OK() {
+		// MySQL's own answer (or its error) comes from the MySQL path.
+		return page, false, false, nil
+	}
+	return HistoryPage{Messages: sp.msgs, LastSeq: w.Watermark, HasMore: sp.more, Source: SourceRedis}, true, false, nil
+}
+
+// entriesUpTo drops the entries above hi and answers the rest with their messages.
+func entriesUpTo(entries []cacheEntry, hi int64) ([]cacheEntry, []Message) {
 	for len(entries) > 0 && entries[len(entries)-1].seq > hi {
 		entries = entries[:len(entries)-1]
 	}
@@ -153,27 +173,41 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 			msgs = append(msgs, *e.msg)
 		}
 	}
-	if len(msgs) == 0 {
-		return page, false, false, nil
+	return entries, msgs
+}
+
+// hotSpan is a page of cached messages and the span of seqs the cache must account for: from the
+// range's edge to the page's far end. The cached message just beyond the page, beyond (0 when
+// none), only says there is more.
+type hotSpan struct {
+	msgs             []Message
+	more             bool
+	from, to, beyond int64
+}
+
+// spanOf cuts the cached messages msgs of the range [lo, hi] to a page of limit: the newest
+// ones when newest, else the oldest.
+func spanOf(msgs []Message, lo, hi int64, limit int, newest bool) hotSpan {
+	sp := hotSpan{msgs: msgs, more: len(msgs) > limit, from: lo, to: hi}
+	if sp.more && newest {
+		sp.beyond = msgs[len(msgs)-limit-1].Seq
+		sp.msgs = msgs[len(msgs)-limit:]
+		sp.from = sp.msgs[0].Seq
+	} else if sp.more {
+		sp.beyond = msgs[limit].Seq
+		sp.msgs = msgs[:limit]
+		sp.to = sp.msgs[len(sp.msgs)-1].Seq
 	}
-	// The span the cache must account for runs from the range's edge to the page's far end; the
-	// cached entry just beyond the page only says there is more.
-	spanFrom, spanTo := lo, hi
-	more := len(msgs) > q.Limit
-	var beyond int64
-	if more && newest {
-		beyond = msgs[len(msgs)-q.Limit-1].Seq
-		msgs = msgs[len(msgs)-q.Limit:]
-		spanFrom = msgs[0].Seq
-	} else if more {
-		beyond = msgs[q.Limit].Seq
-		msgs = msgs[:q.Limit]
-		spanTo = msgs[len(msgs)-1].Seq
-	}
-	check := msgstore.HotCheck{Topic: topic, Viewer: viewer, From: spanFrom, To: spanTo, Beyond: beyond}
+	return sp
+}
+
+// check is what MySQL must confirm of the span, from the cached entries: it answers the check
+// and how many seqs of the span the cache holds.
+func (sp hotSpan) check(entries []cacheEntry, topic domain.Topic, viewer domain.UserID) (msgstore.HotCheck, int64) {
+	check := msgstore.HotCheck{Topic: topic, Viewer: viewer, From: sp.from, To: sp.to, Beyond: sp.beyond}
 	var held int64
 	for _, e := range entries {
-		if e.seq < spanFrom || e.seq > spanTo {
+		if e.seq < sp.from || e.seq > sp.to {
 			continue
 		}
 		held++
@@ -183,17 +217,7 @@ func (r *Reader) historyFromHot(ctx context.Context, h *hot.Store, tenant domain
 			check.Versions = append(check.Versions, e.msg.Version)
 		}
 	}
-	// Every seq of the span must be a cached message or marker: a seq the cache lacks may be
-	// evicted, expired, or not committed yet, and only MySQL can answer for it.
-	if held != spanTo-spanFrom+1 {
-		return page, false, false, nil
-	}
-	res, err := r.store.CheckHot(ctx, tenant, r.tables, check)
-	if err != nil || !res.OK() {
-		// MySQL's own answer (or its error) comes from the MySQL path.
-		return page, false, false, nil
-	}
-	return HistoryPage{Messages: msgs, LastSeq: w.Watermark, HasMore: more, Source: SourceRedis}, true, false, nil
+	return check, held
 }
 
 // maxWindowReads bounds how often historyFromHot widens a window that seq-skip markers filled.

@@ -59,19 +59,9 @@ func (r *Reader) unreadTotal(ctx context.Context, tenant domain.TenantID, user d
 			read[t] = max(read[t], n)
 		}
 	}
-	last := c.watermarks(ctx, topics)
-	var missing []domain.Topic
-	for _, tp := range topics {
-		if _, ok := last[tp.String()]; !ok {
-			missing = append(missing, tp)
-		}
-	}
-	fromMySQL, err := r.store.Watermarks(ctx, tenant, r.tables, missing)
+	last, err := c.lastSeqs(ctx, topics)
 	if err != nil {
 		return 0, nil, fmt.Errorf("unread total: %w", err)
-	}
-	for _, tp := range missing {
-		last[tp.String()] = c.writeBackWatermark(ctx, tp, fromMySQL[tp.String()])
 	}
 	var total int64
 	per := make(map[string]int64, len(topics))
@@ -166,6 +156,26 @@ func (c *cacheUse) watermarks(ctx context.Context, topics []domain.Topic) map[st
 		return map[string]int64{}
 	}
 	return out
+}
+
+// lastSeqs answers the watermark of each of topics: from Redis, else from MySQL, written back
+// to Redis.
+func (c *cacheUse) lastSeqs(ctx context.Context, topics []domain.Topic) (map[string]int64, error) {
+	last := c.watermarks(ctx, topics)
+	var missing []domain.Topic
+	for _, t := range topics {
+		if _, ok := last[t.String()]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	fromMySQL, err := c.r.store.Watermarks(ctx, c.tenant, c.r.tables, missing)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range missing {
+		last[t.String()] = c.writeBackWatermark(ctx, t, fromMySQL[t.String()])
+	}
+	return last, nil
 }
 
 // writeBackWatermark gives Redis a watermark read from MySQL and returns the higher of the two

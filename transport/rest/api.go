@@ -316,48 +316,70 @@ func New(mux *http.ServeMux, cfg Config, h Handlers) (*API, error) {
 // (exported as imledger_rest_upload_bytes_held).
 func (a *API) UploadBytesHeld() int64 { return a.bodies.held() }
 
+// checkHandlers refuses handlers that miss what another needs: every broken handlerRule, in
+// their order.
 func checkHandlers(cfg Config, h Handlers) error {
 	var errs []error
-	writes := h.Send != nil || h.MessageOps != nil || h.Groups != nil || h.ActionTokens != nil
-	reads := h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil ||
-		h.Conversations != nil || h.FriendRequests != nil || h.Search != nil
-	if (writes || reads) && h.Tokens == nil && !cfg.DevAuth {
-		errs = append(errs, errors.New("rest: Tokens is required to authenticate requests (or turn DevAuth on)"))
-	}
-	if writes && h.Idempotency == nil {
-		errs = append(errs, errors.New("rest: Idempotency is required for the write endpoints"))
-	}
-	if (h.History != nil || h.Unread != nil || h.MessageOps != nil || h.Business != nil) && h.ReadPolicy == nil {
-		errs = append(errs, errors.New("rest: ReadPolicy is required for topic reads and member lists"))
-	}
-	if h.Codes != nil && h.Redis == nil {
-		errs = append(errs, errors.New("rest: Codes needs Redis for the per-address limits"))
-	}
-	if h.Accounts != nil && (h.Tokens == nil || h.Redis == nil) {
-		errs = append(errs, errors.New("rest: Accounts needs Tokens to issue tokens and Redis for rate limits"))
-	}
-	if (h.Push != nil || h.Files != nil) && h.Idempotency == nil {
-		errs = append(errs, errors.New("rest: Idempotency is required for the push and file endpoints"))
-	}
-	if h.Files != nil && (h.FileRefs == nil || h.ReadPolicy == nil || len(h.FileURLs.Key) == 0) {
-		errs = append(errs, errors.New("rest: Files needs FileRefs, ReadPolicy and a FileURLs key"))
-	}
-	if h.Push != nil && h.ReadPolicy == nil {
-		errs = append(errs, errors.New("rest: Push needs ReadPolicy for mutes"))
-	}
-	if h.Presence != nil && h.PresencePolicy == nil {
-		errs = append(errs, errors.New("rest: Presence needs PresencePolicy to respect blocks"))
-	}
-	if h.Self != nil && (h.Tokens == nil || h.Redis == nil || h.Idempotency == nil) {
-		errs = append(errs, errors.New("rest: Self needs Tokens to issue session tokens, Redis for rate limits and Idempotency"))
-	}
-	if h.Eraser != nil && h.Self == nil {
-		errs = append(errs, errors.New("rest: Eraser needs Self to check the password"))
-	}
-	if cfg.RequireAPIKey && h.APIKeys == nil {
-		errs = append(errs, errors.New("rest: RequireAPIKey needs APIKeys"))
+	for _, r := range handlerRules {
+		if r.broken(cfg, h) {
+			errs = append(errs, errors.New(r.msg))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// servesWrites and servesReads tell whether h serves the authenticated writes and reads.
+func servesWrites(h Handlers) bool {
+	return h.Send != nil || h.MessageOps != nil || h.Groups != nil || h.ActionTokens != nil
+}
+
+func servesReads(h Handlers) bool {
+	return h.History != nil || h.Unread != nil || h.Presence != nil || h.Business != nil ||
+		h.Conversations != nil || h.FriendRequests != nil || h.Search != nil
+}
+
+// handlerRules are what the handlers need of each other: a rule is broken when a handler is
+// set without what it needs, and its message says what.
+var handlerRules = []struct {
+	msg    string
+	broken func(cfg Config, h Handlers) bool
+}{
+	{"rest: Tokens is required to authenticate requests (or turn DevAuth on)", func(cfg Config, h Handlers) bool {
+		return (servesWrites(h) || servesReads(h)) && h.Tokens == nil && !cfg.DevAuth
+	}},
+	{"rest: Idempotency is required for the write endpoints", func(_ Config, h Handlers) bool {
+		return servesWrites(h) && h.Idempotency == nil
+	}},
+	{"rest: ReadPolicy is required for topic reads and member lists", func(_ Config, h Handlers) bool {
+		return (h.History != nil || h.Unread != nil || h.MessageOps != nil || h.Business != nil) && h.ReadPolicy == nil
+	}},
+	{"rest: Codes needs Redis for the per-address limits", func(_ Config, h Handlers) bool {
+		return h.Codes != nil && h.Redis == nil
+	}},
+	{"rest: Accounts needs Tokens to issue tokens and Redis for rate limits", func(_ Config, h Handlers) bool {
+		return h.Accounts != nil && (h.Tokens == nil || h.Redis == nil)
+	}},
+	{"rest: Idempotency is required for the push and file endpoints", func(_ Config, h Handlers) bool {
+		return (h.Push != nil || h.Files != nil) && h.Idempotency == nil
+	}},
+	{"rest: Files needs FileRefs, ReadPolicy and a FileURLs key", func(_ Config, h Handlers) bool {
+		return h.Files != nil && (h.FileRefs == nil || h.ReadPolicy == nil || len(h.FileURLs.Key) == 0)
+	}},
+	{"rest: Push needs ReadPolicy for mutes", func(_ Config, h Handlers) bool {
+		return h.Push != nil && h.ReadPolicy == nil
+	}},
+	{"rest: Presence needs PresencePolicy to respect blocks", func(_ Config, h Handlers) bool {
+		return h.Presence != nil && h.PresencePolicy == nil
+	}},
+	{"rest: Self needs Tokens to issue session tokens, Redis for rate limits and Idempotency", func(_ Config, h Handlers) bool {
+		return h.Self != nil && (h.Tokens == nil || h.Redis == nil || h.Idempotency == nil)
+	}},
+	{"rest: Eraser needs Self to check the password", func(_ Config, h Handlers) bool {
+		return h.Eraser != nil && h.Self == nil
+	}},
+	{"rest: RequireAPIKey needs APIKeys", func(cfg Config, h Handlers) bool {
+		return cfg.RequireAPIKey && h.APIKeys == nil
+	}},
 }
 
 func humaConfig(cfg Config) huma.Config {

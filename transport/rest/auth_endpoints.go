@@ -85,6 +85,7 @@ type loginInput struct {
 	Body      LoginRequest
 }
 
+// registerAuth registers the public registration and login.
 func (a *API) registerAuth() {
 	huma.Register(a.huma, a.build(op{id: "register", method: http.MethodPost, path: "/v1/im/auth/register",
 		summary: "Register a user", tag: "auth", status: http.StatusCreated, public: true,
@@ -95,44 +96,7 @@ func (a *API) registerAuth() {
 			"self-service on, a phone or email given with a code of scene register is consumed whether the tenant " +
 			"requires it or not, and bound to the new account for password resets.",
 		errs: []int{http.StatusForbidden, http.StatusConflict, http.StatusTooManyRequests}, reasons: []string{domain.ReasonRegistrationClosed}}),
-		func(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
-			if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
-				return nil, err
-			}
-			tenant, err := a.publicTenant(ctx, in.Body.Tenant, in.APIKey)
-			if err != nil {
-				return nil, err
-			}
-			if a.h.Gate != nil {
-				if err := a.h.Gate.CanRegister(ctx, tenant); err != nil {
-					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-				}
-			}
-			cmd := account.Register{Tenant: tenant, Login: in.Body.Login, Password: in.Body.Password,
-				Nickname: in.Body.Nickname, Avatar: in.Body.Avatar, Signature: in.Body.Signature, TraceID: RequestID(ctx)}
-			// Bad input is refused before the code is consumed, so it can be sent again corrected.
-			if err := a.h.Accounts.CheckRegister(cmd); err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-			}
-			proven, err := a.registerCode(ctx, tenant, in.Body.CodeFields)
-			if err != nil {
-				return nil, err
-			}
-			res, err := a.h.Accounts.Register(ctx, cmd)
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-			}
-			if !proven.IsZero() {
-				// The account exists whatever happens to the binding: a failure is logged, and
-				// the user binds the contact again from the account.
-				if err := a.bindContact(ctx, Principal{Tenant: tenant, User: res.User}, proven); err != nil {
-					a.cfg.Logger.WarnContext(ctx, "the verified contact of a registration was not bound", "tenant_id", tenant.String(),
-						"request_id", RequestID(ctx), "err", err)
-				}
-			}
-			return respond(ctx, http.StatusCreated, RegisteredUser{UserID: res.User.String(), Login: res.Login.String(),
-				RegisteredAt: rfc3339(res.RegisteredAt)}), nil
-		})
+		a.signUp)
 	huma.Register(a.huma, a.build(op{id: "login", method: http.MethodPost, path: "/v1/im/auth/login",
 		summary: "Log in", tag: "auth", public: true,
 		desc: "Checks the login name and password and issues an access token. 401 invalid_credentials for an unknown " +
@@ -143,64 +107,108 @@ func (a *API) registerAuth() {
 			"claim), recorded as user.session_started.v1 with the device label, the User-Agent and the client's network " +
 			"(IPv4 /24, IPv6 /48), listed by GET /v1/im/account/sessions.",
 		errs: []int{http.StatusForbidden, http.StatusTooManyRequests}, reasons: []string{ReasonInvalidCredentials}}),
-		func(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
-			name := strings.ToLower(in.Body.Login)
-			if len(name) > 64 {
-				name = name[:64]
-			}
-			tenant, err := a.publicTenant(ctx, in.Body.Tenant, in.APIKey)
-			if err != nil {
-				return nil, err
-			}
-			if a.h.Gate != nil {
-				if err := a.h.Gate.CheckTenant(ctx, tenant); err != nil {
-					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-				}
-			}
-			if err := a.limitLogin(ctx, tenant, name); err != nil {
-				return nil, err
-			}
-			if a.h.Self != nil {
-				if err := checkDevice(in.Body.Device); err != nil {
-					return nil, a.fail(ctx, err)
-				}
-			}
-			// The token is issued as of now, before the password hash is read: a password reset
-			// or revocation landing while the password is checked revokes it.
-			begun := time.Now()
-			uid, err := a.h.Accounts.Login(ctx, tenant, in.Body.Login, in.Body.Password)
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-			}
-			if a.h.Gate != nil {
-				// A login is checked for the ban only: the token it issues is new.
-				if err := a.h.Gate.Admit(ctx, auth.Principal{Tenant: tenant, User: uid}); err != nil {
-					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-				}
-			}
-			if err := a.requireCode(ctx, tenant, verify.SceneLogin, in.Body.Phone, in.Body.Email, in.Body.Code); err != nil {
-				return nil, err
-			}
-			a.rememberAddress(ctx, tenant, name)
-			token, p, err := a.issueLoginToken(tenant, uid, begun)
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-			}
-			if a.h.Gate != nil {
-				// A ban or a password reset that this node heard of while the login ran: the
-				// password checked may no longer be the user's.
-				if err := a.h.Gate.Admit(ctx, p); errors.Is(err, account.ErrTokenRevoked) {
-					return nil, a.fail(ctx, account.ErrInvalidCredentials, "tenant_id", tenant.String())
-				} else if err != nil {
-					return nil, a.fail(ctx, err, "tenant_id", tenant.String())
-				}
-			}
-			if err := a.startSession(ctx, p, in.Body.Device, in.UserAgent); err != nil {
-				return nil, err
-			}
-			return respond(ctx, http.StatusOK, LoginResult{Token: token, ExpiresAt: rfc3339(p.ExpiresAt), UserID: uid.String(),
-				SessionID: p.Session}), nil
-		})
+		a.login)
+}
+
+// signUp registers a user: the tenant checks, the registration code and the binding of a contact
+// proven by it.
+func (a *API) signUp(ctx context.Context, in *registerInput) (*reply[RegisteredUser], error) {
+	if err := a.limit(ctx, rule{"register:ip:" + clientIP(ctx), a.cfg.RegisterPerIP}); err != nil {
+		return nil, err
+	}
+	tenant, err := a.publicTenant(ctx, in.Body.Tenant, in.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	if a.h.Gate != nil {
+		if err := a.h.Gate.CanRegister(ctx, tenant); err != nil {
+			return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+		}
+	}
+	cmd := account.Register{Tenant: tenant, Login: in.Body.Login, Password: in.Body.Password,
+		Nickname: in.Body.Nickname, Avatar: in.Body.Avatar, Signature: in.Body.Signature, TraceID: RequestID(ctx)}
+	// Bad input is refused before the code is consumed, so it can be sent again corrected.
+	if err := a.h.Accounts.CheckRegister(cmd); err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+	}
+	proven, err := a.registerCode(ctx, tenant, in.Body.CodeFields)
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.h.Accounts.Register(ctx, cmd)
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+	}
+	if !proven.IsZero() {
+		// The account exists whatever happens to the binding: a failure is logged, and
+		// the user binds the contact again from the account.
+		if err := a.bindContact(ctx, Principal{Tenant: tenant, User: res.User}, proven); err != nil {
+			a.cfg.Logger.WarnContext(ctx, "the verified contact of a registration was not bound", "tenant_id", tenant.String(),
+				"request_id", RequestID(ctx), "err", err)
+		}
+	}
+	return respond(ctx, http.StatusCreated, RegisteredUser{UserID: res.User.String(), Login: res.Login.String(),
+		RegisteredAt: rfc3339(res.RegisteredAt)}), nil
+}
+
+// login checks a login's password and tenant rules and issues its token.
+func (a *API) login(ctx context.Context, in *loginInput) (*reply[LoginResult], error) {
+	name := strings.ToLower(in.Body.Login)
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	tenant, err := a.publicTenant(ctx, in.Body.Tenant, in.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	if a.h.Gate != nil {
+		if err := a.h.Gate.CheckTenant(ctx, tenant); err != nil {
+			return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+		}
+	}
+	if err := a.limitLogin(ctx, tenant, name); err != nil {
+		return nil, err
+	}
+	if a.h.Self != nil {
+		if err := checkDevice(in.Body.Device); err != nil {
+			return nil, a.fail(ctx, err)
+		}
+	}
+	// The token is issued as of now, before the password hash is read: a password reset
+	// or revocation landing while the password is checked revokes it.
+	begun := time.Now()
+	uid, err := a.h.Accounts.Login(ctx, tenant, in.Body.Login, in.Body.Password)
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+	}
+	if a.h.Gate != nil {
+		// A login is checked for the ban only: the token it issues is new.
+		if err := a.h.Gate.Admit(ctx, auth.Principal{Tenant: tenant, User: uid}); err != nil {
+			return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+		}
+	}
+	if err := a.requireCode(ctx, tenant, verify.SceneLogin, in.Body.Phone, in.Body.Email, in.Body.Code); err != nil {
+		return nil, err
+	}
+	a.rememberAddress(ctx, tenant, name)
+	token, p, err := a.issueLoginToken(tenant, uid, begun)
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+	}
+	if a.h.Gate != nil {
+		// A ban or a password reset that this node heard of while the login ran: the
+		// password checked may no longer be the user's.
+		if err := a.h.Gate.Admit(ctx, p); errors.Is(err, account.ErrTokenRevoked) {
+			return nil, a.fail(ctx, account.ErrInvalidCredentials, "tenant_id", tenant.String())
+		} else if err != nil {
+			return nil, a.fail(ctx, err, "tenant_id", tenant.String())
+		}
+	}
+	if err := a.startSession(ctx, p, in.Body.Device, in.UserAgent); err != nil {
+		return nil, err
+	}
+	return respond(ctx, http.StatusOK, LoginResult{Token: token, ExpiresAt: rfc3339(p.ExpiresAt), UserID: uid.String(),
+		SessionID: p.Session}), nil
 }
 
 // issueLoginToken issues the token of a login begun at begun and verifies it back: with Self, a

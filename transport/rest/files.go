@@ -153,27 +153,12 @@ func (in *fileUploadInput) Resolve(ctx huma.Context) []error {
 	return nil
 }
 
+// registerFiles registers the upload and the reads of files.
 func (a *API) registerFiles() {
-	fs := a.h.Files
 	huma.Register(a.huma, a.build(op{id: "create-file", method: http.MethodPost, path: "/v1/im/files", status: http.StatusCreated,
 		summary: "Register a file's metadata before its bytes", tag: "files",
 		desc: "Then PUT the bytes to upload_url, or, when the answer has direct_upload, straight to object storage and POST /v1/im/files/{id}/complete. A message references files with head.files; a file no message references is collected after files.gc_grace."}),
-		func(ctx context.Context, in *fileCreateInput) (*reply[File], error) {
-			p := principal(ctx)
-			size, err := strconv.ParseInt(in.Body.Size, 10, 64)
-			if err != nil {
-				return nil, a.fail(ctx, &domain.ValidationError{Field: "size", Reason: "bad_format", Detail: "a decimal number of bytes"})
-			}
-			f, err := fs.Create(ctx, files.CreateFile{Tenant: p.Tenant, Uploader: p.User, Name: in.Body.Name, ContentType: in.Body.ContentType, Size: size})
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
-			}
-			out, err := a.fileAnswer(ctx, p, f)
-			if err != nil {
-				return nil, err
-			}
-			return respond(ctx, http.StatusCreated, out), nil
-		})
+		a.createFile)
 	up := a.build(op{id: "upload-file", method: http.MethodPut, path: "/v1/im/files/{id}/content",
 		summary: "Upload a file's bytes", tag: "files",
 		errs: []int{http.StatusForbidden, http.StatusNotFound, http.StatusTooManyRequests, http.StatusRequestTimeout},
@@ -186,66 +171,97 @@ func (a *API) registerFiles() {
 	up.MaxBodyBytes = a.cfg.MaxFileBytes
 	up.RequestBody = &huma.RequestBody{Required: true, Description: "The file's bytes, exactly its declared size, at most files.max_bytes",
 		Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}}}
-	huma.Register(a.huma, up, func(ctx context.Context, in *fileUploadInput) (*reply[File], error) {
-		p := principal(ctx)
-		f, err := fs.Upload(ctx, p.Tenant, p.User, in.ID, io.LimitReader(in.body, a.cfg.MaxFileBytes+1))
-		if err != nil {
-			return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
-		}
-		return respond(ctx, http.StatusOK, fileData(f)), nil
-	})
+	huma.Register(a.huma, up, a.uploadFile)
 	huma.Register(a.huma, a.build(op{id: "complete-file", method: http.MethodPost, path: "/v1/im/files/{id}/complete",
 		summary: "Completion callback after a direct upload to object storage", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
 		desc: "The uploader, after PUTting the bytes to direct_upload.url. The object must hold exactly the declared size (400 size_mismatch); " +
 			"it is copied inside the store to a key no URL writes, hashed, recorded (file.uploaded.v1) and queued for the security check. " +
 			"400 not_uploaded when the store has no object yet; completing a completed file answers its record."}),
-		func(ctx context.Context, in *fileWrite) (*reply[File], error) {
-			p := principal(ctx)
-			f, err := fs.Complete(ctx, p.Tenant, p.User, in.ID)
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
-			}
-			return respond(ctx, http.StatusOK, fileData(f)), nil
-		})
+		a.completeFile)
 	huma.Register(a.huma, a.build(op{id: "get-file", method: http.MethodGet, path: "/v1/im/files/{id}",
 		summary: "Read a file's record", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound}}),
-		func(ctx context.Context, in *fileInput) (*reply[File], error) {
-			p := principal(ctx)
-			f, err := a.readableFile(ctx, p, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			out, err := a.fileAnswer(ctx, p, f)
-			if err != nil {
-				return nil, err
-			}
-			return respond(ctx, http.StatusOK, out), nil
-		})
+		a.getFile)
 	huma.Register(a.huma, a.build(op{id: "file-url", method: http.MethodGet, path: "/v1/im/files/{id}/url",
 		summary: "A short-lived download URL", tag: "files", errs: []int{http.StatusForbidden, http.StatusNotFound},
 		desc: "The uploader and the members of a conversation whose messages reference the file. 403 file_rejected once the security check rejected it."}),
-		func(ctx context.Context, in *fileInput) (*reply[FileURL], error) {
-			p := principal(ctx)
-			f, err := a.readableFile(ctx, p, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			if f.Audit == domain.FileAuditRejected {
-				return nil, a.fail(ctx, files.ErrRejected)
-			}
-			if f.Status != domain.FileStatusUploaded {
-				return nil, a.fail(ctx, files.ErrNotUploaded)
-			}
-			direct, ok, err := fs.DirectDownload(ctx, f, attachment(f.Name))
-			if err != nil {
-				return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
-			}
-			if ok {
-				return respond(ctx, http.StatusOK, FileURL{URL: direct.URL, ExpiresAt: rfc3339(direct.ExpiresAt)}), nil
-			}
-			u, exp := a.h.FileURLs.Sign(p.Tenant, f.ID, time.Now())
-			return respond(ctx, http.StatusOK, FileURL{URL: u, ExpiresAt: rfc3339(exp)}), nil
-		})
+		a.fileURL)
+}
+
+// createFile records the metadata of a file the caller is about to upload.
+func (a *API) createFile(ctx context.Context, in *fileCreateInput) (*reply[File], error) {
+	p := principal(ctx)
+	size, err := strconv.ParseInt(in.Body.Size, 10, 64)
+	if err != nil {
+		return nil, a.fail(ctx, &domain.ValidationError{Field: "size", Reason: "bad_format", Detail: "a decimal number of bytes"})
+	}
+	f, err := a.h.Files.Create(ctx, files.CreateFile{Tenant: p.Tenant, Uploader: p.User, Name: in.Body.Name, ContentType: in.Body.ContentType, Size: size})
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	out, err := a.fileAnswer(ctx, p, f)
+	if err != nil {
+		return nil, err
+	}
+	return respond(ctx, http.StatusCreated, out), nil
+}
+
+// uploadFile streams the bytes of the caller's file to the bucket.
+func (a *API) uploadFile(ctx context.Context, in *fileUploadInput) (*reply[File], error) {
+	p := principal(ctx)
+	f, err := a.h.Files.Upload(ctx, p.Tenant, p.User, in.ID, io.LimitReader(in.body, a.cfg.MaxFileBytes+1))
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	return respond(ctx, http.StatusOK, fileData(f)), nil
+}
+
+// completeFile completes a file the caller uploaded straight to object storage.
+func (a *API) completeFile(ctx context.Context, in *fileWrite) (*reply[File], error) {
+	p := principal(ctx)
+	f, err := a.h.Files.Complete(ctx, p.Tenant, p.User, in.ID)
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	return respond(ctx, http.StatusOK, fileData(f)), nil
+}
+
+// getFile reads the record of a file the caller may see.
+func (a *API) getFile(ctx context.Context, in *fileInput) (*reply[File], error) {
+	p := principal(ctx)
+	f, err := a.readableFile(ctx, p, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := a.fileAnswer(ctx, p, f)
+	if err != nil {
+		return nil, err
+	}
+	return respond(ctx, http.StatusOK, out), nil
+}
+
+// fileURL answers a short-lived download URL of a file the caller may see: the store's own when
+// it signs one, else one of this API's.
+func (a *API) fileURL(ctx context.Context, in *fileInput) (*reply[FileURL], error) {
+	p := principal(ctx)
+	f, err := a.readableFile(ctx, p, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if f.Audit == domain.FileAuditRejected {
+		return nil, a.fail(ctx, files.ErrRejected)
+	}
+	if f.Status != domain.FileStatusUploaded {
+		return nil, a.fail(ctx, files.ErrNotUploaded)
+	}
+	direct, ok, err := a.h.Files.DirectDownload(ctx, f, attachment(f.Name))
+	if err != nil {
+		return nil, a.fail(ctx, err, "tenant_id", p.Tenant.String())
+	}
+	if ok {
+		return respond(ctx, http.StatusOK, FileURL{URL: direct.URL, ExpiresAt: rfc3339(direct.ExpiresAt)}), nil
+	}
+	u, exp := a.h.FileURLs.Sign(p.Tenant, f.ID, time.Now())
+	return respond(ctx, http.StatusOK, FileURL{URL: u, ExpiresAt: rfc3339(exp)}), nil
 }
 
 // readableFile reads a file the caller may see: theirs, or referenced in a conversation they

@@ -62,62 +62,89 @@ func (a *API) idempotent(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	c := ctx.Context()
 	k, ok := a.idempotencyKey(ctx)
 	if !ok {
 		return
 	}
 	// checkInput has read a JSON body already (within MaxBodyBytes); any other body, a file
 	// upload's, is read here.
-	var body []byte
-	large := false
 	if bc, ok := ctx.(*bodyContext); ok {
-		body = bc.body
-	} else {
-		// The operation's own limit (a file upload's is files.max_bytes), else the API's.
-		limit := a.cfg.MaxBodyBytes
-		if op := ctx.Operation(); op != nil && op.MaxBodyBytes > limit {
-			limit = op.MaxBodyBytes
-		}
-		size, known := limit, false // what the body may take: its Content-Length when it sends one
-		if cl, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && cl >= 0 {
-			if cl > limit {
-				writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
-				return
-			}
-			size, known = cl, true
-		}
-		large = limit > a.cfg.MaxBodyBytes
-		var src io.Reader = ctx.BodyReader()
-		if large && size > a.cfg.MaxBodyBytes {
-			if e := a.bodies.take(k.Tenant, k.User, size); e != nil {
-				e.RequestID = RequestID(c)
-				writeError(ctx, e)
-				return
-			}
-			defer a.bodies.give(k.Tenant, k.User, size)
-			src = a.pacedBody(ctx, src)
-		}
-		var buf bytes.Buffer
-		if known {
-			buf.Grow(int(size) + bytes.MinRead) // read it without growing (and copying) as it comes
-		}
-		if _, err := buf.ReadFrom(io.LimitReader(src, size+1)); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				writeError(ctx, newError(RequestID(c), http.StatusRequestTimeout, ReasonRequestTimeout,
-					"the upload stopped arriving", map[string]any{"retryable": true}))
-				return
-			}
-			writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
-				map[string]any{"field": "body", "reason": "unreadable"}))
-			return
-		}
-		body = buf.Bytes()
-		if int64(len(body)) > size {
-			writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
-			return
-		}
+		a.claim(ctx, next, k, bc.body, false)
+		return
 	}
+	// The operation's own limit (a file upload's is files.max_bytes), else the API's.
+	limit := a.cfg.MaxBodyBytes
+	if op := ctx.Operation(); op != nil && op.MaxBodyBytes > limit {
+		limit = op.MaxBodyBytes
+	}
+	size, known, ok := declaredSize(ctx, limit)
+	if !ok {
+		return
+	}
+	large := limit > a.cfg.MaxBodyBytes
+	var src io.Reader = ctx.BodyReader()
+	if large && size > a.cfg.MaxBodyBytes {
+		if e := a.bodies.take(k.Tenant, k.User, size); e != nil {
+			e.RequestID = RequestID(ctx.Context())
+			writeError(ctx, e)
+			return
+		}
+		defer a.bodies.give(k.Tenant, k.User, size)
+		src = a.pacedBody(ctx, src)
+	}
+	body, ok := readUpload(ctx, src, size, known)
+	if !ok {
+		return
+	}
+	a.claim(ctx, next, k, body, large)
+}
+
+// declaredSize is what the body of a request whose limit is limit may take: its Content-Length
+// when it sends one (known), else the limit. It is false when the Content-Length is over the
+// limit, with the answer written.
+func declaredSize(ctx huma.Context, limit int64) (size int64, known, ok bool) {
+	size = limit
+	if cl, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && cl >= 0 {
+		if cl > limit {
+			writeError(ctx, newError(RequestID(ctx.Context()), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
+			return 0, false, false
+		}
+		size, known = cl, true
+	}
+	return size, known, true
+}
+
+// readUpload reads a body of at most size bytes from src, exactly size when known. It is false
+// when the body is unreadable, stopped arriving or is too large, with the answer written.
+func readUpload(ctx huma.Context, src io.Reader, size int64, known bool) ([]byte, bool) {
+	c := ctx.Context()
+	var buf bytes.Buffer
+	if known {
+		buf.Grow(int(size) + bytes.MinRead) // read it without growing (and copying) as it comes
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(src, size+1)); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeError(ctx, newError(RequestID(c), http.StatusRequestTimeout, ReasonRequestTimeout,
+				"the upload stopped arriving", map[string]any{"retryable": true}))
+			return nil, false
+		}
+		writeError(ctx, newError(RequestID(c), http.StatusBadRequest, ReasonInvalid, "could not read the body",
+			map[string]any{"field": "body", "reason": "unreadable"}))
+		return nil, false
+	}
+	body := buf.Bytes()
+	if int64(len(body)) > size {
+		writeError(ctx, newError(RequestID(c), http.StatusRequestEntityTooLarge, ReasonTooLarge, "request body too large", nil))
+		return nil, false
+	}
+	return body, true
+}
+
+// claim claims the key k for the request with this body and runs it, or answers what the key
+// holds: the stored answer of the same request, or a conflict. A large body (a file upload's) is
+// hashed as it came, any other in canonical form.
+func (a *API) claim(ctx huma.Context, next func(huma.Context), k IdempotencyKey, body []byte, large bool) {
+	c := ctx.Context()
 	u := ctx.URL()
 	hash := requestHash(ctx.Method(), u.EscapedPath(), u.RawQuery, body, !large)
 	claim, err := a.h.Idempotency.Claim(c, k, hash, a.cfg.IdempotencyTTL, a.cfg.IdempotencyPendingTimeout)

@@ -1,6 +1,7 @@
 package ws_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -94,18 +95,9 @@ func TestEveryChannelItemReachesTheUserOnAnotherNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// expect waits for an item and checks its fields.
 	expect := func(cl *client, what, topic string, from, src domain.UserID) meFrame {
 		t.Helper()
-		srcs := ""
-		if src != 0 {
-			srcs = src.String()
-		}
-		it := cl.waitItem(what, topic, srcs)
-		if from != 0 && it.From != from.String() {
-			t.Errorf("%s: %s item %s, want from %d src %d", cl.name, what, it.Raw, from, src)
-		}
-		return it
+		return expectItem(t, cl, what, topic, from, src)
 	}
 
 	profile, _ := domain.NewGroupProfile("team", "", "")
@@ -204,23 +196,7 @@ func TestEveryChannelItemReachesTheUserOnAnotherNode(t *testing.T) {
 		t.Errorf("read item %s", it.Raw)
 	}
 
-	// A block: both hear it, and the blocker's next 1:1 message no longer reaches bob's channel.
-	must(a.groups.BlockUser.Handle(ctx, group.BlockUser{Actor: p(alice), Peer: bob}))
-	expect(bobB, "blocked", dm.String(), alice, bob)
-	expect(aliceA, "blocked", dm.String(), alice, bob)
-	before := len(channelMsgs(bobB, dm.String()))
-	sendMsg(t, a.node, alice, dm, "while blocked")
-	must(a.groups.UnblockUser.Handle(ctx, group.UnblockUser{Actor: p(alice), Peer: bob}))
-	expect(bobB, "unblocked", dm.String(), alice, bob)
-	sendMsg(t, a.node, alice, dm, "unblocked")
-	bobB.waitFor("the message after the unblock", func([]serverFrame) bool {
-		return slices.ContainsFunc(channelMsgs(bobB, dm.String()), func(m meFrame) bool { return string(m.Content) == `"unblocked"` })
-	})
-	for _, m := range channelMsgs(bobB, dm.String())[before:] {
-		if string(m.Content) == `"while blocked"` {
-			t.Errorf("bob's channel got the blocker's message %s", m.Raw)
-		}
-	}
+	checkBlockHidesMessages(t, ctx, a, aliceA, bobB, dm)
 	// bob was removed: the group's messages no longer reach him; alice dissolves it and every
 	// member hears it (carol left before, so not her).
 	sendMsg(t, a.node, alice, res.Topic, "without bob")
@@ -235,6 +211,48 @@ func TestEveryChannelItemReachesTheUserOnAnotherNode(t *testing.T) {
 	}
 	for _, cl := range []*client{aliceA, bobB, carolB} {
 		checkSeqs(t, cl)
+	}
+}
+
+// expectItem waits for cl's item what of topic and checks it is from from (unless 0) with the
+// source src (none when 0).
+func expectItem(t *testing.T, cl *client, what, topic string, from, src domain.UserID) meFrame {
+	t.Helper()
+	srcs := ""
+	if src != 0 {
+		srcs = src.String()
+	}
+	it := cl.waitItem(what, topic, srcs)
+	if from != 0 && it.From != from.String() {
+		t.Errorf("%s: %s item %s, want from %d src %d", cl.name, what, it.Raw, from, src)
+	}
+	return it
+}
+
+// checkBlockHidesMessages has user 1 (aliceA) block user 2 (bobB) on node a and unblock him: both
+// hear the block, and alice's 1:1 message of dm no longer reaches bob's channel until the unblock.
+func checkBlockHidesMessages(t *testing.T, ctx context.Context, a *fullNode, aliceA, bobB *client, dm domain.Topic) {
+	t.Helper()
+	const alice, bob domain.UserID = 1, 2
+	if _, err := a.groups.BlockUser.Handle(ctx, group.BlockUser{Actor: who(acme, alice), Peer: bob}); err != nil {
+		t.Fatal(err)
+	}
+	expectItem(t, bobB, "blocked", dm.String(), alice, bob)
+	expectItem(t, aliceA, "blocked", dm.String(), alice, bob)
+	before := len(channelMsgs(bobB, dm.String()))
+	sendMsg(t, a.node, alice, dm, "while blocked")
+	if _, err := a.groups.UnblockUser.Handle(ctx, group.UnblockUser{Actor: who(acme, alice), Peer: bob}); err != nil {
+		t.Fatal(err)
+	}
+	expectItem(t, bobB, "unblocked", dm.String(), alice, bob)
+	sendMsg(t, a.node, alice, dm, "unblocked")
+	bobB.waitFor("the message after the unblock", func([]serverFrame) bool {
+		return slices.ContainsFunc(channelMsgs(bobB, dm.String()), func(m meFrame) bool { return string(m.Content) == `"unblocked"` })
+	})
+	for _, m := range channelMsgs(bobB, dm.String())[before:] {
+		if string(m.Content) == `"while blocked"` {
+			t.Errorf("bob's channel got the blocker's message %s", m.Raw)
+		}
 	}
 }
 
