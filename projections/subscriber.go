@@ -12,6 +12,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // PipelinedSubscriberConfig configures a PipelinedSubscriber.
@@ -185,40 +187,22 @@ func (s *PipelinedSubscriber) start(ctx context.Context, outs map[string]chan *m
 		}
 		cancel()
 	}()
+	report := func(_ context.Context, msg string, err error) { s.log.Error(msg, err, fields) }
 	go func() {
 		defer s.wg.Done()
+		// Deferred calls run last first: RunGroup has closed the group, then the committer
+		// closes, then the channels, and done runs last.
 		defer done()
 		defer func() {
 			for _, out := range outs {
 				close(out)
 			}
 		}()
-		defer func() {
-			if err := group.Close(); err != nil {
-				s.log.Error("close consumer group", err, fields)
-			}
-			if commits != nil {
-				commits.close()
-			}
-		}()
-		errs := group.Errors()
-		go func() {
-			for err := range errs {
-				s.log.Error("consumer group error", err, fields)
-			}
-		}()
-		for ctx.Err() == nil {
-			if err := group.Consume(ctx, topics, h); err != nil {
-				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
-					return
-				}
-				s.log.Error("consume", err, fields)
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
+		if commits != nil {
+			defer commits.close()
 		}
+		// Only this goroutine closes the group, so RunGroup ends with ctx and returns nil.
+		_ = kafka.RunGroup(ctx, group, topics, h, report)
 	}()
 	return nil
 }

@@ -28,19 +28,15 @@ func (n *node) startAdmin(ctx context.Context) error {
 
 // newAdminConsumer builds the consumer over the node's handlers.
 func (n *node) newAdminConsumer() (*admin.Consumer, error) {
-	sc, err := kafka.NewSaramaConfig(n.cfg.Kafka.Config)
-	if err != nil {
-		return nil, err
-	}
-	sc.Consumer.Return.Errors = true
-	sc.Consumer.Offsets.Initial = sarama.OffsetOldest // a command produced before the first consumer joined still runs
 	name := n.cfg.Admin.ConsumerGroup
 	if name == "" {
 		name = admin.DefaultConsumerGroup // the group the consumer deduplicates in
 	}
-	group, err := sarama.NewConsumerGroup(n.cfg.Kafka.Brokers, name, sc)
+	// From the oldest record, so a command produced before the first consumer joined still runs;
+	// the group's errors are returned, for the consumer to log.
+	group, err := kafka.NewConsumerGroup(n.cfg.Kafka.Config, name, true)
 	if err != nil {
-		return nil, fmt.Errorf("admin: consumer group: %w", err)
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	cfg, err := n.cfg.AdminConsumer()
 	if err != nil {

@@ -5,10 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"fmt"
 	"log/slog"
-
-	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/commands/files"
 	"github.com/imledger/imledger/commands/pushsettings"
@@ -50,19 +47,6 @@ func (n *node) startPushFiles(ctx context.Context) error {
 	return nil
 }
 
-func (n *node) consumerGroup(group string) (sarama.ConsumerGroup, error) {
-	sc, err := kafka.NewSaramaConfig(n.cfg.Kafka.Config)
-	if err != nil {
-		return nil, err
-	}
-	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
-	g, err := sarama.NewConsumerGroup(n.cfg.Kafka.Brokers, group, sc)
-	if err != nil {
-		return nil, fmt.Errorf("consumer group %s: %w", group, err)
-	}
-	return g, nil
-}
-
 func (n *node) startPush(ctx context.Context) error {
 	cfg := n.cfg.PushSettings().WithDefaults()
 	metrics, err := push.NewMetrics(n.reg)
@@ -94,7 +78,7 @@ func (n *node) startPush(ctx context.Context) error {
 	if len(providers) == 0 {
 		log.Warn("no push provider configured (push.jpush.app_key, push.webhook.url): reminders are recorded as failed")
 	}
-	g, err := n.consumerGroup(cfg.ConsumerGroup)
+	g, err := kafka.NewConsumerGroup(n.cfg.Kafka.Config, cfg.ConsumerGroup, false)
 	if err != nil {
 		return err
 	}
@@ -125,7 +109,7 @@ func (n *node) startFiles(ctx context.Context) error {
 		return err
 	}
 	n.pf.urls = rest.FileURLSigner{Key: key, TTL: n.pf.files.Config().URLTTL}
-	g, err := n.consumerGroup(n.pf.files.Config().CheckGroup)
+	g, err := kafka.NewConsumerGroup(n.cfg.Kafka.Config, n.pf.files.Config().CheckGroup, false)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/imledger/imledger/domain"
 	"github.com/imledger/imledger/domain/admintrust"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // Publisher produces one Kafka record and waits for the broker's ack. The binary backs it with
@@ -156,9 +157,10 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		disp:   newDispatcher(deps.Handlers, log, secrets{opener: opener, allowPlain: cfg.AllowUnsigned})}, nil
 }
 
-// Run consumes until ctx ends or the consumer group fails for good, then waits for the commands
-// in flight (up to Config.CloseTimeout) and closes the group. It returns nil after ctx ended. A
-// Consumer runs once.
+// Run consumes (with kafka.RunGroup) until ctx ends or the consumer group is closed elsewhere,
+// then waits for the commands in flight (up to Config.CloseTimeout) and closes the group. It
+// returns nil after ctx ended, and an error wrapping sarama.ErrClosedConsumerGroup when the group
+// was closed elsewhere. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
@@ -176,37 +178,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stopWork()
-	errsDone := make(chan struct{})
-	go func() {
-		defer close(errsDone)
-		for err := range c.deps.Group.Errors() {
-			c.log.WarnContext(ctx, "admin command consumer group", "err", err)
-		}
-	}()
 	h := &groupHandler{c: c, work: work}
-	var runErr error
-	for ctx.Err() == nil {
-		err := c.deps.Group.Consume(ctx, []string{c.deps.CommandTopic}, h)
-		if ctx.Err() != nil {
-			break
-		}
-		if errors.Is(err, sarama.ErrClosedConsumerGroup) {
-			runErr = fmt.Errorf("admin: consumer group closed: %w", err)
-			break
-		}
-		if err != nil {
-			c.log.WarnContext(ctx, "admin command consumer group session failed; joining again", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
+	if err := kafka.RunGroup(ctx, c.deps.Group, []string{c.deps.CommandTopic}, h, kafka.LogReport(c.log)); err != nil {
+		return fmt.Errorf("admin: %w", err)
 	}
-	if err := c.deps.Group.Close(); err != nil && runErr == nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
-		c.log.WarnContext(ctx, "admin: close the consumer group", "err", err)
-	}
-	<-errsDone
-	return runErr
+	return nil
 }
 
 // groupHandler is the sarama.ConsumerGroupHandler of a Consumer.

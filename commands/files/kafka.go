@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 )
 
 // KafkaQueue puts check tasks on im.file.security with a synchronous producer, keyed by tenant
@@ -41,7 +42,8 @@ type CheckConsumer struct {
 	Logger  *slog.Logger
 }
 
-// Run consumes until ctx ends, then closes the group.
+// Run consumes until ctx ends, then closes the group. It returns nil after ctx ended, and an error
+// wrapping sarama.ErrClosedConsumerGroup when the group was closed elsewhere.
 func (c CheckConsumer) Run(ctx context.Context) error {
 	if c.Group == nil || c.Service == nil || c.Topic == "" {
 		return errors.New("files: check consumer needs a group, the topic and the service")
@@ -49,17 +51,7 @@ func (c CheckConsumer) Run(ctx context.Context) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	defer c.Group.Close()
-	for ctx.Err() == nil {
-		if err := c.Group.Consume(ctx, []string{c.Topic}, checkHandler{c}); err != nil && ctx.Err() == nil {
-			c.Logger.WarnContext(ctx, "files: consume checks", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-	return nil
+	return kafka.RunGroup(ctx, c.Group, []string{c.Topic}, checkHandler{c}, kafka.LogReport(c.Logger))
 }
 
 type checkHandler struct{ c CheckConsumer }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/kafka"
 	"github.com/imledger/imledger/readmodels/pushdb"
 )
 
@@ -61,19 +62,10 @@ func NewWorker(deps WorkerDeps, cfg Config) (*Worker, error) {
 	return &Worker{cfg: cfg, deps: deps, keys: keys{cfg.KeyPrefix}, log: deps.Logger}, nil
 }
 
-// Run consumes until ctx ends, then closes the consumer group.
+// Run consumes until ctx ends, then closes the consumer group. It returns nil after ctx ended,
+// and an error wrapping sarama.ErrClosedConsumerGroup when the group was closed elsewhere.
 func (w *Worker) Run(ctx context.Context) error {
-	defer w.deps.Group.Close()
-	for ctx.Err() == nil {
-		if err := w.deps.Group.Consume(ctx, []string{w.deps.Topic}, handler{w}); err != nil && ctx.Err() == nil {
-			w.log.WarnContext(ctx, "push: consume", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-	return nil
+	return kafka.RunGroup(ctx, w.deps.Group, []string{w.deps.Topic}, handler{w}, kafka.LogReport(w.log))
 }
 
 type handler struct{ w *Worker }
