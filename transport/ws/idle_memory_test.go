@@ -3,6 +3,7 @@ package ws_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"testing"
@@ -61,8 +62,8 @@ func liveHeap() uint64 {
 func TestAnIdleConnectionCostsLittleHeap(t *testing.T) {
 	c := newCluster(t)
 	n := c.node(t, "node-mem", nodeOpts{})
-	const warm, conns = 100, 400
-	users := make([]domain.UserID, warm+conns)
+	const warm, conns = 100, 400 // two batches of conns each, measured apart
+	users := make([]domain.UserID, warm+2*conns)
 	for i := range users {
 		users[i] = userID(5000 + i)
 	}
@@ -107,16 +108,23 @@ func TestAnIdleConnectionCostsLittleHeap(t *testing.T) {
 		}
 	}
 	waitIdle()
-	before := liveHeap()
-	for i := warm; i < warm+conns; i++ {
-		open(i)
+	// The process's heap also grows in steps that are not the connections' (a table of the node
+	// or a pool doubling, 256 KiB at a time, in some runs and not in others): two batches are
+	// measured apart and the smaller growth counts, as a step lands in one of them only while
+	// what each connection holds shows in both.
+	per := int64(math.MaxInt64)
+	for b := range 2 {
+		before := liveHeap()
+		for i := warm + b*conns; i < warm+(b+1)*conns; i++ {
+			open(i)
+		}
+		waitIdle()
+		after := liveHeap()
+		if s := n.gw.Sessions(); s != warm+(b+1)*conns {
+			t.Fatalf("%d sessions, want %d", s, warm+(b+1)*conns)
+		}
+		per = min(per, (int64(after)-int64(before))/conns)
 	}
-	waitIdle()
-	after := liveHeap()
-	if s := n.gw.Sessions(); s != warm+conns {
-		t.Fatalf("%d sessions, want %d", s, warm+conns)
-	}
-	per := (int64(after) - int64(before)) / conns
 	t.Logf("%d idle connections: %d bytes of live heap each, both ends", conns, per)
 	if per > 2800 {
 		t.Fatalf("an idle connection holds %d bytes of live heap (both ends), want at most 2800", per)
