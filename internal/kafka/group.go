@@ -18,12 +18,8 @@ const rejoinPause = time.Second
 // consumers log it with slog (LogReport); the projectors' subscriber with its watermill logger.
 type Report func(ctx context.Context, msg string, err error)
 
-// LogReport returns a Report that logs to log at warn level, the error under "err"; a nil log
-// discards.
+// LogReport returns a Report that logs to log at warn level, the error under "err".
 func LogReport(log *slog.Logger) Report {
-	if log == nil {
-		return func(context.Context, string, error) {}
-	}
 	return func(ctx context.Context, msg string, err error) { log.WarnContext(ctx, msg, "err", err) }
 }
 
@@ -59,19 +55,12 @@ func NewConsumerGroup(cfg Config, name string, returnErrors bool) (sarama.Consum
 //     and after the last of g's errors was reported. It returns nil when ctx ended, and an error
 //     wrapping sarama.ErrClosedConsumerGroup when g was closed elsewhere while ctx lasted, so the
 //     caller can tell a consumer that stopped on its own from one that was stopped.
-//
-// A nil report discards what RunGroup has to tell.
 func RunGroup(ctx context.Context, g sarama.ConsumerGroup, topics []string, h sarama.ConsumerGroupHandler, report Report) error {
-	if report == nil {
-		report = LogReport(nil)
-	}
 	errsDone := make(chan struct{})
 	go func() {
 		defer close(errsDone)
-		if errs := g.Errors(); errs != nil { // nil only in a fake that has none
-			for err := range errs {
-				report(ctx, "consumer group error", err)
-			}
+		for err := range g.Errors() {
+			report(ctx, "consumer group error", err)
 		}
 	}()
 	err := consume(ctx, g, topics, h, report)
