@@ -80,11 +80,7 @@ func (fl *benchWriteFlags) run(cmd *cobra.Command) error {
 		return fmt.Errorf("--tenant: %w", err)
 	}
 	fl.opts.Tenant = t
-	cfg, err := loadConfig(cmd)
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(cmd.ErrOrStderr(), cfg)
+	cfg, log, err := loadConfigAndLogger(cmd)
 	if err != nil {
 		return err
 	}

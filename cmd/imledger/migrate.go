@@ -13,11 +13,7 @@ func newMigrateCmd() *cobra.Command {
 			"store migration. Running it again is a no-op; several processes may run it at once.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), cfg)
+			cfg, log, err := loadConfigAndLogger(cmd)
 			if err != nil {
 				return err
 			}

@@ -18,11 +18,7 @@ import (
 // never creates or migrates the event store: it fails, naming the database, unless the database
 // exists with this build's schema (imledger migrate or serve make it so).
 func toolNode(cmd *cobra.Command) (*node, error) {
-	cfg, err := loadConfig(cmd)
-	if err != nil {
-		return nil, err
-	}
-	log, err := newLogger(cmd.ErrOrStderr(), cfg)
+	cfg, log, err := loadConfigAndLogger(cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,17 @@ func loadConfig(cmd *cobra.Command) (config.Config, error) {
 	return config.Load(config.Sources{Flags: cmd.Flags(), Environ: os.Environ()})
 }
 
+// loadConfigAndLogger reads cmd's configuration and builds the logger of a command that runs
+// (part of) a node, writing to cmd's stderr.
+func loadConfigAndLogger(cmd *cobra.Command) (config.Config, *slog.Logger, error) {
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return cfg, nil, err
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), cfg)
+	return cfg, log, err
+}
+
 // newLogger builds the process logger from cfg, writing to w, and warns about IM_* variables that
 // name no configuration key.
 func newLogger(w io.Writer, cfg config.Config) (*slog.Logger, error) {

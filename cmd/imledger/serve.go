@@ -16,11 +16,7 @@ func newServeCmd() *cobra.Command {
 			"its own node_id and all of them the same auth.keys.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), cfg)
+			cfg, log, err := loadConfigAndLogger(cmd)
 			if err != nil {
 				return err
 			}
