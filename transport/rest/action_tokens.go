@@ -91,15 +91,26 @@ func (a *API) registerActionTokens() {
 		a.consumeActionToken)
 }
 
+// joinGroupAction parses the action of a request to issue or consume a token: only join_group
+// tokens are issued here, and spending another action's token here would do nothing but burn
+// it, so any other action is forbidden.
+func joinGroupAction(raw string) (actiontoken.Action, error) {
+	action, err := actiontoken.ParseAction(raw)
+	if err != nil {
+		return "", err
+	}
+	if action != actiontoken.ActionJoinGroup {
+		return "", domain.ErrForbidden
+	}
+	return action, nil
+}
+
 // issueActionToken issues an invite link of a group the caller may invite into.
 func (a *API) issueActionToken(ctx context.Context, in *issueActionTokenInput) (*reply[ActionTokenIssued], error) {
 	p := principal(ctx)
-	action, err := actiontoken.ParseAction(in.Body.Action)
+	action, err := joinGroupAction(in.Body.Action)
 	if err != nil {
 		return nil, a.fail(ctx, err)
-	}
-	if action != actiontoken.ActionJoinGroup {
-		return nil, a.fail(ctx, domain.ErrForbidden)
 	}
 	topic, err := domain.ParseTopic(in.Body.Subject)
 	if err != nil || topic.Kind() != domain.TopicGroup {
@@ -136,13 +147,9 @@ func (a *API) issueActionToken(ctx context.Context, in *issueActionTokenInput) (
 // joins the link's group, and is given back when the join is refused.
 func (a *API) consumeActionToken(ctx context.Context, in *consumeActionTokenInput) (*reply[ActionTokenConsumed], error) {
 	p := principal(ctx)
-	action, err := actiontoken.ParseAction(in.Body.Action)
+	action, err := joinGroupAction(in.Body.Action)
 	if err != nil {
 		return nil, a.fail(ctx, err)
-	}
-	if action != actiontoken.ActionJoinGroup {
-		// Spending another action's token here would do nothing but burn it.
-		return nil, a.fail(ctx, domain.ErrForbidden)
 	}
 	var (
 		check func(actiontoken.Consumed) error
