@@ -27,6 +27,11 @@ type SendMessageConfig struct {
 	// QueueSize is each partition's queue length; a caller blocks (bounded by its context) while
 	// the queue is full. Default 4 × MaxBatch.
 	QueueSize int
+	// DoneLinger is how long a partition with nothing queued holds the done marks of the sends
+	// it just committed, waiting for a next send to carry them in its allocation's round trip,
+	// before it writes them alone. Callers are answered before their mark either way; an
+	// identical send meanwhile waits for the mark (PendingPoll). Default 25 ms; negative: no wait.
+	DoneLinger time.Duration
 	// BatchTimeout bounds the Redis and PostgreSQL work of one batch; past it the batch's sends
 	// fail with a retryable error. Default 10 s.
 	BatchTimeout time.Duration
@@ -55,6 +60,9 @@ func (c *SendMessageConfig) setDefaults() {
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = 4 * c.MaxBatch
+	}
+	if c.DoneLinger == 0 {
+		c.DoneLinger = 25 * time.Millisecond
 	}
 	if c.BatchTimeout == 0 {
 		c.BatchTimeout = 10 * time.Second

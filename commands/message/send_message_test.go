@@ -450,3 +450,46 @@ func TestPolicyRefusalWritesNothing(t *testing.T) {
 		t.Errorf("refused send wrote %d events and Redis keys %v", n, keys)
 	}
 }
+
+// Under light traffic a send's done mark waits for the next send's allocation round trip, up to
+// DoneLinger, and is written alone when none comes.
+func TestDoneMarksRideWithTheNextSend(t *testing.T) {
+	t.Parallel()
+	e := newSendEnv(t, message.SendMessageConfig{Partitions: 1, DoneLinger: 2 * time.Second})
+	ctx := testCtx(t)
+	claim := func(cmd message.SendMessage) seq.State {
+		t.Helper()
+		c, err := e.keys.Claim(ctx, seq.Key{Tenant: cmd.Tenant, Topic: cmd.Topic, From: cmd.From, ClientMsgID: cmd.ClientMsgID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.State
+	}
+	a, b := e.cmd(t, "p2p7_9", 9, "linger-a", "a"), e.cmd(t, "p2p7_9", 9, "linger-b", "b")
+	if _, err := e.h.Handle(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if s := claim(a); s != seq.StatePending {
+		t.Fatalf("first send's claim right after its answer: %s, want pending (its mark waits for the next send)", s)
+	}
+	start := time.Now()
+	if _, err := e.h.Handle(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if s := claim(a); s != seq.StateDone {
+		t.Fatalf("first send's claim after the second send: %s, want done (marked in the second's round trip)", s)
+	}
+	if s := claim(b); s != seq.StatePending && time.Since(start) < 2*time.Second {
+		t.Fatalf("second send's claim right after its answer: %s, want pending", s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for claim(b) != seq.StateDone {
+		if time.Now().After(deadline) {
+			t.Fatal("the last send's claim was never marked done")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited < 1500*time.Millisecond {
+		t.Errorf("the last send's mark came after %s, want about DoneLinger (2s)", waited)
+	}
+}

@@ -22,7 +22,10 @@ import (
 //	→ sends whose seq was taken: re-seed from the store, new seq, append again (bounded)
 //	→ the commit listener (realtime fanout), the hole recorder
 //	→ answer the callers
-//	→ Redis pipeline: mark the claims done (together with the next batch's allocations).
+//	→ Redis pipeline: mark the claims done (together with the next batch's allocations: a
+//	  partition with nothing queued waits up to DoneLinger for the next send before it marks
+//	  them in a round trip of their own, so light traffic pays one Redis round trip per send,
+//	  not two).
 //
 // A caller is answered as soon as its event is committed. An identical send arriving before the
 // done mark finds the claim pending and polls it until the mark lands (see awaitClaim), so the
@@ -34,7 +37,8 @@ import (
 
 // partition is one sequencer goroutine and its queue.
 type partition struct {
-	queue chan *sendRequest
+	queue  chan *sendRequest
+	linger *time.Timer // DoneLinger's wait for a next send; stopped when idle
 }
 
 // sendRequest is one attempt of a send travelling through a partition.
@@ -89,7 +93,8 @@ func (h *SendMessageHandler) inFlight(nonce string) bool {
 func (h *SendMessageHandler) startPartitions() {
 	h.parts = make([]*partition, h.cfg.Partitions)
 	for i := range h.parts {
-		p := &partition{queue: make(chan *sendRequest, h.cfg.QueueSize)}
+		p := &partition{queue: make(chan *sendRequest, h.cfg.QueueSize), linger: time.NewTimer(time.Hour)}
+		p.linger.Stop()
 		h.parts[i] = p
 		h.wg.Add(1)
 		go h.runPartition(p)
@@ -147,12 +152,12 @@ func (h *SendMessageHandler) enqueue(ctx context.Context, r *sendRequest) error 
 
 // runPartition processes batches until the queue is closed and drained. The sends a batch
 // committed are answered at once and marked done in the same Redis round trip that starts the
-// next batch (or alone when nothing is queued).
+// next batch (or alone when none comes within DoneLinger).
 func (h *SendMessageHandler) runPartition(p *partition) {
 	defer h.wg.Done()
 	var committed []*sendRequest
 	for {
-		batch, open := h.take(p, len(committed) == 0)
+		batch, open := h.take(p, len(committed) > 0)
 		if !open && len(batch) == 0 && len(committed) == 0 {
 			return
 		}
@@ -160,16 +165,16 @@ func (h *SendMessageHandler) runPartition(p *partition) {
 	}
 }
 
-// take returns up to MaxBatch queued sends, waiting for the first one when wait is set. open is
-// false once the queue is closed and empty.
-func (h *SendMessageHandler) take(p *partition, wait bool) (batch []*sendRequest, open bool) {
-	if wait {
-		r, ok := <-p.queue
-		if !ok {
-			return nil, false
-		}
-		batch = append(batch, r)
+// take returns up to MaxBatch queued sends. With no done marks waiting (marking false) it waits
+// for the first send; with marks waiting it waits up to DoneLinger for one, so the marks travel
+// with its allocation, and returns an empty batch if none came. open is false once the queue is
+// closed and empty.
+func (h *SendMessageHandler) take(p *partition, marking bool) (batch []*sendRequest, open bool) {
+	first, open, ok := h.first(p, marking)
+	if !ok {
+		return nil, open
 	}
+	batch = append(batch, first)
 	for len(batch) < h.cfg.MaxBatch {
 		select {
 		case r, ok := <-p.queue:
@@ -182,6 +187,30 @@ func (h *SendMessageHandler) take(p *partition, wait bool) (batch []*sendRequest
 		}
 	}
 	return batch, true
+}
+
+// first waits for the next queued send as take describes; ok reports whether one came.
+func (h *SendMessageHandler) first(p *partition, marking bool) (r *sendRequest, open, ok bool) {
+	if !marking {
+		r, ok = <-p.queue
+		return r, ok, ok
+	}
+	select {
+	case r, ok = <-p.queue:
+		return r, ok, ok
+	default:
+	}
+	if h.cfg.DoneLinger <= 0 {
+		return nil, true, false
+	}
+	p.linger.Reset(h.cfg.DoneLinger)
+	defer p.linger.Stop()
+	select {
+	case r, ok = <-p.queue:
+		return r, ok, ok
+	case <-p.linger.C:
+		return nil, true, false
+	}
 }
 
 // processBatch marks the previous batch's committed sends done, then runs one group commit for
