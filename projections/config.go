@@ -56,16 +56,14 @@ type Config struct {
 	// wants a deep buffer. Default 1024.
 	ChannelBufferSize int
 
-	// FetchMinBytes is how many bytes a fetch from Kafka waits for, across the partitions it
-	// asks for, before the broker answers (or FetchMaxWait passes). A fetch answered at once
-	// for every record wakes the broker, the client and each consumer group per record; one
-	// that gathers for a few milliseconds carries many. Default 64 KiB.
-	FetchMinBytes int32
-
-	// FetchMaxWait is how long the broker may hold a fetch that has fewer than FetchMinBytes:
-	// the longest an event waits before the projector sees it when traffic is light. An idle
-	// consumer fetches this often. Default 150ms.
-	FetchMaxWait time.Duration
+	// FetchLinger spaces the fetches of a projector of the message topics. Its fetch is answered
+	// at the first record (and held for kafka.fetch_idle_wait when none comes, so an idle
+	// projector polls that seldom); the first record of an answer is then held this long
+	// before the projector gets it, and the next fetch, which waits for it, carries what
+	// arrived meanwhile: under light traffic an event waits up to FetchLinger, a fetch carries
+	// FetchLinger's worth of records, and a projector fetches at most once per FetchLinger at
+	// any load. Default 150ms.
+	FetchLinger time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
 	// handler failed with a retryable error after the retries. Default 500ms.
@@ -138,11 +136,8 @@ func (c *Config) setDefaults() {
 	if c.ChannelBufferSize == 0 {
 		c.ChannelBufferSize = 1024
 	}
-	if c.FetchMinBytes == 0 {
-		c.FetchMinBytes = 64 << 10
-	}
-	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = 150 * time.Millisecond
+	if c.FetchLinger == 0 {
+		c.FetchLinger = 150 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
@@ -205,11 +200,8 @@ func (c Config) Validate() error {
 	if c.Parking.DrainBatch < 1 {
 		errs = append(errs, errors.New("projections: parking: drain batch must be >= 1"))
 	}
-	if c.FetchMinBytes < 1 {
-		errs = append(errs, fmt.Errorf("projections: fetch min bytes %d, want >= 1", c.FetchMinBytes))
-	}
-	if c.FetchMaxWait < time.Millisecond || c.FetchMaxWait > 10*time.Second {
-		errs = append(errs, fmt.Errorf("projections: fetch max wait %s, want within [1ms, 10s]", c.FetchMaxWait))
+	if c.FetchLinger < time.Millisecond || c.FetchLinger > 10*time.Second {
+		errs = append(errs, fmt.Errorf("projections: fetch linger %s, want within [1ms, 10s]", c.FetchLinger))
 	}
 	if c.InFlight < 1 {
 		errs = append(errs, fmt.Errorf("projections: in flight %d, want >= 1", c.InFlight))

@@ -1,39 +1,102 @@
 package projections
 
 import (
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	tkafka "github.com/imledger/imledger/internal/kafka"
 )
 
-// TestQuietTopicsLongPoll: a projector of the message topics batches its fetches (min bytes,
-// max wait), while one of the business, session or audit topics long-polls: its fetch is
-// answered at the first record and held for kafka.fetch_idle_wait when none comes, so an idle
-// node does not wake it every fetch_max_wait.
-func TestQuietTopicsLongPoll(t *testing.T) {
+// TestProjectorsLongPoll: every projector's fetch is answered at the first record and held for
+// kafka.fetch_idle_wait when none comes, so an idle node polls seldom; a projector of the message
+// topics also spaces its fetches by fetch_linger, with a linger of its own.
+func TestProjectorsLongPoll(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Kafka: tkafka.Config{Brokers: []string{"127.0.0.1:9"}, FetchIdleWait: 1500 * time.Millisecond},
-		FetchMinBytes: 4096, FetchMaxWait: 70 * time.Millisecond}
+		FetchLinger: 70 * time.Millisecond}
 	p := &Projector{cfg: cfg}
+	var lingers []*fetchLinger
 	for _, c := range []struct {
-		topics  []string
-		min     int32
-		maxWait time.Duration
+		topics []string
+		linger bool
 	}{
-		{[]string{tkafka.TopicGroupMessagePersist, tkafka.TopicMessagePersist}, 4096, 70 * time.Millisecond},
-		{[]string{tkafka.TopicMessagePersist, tkafka.TopicAuditEvent}, 4096, 70 * time.Millisecond},
-		{[]string{tkafka.TopicBusinessEvent}, 1, 1500 * time.Millisecond},
-		{[]string{tkafka.TopicSessionEvent}, 1, 1500 * time.Millisecond},
-		{[]string{tkafka.TopicAuditEvent}, 1, 1500 * time.Millisecond},
+		{[]string{tkafka.TopicGroupMessagePersist, tkafka.TopicMessagePersist}, true},
+		{[]string{tkafka.TopicMessagePersist, tkafka.TopicAuditEvent}, true},
+		{[]string{tkafka.TopicBusinessEvent}, false},
+		{[]string{tkafka.TopicSessionEvent}, false},
+		{[]string{tkafka.TopicAuditEvent}, false},
 	} {
 		sc, err := p.saramaConfig(c.topics)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sc.Consumer.Fetch.Min != c.min || sc.Consumer.MaxWaitTime != c.maxWait {
-			t.Errorf("%v: fetch min %d, max wait %s; want %d, %s", c.topics, sc.Consumer.Fetch.Min,
-				sc.Consumer.MaxWaitTime, c.min, c.maxWait)
+		if sc.Consumer.Fetch.Min != 1 || sc.Consumer.MaxWaitTime != 1500*time.Millisecond {
+			t.Errorf("%v: fetch min %d, max wait %s; want 1, 1.5s", c.topics, sc.Consumer.Fetch.Min, sc.Consumer.MaxWaitTime)
 		}
+		var got *fetchLinger
+		for _, i := range sc.Consumer.Interceptors {
+			if l, ok := i.(*fetchLinger); ok {
+				got = l
+			}
+		}
+		switch {
+		case c.linger && (got == nil || got.hold != 70*time.Millisecond):
+			t.Errorf("%v: fetch linger %+v, want one holding 70ms", c.topics, got)
+		case !c.linger && got != nil:
+			t.Errorf("%v: a fetch linger on a quiet topic's projector", c.topics)
+		case got != nil:
+			lingers = append(lingers, got)
+		}
+	}
+	if len(lingers) == 2 && lingers[0] == lingers[1] {
+		t.Error("two consumer groups share one fetch linger")
+	}
+}
+
+// TestFetchLingerHoldsTheFirstRecordOnly: the first record of an answer is held for the linger;
+// the records of other partitions handed on during the hold pass at once, and so do the rest of
+// the held partition's answer after it; the first record of the next answer is held again.
+func TestFetchLingerHoldsTheFirstRecordOnly(t *testing.T) {
+	t.Parallel()
+	const hold = 200 * time.Millisecond
+	f := &fetchLinger{hold: hold}
+	timed := func(partition int32) time.Duration {
+		start := time.Now()
+		f.OnConsume(&sarama.ConsumerMessage{Topic: "t", Partition: partition})
+		return time.Since(start)
+	}
+	if d := timed(0); d < hold {
+		t.Fatalf("first record handed on after %s, want held %s", d, hold)
+	}
+	for i := range 5 {
+		if d := timed(0); d > hold/4 {
+			t.Fatalf("record %d of the held partition's answer waited %s, want none", i+2, d)
+		}
+	}
+	time.Sleep(10 * time.Millisecond) // the next fetch's round trip
+	if d := timed(0); d < hold {
+		t.Fatalf("first record of the next answer handed on after %s, want held %s", d, hold)
+	}
+	// While one partition's record is held, the others' pass.
+	time.Sleep(10 * time.Millisecond)
+	held := make(chan time.Duration)
+	go func() { held <- timed(1) }()
+	time.Sleep(hold / 4)
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if d := timed(int32(p + 2)); d > hold/4 {
+				t.Errorf("a record of partition %d during the hold waited %s", p+2, d)
+			}
+		}()
+	}
+	wg.Wait()
+	if d := <-held; d < hold {
+		t.Errorf("the holding record waited %s, want %s", d, hold)
 	}
 }

@@ -89,11 +89,12 @@ func NewProjector(cfg Config, deps Deps, projections ...Projection) (*Projector,
 // Metrics returns the projector's metrics.
 func (p *Projector) Metrics() *Metrics { return p.metrics }
 
-// saramaConfig is the consumer configuration of a subscriber to topics. A projection of the
-// message topics batches its fetches (FetchMinBytes, or FetchMaxWait under light traffic), so one
-// fetch carries many records at full load. A projection of the other topics, which carry few
-// records, long-polls: the broker answers its fetch at the first record and holds an empty one
-// for kafka.fetch_idle_wait, so an idle projector costs a poll every two seconds, not twenty a second.
+// saramaConfig is the consumer configuration of a subscriber to topics. Every projector
+// long-polls: the broker answers its fetch at the first record and holds an empty one for
+// kafka.fetch_idle_wait, so an idle projector costs a poll every few seconds, not several a
+// second. A projector of the message topics, which carry most records, also spaces its fetches
+// by FetchLinger (see fetchLinger), so one fetch carries many records instead of one per relay
+// batch.
 func (p *Projector) saramaConfig(topics []string) (*sarama.Config, error) {
 	sc, err := tkafka.NewSaramaConfig(p.cfg.Kafka)
 	if err != nil {
@@ -102,8 +103,7 @@ func (p *Projector) saramaConfig(topics []string) (*sarama.Config, error) {
 	sc.Consumer.Return.Errors = true
 	sc.ChannelBufferSize = p.cfg.ChannelBufferSize
 	if slices.ContainsFunc(topics, tkafka.CarriesMessages) {
-		sc.Consumer.Fetch.Min = p.cfg.FetchMinBytes
-		sc.Consumer.MaxWaitTime = p.cfg.FetchMaxWait
+		sc.Consumer.Interceptors = []sarama.ConsumerInterceptor{&fetchLinger{hold: p.cfg.FetchLinger}}
 	}
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	if p.cfg.InitialOffset == OffsetNewest {

@@ -22,7 +22,7 @@ import (
 // whether this node runs them at all.
 type ProjectionsConfig struct {
 	// Config holds the projector settings: initial_offset, retry.*, batch.*, parking.*,
-	// in_flight, fetch_min_bytes, fetch_max_wait, channel_buffer_size, nack_resend_sleep,
+	// in_flight, fetch_linger, channel_buffer_size, nack_resend_sleep,
 	// lag_interval, close_timeout.
 	projections.Config `koanf:",squash"`
 	// Run makes serve run the projectors (messages-mysql, messages-hot). Nodes of one deployment
