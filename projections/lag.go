@@ -31,74 +31,127 @@ type groupTopics struct {
 }
 
 // measureLag computes the lag of each group from the brokers' high watermarks and committed
-// offsets.
+// offsets. The high watermarks are asked for once per measurement, in one request per leader,
+// whatever the number of groups reading a topic.
 func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupTopics) ([]GroupLag, error) {
-	out := make([]GroupLag, 0, len(groups))
-	for _, g := range groups {
-		lag := GroupLag{ConsumerGroup: g.group, Partitions: map[string]map[int32]int64{}}
-		want := map[string][]int32{}
+	wants := make([]map[string][]int32, len(groups))
+	all := map[string][]int32{}
+	for i, g := range groups {
+		wants[i] = map[string][]int32{}
 		for _, t := range g.topics {
 			ps, err := client.Partitions(t)
 			if err != nil {
 				return nil, fmt.Errorf("projections: lag: partitions of %s: %w", t, err)
 			}
-			want[t] = ps
+			wants[i][t], all[t] = ps, ps
 		}
-		committed, err := admin.ListConsumerGroupOffsets(g.group, want)
-		if errors.Is(err, sarama.ErrGroupIDNotFound) {
-			committed, err = &sarama.OffsetFetchResponse{}, nil // nothing committed yet
-		}
+	}
+	highs, err := highWatermarks(client, all)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GroupLag, 0, len(groups))
+	for i, g := range groups {
+		lag, err := groupLag(client, admin, g.group, wants[i], highs)
 		if err != nil {
-			return nil, fmt.Errorf("projections: lag: offsets of %s: %w", g.group, err)
-		}
-		var tails []tail
-		for t, ps := range want {
-			lag.Partitions[t] = map[int32]int64{}
-			for _, p := range ps {
-				high, from, err := partitionRange(client, committed, t, p)
-				if err != nil {
-					return nil, err
-				}
-				behind := max(high-from, 0)
-				if behind > 0 && behind <= maxMarkerTail {
-					tails = append(tails, tail{topic: t, partition: p, from: from, high: high})
-				}
-				lag.Partitions[t][p] = behind
-			}
-		}
-		if err := dataRecords(client, tails); err != nil {
 			return nil, err
-		}
-		for _, tl := range tails {
-			lag.Partitions[tl.topic][tl.partition] = tl.data
-		}
-		for _, ps := range lag.Partitions {
-			for _, n := range ps {
-				lag.Events += n
-			}
 		}
 		out = append(out, lag)
 	}
 	return out, nil
 }
 
-// partitionRange returns a partition's high watermark and the offset the group resumes from
-// (its committed offset, else the oldest retained one).
-func partitionRange(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (high, from int64, err error) {
-	high, err = client.GetOffset(topic, p, sarama.OffsetNewest)
+// groupLag is measureLag for one group, the partitions it reads in want.
+func groupLag(client sarama.Client, admin sarama.ClusterAdmin, group string, want map[string][]int32, highs map[partitionKey]int64) (GroupLag, error) {
+	lag := GroupLag{ConsumerGroup: group, Partitions: map[string]map[int32]int64{}}
+	committed, err := admin.ListConsumerGroupOffsets(group, want)
+	if errors.Is(err, sarama.ErrGroupIDNotFound) {
+		committed, err = &sarama.OffsetFetchResponse{}, nil // nothing committed yet
+	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", topic, p, err)
+		return lag, fmt.Errorf("projections: lag: offsets of %s: %w", group, err)
 	}
-	from = -1
-	if b := committed.GetBlock(topic, p); b != nil {
-		from = b.Offset
-	}
-	if from < 0 {
-		if from, err = client.GetOffset(topic, p, sarama.OffsetOldest); err != nil {
-			return 0, 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
+	var tails []tail
+	for t, ps := range want {
+		lag.Partitions[t] = map[int32]int64{}
+		for _, p := range ps {
+			high := highs[partitionKey{t, p}]
+			from, err := resumeOffset(client, committed, t, p)
+			if err != nil {
+				return lag, err
+			}
+			behind := max(high-from, 0)
+			if behind > 0 && behind <= maxMarkerTail {
+				tails = append(tails, tail{topic: t, partition: p, from: from, high: high})
+			}
+			lag.Partitions[t][p] = behind
 		}
 	}
-	return high, from, nil
+	if err := dataRecords(client, tails); err != nil {
+		return lag, err
+	}
+	for _, tl := range tails {
+		lag.Partitions[tl.topic][tl.partition] = tl.data
+	}
+	for _, ps := range lag.Partitions {
+		for _, n := range ps {
+			lag.Events += n
+		}
+	}
+	return lag, nil
+}
+
+// highWatermarks returns the high watermark of every partition of topics, with one ListOffsets
+// request per leader.
+func highWatermarks(client sarama.Client, topics map[string][]int32) (map[partitionKey]int64, error) {
+	reqs := map[*sarama.Broker]*sarama.OffsetRequest{}
+	for t, ps := range topics {
+		for _, p := range ps {
+			leader, err := client.Leader(t, p)
+			if err != nil {
+				return nil, fmt.Errorf("projections: lag: leader of %s/%d: %w", t, p, err)
+			}
+			req := reqs[leader]
+			if req == nil {
+				req = sarama.NewOffsetRequest(client.Config().Version)
+				reqs[leader] = req
+			}
+			req.AddBlock(t, p, sarama.OffsetNewest, 1)
+		}
+	}
+	out := map[partitionKey]int64{}
+	for leader, req := range reqs {
+		resp, err := leader.GetAvailableOffsets(req)
+		if err != nil {
+			return nil, fmt.Errorf("projections: lag: high watermarks from broker %d: %w", leader.ID(), err)
+		}
+		for t, ps := range topics {
+			for _, p := range ps {
+				b := resp.GetBlock(t, p)
+				if b == nil {
+					continue // another leader's
+				}
+				if !errors.Is(b.Err, sarama.ErrNoError) || len(b.Offsets) != 1 {
+					return nil, fmt.Errorf("projections: lag: high watermark of %s/%d: %v", t, p, b.Err)
+				}
+				out[partitionKey{t, p}] = b.Offsets[0]
+			}
+		}
+	}
+	return out, nil
+}
+
+// resumeOffset returns the offset the group resumes a partition from: its committed offset, else
+// the oldest retained one.
+func resumeOffset(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (int64, error) {
+	if b := committed.GetBlock(topic, p); b != nil && b.Offset >= 0 {
+		return b.Offset, nil
+	}
+	from, err := client.GetOffset(topic, p, sarama.OffsetOldest)
+	if err != nil {
+		return 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
+	}
+	return from, nil
 }
 
 // tail is a short range [from, high) of a partition that may hold only transaction markers;
