@@ -43,7 +43,7 @@ func TestProjectorsLongPoll(t *testing.T) {
 			}
 		}
 		switch {
-		case c.linger && (got == nil || got.hold != 70*time.Millisecond):
+		case c.linger && (got == nil || got.hold != 70*time.Millisecond || got.gap != answerGap):
 			t.Errorf("%v: fetch linger %+v, want one holding 70ms", c.topics, got)
 		case !c.linger && got != nil:
 			t.Errorf("%v: a fetch linger on a quiet topic's projector", c.topics)
@@ -61,8 +61,10 @@ func TestProjectorsLongPoll(t *testing.T) {
 // the held partition's answer after it; the first record of the next answer is held again.
 func TestFetchLingerHoldsTheFirstRecordOnly(t *testing.T) {
 	t.Parallel()
-	const hold = 200 * time.Millisecond
-	f := &fetchLinger{hold: hold}
+	// A gap wider than answerGap: a goroutine of a loaded test machine may wait that long
+	// between two records of one answer.
+	const hold, gap = 300 * time.Millisecond, 60 * time.Millisecond
+	f := &fetchLinger{hold: hold, gap: gap}
 	timed := func(partition int32) time.Duration {
 		start := time.Now()
 		f.OnConsume(&sarama.ConsumerMessage{Topic: "t", Partition: partition})
@@ -76,12 +78,12 @@ func TestFetchLingerHoldsTheFirstRecordOnly(t *testing.T) {
 			t.Fatalf("record %d of the held partition's answer waited %s, want none", i+2, d)
 		}
 	}
-	time.Sleep(10 * time.Millisecond) // the next fetch's round trip
+	time.Sleep(2 * gap) // the next fetch's round trip
 	if d := timed(0); d < hold {
 		t.Fatalf("first record of the next answer handed on after %s, want held %s", d, hold)
 	}
 	// While one partition's record is held, the others' pass.
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(2 * gap)
 	held := make(chan time.Duration)
 	go func() { held <- timed(1) }()
 	time.Sleep(hold / 4)

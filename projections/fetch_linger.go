@@ -9,8 +9,11 @@ import (
 
 // answerGap tells the records of one fetch answer from the next answer's: Sarama hands a
 // partition's records of one answer on one after another, microseconds apart, while the next
-// answer comes at least a fetch round trip later.
-const answerGap = 250 * time.Microsecond
+// answer comes at least a fetch round trip later. A feeder held up longer than the gap within an
+// answer has the rest of it held once more; an answer that comes within the gap and has records
+// only of the partition held last passes unheld, and the one after it is held. Both only move a
+// fetch, and the gap is wide enough for a loaded machine.
+const answerGap = 5 * time.Millisecond
 
 // fetchLinger spaces a consumer's fetches without delaying a record by more than hold. Sarama
 // hands every record of a fetch answer to its partition's channel, through the consumer's
@@ -24,6 +27,7 @@ const answerGap = 250 * time.Microsecond
 // one consumer group (its Sarama configuration).
 type fetchLinger struct {
 	hold time.Duration
+	gap  time.Duration // answerGap; tests set their own
 
 	mu    sync.Mutex
 	until time.Time                  // the end of the current hold
@@ -43,7 +47,7 @@ func (f *fetchLinger) OnConsume(m *sarama.ConsumerMessage) {
 		f.last = map[partitionKey]time.Time{}
 	}
 	now := time.Now()
-	if now.Before(f.until) || now.Sub(f.last[k]) < answerGap {
+	if now.Before(f.until) || now.Sub(f.last[k]) < f.gap {
 		f.last[k] = now
 		f.mu.Unlock()
 		return

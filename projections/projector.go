@@ -103,7 +103,7 @@ func (p *Projector) saramaConfig(topics []string) (*sarama.Config, error) {
 	sc.Consumer.Return.Errors = true
 	sc.ChannelBufferSize = p.cfg.ChannelBufferSize
 	if slices.ContainsFunc(topics, tkafka.CarriesMessages) {
-		sc.Consumer.Interceptors = []sarama.ConsumerInterceptor{&fetchLinger{hold: p.cfg.FetchLinger}}
+		sc.Consumer.Interceptors = []sarama.ConsumerInterceptor{&fetchLinger{hold: p.cfg.FetchLinger, gap: answerGap}}
 	}
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	if p.cfg.InitialOffset == OffsetNewest {
