@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,5 +119,12 @@ func TestMonthPartitionsRouteAndDrop(t *testing.T) {
 	}
 	if got, _ := store.ReadStream(ctx, tenant, "group/1", 0, 0); len(got) != 1 {
 		t.Errorf("the kept stream lost its event: %d", len(got))
+	}
+	// A stream's highest version outlives its dropped events: StreamsMoved still tells a cached
+	// state at version 1 from one at version 2.
+	moved, err := store.StreamsMoved(ctx, []domain.TenantID{tenant, tenant, tenant, tenant, tenant},
+		[]string{"grp1", "grp1", "group/1", "group/1", "nosuch"}, []int64{1, 2, 0, 1, 0})
+	if want := []bool{true, false, true, false, false}; err != nil || !slices.Equal(moved, want) {
+		t.Errorf("StreamsMoved after the drop = %v, %v; want %v", moved, err, want)
 	}
 }

@@ -8,7 +8,9 @@ import (
 )
 
 // StreamsMoved reports, for each stream i (tenants[i], streams[i]), whether it holds an event
-// above versions[i]: one round trip for them all, an index probe each, reading no event. It is
+// above versions[i]: one round trip for them all, one probe each of the key table (event_keys,
+// one index over every event's stream version, where the events table has one per partition;
+// its pruning keeps each stream's highest version), reading no event. It is
 // how a cache of folded states confirms many states at once. The three slices have one length.
 // Errors: domain.ErrRetryable when PostgreSQL was unreachable or timed out.
 func (s *Store) StreamsMoved(ctx context.Context, tenants []domain.TenantID, streams []string, versions []int64) ([]bool, error) {
@@ -25,7 +27,7 @@ func (s *Store) StreamsMoved(ctx context.Context, tenants []domain.TenantID, str
 		ts[i] = t.String()
 	}
 	rows, err := s.pool.Query(ctx, `SELECT u.i FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(tenant, stream, v, i)
-		WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = u.tenant AND e.stream_id = u.stream AND e.stream_version > u.v)`,
+		WHERE EXISTS (SELECT 1 FROM event_keys e WHERE e.tenant_id = u.tenant AND e.stream_id = u.stream AND e.stream_version > u.v)`,
 		ts, streams, versions)
 	if err != nil {
 		return nil, wrapErr(op, err)
