@@ -160,10 +160,18 @@ func TestAppendVersionTakenByConcurrentTx(t *testing.T) {
 		_, err := store.Append(ctx, tenant, "s", 0, []domain.Envelope{event(tenant, "s", 0, "")})
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		t.Fatalf("Append returned before the other transaction ended: %v", err)
-	case <-time.After(300 * time.Millisecond):
+	// Commit only once Append waits on the other transaction's row lock: committing earlier, on
+	// a slow machine, lets Append's version check see version 1, and the index is never asked.
+	for blocked := false; !blocked; {
+		select {
+		case err := <-done:
+			t.Fatalf("Append returned before the other transaction ended: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
