@@ -61,8 +61,8 @@ type Config struct {
 	// projector polls that seldom); the first record of an answer is then held this long
 	// before the projector gets it, and the next fetch, which waits for it, carries what
 	// arrived meanwhile: under light traffic an event waits up to FetchLinger, a fetch carries
-	// FetchLinger's worth of records, and a projector fetches at most once per FetchLinger at
-	// any load. Default 150ms.
+	// FetchLinger's worth of records, and a projector fetches about once per FetchLinger at any
+	// load (see fetchLinger). Default 150ms.
 	FetchLinger time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
