@@ -105,18 +105,18 @@ func groupLag(client sarama.Client, admin sarama.ClusterAdmin, group string, wan
 // request per leader.
 func highWatermarks(client sarama.Client, topics map[string][]int32) (map[partitionKey]int64, error) {
 	reqs := map[*sarama.Broker]*sarama.OffsetRequest{}
+	asked := map[*sarama.Broker][]partitionKey{}
 	for t, ps := range topics {
 		for _, p := range ps {
 			leader, err := client.Leader(t, p)
 			if err != nil {
 				return nil, fmt.Errorf("projections: lag: leader of %s/%d: %w", t, p, err)
 			}
-			req := reqs[leader]
-			if req == nil {
-				req = sarama.NewOffsetRequest(client.Config().Version)
-				reqs[leader] = req
+			if reqs[leader] == nil {
+				reqs[leader] = sarama.NewOffsetRequest(client.Config().Version)
 			}
-			req.AddBlock(t, p, sarama.OffsetNewest, 1)
+			reqs[leader].AddBlock(t, p, sarama.OffsetNewest, 1)
+			asked[leader] = append(asked[leader], partitionKey{t, p})
 		}
 	}
 	out := map[partitionKey]int64{}
@@ -125,17 +125,15 @@ func highWatermarks(client sarama.Client, topics map[string][]int32) (map[partit
 		if err != nil {
 			return nil, fmt.Errorf("projections: lag: high watermarks from broker %d: %w", leader.ID(), err)
 		}
-		for t, ps := range topics {
-			for _, p := range ps {
-				b := resp.GetBlock(t, p)
-				if b == nil {
-					continue // another leader's
-				}
-				if !errors.Is(b.Err, sarama.ErrNoError) || len(b.Offsets) != 1 {
-					return nil, fmt.Errorf("projections: lag: high watermark of %s/%d: %v", t, p, b.Err)
-				}
-				out[partitionKey{t, p}] = b.Offsets[0]
+		for _, k := range asked[leader] {
+			b := resp.GetBlock(k.topic, k.partition)
+			if b == nil {
+				return nil, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", k.topic, k.partition, sarama.ErrIncompleteResponse)
 			}
+			if !errors.Is(b.Err, sarama.ErrNoError) || len(b.Offsets) != 1 {
+				return nil, fmt.Errorf("projections: lag: high watermark of %s/%d: %v", k.topic, k.partition, b.Err)
+			}
+			out[k] = b.Offsets[0]
 		}
 	}
 	return out, nil
