@@ -58,11 +58,11 @@ type Config struct {
 
 	// FetchLinger spaces the fetches of a projector of the message topics. Its fetch is answered
 	// at the first record (and held for kafka.fetch_idle_wait when none comes, so an idle
-	// projector polls that seldom); the first record of an answer is then held this long
-	// before the projector gets it, and the next fetch, which waits for it, carries what
-	// arrived meanwhile: under light traffic an event waits up to FetchLinger, a fetch carries
-	// FetchLinger's worth of records, and a projector fetches about once per FetchLinger at any
-	// load (see fetchLinger). Default 150ms.
+	// projector polls that seldom); the first record of an answer is then held until it is this
+	// old before the projector gets it, and the next fetch, which waits for it, carries what
+	// arrived meanwhile and passes at once: an event waits up to FetchLinger after the relay
+	// published it, and under light traffic a projector fetches about twice per FetchLinger
+	// (see fetchLinger). Default 100ms.
 	FetchLinger time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -137,7 +137,7 @@ func (c *Config) setDefaults() {
 		c.ChannelBufferSize = 1024
 	}
 	if c.FetchLinger == 0 {
-		c.FetchLinger = 150 * time.Millisecond
+		c.FetchLinger = 100 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond

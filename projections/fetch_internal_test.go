@@ -67,7 +67,7 @@ func TestFetchLingerHoldsTheFirstRecordOnly(t *testing.T) {
 	f := &fetchLinger{hold: hold, gap: gap}
 	timed := func(partition int32) time.Duration {
 		start := time.Now()
-		f.OnConsume(&sarama.ConsumerMessage{Topic: "t", Partition: partition})
+		f.OnConsume(&sarama.ConsumerMessage{Topic: "t", Partition: partition, Timestamp: start})
 		return time.Since(start)
 	}
 	if d := timed(0); d < hold {
@@ -100,5 +100,58 @@ func TestFetchLingerHoldsTheFirstRecordOnly(t *testing.T) {
 	wg.Wait()
 	if d := <-held; d < hold {
 		t.Errorf("the holding record waited %s, want %s", d, hold)
+	}
+}
+
+// TestFetchLingerHoldsNoRecordLongerThanTheLinger: a record is held until it is the linger old,
+// not the linger from when it came. The answer right after a hold carries the records produced
+// during it: it passes unheld, whichever partition's record comes first. An answer whose first
+// record is older than the linger passes; one half the linger old is held the other half; one
+// stamped ahead of this clock is held the linger, no longer.
+func TestFetchLingerHoldsNoRecordLongerThanTheLinger(t *testing.T) {
+	t.Parallel()
+	const hold, gap = 400 * time.Millisecond, 60 * time.Millisecond
+	f := &fetchLinger{hold: hold, gap: gap}
+	timed := func(partition int32, age time.Duration) time.Duration {
+		start := time.Now()
+		f.OnConsume(&sarama.ConsumerMessage{Topic: "t", Partition: partition, Timestamp: start.Add(-age)})
+		return time.Since(start)
+	}
+	if d := timed(0, 0); d < hold {
+		t.Fatalf("first record handed on after %s, want held %s", d, hold)
+	}
+	// The next fetch, answered at once, with records of other partitions produced during the hold.
+	for p := range 4 {
+		if d := timed(int32(p+1), hold/2); d > hold/8 {
+			t.Fatalf("a record of partition %d produced during the hold waited %s more, want none", p+1, d)
+		}
+	}
+	time.Sleep(2 * gap)
+	if d := timed(3, 2*hold); d > hold/8 {
+		t.Fatalf("a record older than the linger waited %s, want none", d)
+	}
+	time.Sleep(2 * gap)
+	if d := timed(2, hold/2); d < hold/2-hold/8 || d > hold/2+hold/8 {
+		t.Fatalf("a record half the linger old waited %s, want about %s", d, hold/2)
+	}
+	time.Sleep(2 * gap)
+	if d := timed(1, -time.Hour); d < hold || d > hold+hold/4 {
+		t.Fatalf("a record stamped an hour ahead waited %s, want %s", d, hold)
+	}
+	// Records that never stop coming, each within the gap of the one before (a consumer that
+	// always finds records waiting), pass for the linger after the hold ended; then one is held.
+	start := time.Now()
+	for {
+		d := timed(0, 0)
+		if d >= hold/2 {
+			if since := time.Since(start) - d; since < hold-hold/8 {
+				t.Fatalf("a record %s after the last hold was held, want none before %s", since, hold)
+			}
+			break
+		}
+		if time.Since(start) > 3*hold {
+			t.Fatal("a stream of records within the gap was never held")
+		}
+		time.Sleep(gap / 6)
 	}
 }

@@ -7,55 +7,56 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// answerGap tells the records of one fetch answer from the next answer's: Sarama hands a
-// partition's records of one answer on one after another, microseconds apart, while the next
-// answer comes at least a fetch round trip later. A feeder held up longer than the gap within an
-// answer has the rest of it held once more; an answer that comes within the gap and has records
-// only of the partition held last passes unheld, and the one after it is held. Both only move a
-// fetch, and the gap is wide enough for a loaded machine.
+// answerGap tells the records of one fetch answer from the next answer's: Sarama hands the
+// records of one answer on one after another, microseconds apart, while the next answer comes at
+// least a fetch round trip later. A feeder held up longer than the gap within an answer has its
+// next record taken for a new answer's first, which costs little: that record is as old as the
+// answer, and a record is held only until it is hold old. An answer that comes within the gap
+// passes with the one before it, for up to hold after a hold ended (so a consumer that always
+// finds records waiting still holds about every other hold); that only moves a fetch. The gap is
+// wide enough for a loaded machine.
 const answerGap = 5 * time.Millisecond
 
-// fetchLinger spaces a consumer's fetches without delaying a record by more than hold. Sarama
-// hands every record of a fetch answer to its partition's channel, through the consumer's
-// interceptors, and sends the next fetch only once all of them were handed on. fetchLinger
-// holds the first record of an answer for hold, and lets through the records of the other
-// partitions that come during the hold and the rest of the held partition's answer; so the
-// answer after an idle spell, which the broker sends at the first record (fetch min bytes 1), is
-// handed on hold later, and the next fetch finds the records of that time waiting. Under light
-// traffic a fetch carries hold's worth of records; at full load a consumer fetches about once
-// per hold; an idle one waits in the broker's long poll, holding nothing. One fetchLinger serves
-// one consumer group (its Sarama configuration).
+// fetchLinger spaces a consumer's fetches without delaying a record by more than hold after it
+// was produced. Sarama hands every record of a fetch answer to its partition's channel, through
+// the consumer's interceptors, and sends the next fetch only once all of them were handed on.
+// fetchLinger holds the first record of an answer until it is hold old (its timestamp, the
+// relay's produce time, plus hold; never longer than hold from now, so a producer's clock ahead
+// of this one's costs no more), and lets through the records of the other partitions that come
+// during the hold and every record that comes within the gap of the one before. So the answer
+// after an idle spell, which the broker sends at the first record (fetch min bytes 1), is handed
+// on hold later; the next fetch, answered at once, carries the records of that time, which pass
+// unheld, none of them older than hold; the fetch after that waits in the broker for the next
+// record. Under light traffic a projector fetches about twice per hold and an event waits up to
+// hold; a consumer behind by more than hold holds nothing; an idle one waits in the broker's
+// long poll.
+// One fetchLinger serves one consumer group (its Sarama configuration).
 type fetchLinger struct {
 	hold time.Duration
 	gap  time.Duration // answerGap; tests set their own
 
 	mu    sync.Mutex
-	until time.Time                  // the end of the current hold
-	last  map[partitionKey]time.Time // when each partition last handed a record on
-}
-
-type partitionKey struct {
-	topic     string
-	partition int32
+	until time.Time // the end of the current hold
+	last  time.Time // when the last record was handed on
 }
 
 // OnConsume implements sarama.ConsumerInterceptor. It runs on the partition's feeder goroutine.
 func (f *fetchLinger) OnConsume(m *sarama.ConsumerMessage) {
-	k := partitionKey{m.Topic, m.Partition}
 	f.mu.Lock()
-	if f.last == nil {
-		f.last = map[partitionKey]time.Time{}
-	}
 	now := time.Now()
-	if now.Before(f.until) || now.Sub(f.last[k]) < f.gap {
-		f.last[k] = now
+	if now.Before(f.until) || now.Sub(f.last) < f.gap && now.Sub(f.until) < f.hold {
+		f.last = now
 		f.mu.Unlock()
 		return
 	}
-	f.until = now.Add(f.hold)
+	wait := f.hold
+	if !m.Timestamp.IsZero() {
+		wait = min(max(m.Timestamp.Add(f.hold).Sub(now), 0), f.hold)
+	}
+	f.until = now.Add(wait)
 	f.mu.Unlock()
-	time.Sleep(f.hold)
+	time.Sleep(wait)
 	f.mu.Lock()
-	f.last[k] = time.Now()
+	f.last = time.Now()
 	f.mu.Unlock()
 }

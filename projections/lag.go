@@ -101,6 +101,12 @@ func groupLag(client sarama.Client, admin sarama.ClusterAdmin, group string, wan
 	return lag, nil
 }
 
+// partitionKey names one partition of a topic.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
 // highWatermarks returns the high watermark of every partition of topics, with one ListOffsets
 // request per leader.
 func highWatermarks(client sarama.Client, topics map[string][]int32) (map[partitionKey]int64, error) {
