@@ -62,7 +62,7 @@ type Config struct {
 	// old before the projector gets it, and the next fetch, which waits for it, carries what
 	// arrived meanwhile and passes at once: an event waits up to FetchLinger after the relay
 	// published it, and under light traffic a projector fetches about twice per FetchLinger
-	// (see fetchLinger). Default 100ms.
+	// (see fetchLinger). Default 80ms.
 	FetchLinger time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -137,7 +137,7 @@ func (c *Config) setDefaults() {
 		c.ChannelBufferSize = 1024
 	}
 	if c.FetchLinger == 0 {
-		c.FetchLinger = 100 * time.Millisecond
+		c.FetchLinger = 80 * time.Millisecond
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond

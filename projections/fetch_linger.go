@@ -22,12 +22,13 @@ const answerGap = 5 * time.Millisecond
 // the consumer's interceptors, and sends the next fetch only once all of them were handed on.
 // fetchLinger holds the first record of an answer until it is hold old (its timestamp, the
 // relay's produce time, plus hold; never longer than hold from now, so a producer's clock ahead
-// of this one's costs no more), and lets through the records of the other partitions that come
-// during the hold and every record that comes within the gap of the one before. So the answer
-// after an idle spell, which the broker sends at the first record (fetch min bytes 1), is handed
-// on hold later; the next fetch, answered at once, carries the records of that time, which pass
-// unheld, none of them older than hold; the fetch after that waits in the broker for the next
-// record. Under light traffic a projector fetches about twice per hold and an event waits up to
+// of this one's costs no more). The records of the other partitions that come during the hold
+// wait for its end (or until they are hold old, if sooner), so the projector gets the answer at
+// once and writes it in one batch; every record that comes within the gap of the one before
+// passes. So the answer after an idle spell, which the broker sends at the first record (fetch
+// min bytes 1), is handed on hold later; the next fetch, answered at once, carries the records
+// of that time, which pass unheld, none of them older than hold; the fetch after that waits in
+// the broker for the next record. Under light traffic a projector fetches about twice per hold and an event waits up to
 // hold; a consumer behind by more than hold holds nothing; an idle one waits in the broker's
 // long poll.
 // One fetchLinger serves one consumer group (its Sarama configuration).
@@ -44,14 +45,24 @@ type fetchLinger struct {
 func (f *fetchLinger) OnConsume(m *sarama.ConsumerMessage) {
 	f.mu.Lock()
 	now := time.Now()
-	if now.Before(f.until) || now.Sub(f.last) < f.gap && now.Sub(f.until) < f.hold {
-		f.last = now
-		f.mu.Unlock()
-		return
-	}
 	wait := f.hold
 	if !m.Timestamp.IsZero() {
 		wait = min(max(m.Timestamp.Add(f.hold).Sub(now), 0), f.hold)
+	}
+	if now.Before(f.until) {
+		// A record of another partition during the hold: it goes with the held one.
+		wait = min(wait, f.until.Sub(now))
+		f.mu.Unlock()
+		time.Sleep(wait)
+		f.mu.Lock()
+		f.last = time.Now()
+		f.mu.Unlock()
+		return
+	}
+	if now.Sub(f.last) < f.gap && now.Sub(f.until) < f.hold {
+		f.last = now
+		f.mu.Unlock()
+		return
 	}
 	f.until = now.Add(wait)
 	f.mu.Unlock()
