@@ -28,10 +28,10 @@ const answerGap = 5 * time.Millisecond
 // passes. So the answer after an idle spell, which the broker sends at the first record (fetch
 // min bytes 1), is handed on hold later; the next fetch, answered at once, carries the records
 // of that time, which pass unheld, none of them older than hold; the fetch after that waits in
-// the broker for the next record. Under light traffic a projector fetches about twice per hold and an event waits up to
-// hold; a consumer behind by more than hold holds nothing; an idle one waits in the broker's
-// long poll.
-// One fetchLinger serves one consumer group (its Sarama configuration).
+// the broker for the next record. Under light traffic a projector fetches about twice per hold
+// and an event waits up to hold; a consumer behind by more than hold holds nothing; an idle one
+// waits in the broker's long poll. One fetchLinger serves one consumer group (its Sarama
+// configuration).
 type fetchLinger struct {
 	hold time.Duration
 	gap  time.Duration // answerGap; tests set their own
@@ -45,26 +45,20 @@ type fetchLinger struct {
 func (f *fetchLinger) OnConsume(m *sarama.ConsumerMessage) {
 	f.mu.Lock()
 	now := time.Now()
-	wait := f.hold
+	wait := f.hold // until m is hold old, never longer than hold from now
 	if !m.Timestamp.IsZero() {
 		wait = min(max(m.Timestamp.Add(f.hold).Sub(now), 0), f.hold)
 	}
-	if now.Before(f.until) {
-		// A record of another partition during the hold: it goes with the held one.
+	switch {
+	case now.Before(f.until): // another partition's record during a hold goes with the held one
 		wait = min(wait, f.until.Sub(now))
-		f.mu.Unlock()
-		time.Sleep(wait)
-		f.mu.Lock()
-		f.last = time.Now()
-		f.mu.Unlock()
-		return
-	}
-	if now.Sub(f.last) < f.gap && now.Sub(f.until) < f.hold {
+	case now.Sub(f.last) < f.gap && now.Sub(f.until) < f.hold: // the rest of an answer, or the next
 		f.last = now
 		f.mu.Unlock()
 		return
+	default: // the first record of an answer
+		f.until = now.Add(wait)
 	}
-	f.until = now.Add(wait)
 	f.mu.Unlock()
 	time.Sleep(wait)
 	f.mu.Lock()
