@@ -361,7 +361,7 @@ function listEntries(list) {
 // onConversations takes the list the channel (re)read: at the start, after a reconnect (the
 // conversations active since), after a resync (all of them).
 function onConversations(e) {
-  if (e.reason !== 'reconnect') {
+  if (e.reason === 'start' || e.reason === 'resync') { // the whole list; reconnect and recheck read the active ones
     var seen = new Set(e.entries.map(function (c) { return c.topic; }));
     // Keep entries the server does not list yet (a group just created, a chat just opened).
     state.convs.forEach(function (c, topic) { if (!seen.has(topic) && !c.local) { state.convs.delete(topic); } });

@@ -59,6 +59,8 @@ import { UserChannel } from './userchannel.js';
  *   counters start from (at the start, after a reconnect, on a resync); without it the counters
  *   start from what the channel brings
  * @property {number} [maxConversations] the most conversations a full re-read of the list reads; default 10000
+ * @property {number} [recheckMs] how long after each of those reads the conversations active around it are
+ *   read once more (a message sent just before may not have reached the read models yet); default 1000, 0: never
  */
 
 /**
@@ -711,6 +713,7 @@ export class Client extends Emitter {
       emit: (type, event) => this.emit(type, event),
       me: () => this.#session?.user ?? '',
       pageLimit: this.#syncOptions.pageLimit,
+      recheckMs: this.#o.recheckMs ?? 1000,
       list: rest ? (since) => listConversations(rest, since, max) : null
     };
   }

@@ -290,8 +290,8 @@
 
 /**
  * A conversation as the channel keeps it: counters and last message, from the conversation
- * list (re-read at the start, after a reconnect and on a resync) moved on by every message,
- * recall, edit and read mark the channel and the subscriptions bring.
+ * list (read at the start, after a reconnect and on a resync, and once more a second later)
+ * moved on by every message, recall, edit and read mark the channel and the subscriptions bring.
  *
  * @typedef {object} ConversationState
  * @property {string} topic
@@ -308,10 +308,11 @@
 
 /**
  * The conversation list was (re)read ("conversations" event): at the start, after a reconnect
- * (the conversations active since the connection was lost) and after a resync (all of them).
+ * (the conversations active since the connection was lost), after a resync (all of them), and
+ * recheckMs after each of those (recheck: the conversations active since a little before it).
  *
  * @typedef {object} ConversationsLoaded
- * @property {'start'|'reconnect'|'resync'} reason
+ * @property {'start'|'reconnect'|'resync'|'recheck'} reason
  * @property {ConversationState[]} conversations the conversations read, most recently active first
  * @property {import('./rest.js').Conversation[]} entries the list's entries as read (names, roles, peers' read marks)
  */

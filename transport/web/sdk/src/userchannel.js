@@ -34,6 +34,8 @@ export const ME = 'me';
  * @property {((since: string) => Promise<Conversation[]>) | null} list reads the conversation list, most recently
  *   active first, down to those active at since ("" for all); null without a RestClient
  * @property {number} pageLimit items per get
+ * @property {number} recheckMs how long after a list read the conversations active around it are read
+ *   again (0: never)
  */
 
 /** Items of another kind than these are emitted as "item" only. */
@@ -62,6 +64,8 @@ export class UserChannel {
     this._conn = null;
     this._gen = 0;
     this._lostAt = 0;
+    /** @type {ReturnType<typeof setTimeout>|undefined} */
+    this._recheckTimer = undefined;
     /** @type {Promise<void>} */
     this._chain = Promise.resolve();
     /** @type {ReturnType<typeof setTimeout>|undefined} */
@@ -115,6 +119,7 @@ export class UserChannel {
     const first = this._pos === null;
     this._run(async () => {
       if (gen !== this._gen) { return; }
+      const readAt = Date.now();
       if (first) {
         this._epoch = epoch;
         this._pos = last;
@@ -131,6 +136,7 @@ export class UserChannel {
       this._drain();
       this._state = 'active';
       for (const w of this._waiters.splice(0)) { w.resolve(); }
+      this._scheduleRecheck(gen, readAt);
     }).catch((err) => {
       if (gen === this._gen && !(err instanceof ConnectionLostError)) { this._host.emit('error', err); }
     });
@@ -164,12 +170,36 @@ export class UserChannel {
     }
   }
 
+  /**
+   * _scheduleRecheck reads the conversations active since a little before readAt once more,
+   * recheckMs later: a message sent just before the list was read, while the connection was
+   * away, may not have reached the read models then, and its conversation frame went to no
+   * one. Merging the list again moves nothing back.
+   *
+   * @param {number} gen
+   * @param {number} readAt when the list read began
+   */
+  _scheduleRecheck(gen, readAt) {
+    const ms = this._host.recheckMs;
+    if (!this._host.list || !(ms > 0)) { return; }
+    clearTimeout(this._recheckTimer);
+    this._recheckTimer = setTimeout(() => {
+      this._recheckTimer = undefined;
+      this._run(async () => {
+        if (gen !== this._gen || this._state !== 'active') { return; }
+        await this._reload(gen, 'recheck', new Date(readAt - RELOAD_MARGIN_MS).toISOString());
+      }).catch(() => {});
+    }, ms);
+  }
+
   /** _deactivate forgets the lost connection; the next one subscribes again. */
   _deactivate() {
     this._gen++;
     this._conn = null;
     clearTimeout(this._gapTimer);
     this._gapTimer = undefined;
+    clearTimeout(this._recheckTimer);
+    this._recheckTimer = undefined;
     if (this._state === 'active') { this._lostAt = Date.now(); }
     if (this._state !== 'failed') { this._state = 'pending'; }
   }
@@ -363,7 +393,7 @@ export class UserChannel {
    * direct conversation it finds that no item announced is a new chat.
    *
    * @param {number} gen
-   * @param {'start'|'reconnect'|'resync'} reason
+   * @param {'start'|'reconnect'|'resync'|'recheck'} reason
    * @param {string} since
    */
   async _reload(gen, reason, since) {

@@ -142,6 +142,34 @@ describe('the per-user channel', () => {
   });
 });
 
+describe('a list read while the read models trail a message', () => {
+  test('the recheck a moment later counts the message the first read did not have', async () => {
+    // The projectors hold every record 1.5 s: a message sent just before the client starts is
+    // not in the list it reads first, and its conversation frame went to no session of the user.
+    const slow = new Server({ projections: 'fetch_linger: 1500ms' });
+    after(() => slow.cleanup());
+    await slow.start();
+    const a = await slow.signUp('rk-a');
+    const b = await slow.signUp('rk-b');
+    const g = await slow.rest(a.token).createGroup({ name: 'late' });
+    const grp = 'grp' + g.group_id;
+    await slow.rest(b.token).joinGroup(/** @type {string} */ (g.group_id));
+    await waitFor('the join is listed', async () => (await slow.rest(b.token).conversations()).conversations.some((c) => c.topic === grp), 15000);
+    const sender = await new Recorder(slow.wsUrl, a.token, { channel: false }).connect();
+    await sender.client.send(grp, 'just before');
+    const r = await new Recorder(slow.wsUrl, b.token, { rest: slow.rest(b.token), recheckMs: 4000 }).connect();
+    await r.client.channel?.ready();
+    const start = r.events.conversations.find((e) => e.reason === 'start');
+    assert.equal(start?.conversations.find((c) => c.topic === grp)?.unread, 0, 'the first read was made before the read models had the message');
+    await waitFor('the recheck counts it', () => r.client.channel?.conversations.get(grp)?.unread === 1, 10000);
+    const recheck = r.events.conversations.find((e) => e.reason === 'recheck');
+    assert.ok(recheck, 'a recheck was read');
+    assert.ok(recheck.conversations.some((c) => c.topic === grp), 'the recheck read the active conversation');
+    sender.client.close();
+    r.client.close();
+  });
+});
+
 describe('a log that lost the client\'s position', () => {
   test('a reconnect past the log\'s items resyncs: the list is read again, the items go on from the log\'s head', async () => {
     const small = new Server({ extra: 'channel: {log_size: 3}' });

@@ -77,9 +77,10 @@ function binary() {
  */
 export class Server {
   /**
-   * @param {{extra?: string, relay?: string, admin?: boolean}} [options] extra: YAML appended to the
-   * configuration; relay: the relay section (YAML flow style); admin: give the embedded broker a
-   * fixed port, so `imledger admin send` finds it
+   * @param {{extra?: string, relay?: string, projections?: string, admin?: boolean}} [options] extra:
+   * YAML appended to the configuration; relay: the relay section (YAML flow style); projections:
+   * more keys of the projections section (flow style, e.g. "fetch_linger: 1s"); admin: give the
+   * embedded broker a fixed port, so `imledger admin send` finds it
    */
   constructor(options = {}) {
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'imledger-sdk-'));
@@ -88,6 +89,7 @@ export class Server {
     this.prefix = uniqueName('imt_sdk') + ':';
     this.extra = options.extra || '';
     this.relay = options.relay || '{min_poll: 1ms, max_poll: 20ms}';
+    this.projections = options.projections ? ', ' + options.projections : '';
     this.wantAdmin = !!options.admin;
     this.proc = null;
     this.logs = '';
@@ -208,7 +210,7 @@ kafka: {embedded: {addr: "${this.kafkaAddr}", data_dir: "${path.join(this.dir, '
 auth: {keys: [{id: t1, secret: "${SECRET}"}]}
 account: {password: {memory: 1024, time: 1, threads: 1, salt_len: 16, key_len: 32}}
 relay: ${this.relay}
-projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}}
+projections: {lag_interval: 1s, close_timeout: 5s, nack_resend_sleep: 50ms, retry: {initial_interval: 10ms, max_interval: 200ms}${this.projections}}
 files: {dir: "${path.join(this.dir, 'files')}"}
 ${this.extra}
 `;
