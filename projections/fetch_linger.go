@@ -53,11 +53,14 @@ func (f *fetchLinger) OnConsume(m *sarama.ConsumerMessage) {
 	case now.Before(f.until): // another partition's record during a hold goes with the held one
 		wait = min(wait, f.until.Sub(now))
 	case now.Sub(f.last) < f.gap && now.Sub(f.until) < f.hold: // the rest of an answer, or the next
+		wait = 0
+	default: // the first record of an answer
+		f.until = now.Add(wait)
+	}
+	if wait <= 0 {
 		f.last = now
 		f.mu.Unlock()
 		return
-	default: // the first record of an answer
-		f.until = now.Add(wait)
 	}
 	f.mu.Unlock()
 	time.Sleep(wait)
