@@ -116,8 +116,7 @@ describe('the per-user channel', () => {
     // The counters come from the list: the reconnect reads it once the read model has the message
     // (a loaded machine may hold the projection back longer than any fixed pause).
     const grp = 'grp' + g.group_id;
-    await waitFor('the message is listed', async () => (await s.rest(b.token).conversations()).conversations
-      .some((c) => c.topic === grp && Number(c.last_seq) === 1), 15000);
+    await s.listed('the message is listed', b.token, grp, (c) => Number(c.last_seq) === 1);
     rb.client.connect();
     await rb.client.ready();
     await waitFor('the missed items', () => rb.events.friend.length === 3 && rb.events.membership.length === 1, 10000);
@@ -154,7 +153,7 @@ describe('a list read while the read models trail a message', () => {
     const g = await slow.rest(a.token).createGroup({ name: 'late' });
     const grp = 'grp' + g.group_id;
     await slow.rest(b.token).joinGroup(/** @type {string} */ (g.group_id));
-    await waitFor('the join is listed', async () => (await slow.rest(b.token).conversations()).conversations.some((c) => c.topic === grp), 15000);
+    await slow.listed('the join is listed', b.token, grp);
     const sender = await new Recorder(slow.wsUrl, a.token, { channel: false }).connect();
     await sender.client.send(grp, 'just before');
     const r = await new Recorder(slow.wsUrl, b.token, { rest: slow.rest(b.token), recheckMs: 4000 }).connect();
@@ -191,7 +190,7 @@ describe('a log that lost the client\'s position', () => {
     const g = await small.rest(others[0].token).createGroup({ name: 'while away' });
     await small.rest(b.token).joinGroup(/** @type {string} */ (g.group_id));
     const grp = 'grp' + g.group_id;
-    await waitFor('the join is listed', async () => (await small.rest(b.token).conversations()).conversations.some((c) => c.topic === grp), 15000);
+    await small.listed('the join is listed', b.token, grp);
     r.client.connect();
     await waitFor('a resync', () => r.events.resync.length === 1, 10000);
     await r.client.channel?.ready();

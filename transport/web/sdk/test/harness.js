@@ -159,6 +159,19 @@ export class Server {
   }
 
   /**
+   * listed waits until the conversation list of token's user has topic, with ok(entry) true when
+   * given: the read models have caught up with what the test did.
+   *
+   * @param {string} what
+   * @param {string} token
+   * @param {string} topic
+   * @param {(c: import('../src/rest.js').Conversation) => boolean} [ok]
+   */
+  async listed(what, token, topic, ok = () => true) {
+    await waitFor(what, async () => (await this.rest(token).conversations()).conversations.some((c) => c.topic === topic && ok(c)), 15000);
+  }
+
+  /**
    * signUp registers login in the demo tenant and logs in; it resolves with the user's id and
    * token.
    */
