@@ -31,11 +31,13 @@ type groupTopics struct {
 }
 
 // measureLag computes the lag of each group from the brokers' high watermarks and committed
-// offsets. The high watermarks are asked for once per measurement, in one request per leader,
-// whatever the number of groups reading a topic.
+// offsets. The high watermarks, and the oldest offsets of the partitions a group has committed
+// nothing on, are asked for once per measurement, in one request per leader each, whatever the
+// number of groups and partitions.
 func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupTopics) ([]GroupLag, error) {
 	wants := make([]map[string][]int32, len(groups))
-	all := map[string][]int32{}
+	var all []partitionKey
+	seen := map[string]bool{}
 	for i, g := range groups {
 		wants[i] = map[string][]int32{}
 		for _, t := range g.topics {
@@ -43,16 +45,44 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 			if err != nil {
 				return nil, fmt.Errorf("projections: lag: partitions of %s: %w", t, err)
 			}
-			wants[i][t], all[t] = ps, ps
+			wants[i][t] = ps
+			if !seen[t] {
+				seen[t] = true
+				for _, p := range ps {
+					all = append(all, partitionKey{t, p})
+				}
+			}
 		}
 	}
-	highs, err := highWatermarks(client, all)
+	highs, err := listOffsets(client, all, sarama.OffsetNewest)
+	if err != nil {
+		return nil, err
+	}
+	committed := make([]*sarama.OffsetFetchResponse, len(groups))
+	var uncommitted []partitionKey // partitions with records that some group never committed on
+	asked := map[partitionKey]bool{}
+	for i, g := range groups {
+		committed[i], err = committedOffsets(admin, g.group, wants[i])
+		if err != nil {
+			return nil, err
+		}
+		for t, ps := range wants[i] {
+			for _, p := range ps {
+				k := partitionKey{t, p}
+				if b := committed[i].GetBlock(t, p); (b == nil || b.Offset < 0) && highs[k] > 0 && !asked[k] {
+					asked[k] = true
+					uncommitted = append(uncommitted, k)
+				}
+			}
+		}
+	}
+	oldest, err := listOffsets(client, uncommitted, sarama.OffsetOldest)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]GroupLag, 0, len(groups))
 	for i, g := range groups {
-		lag, err := groupLag(client, admin, g.group, wants[i], highs)
+		lag, err := groupLag(client, g.group, wants[i], committed[i], highs, oldest)
 		if err != nil {
 			return nil, err
 		}
@@ -61,24 +91,31 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 	return out, nil
 }
 
-// groupLag is measureLag for one group, the partitions it reads in want.
-func groupLag(client sarama.Client, admin sarama.ClusterAdmin, group string, want map[string][]int32, highs map[partitionKey]int64) (GroupLag, error) {
-	lag := GroupLag{ConsumerGroup: group, Partitions: map[string]map[int32]int64{}}
+// committedOffsets returns the offsets group committed on the partitions of want.
+func committedOffsets(admin sarama.ClusterAdmin, group string, want map[string][]int32) (*sarama.OffsetFetchResponse, error) {
 	committed, err := admin.ListConsumerGroupOffsets(group, want)
 	if errors.Is(err, sarama.ErrGroupIDNotFound) {
-		committed, err = &sarama.OffsetFetchResponse{}, nil // nothing committed yet
+		return &sarama.OffsetFetchResponse{}, nil // nothing committed yet
 	}
 	if err != nil {
-		return lag, fmt.Errorf("projections: lag: offsets of %s: %w", group, err)
+		return nil, fmt.Errorf("projections: lag: offsets of %s: %w", group, err)
 	}
+	return committed, nil
+}
+
+// groupLag is measureLag for one group, the partitions it reads in want. A partition the group
+// committed nothing on resumes from its oldest retained offset (oldest; absent when it is empty).
+func groupLag(client sarama.Client, group string, want map[string][]int32, committed *sarama.OffsetFetchResponse,
+	highs, oldest map[partitionKey]int64) (GroupLag, error) {
+	lag := GroupLag{ConsumerGroup: group, Partitions: map[string]map[int32]int64{}}
 	var tails []tail
 	for t, ps := range want {
 		lag.Partitions[t] = map[int32]int64{}
 		for _, p := range ps {
-			high := highs[partitionKey{t, p}]
-			from, err := resumeOffset(client, committed, t, p)
-			if err != nil {
-				return lag, err
+			k := partitionKey{t, p}
+			high, from := highs[k], oldest[k]
+			if b := committed.GetBlock(t, p); b != nil && b.Offset >= 0 {
+				from = b.Offset
 			}
 			behind := max(high-from, 0)
 			if behind > 0 && behind <= maxMarkerTail {
@@ -107,55 +144,44 @@ type partitionKey struct {
 	partition int32
 }
 
-// highWatermarks returns the high watermark of every partition of topics, with one ListOffsets
-// request per leader.
-func highWatermarks(client sarama.Client, topics map[string][]int32) (map[partitionKey]int64, error) {
+// listOffsets returns the offset at (sarama.OffsetNewest: the high watermark; OffsetOldest: the
+// oldest retained) of every partition of keys, with one ListOffsets request per leader.
+func listOffsets(client sarama.Client, keys []partitionKey, at int64) (map[partitionKey]int64, error) {
+	what := "high watermark"
+	if at == sarama.OffsetOldest {
+		what = "oldest offset"
+	}
 	reqs := map[*sarama.Broker]*sarama.OffsetRequest{}
 	asked := map[*sarama.Broker][]partitionKey{}
-	for t, ps := range topics {
-		for _, p := range ps {
-			leader, err := client.Leader(t, p)
-			if err != nil {
-				return nil, fmt.Errorf("projections: lag: leader of %s/%d: %w", t, p, err)
-			}
-			if reqs[leader] == nil {
-				reqs[leader] = sarama.NewOffsetRequest(client.Config().Version)
-			}
-			reqs[leader].AddBlock(t, p, sarama.OffsetNewest, 1)
-			asked[leader] = append(asked[leader], partitionKey{t, p})
+	for _, k := range keys {
+		leader, err := client.Leader(k.topic, k.partition)
+		if err != nil {
+			return nil, fmt.Errorf("projections: lag: leader of %s/%d: %w", k.topic, k.partition, err)
 		}
+		if reqs[leader] == nil {
+			reqs[leader] = sarama.NewOffsetRequest(client.Config().Version)
+		}
+		reqs[leader].AddBlock(k.topic, k.partition, at, 1)
+		asked[leader] = append(asked[leader], k)
 	}
-	out := map[partitionKey]int64{}
+	out := make(map[partitionKey]int64, len(keys))
 	for leader, req := range reqs {
 		resp, err := leader.GetAvailableOffsets(req)
 		if err != nil {
-			return nil, fmt.Errorf("projections: lag: high watermarks from broker %d: %w", leader.ID(), err)
+			return nil, fmt.Errorf("projections: lag: %ss from broker %d: %w", what, leader.ID(), err)
 		}
 		for _, k := range asked[leader] {
 			b := resp.GetBlock(k.topic, k.partition)
 			if b == nil {
-				return nil, fmt.Errorf("projections: lag: high watermark of %s/%d: %w", k.topic, k.partition, sarama.ErrIncompleteResponse)
+				return nil, fmt.Errorf("projections: lag: %s of %s/%d: %w", what, k.topic, k.partition, sarama.ErrIncompleteResponse)
 			}
 			if !errors.Is(b.Err, sarama.ErrNoError) || len(b.Offsets) != 1 {
-				return nil, fmt.Errorf("projections: lag: high watermark of %s/%d: %v", k.topic, k.partition, b.Err)
+				return nil, fmt.Errorf("projections: lag: %s of %s/%d: %v", what, k.topic, k.partition, b.Err)
 			}
 			out[k] = b.Offsets[0]
 		}
 	}
 	return out, nil
-}
-
-// resumeOffset returns the offset the group resumes a partition from: its committed offset, else
-// the oldest retained one.
-func resumeOffset(client sarama.Client, committed *sarama.OffsetFetchResponse, topic string, p int32) (int64, error) {
-	if b := committed.GetBlock(topic, p); b != nil && b.Offset >= 0 {
-		return b.Offset, nil
-	}
-	from, err := client.GetOffset(topic, p, sarama.OffsetOldest)
-	if err != nil {
-		return 0, fmt.Errorf("projections: lag: oldest offset of %s/%d: %w", topic, p, err)
-	}
-	return from, nil
 }
 
 // tail is a short range [from, high) of a partition that may hold only transaction markers;
@@ -220,12 +246,15 @@ func dataRecords(client sarama.Client, tails []tail) error {
 	return nil
 }
 
-// lagLoop measures lag every interval and sets the lag gauges until ctx ends.
+// lagLoop measures lag every interval and sets the lag gauges until ctx ends. Its measurements
+// share one connection (see lagMeter).
 func (p *Projector) lagLoop(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	m := &lagMeter{cfg: p.cfg}
+	defer m.close()
 	for {
-		if _, err := p.Lag(ctx); err != nil && ctx.Err() == nil {
+		if _, err := p.record(m.measure(ctx, p.projections)); err != nil && ctx.Err() == nil {
 			p.log.Warn("measure projection lag", "err", err)
 		}
 		select {
@@ -239,7 +268,11 @@ func (p *Projector) lagLoop(ctx context.Context, interval time.Duration) {
 // Lag measures how far each consumer group of the projector is behind and updates the lag
 // gauges. It connects to the brokers for each call; it fails if they do not answer.
 func (p *Projector) Lag(ctx context.Context) ([]GroupLag, error) {
-	lags, err := measureGroups(ctx, p.cfg, p.projections)
+	return p.record(measureGroups(ctx, p.cfg, p.projections))
+}
+
+// record completes lags with the seconds behind and sets the lag gauges.
+func (p *Projector) record(lags []GroupLag, err error) ([]GroupLag, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -265,31 +298,62 @@ func LagOf(ctx context.Context, cfg Config, projections ...Projection) ([]GroupL
 	return measureGroups(ctx, cfg, projections)
 }
 
+// measureGroups measures the lag of projections over a connection of its own.
 func measureGroups(ctx context.Context, cfg Config, projections []Projection) ([]GroupLag, error) {
+	m := &lagMeter{cfg: cfg}
+	defer m.close()
+	return m.measure(ctx, projections)
+}
+
+// lagMeter measures lag over one connection to the brokers, opened by the first measurement and
+// kept for the next ones: a node measures every Config.LagInterval, and a new client each time
+// would ask the brokers for their versions, metadata and group coordinators again. A failed
+// measurement closes the connection; the next one opens another. Not safe for concurrent use.
+type lagMeter struct {
+	cfg    Config
+	client sarama.Client
+	admin  sarama.ClusterAdmin
+}
+
+func (m *lagMeter) measure(ctx context.Context, projections []Projection) ([]GroupLag, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sc, err := tkafka.NewSaramaConfig(cfg.Kafka)
-	if err != nil {
-		return nil, err
+	if m.admin == nil {
+		sc, err := tkafka.NewSaramaConfig(m.cfg.Kafka)
+		if err != nil {
+			return nil, err
+		}
+		client, err := sarama.NewClient(m.cfg.Kafka.Brokers, sc)
+		if err != nil {
+			return nil, fmt.Errorf("projections: lag: connect: %w", err)
+		}
+		admin, err := sarama.NewClusterAdminFromClient(client)
+		if err != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
+		}
+		m.client, m.admin = client, admin
 	}
-	client, err := sarama.NewClient(cfg.Kafka.Brokers, sc)
-	if err != nil {
-		return nil, fmt.Errorf("projections: lag: connect: %w", err)
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("projections: lag: cluster admin: %w", err)
-	}
-	defer admin.Close() // closes client too
 	var groups []groupTopics
 	for _, pr := range projections {
 		g := groupTopics{group: pr.ConsumerGroup}
 		for _, t := range pr.Topics {
-			g.topics = append(g.topics, cfg.Kafka.Topic(t))
+			g.topics = append(g.topics, m.cfg.Kafka.Topic(t))
 		}
 		groups = append(groups, g)
 	}
-	return measureLag(client, admin, groups)
+	lags, err := measureLag(m.client, m.admin, groups)
+	if err != nil {
+		m.close()
+	}
+	return lags, err
+}
+
+// close closes the connection, if open.
+func (m *lagMeter) close() {
+	if m.admin != nil {
+		_ = m.admin.Close() // closes the client too
+		m.client, m.admin = nil, nil
+	}
 }
