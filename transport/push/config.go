@@ -12,6 +12,7 @@ const (
 	DefaultDedupTTL      = 10 * time.Minute
 	DefaultQuietFor      = 24 * time.Hour
 	DefaultQueueSize     = 1024
+	DefaultLinger        = 100 * time.Millisecond
 	DefaultConcurrency   = 64
 	DefaultMaxPending    = 100000
 	DefaultTimeout       = 5 * time.Second
@@ -38,6 +39,11 @@ type Config struct {
 	// QueueSize bounds the committed messages waiting for the producer; past it a message's
 	// reminders are dropped and counted. Default 1024.
 	QueueSize int `koanf:"queue_size"`
+	// Linger is how long the producer gathers committed messages before it looks up the members
+	// of their groups, all in one round trip: a quiet node then reads them once per Linger, not
+	// once per message. Reminders wait Window for the worker anyway. Default 100ms; negative:
+	// each commit is looked up at once.
+	Linger time.Duration `koanf:"linger"`
 	// Concurrency bounds the provider calls the worker makes at once for one tenant's reminders
 	// of a window (tenants of a window are sent at the same time). Default 64.
 	Concurrency int `koanf:"concurrency"`
@@ -104,6 +110,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency

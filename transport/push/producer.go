@@ -130,7 +130,7 @@ func (p *Producer) Run(ctx context.Context) error {
 	for {
 		select {
 		case msgs := <-p.q:
-			p.produceQueued(context.WithoutCancel(ctx), msgs)
+			p.produceQueued(context.WithoutCancel(ctx), p.gather(ctx, msgs))
 		case it := <-p.retry:
 			p.produce(context.WithoutCancel(ctx), it.m, it.looks, p.deps.Members.MemberIDs)
 		case <-ctx.Done():
@@ -148,6 +148,27 @@ func (p *Producer) Run(ctx context.Context) error {
 
 // maxLookup bounds the messages whose groups Run looks up together.
 const maxLookup = 1024
+
+// gather adds to msgs the messages committed within Config.Linger of their arrival, up to
+// maxLookup, so their groups are looked up together; it returns early when ctx ends.
+func (p *Producer) gather(ctx context.Context, msgs []message.CommittedMessage) []message.CommittedMessage {
+	if p.cfg.Linger <= 0 {
+		return msgs
+	}
+	timer := time.NewTimer(p.cfg.Linger)
+	defer timer.Stop()
+	for len(msgs) < maxLookup {
+		select {
+		case next := <-p.q:
+			msgs = append(msgs[:len(msgs):len(msgs)], next...)
+		case <-timer.C:
+			return msgs
+		case <-ctx.Done():
+			return msgs
+		}
+	}
+	return msgs
+}
 
 // produceQueued produces the tasks of msgs and of the batches queued behind them (up to
 // maxLookup messages), with each group's members looked up once for all of them.

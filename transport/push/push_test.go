@@ -325,3 +325,39 @@ func TestQueuedMessagesLookUpEachGroupOnce(t *testing.T) {
 		t.Fatalf("%d single lookups, %d batched lookups of %d groups; want 0, 1 of 2", one, many, groups)
 	}
 }
+
+// Messages committed one at a time within push.linger of each other have their groups looked up
+// together; with the linger off, each commit is looked up at once.
+func TestMessagesCommittedWithinTheLingerLookUpTogether(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		linger    time.Duration
+		one, many int64
+	}{{linger: 2 * time.Second, one: 0, many: 1}, {linger: -1, one: 3, many: 0}} {
+		f := setup(t, push.Config{Linger: tc.linger})
+		seven, eight, nine := f.group(t, 7, 3), f.group(t, 8, 3), f.group(t, 9, 3)
+		counting := &countingMembers{Store: f.biz}
+		deps := f.deps
+		deps.Members = counting
+		p, err := push.NewProducer(deps, f.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(f.ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		for _, g := range []domain.Topic{seven, eight, nine} {
+			p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(g, 1, 1)})
+			time.Sleep(50 * time.Millisecond) // one commit at a time, as on a quiet node
+		}
+		// Each message reminds its group's two offline members.
+		waitFor(t, "the reminders of the three groups", 10*time.Second, func() bool { return testutil.ToFloat64(f.metrics.Triggered) >= 6 })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if one, many := counting.one.Load(), counting.many.Load(); one != tc.one || many != tc.many {
+			t.Errorf("linger %s: %d single lookups, %d batched lookups; want %d, %d", tc.linger, one, many, tc.one, tc.many)
+		}
+	}
+}
