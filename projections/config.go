@@ -56,13 +56,15 @@ type Config struct {
 	// wants a deep buffer. Default 1024.
 	ChannelBufferSize int
 
-	// FetchLinger spaces the fetches of a projector of the message topics. Its fetch is answered
-	// at the first record (and held for kafka.fetch_idle_wait when none comes, so an idle
-	// projector polls that seldom); the first record of an answer is then held until it is this
-	// old before the projector gets it, and the next fetch, which waits for it, carries what
+	// FetchLinger, when set, spaces the fetches of a projector of the message topics. Its fetch is
+	// answered at the first record (and held for kafka.fetch_idle_wait when none comes, so an
+	// idle projector polls that seldom); the first record of an answer is then held until it is
+	// this old before the projector gets it, and the next fetch, which waits for it, carries what
 	// arrived meanwhile and passes at once: an event waits up to FetchLinger after the relay
 	// published it, and under light traffic a projector fetches about twice per FetchLinger
-	// (see fetchLinger). Default 80ms.
+	// (see fetchLinger). Default 0: no hold; at light traffic the relay's linger (relay.Config.
+	// Linger) already gathers the events of a window into one transaction, which a fetch takes
+	// whole.
 	FetchLinger time.Duration
 
 	// NackResendSleep is how long the subscriber waits before redelivering an event whose
@@ -136,9 +138,6 @@ func (c *Config) setDefaults() {
 	if c.ChannelBufferSize == 0 {
 		c.ChannelBufferSize = 1024
 	}
-	if c.FetchLinger == 0 {
-		c.FetchLinger = 80 * time.Millisecond
-	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 500 * time.Millisecond
 	}
@@ -200,8 +199,8 @@ func (c Config) Validate() error {
 	if c.Parking.DrainBatch < 1 {
 		errs = append(errs, errors.New("projections: parking: drain batch must be >= 1"))
 	}
-	if c.FetchLinger < time.Millisecond || c.FetchLinger > 10*time.Second {
-		errs = append(errs, fmt.Errorf("projections: fetch linger %s, want within [1ms, 10s]", c.FetchLinger))
+	if c.FetchLinger < 0 || c.FetchLinger > 10*time.Second {
+		errs = append(errs, fmt.Errorf("projections: fetch linger %s, want within [0, 10s]", c.FetchLinger))
 	}
 	if c.InFlight < 1 {
 		errs = append(errs, fmt.Errorf("projections: in flight %d, want >= 1", c.InFlight))

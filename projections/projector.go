@@ -92,9 +92,9 @@ func (p *Projector) Metrics() *Metrics { return p.metrics }
 // saramaConfig is the consumer configuration of a subscriber to topics. Every projector
 // long-polls: the broker answers its fetch at the first record and holds an empty one for
 // kafka.fetch_idle_wait, so an idle projector costs a poll every few seconds, not several a
-// second. A projector of the message topics, which carry most records, also spaces its fetches
-// by FetchLinger (see fetchLinger), so one fetch carries many records instead of one per relay
-// batch.
+// second. With FetchLinger set, a projector of the message topics, which carry most records,
+// also spaces its fetches by it (see fetchLinger), so one fetch carries many records instead of
+// one per relay batch.
 func (p *Projector) saramaConfig(topics []string) (*sarama.Config, error) {
 	sc, err := tkafka.NewSaramaConfig(p.cfg.Kafka)
 	if err != nil {
@@ -102,7 +102,7 @@ func (p *Projector) saramaConfig(topics []string) (*sarama.Config, error) {
 	}
 	sc.Consumer.Return.Errors = true
 	sc.ChannelBufferSize = p.cfg.ChannelBufferSize
-	if slices.ContainsFunc(topics, tkafka.CarriesMessages) {
+	if p.cfg.FetchLinger > 0 && slices.ContainsFunc(topics, tkafka.CarriesMessages) {
 		sc.Consumer.Interceptors = []sarama.ConsumerInterceptor{&fetchLinger{hold: p.cfg.FetchLinger, gap: answerGap}}
 	}
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest

@@ -47,7 +47,7 @@ type Config struct {
 	// of one each, which at a low, steady rate is much of the relay's, the broker's and the
 	// consumers' work per event.
 	// Realtime delivery does not wait for the relay; the read models lag by up to Linger more.
-	// Negative: no wait. Default 40ms.
+	// Negative: no wait. Default 80ms.
 	Linger time.Duration
 
 	// LockID is the key of the session-level PostgreSQL advisory lock that elects the one active
@@ -147,7 +147,7 @@ func (c *Config) setDefaults() {
 		c.IdlePoll = 5 * time.Second
 	}
 	if c.Linger == 0 {
-		c.Linger = 40 * time.Millisecond
+		c.Linger = 80 * time.Millisecond
 	}
 	if c.LockID == 0 {
 		c.LockID = DefaultLockID(c.Name)
