@@ -288,7 +288,7 @@ func (p *Projector) record(lags []GroupLag, err error) ([]GroupLag, error) {
 
 // LagOf measures how far the consumer groups of projections are behind on the brokers of cfg,
 // from their committed offsets, wherever the projectors run (Seconds stays 0). A projector
-// commits what it applied within about 50 ms (PipelinedSubscriberConfig.CommitDelay), so a group
+// commits what it applied within about 200 ms (PipelinedSubscriberConfig.CommitDelay), so a group
 // that keeps up shows at most that much of events.
 func LagOf(ctx context.Context, cfg Config, projections ...Projection) ([]GroupLag, error) {
 	if err := cfg.Validate(); err != nil {
