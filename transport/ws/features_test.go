@@ -185,6 +185,9 @@ func TestIdleAndLoginTimeouts(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	n := c.node(t, "node-a", nodeOpts{cfg: ws.Config{IdleTimeout: 400 * time.Millisecond, LoginTimeout: 300 * time.Millisecond}})
+	// The idle and busy clients log in on a node of their own with a login timeout they cannot
+	// miss on a loaded machine (a race run took more than 300 ms from dial to login).
+	m := c.node(t, "node-b", nodeOpts{cfg: ws.Config{IdleTimeout: 400 * time.Millisecond, LoginTimeout: 10 * time.Second}})
 
 	anon := dial(t, n, "anon", dialOpts{})
 	start := time.Now()
@@ -195,14 +198,14 @@ func TestIdleAndLoginTimeouts(t *testing.T) {
 		t.Errorf("closed after %s, before the login timeout", took)
 	}
 
-	idle := dial(t, n, "idle", dialOpts{})
+	idle := dial(t, m, "idle", dialOpts{})
 	idle.login(c, 1)
 	if code, reason := idle.closed(3 * time.Second); code != websocket.StatusPolicyViolation || reason != "idle timeout" {
 		t.Errorf("idle: closed %d %q", code, reason)
 	}
 
 	// WebSocket pings keep a connection alive past the idle timeout.
-	busy := dial(t, n, "busy", dialOpts{})
+	busy := dial(t, m, "busy", dialOpts{})
 	busy.login(c, 2)
 	for range 8 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -215,7 +218,7 @@ func TestIdleAndLoginTimeouts(t *testing.T) {
 	if r := busy.call("pg", `{"ping":{"id":"pg"}}`); r.Code != 200 {
 		t.Errorf("after 1.2 s of pings: %+v", r)
 	}
-	if v := n.counter(t, "imledger_ws_disconnects_total", map[string]string{"cause": "idle"}); v != 1 {
+	if v := m.counter(t, "imledger_ws_disconnects_total", map[string]string{"cause": "idle"}); v != 1 {
 		t.Errorf("disconnects{idle} = %v, want 1", v)
 	}
 }
