@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	tkafka "github.com/imledger/imledger/internal/kafka"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // TestLagMeterAsksOncePerLeaderAndKeepsItsConnection measures three groups over two topics of 6
@@ -52,8 +51,7 @@ func TestLagMeterAsksOncePerLeaderAndKeepsItsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := kcfg.Topic(tkafka.TopicMessagePersist), kcfg.Topic(tkafka.TopicGroupMessagePersist)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxVersions(kversion.V3_6_0())) // offset commits by topic name
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,20 +66,8 @@ func TestLagMeterAsksOncePerLeaderAndKeepsItsConnection(t *testing.T) {
 	produce(a, 0, 5)
 	produce(b, 2, 3)
 	// g2 has applied 4 of a/0's records; g1 and g3 never committed anything.
-	commit := kmsg.NewPtrOffsetCommitRequest()
-	commit.Group, commit.Generation = "g2", -1
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = a
-	cp := kmsg.NewOffsetCommitRequestTopicPartition()
-	cp.Partition, cp.Offset = 0, 4
-	ct.Partitions = append(ct.Partitions, cp)
-	commit.Topics = append(commit.Topics, ct)
-	resp, err := commit.RequestWith(ctx, cl)
-	if err != nil {
+	if err := testenv.CommitOffset(ctx, cl, "g2", a, 0, 4); err != nil {
 		t.Fatal(err)
-	}
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("commit g2's offset: %v", kerr.ErrorForCode(code))
 	}
 
 	projs := []Projection{

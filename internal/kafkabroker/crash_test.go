@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/imledger/imledger/internal/kafkabroker"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // children are the child sides of the tests that kill a broker (see killAfterAck): the child
@@ -100,20 +101,8 @@ func crashChild(dir string) error {
 			return err
 		}
 	}
-	commit := kmsg.NewPtrOffsetCommitRequest()
-	commit.Group, commit.Generation = "g", -1
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = "im.crash"
-	cp := kmsg.NewOffsetCommitRequestTopicPartition()
-	cp.Partition, cp.Offset = 0, 7
-	ct.Partitions = append(ct.Partitions, cp)
-	commit.Topics = append(commit.Topics, ct)
-	resp, err := commit.RequestWith(ctx, cl)
-	if err != nil {
+	if err := testenv.CommitOffset(ctx, cl, "g", "im.crash", 0, 7); err != nil {
 		return err
-	}
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		return fmt.Errorf("commit offset: error code %d", code)
 	}
 	id, err := clusterIDOf(ctx, cl)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/imledger/imledger/internal/kafkabroker"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // retentionBroker starts a broker whose retention runs only when the test applies it.
@@ -50,28 +51,8 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
 // generation does.
 func commit(t *testing.T, cl *kgo.Client, group, topic string, offset int64) {
 	t.Helper()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation = group, -1
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(t.Context(), cl)
-	if err != nil || len(mresp.Topics) != 1 {
-		t.Fatalf("metadata of %s: %v", topic, err)
-	}
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic, rt.TopicID = topic, mresp.Topics[0].TopicID
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(t.Context(), cl)
-	if err != nil {
+	if err := testenv.CommitOffset(t.Context(), cl, group, topic, 0, offset); err != nil {
 		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("commit %s: %v", group, err)
 	}
 }
 
