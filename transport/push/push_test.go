@@ -298,11 +298,9 @@ func (c *countingMembers) MemberIDsMany(ctx context.Context, tenant domain.Tenan
 	return c.Store.MemberIDsMany(ctx, tenant, gids)
 }
 
-// Run looks up the groups of every message queued, several commit batches together, once.
-func TestQueuedMessagesLookUpEachGroupOnce(t *testing.T) {
-	t.Parallel()
-	f := setup(t, push.Config{})
-	seven, eight := f.group(t, 7, 5), f.group(t, 8, 4)
+// countingProducer is a producer of f whose member lookups go through a countingMembers.
+func countingProducer(t *testing.T, f *fixture) (*push.Producer, *countingMembers) {
+	t.Helper()
 	counting := &countingMembers{Store: f.biz}
 	deps := f.deps
 	deps.Members = counting
@@ -310,17 +308,36 @@ func TestQueuedMessagesLookUpEachGroupOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(seven, 1, 1), f.message(eight, 1, 1)})
-	p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(seven, 1, 2), f.message(seven, 1, 3), f.message(eight, 1, 2)})
+	return p, counting
+}
+
+// runProducer runs p until the returned stop is called; stop waits for Run to return nil.
+func runProducer(t *testing.T, f *fixture, p *push.Producer) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Run looks up the groups of every message queued, several commit batches together, once.
+func TestQueuedMessagesLookUpEachGroupOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t, push.Config{})
+	seven, eight := f.group(t, 7, 5), f.group(t, 8, 4)
+	p, counting := countingProducer(t, f)
+	p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(seven, 1, 1), f.message(eight, 1, 1)})
+	p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(seven, 1, 2), f.message(seven, 1, 3), f.message(eight, 1, 2)})
+	stop := runProducer(t, f, p)
 	// The first message of each group reminds its offline members: 2-5 of 7, 2-4 of 8.
 	waitFor(t, "the reminders of both groups", 10*time.Second, func() bool { return testutil.ToFloat64(f.metrics.Triggered) >= 7 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if one, many, groups := counting.one.Load(), counting.many.Load(), counting.groups.Load(); one != 0 || many != 1 || groups != 2 {
 		t.Fatalf("%d single lookups, %d batched lookups of %d groups; want 0, 1 of 2", one, many, groups)
 	}
@@ -336,26 +353,15 @@ func TestMessagesCommittedWithinTheLingerLookUpTogether(t *testing.T) {
 	}{{linger: 2 * time.Second, one: 0, many: 1}, {linger: -1, one: 3, many: 0}} {
 		f := setup(t, push.Config{Linger: tc.linger})
 		seven, eight, nine := f.group(t, 7, 3), f.group(t, 8, 3), f.group(t, 9, 3)
-		counting := &countingMembers{Store: f.biz}
-		deps := f.deps
-		deps.Members = counting
-		p, err := push.NewProducer(deps, f.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(f.ctx)
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
+		p, counting := countingProducer(t, f)
+		stop := runProducer(t, f, p)
 		for _, g := range []domain.Topic{seven, eight, nine} {
 			p.MessagesCommitted(f.ctx, []message.CommittedMessage{f.message(g, 1, 1)})
 			time.Sleep(50 * time.Millisecond) // one commit at a time, as on a quiet node
 		}
 		// Each message reminds its group's two offline members.
 		waitFor(t, "the reminders of the three groups", 10*time.Second, func() bool { return testutil.ToFloat64(f.metrics.Triggered) >= 6 })
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 		if one, many := counting.one.Load(), counting.many.Load(); one != tc.one || many != tc.many {
 			t.Errorf("linger %s: %d single lookups, %d batched lookups; want %d, %d", tc.linger, one, many, tc.one, tc.many)
 		}
