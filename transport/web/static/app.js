@@ -359,7 +359,8 @@ function listEntries(list) {
 }
 
 // onConversations takes the list the channel (re)read: at the start, after a reconnect (the
-// conversations active since), after a resync (all of them).
+// conversations active since), after a resync (all of them), and a second after each (recheck:
+// the conversations active around that read).
 function onConversations(e) {
   if (e.reason === 'start' || e.reason === 'resync') { // the whole list; reconnect and recheck read the active ones
     var seen = new Set(e.entries.map(function (c) { return c.topic; }));

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { directTopic } from '../src/index.js';
-import { Server, waitFor } from './harness.js';
+import { Server, startServer, waitFor } from './harness.js';
 import { Recorder, sleep } from './helpers.js';
 
 /** @type {Server} */
@@ -145,9 +145,7 @@ describe('a list read while the read models trail a message', () => {
   test('the recheck a moment later counts the message the first read did not have', async () => {
     // The projectors hold every record 1.5 s: a message sent just before the client starts is
     // not in the list it reads first, and its conversation frame went to no session of the user.
-    const slow = new Server({ projections: 'fetch_linger: 1500ms' });
-    after(() => slow.cleanup());
-    await slow.start();
+    const slow = await startServer({ after }, { projections: 'fetch_linger: 1500ms' });
     const a = await slow.signUp('rk-a');
     const b = await slow.signUp('rk-b');
     const g = await slow.rest(a.token).createGroup({ name: 'late' });
@@ -171,9 +169,7 @@ describe('a list read while the read models trail a message', () => {
 
 describe('a log that lost the client\'s position', () => {
   test('a reconnect past the log\'s items resyncs: the list is read again, the items go on from the log\'s head', async () => {
-    const small = new Server({ extra: 'channel: {log_size: 3}' });
-    after(() => small.cleanup());
-    await small.start();
+    const small = await startServer({ after }, { extra: 'channel: {log_size: 3}' });
     const b = await small.signUp('rs-b');
     const r = await new Recorder(small.wsUrl, b.token, { rest: small.rest(b.token) }).connect();
     await r.client.channel?.ready();

@@ -6,7 +6,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { directTopic } from '../src/index.js';
-import { Server, waitFor } from './harness.js';
+import { startServer, waitFor } from './harness.js';
 import { Recorder, sleep } from './helpers.js';
 
 /**
@@ -27,9 +27,7 @@ async function pool(n, width, work) {
 describe('a user in 3,000 conversations', () => {
   test('sees every counter change over the channel: messages, mentions, read marks from another device', async (t) => {
     const N = 3000;
-    const s = new Server(); // one user makes the 3,000 groups: the harness lifts the per-user limit
-    after(() => s.cleanup());
-    await s.start();
+    const s = await startServer({ after }); // one user makes the 3,000 groups: the harness lifts the per-user limit
     const u = await s.signUp('many-u');
     const owner = await s.signUp('many-s');
     const started = Date.now();
@@ -96,9 +94,7 @@ describe('a server killed and restarted while others send', () => {
     const N = 120; // group messages
     const K = 12; // new 1:1 chats
     // Seqs the kill leaves allocated but never committed are given up after 2 s, not 15.
-    const s = new Server({ relay: '{min_poll: 1ms, max_poll: 20ms, gap_deadline: 2s}' });
-    after(() => s.cleanup());
-    await s.start();
+    const s = await startServer({ after }, { relay: '{min_poll: 1ms, max_poll: 20ms, gap_deadline: 2s}' });
     const a = await s.signUp('kill-a');
     const b = await s.signUp('kill-b');
     const g = await s.rest(a.token).createGroup({ name: 'kill' });
