@@ -69,7 +69,7 @@ func measureLag(client sarama.Client, admin sarama.ClusterAdmin, groups []groupT
 		for t, ps := range wants[i] {
 			for _, p := range ps {
 				k := partitionKey{t, p}
-				if b := committed[i].GetBlock(t, p); (b == nil || b.Offset < 0) && highs[k] > 0 && !asked[k] {
+				if _, ok := committedAt(committed[i], t, p); !ok && highs[k] > 0 && !asked[k] {
 					asked[k] = true
 					uncommitted = append(uncommitted, k)
 				}
@@ -103,6 +103,14 @@ func committedOffsets(admin sarama.ClusterAdmin, group string, want map[string][
 	return committed, nil
 }
 
+// committedAt returns the offset committed on a partition, ok false when there is none.
+func committedAt(committed *sarama.OffsetFetchResponse, topic string, partition int32) (int64, bool) {
+	if b := committed.GetBlock(topic, partition); b != nil && b.Offset >= 0 {
+		return b.Offset, true
+	}
+	return 0, false
+}
+
 // groupLag is measureLag for one group, the partitions it reads in want. A partition the group
 // committed nothing on resumes from its oldest retained offset (oldest; absent when it is empty).
 func groupLag(client sarama.Client, group string, want map[string][]int32, committed *sarama.OffsetFetchResponse,
@@ -114,8 +122,8 @@ func groupLag(client sarama.Client, group string, want map[string][]int32, commi
 		for _, p := range ps {
 			k := partitionKey{t, p}
 			high, from := highs[k], oldest[k]
-			if b := committed.GetBlock(t, p); b != nil && b.Offset >= 0 {
-				from = b.Offset
+			if at, ok := committedAt(committed, t, p); ok {
+				from = at
 			}
 			behind := max(high-from, 0)
 			if behind > 0 && behind <= maxMarkerTail {
