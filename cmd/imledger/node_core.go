@@ -85,8 +85,12 @@ func (n *node) newSendHandler(ctx context.Context, policy message.SendPolicy, fi
 		store = n.wrapSendStore(store)
 	}
 	holes := newHoleMarker(n.store, n.log.With("component", "send"))
+	var router message.Router
+	if n.fanout != nil && listener != nil { // the fanout reads where messages go on the allocate round trip
+		router = n.fanout
+	}
 	h, err := message.NewSendMessageHandler(message.SendMessageDeps{
-		Store: store, Redis: n.rdb, Policy: policy, Files: files, Listener: listener, Holes: holes, Sealer: n.sealer(),
+		Store: store, Redis: n.rdb, Policy: policy, Files: files, Listener: listener, Router: router, Holes: holes, Sealer: n.sealer(),
 		Logger: n.log.With("component", "send"), Registerer: n.reg,
 	}, n.cfg.SendConfig())
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/imledger/imledger/commands/eventstore"
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // MaxTraceIDLen is the longest trace id a SendMessage may carry.
@@ -182,7 +183,7 @@ var _ MessageStore = (*eventstore.Store)(nil)
 
 // seqAllocator is what the handler needs from commands/seq.
 type seqAllocator interface {
-	MarkDoneAndAllocate(ctx context.Context, done []seq.Done, reqs []seq.Request) ([]seq.Allocation, error)
+	MarkDoneAndAllocate(ctx context.Context, done []seq.Done, reqs []seq.Request, ride func(*redisscript.Batch)) ([]seq.Allocation, error)
 	Seed(ctx context.Context, topics []seq.TopicFloor) error
 	Reallocate(ctx context.Context, reqs []seq.Realloc) []seq.Allocation
 	MarkFailed(ctx context.Context, reqs []seq.Request) error
@@ -204,6 +205,9 @@ type SendMessageDeps struct {
 	Logger *slog.Logger          // default discards
 	// Listener hears about every message at the point it commits: realtime delivery. Optional.
 	Listener CommitListener
+	// Router reads the routes of a batch's topics in its allocate round trip, for the Listener
+	// (CommittedMessage.Route). Optional.
+	Router Router
 	// Holes hears about the seqs that became holes, so they can be made final. Optional.
 	Holes HoleRecorder
 	// Sealer seals the content under the sender's data key before it is appended (DESIGN §7a);
@@ -225,6 +229,7 @@ type SendMessageHandler struct {
 	policy   SendPolicy
 	files    FileAccess
 	listener CommitListener // nil: none
+	router   Router         // nil: none
 	holes    HoleRecorder   // nil: none
 	sealer   domain.Sealer  // nil: content is stored as sent
 	log      *slog.Logger
@@ -269,7 +274,7 @@ func NewSendMessageHandler(deps SendMessageDeps, cfg SendMessageConfig) (*SendMe
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, files: deps.Files, listener: deps.Listener,
+	h := &SendMessageHandler{cfg: cfg, store: deps.Store, seqs: seqs, policy: deps.Policy, files: deps.Files, listener: deps.Listener, router: deps.Router,
 		holes: deps.Holes, sealer: deps.Sealer, log: deps.Logger, metrics: m, closing: make(chan struct{})}
 	h.startPartitions()
 	return h, nil

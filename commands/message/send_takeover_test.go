@@ -30,7 +30,7 @@ func TestRetryTakesOverAnAttemptThisNodeLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The script ran (claim pending, seq 1 taken), but its answer never reached the handler.
-	lost, err := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: key, Nonce: a.NewNonce()}})
+	lost, err := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: key, Nonce: a.NewNonce()}}, nil)
 	if err != nil || lost[0].Seq != 1 {
 		t.Fatalf("lost allocation = %+v, %v", lost, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/imledger/imledger/commands/seq"
 	"github.com/imledger/imledger/domain"
+	"github.com/imledger/imledger/internal/redisscript"
 )
 
 // The sequencer: every topic maps to one partition goroutine, which takes whatever is queued (up
@@ -56,8 +57,9 @@ type sendRequest struct {
 	id       uuid.UUID
 	sentAt   time.Time
 	result   SendResult
-	appended bool  // committed by this attempt (not an earlier identical send)
-	err      error // why it failed, once it has
+	appended bool   // committed by this attempt (not an earlier identical send)
+	route    *Route // read by the Router in the allocate round trip; nil for none
+	err      error  // why it failed, once it has
 }
 
 // sendOutcome is what a partition answers: a result, "an identical send holds the claim" (with
@@ -267,12 +269,17 @@ const maxSeedRounds = 3
 // and returns the requests that got a seq.
 func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendRequest) []*sendRequest {
 	var out []*sendRequest
+	ride, routed := h.routes(reqs)
 	for round := 1; len(reqs) > 0 || len(prev) > 0; round++ {
 		asks := make([]seq.Request, len(reqs))
 		for i, r := range reqs {
 			asks[i] = seq.Request{Key: r.key, Nonce: r.nonce, TakeOver: r.takeOver.Owner.Nonce}
 		}
-		allocs := h.markDoneAndAllocate(ctx, prev, asks)
+		allocs := h.markDoneAndAllocate(ctx, prev, asks, ride)
+		if ride != nil {
+			routed()
+			ride = nil // the first round's reads serve the seeded rounds too
+		}
 		prev = nil
 		var unseeded []*sendRequest
 		for i, a := range allocs {
@@ -312,17 +319,54 @@ func (h *SendMessageHandler) allocate(ctx context.Context, prev, reqs []*sendReq
 	return out
 }
 
+// routes returns what rides on the allocate round trip of reqs: the Router's reads of their
+// topics' routes, and the function that gives each request its topic's route once the round trip
+// is back. Both are nil without a Router or requests.
+func (h *SendMessageHandler) routes(reqs []*sendRequest) (ride func(*redisscript.Batch), routed func()) {
+	if h.router == nil || len(reqs) == 0 {
+		return nil, nil
+	}
+	var topics []TopicRef
+	index := make(map[topicOf]int, len(reqs))
+	at := make([]int, len(reqs))
+	for i, r := range reqs {
+		t := topicOf{r.cmd.Tenant, r.cmd.Topic}
+		n, ok := index[t]
+		if !ok {
+			n = len(topics)
+			index[t] = n
+			topics = append(topics, TopicRef{Tenant: t.tenant, Topic: t.topic})
+		}
+		at[i] = n
+	}
+	var read func() []*Route
+	ride = func(b *redisscript.Batch) { read = h.router.QueueRoutes(b, topics) }
+	routed = func() {
+		if read == nil {
+			return
+		}
+		routes := read()
+		for i, r := range reqs {
+			if at[i] < len(routes) {
+				r.route = routes[at[i]]
+			}
+		}
+	}
+	return ride, routed
+}
+
 // markDoneAndAllocate marks the committed sends done and allocates for reqs in one round trip.
 // A failed done mark is only logged: the events are committed, and a retry that finds the claim
 // still pending takes it over (at once on this node, where the attempt has landed; elsewhere
 // once the claim expires or this node's heartbeat lapses) and is answered by the store's
 // idempotency index.
-func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed []*sendRequest, reqs []seq.Request) []seq.Allocation {
+func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed []*sendRequest, reqs []seq.Request,
+	ride func(*redisscript.Batch)) []seq.Allocation {
 	done := make([]seq.Done, len(committed))
 	for i, r := range committed {
 		done[i] = seq.Done{Key: r.key, Seq: r.result.Seq, MessageID: r.result.MessageID, SentAt: r.result.SentAt}
 	}
-	allocs, err := h.seqs.MarkDoneAndAllocate(ctx, done, reqs)
+	allocs, err := h.seqs.MarkDoneAndAllocate(ctx, done, reqs, ride)
 	if err != nil {
 		h.log.WarnContext(ctx, "mark sends done", slog.Int("sends", len(done)), slog.Any("error", err))
 	}

@@ -260,7 +260,7 @@ func (h *SendMessageHandler) notifyCommitted(ctx context.Context, reqs []*sendRe
 		}
 		c := r.cmd
 		msgs = append(msgs, CommittedMessage{Tenant: c.Tenant, Topic: c.Topic, From: c.From, Seq: r.seq,
-			MessageID: r.result.MessageID, MsgType: c.MsgType, Head: c.Head, Content: c.Content, SentAt: r.sentAt})
+			MessageID: r.result.MessageID, MsgType: c.MsgType, Head: c.Head, Content: c.Content, SentAt: r.sentAt, Route: r.route})
 	}
 	if len(msgs) > 0 {
 		safely(ctx, h.log, "commit listener", func() { h.listener.MessagesCommitted(ctx, msgs) })

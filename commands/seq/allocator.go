@@ -168,19 +168,26 @@ func (a *Allocator) Allocate(ctx context.Context, keys []Key) []Allocation {
 	for i, k := range keys {
 		reqs[i] = Request{Key: k}
 	}
-	out, _ := a.MarkDoneAndAllocate(ctx, nil, reqs)
+	out, _ := a.MarkDoneAndAllocate(ctx, nil, reqs, nil)
 	return out
 }
 
 // MarkDoneAndAllocate is MarkDone followed by the allocation of reqs (as Allocate, with each
 // request's own nonce and take-over) in the same round trip, for a sequencer that finishes one
-// batch while it starts the next. The error is MarkDone's.
-func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, reqs []Request) ([]Allocation, error) {
+// batch while it starts the next. ride (may be nil) queues more commands on the same round trip:
+// the sequencer's caller reads what it will need after the commit (see message.Router). The
+// error is MarkDone's.
+func (a *Allocator) MarkDoneAndAllocate(ctx context.Context, done []Done, reqs []Request, ride func(*redisscript.Batch)) ([]Allocation, error) {
 	// One script call per topic, its sends in request order: the seqs a topic's sends get are
 	// those one call per send would give them.
 	calls, members := a.allocateCalls(reqs)
 	var sets []*redis.StatusCmd
-	cmds := redisscript.Run(ctx, a.rdb, calls, func(p redis.Pipeliner) { sets = a.queueDone(ctx, p, done) })
+	cmds := redisscript.Run(ctx, a.rdb, calls, func(b *redisscript.Batch) {
+		sets = a.queueDone(ctx, b.P, done)
+		if ride != nil {
+			ride(b)
+		}
+	})
 	out := make([]Allocation, len(reqs))
 	for c, cmd := range cmds {
 		res, err := cmd.Slice()

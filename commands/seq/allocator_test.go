@@ -119,7 +119,7 @@ func TestClaimLifecycle(t *testing.T) {
 	if got[0].Seq != 3 {
 		t.Fatalf("allocate k3 = %+v, want seq 3", got[0])
 	}
-	got, err := a.MarkDoneAndAllocate(ctx, []seq.Done{{Key: k3, Seq: 3, MessageID: "m-three", SentAt: sent}}, []seq.Request{{Key: k3}, {Key: key(t, "p2p1_2", 1, "c")}})
+	got, err := a.MarkDoneAndAllocate(ctx, []seq.Done{{Key: k3, Seq: 3, MessageID: "m-three", SentAt: sent}}, []seq.Request{{Key: k3}, {Key: key(t, "p2p1_2", 1, "c")}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

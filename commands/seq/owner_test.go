@@ -34,7 +34,7 @@ func TestPendingClaimRecordsItsOwnerAndSeq(t *testing.T) {
 	if other := a.NewNonce(); other == nonce {
 		t.Fatalf("two attempts got the nonce %q", nonce)
 	}
-	got, err := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: nonce}})
+	got, err := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: nonce}}, nil)
 	if err != nil || got[0].Outcome != seq.Allocated || got[0].Seq != 7 {
 		t.Fatalf("allocate = %+v, %v; want seq 7", got, err)
 	}
@@ -60,17 +60,17 @@ func TestTakeOverOnlyReplacesTheNamedAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := a.NewNonce()
-	if got, _ := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: first}}); got[0].Seq != 1 {
+	if got, _ := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: first}}, nil); got[0].Seq != 1 {
 		t.Fatalf("first attempt = %+v", got[0])
 	}
 	// A take-over naming another attempt finds the claim held and writes nothing.
 	second := a.NewNonce()
-	got, _ := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: second, TakeOver: "someone-else"}})
+	got, _ := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: second, TakeOver: "someone-else"}}, nil)
 	if got[0].Outcome != seq.Held || got[0].Claim.Owner.Nonce != first {
 		t.Fatalf("take-over of another attempt = %+v, want held by %s", got[0], first)
 	}
 	// Naming the holder takes the claim, with a new seq; the old one becomes a hole.
-	got, _ = a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: second, TakeOver: first}})
+	got, _ = a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: second, TakeOver: first}}, nil)
 	if got[0].Outcome != seq.Allocated || got[0].Seq != 2 {
 		t.Fatalf("take-over = %+v, want seq 2", got[0])
 	}
@@ -94,7 +94,7 @@ func TestTakeOverOnlyReplacesTheNamedAttempt(t *testing.T) {
 	if err := a.MarkDone(ctx, []seq.Done{{Key: k, Seq: 2, MessageID: "m"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: a.NewNonce(), TakeOver: second}})
+	got, _ = a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: a.NewNonce(), TakeOver: second}}, nil)
 	if got[0].Outcome != seq.Held || got[0].Claim.State != seq.StateDone {
 		t.Fatalf("take-over of a done claim = %+v, want held done", got[0])
 	}
@@ -112,7 +112,7 @@ func TestHeartbeatSaysWhichProcessIsAlive(t *testing.T) {
 	if err := a.Seed(ctx, []seq.TopicFloor{{Tenant: k.Tenant, Topic: k.Topic}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: a.NewNonce()}}); err != nil {
+	if _, err := a.MarkDoneAndAllocate(ctx, nil, []seq.Request{{Key: k, Nonce: a.NewNonce()}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	owner := mustClaim(t, b, k).Owner

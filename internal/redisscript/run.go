@@ -94,14 +94,15 @@ func Pipelined(ctx context.Context, rdb redis.Cmdable, fn func(*Batch)) error {
 	return nil
 }
 
-// Run sends every call as EVALSHA in one pipeline round trip, after the commands pre queues (pre
-// may be nil), and sends again with EVAL those the server answers NOSCRIPT (see Pipelined).
+// Run sends every call as EVALSHA in one pipeline round trip, after the commands and scripts pre
+// queues (pre may be nil), and sends again with EVAL those the server answers NOSCRIPT (see
+// Pipelined).
 // Each returned command carries its own result or error, in the order of calls.
-func Run(ctx context.Context, rdb redis.Cmdable, calls []Call, pre func(redis.Pipeliner)) []*redis.Cmd {
+func Run(ctx context.Context, rdb redis.Cmdable, calls []Call, pre func(*Batch)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	_ = Pipelined(ctx, rdb, func(b *Batch) {
 		if pre != nil {
-			pre(b.P)
+			pre(b)
 		}
 		for i, c := range calls {
 			cmds[i] = b.Eval(c.Script, c.Keys, c.Args...)

@@ -33,6 +33,9 @@ func (c Commits) MessagesCommitted(_ context.Context, msgs []message.CommittedMe
 		if h := cm.Head; len(h.Mentions) > 0 || h.MentionAll || h.ReplySeq != 0 || h.RootSeq != 0 {
 			m.Head = &h
 		}
+		if r := cm.Route; r != nil {
+			m.route, m.routedAt = r.Nodes, r.ReadAt
+		}
 		c.Publisher.Publish(m)
 	}
 }

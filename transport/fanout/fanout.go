@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/imledger/imledger/internal/coalesce"
+	"github.com/imledger/imledger/internal/redisscript"
 	"github.com/imledger/imledger/transport/presence"
 )
 
@@ -23,9 +24,10 @@ type Deliverer interface {
 }
 
 // NodeFinder lists the nodes with online members of topics, nodes[i] for refs[i], in one round
-// trip (transport/presence implements it).
+// trip, its own or, queued, another caller's (transport/presence implements it).
 type NodeFinder interface {
 	NodesForTopics(ctx context.Context, refs []presence.TopicRef) (nodes [][]string, err error)
+	QueueNodesForTopics(b *redisscript.Batch, refs []presence.TopicRef) (read func() ([][]string, error))
 }
 
 // Deps are the collaborators of a Fanout.

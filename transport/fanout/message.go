@@ -145,6 +145,11 @@ type Message struct {
 	Account *AccountControl `json:"account,omitempty"`
 	// Origin is the node that broadcast the message; it skips its own copy.
 	Origin string `json:"origin,omitempty"`
+
+	// route is the nodes the sequencer's Router read for the message (see Fanout.QueueRoutes), at
+	// routedAt; nil for none. Not sent.
+	route    []string
+	routedAt time.Time
 }
 
 // encode writes m as a JSON header, a newline, and the content bytes verbatim. JSON encoding

@@ -3,9 +3,12 @@ package fanout
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/imledger/imledger/commands/message"
+	"github.com/imledger/imledger/internal/redisscript"
 	"github.com/imledger/imledger/transport/presence"
 )
 
@@ -52,6 +55,57 @@ func toChannels(m *Message) bool { return m.Kind == KindData || m.Kind == KindCh
 // that ends subscriptions (see PublishControl).
 func everyNode(m *Message) bool { return m.Kind == KindControl && m.Drop != DropNone }
 
+// RouteMaxAge is how old a route read before the commit (Message.route) may be for a worker to
+// send the message by it instead of reading the topic's nodes again: a session that subscribed
+// since was not in it. About the time from the sequencer's allocate round trip to the commit at
+// light load, with room for a slower append; a client that missed a message catches up by its
+// seqs either way.
+const RouteMaxAge = 50 * time.Millisecond
+
+// routed reports whether m carries a route recent enough to send it by (see RouteMaxAge).
+func routed(m *Message, now time.Time) bool {
+	return m.route != nil && now.Sub(m.routedAt) <= RouteMaxAge
+}
+
+// without returns nodes but self, leaving nodes as they are.
+func without(nodes []string, self string) []string {
+	if !slices.Contains(nodes, self) {
+		return nodes
+	}
+	out := make([]string, 0, len(nodes)-1)
+	for _, n := range nodes {
+		if n != self {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// QueueRoutes implements message.Router: it queues on b, the sequencer's allocate round trip,
+// the reads of the nodes each topic's committed messages go to (the topic's online nodes and
+// those with channel sessions its messages concern), so its worker need not read them after the
+// commit. A failed read gives no route: the worker reads them then.
+func (f *Fanout) QueueRoutes(b *redisscript.Batch, topics []message.TopicRef) func() []*message.Route {
+	refs := make([]presence.TopicRef, len(topics))
+	for i, t := range topics {
+		refs[i] = presence.TopicRef{Tenant: t.Tenant, Topic: t.Topic, Channel: true}
+	}
+	at := time.Now() // before the read: the route is at least this fresh
+	read := f.nodes.QueueNodesForTopics(b, refs)
+	return func() []*message.Route {
+		lists, err := read()
+		if err != nil {
+			f.metrics.errors.WithLabelValues("nodes").Inc()
+			return nil
+		}
+		out := make([]*message.Route, len(lists))
+		for i, l := range lists {
+			out[i] = &message.Route{Nodes: l, ReadAt: at}
+		}
+		return out
+	}
+}
+
 // send publishes one batch, in order. The node lists of all its topics are read in one round
 // trip; messages for every node go on the broadcast channel, which each node reads on the same
 // connection as its own channel, so they keep their place among the topic's messages.
@@ -60,7 +114,11 @@ func (f *Fanout) send(ctx context.Context, batch []*Message) {
 	defer cancel()
 	targets := map[topicKey][]string{}
 	var refs []presence.TopicRef
+	now := time.Now()
 	for _, m := range batch {
+		if routed(m, now) {
+			continue
+		}
 		k := keyOf(m)
 		if _, ok := targets[k]; !ok && !everyNode(m) {
 			targets[k] = nil
@@ -82,6 +140,9 @@ func (f *Fanout) send(ctx context.Context, batch []*Message) {
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
 			nodes := targets[keyOf(m)]
+			if routed(m, now) {
+				nodes = without(m.route, f.cfg.NodeID) // shared by the topic's messages of a batch: not changed
+			}
 			if len(nodes) == 0 && !everyNode(m) {
 				continue
 			}

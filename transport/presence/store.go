@@ -193,44 +193,52 @@ func (s *Store) NodesForTopic(ctx context.Context, tenant domain.TenantID, topic
 // of refs[i], each node once, and with refs[i].Channel also the nodes with channel sessions the
 // topic's messages concern.
 func (s *Store) NodesForTopics(ctx context.Context, refs []TopicRef) (nodes [][]string, err error) {
-	cmds := make([][]*redis.Cmd, len(refs))
-	err = redisscript.Pipelined(ctx, s.rdb, func(b *redisscript.Batch) {
-		for i, r := range refs {
-			keys := []string{s.keys.topicNodes(r.Tenant, r.Topic)}
-			if r.Channel && r.Topic.Kind() == domain.TopicGroup {
-				keys = append(keys, s.keys.topicChanNodes(r.Tenant, r.Topic))
-			}
-			cmds[i] = append(cmds[i], b.EvalRO(nodesScript, keys))
-			if r.Channel && r.Topic.Kind() == domain.TopicDirect {
-				a, c := r.Topic.Parties()
-				for _, u := range []domain.UserID{a, c} { // another slot each: a script of its own
-					cmds[i] = append(cmds[i], b.EvalRO(nodesScript, []string{s.keys.userChanNodes(r.Tenant, u)}))
-				}
-			}
-		}
-	})
+	var read func() ([][]string, error)
+	err = redisscript.Pipelined(ctx, s.rdb, func(b *redisscript.Batch) { read = s.QueueNodesForTopics(b, refs) })
 	if err != nil {
 		return nil, domain.Retryable("presence: nodes for topic", err)
 	}
-	nodes = make([][]string, len(refs))
-	for i, cs := range cmds {
-		for j, c := range cs {
-			list, err := c.StringSlice()
-			if err != nil {
-				return nil, domain.Retryable("presence: nodes for topic", err)
-			}
-			if j == 0 {
-				nodes[i] = list
-				continue
-			}
-			for _, n := range list {
-				if !slices.Contains(nodes[i], n) {
-					nodes[i] = append(nodes[i], n)
-				}
+	return read()
+}
+
+// QueueNodesForTopics queues NodesForTopics' reads on b, a round trip another caller makes;
+// read, called after it, returns what NodesForTopics would.
+func (s *Store) QueueNodesForTopics(b *redisscript.Batch, refs []TopicRef) (read func() ([][]string, error)) {
+	cmds := make([][]*redis.Cmd, len(refs))
+	for i, r := range refs {
+		keys := []string{s.keys.topicNodes(r.Tenant, r.Topic)}
+		if r.Channel && r.Topic.Kind() == domain.TopicGroup {
+			keys = append(keys, s.keys.topicChanNodes(r.Tenant, r.Topic))
+		}
+		cmds[i] = append(cmds[i], b.EvalRO(nodesScript, keys))
+		if r.Channel && r.Topic.Kind() == domain.TopicDirect {
+			a, c := r.Topic.Parties()
+			for _, u := range []domain.UserID{a, c} { // another slot each: a script of its own
+				cmds[i] = append(cmds[i], b.EvalRO(nodesScript, []string{s.keys.userChanNodes(r.Tenant, u)}))
 			}
 		}
 	}
-	return nodes, nil
+	return func() ([][]string, error) {
+		nodes := make([][]string, len(refs))
+		for i, cs := range cmds {
+			for j, c := range cs {
+				list, err := c.StringSlice()
+				if err != nil {
+					return nil, domain.Retryable("presence: nodes for topic", err)
+				}
+				if j == 0 {
+					nodes[i] = list
+					continue
+				}
+				for _, n := range list {
+					if !slices.Contains(nodes[i], n) {
+						nodes[i] = append(nodes[i], n)
+					}
+				}
+			}
+		}
+		return nodes, nil
+	}
 }
 
 // failed logs and counts a Redis failure of op.
