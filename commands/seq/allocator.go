@@ -88,9 +88,51 @@ type claimValue struct {
 	Seq       int64      `json:"seq,omitempty"` // last: the scripts append it to a pending value
 }
 
+// encodeClaim is json.Marshal(v), written out: two claims a message, on the sequencer's path.
 func encodeClaim(v claimValue) string {
-	b, _ := json.Marshal(v) // cannot fail: plain strings, numbers and times
-	return string(b)
+	b := make([]byte, 0, 192)
+	b = appendField(b, `{"status":`, v.Status)
+	if v.Node != "" {
+		b = appendField(b, `,"node":`, v.Node)
+	}
+	if v.Instance != "" {
+		b = appendField(b, `,"inst":`, v.Instance)
+	}
+	if v.Nonce != "" {
+		b = appendField(b, `,"nonce":`, v.Nonce)
+	}
+	if v.MessageID != "" {
+		b = appendField(b, `,"message_id":`, v.MessageID)
+	}
+	if v.SentAt != nil {
+		b = appendTime(append(b, `,"sent_at":`...), *v.SentAt)
+	}
+	b = appendTime(append(b, `,"created_at":`...), v.CreatedAt)
+	if v.Seq != 0 {
+		b = strconv.AppendInt(append(b, `,"seq":`...), v.Seq, 10)
+	}
+	return string(append(b, '}'))
+}
+
+// appendField appends name and s as a JSON string, as encoding/json writes it.
+func appendField(b []byte, name, s string) []byte {
+	b = append(b, name...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // what needs escaping is escaped as encoding/json does
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// appendTime appends t as encoding/json writes a time.Time.
+func appendTime(b []byte, t time.Time) []byte {
+	if y := t.Year(); y < 0 || y > 9999 { // encoding/json refuses these; a claim never has them
+		q, _ := json.Marshal(t)
+		return append(b, q...)
+	}
+	return append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
 }
 
 func decodeClaim(s string) (Claim, error) {
