@@ -157,10 +157,11 @@ func (p *Producer) gather(ctx context.Context, msgs []message.CommittedMessage) 
 	}
 	timer := time.NewTimer(p.cfg.Linger)
 	defer timer.Stop()
+	msgs = append(make([]message.CommittedMessage, 0, 4*len(msgs)+16), msgs...) // ours to append to
 	for len(msgs) < maxLookup {
 		select {
 		case next := <-p.q:
-			msgs = append(msgs[:len(msgs):len(msgs)], next...)
+			msgs = append(msgs, next...)
 		case <-timer.C:
 			return msgs
 		case <-ctx.Done():
