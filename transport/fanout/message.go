@@ -147,7 +147,7 @@ type Message struct {
 	Origin string `json:"origin,omitempty"`
 
 	// route is the nodes the sequencer's Router read for the message (see Fanout.QueueRoutes), at
-	// routedAt; nil for none. Not sent.
+	// routedAt; a zero routedAt for none. Not sent.
 	route    []string
 	routedAt time.Time
 }

@@ -73,14 +73,19 @@ func TestFreshRouteSkipsTheLookupAndAStaleOneIsReadAgain(t *testing.T) {
 	if n := finder.lookups.Load(); n != 0 {
 		t.Errorf("a message with a fresh route read its nodes again (%d reads)", n)
 	}
+	// A fresh route that names no node is one too: nothing is read, and b does not get seq 2.
+	commits.MessagesCommitted(ctx, msg(2, &message.Route{ReadAt: time.Now()}))
 	// A route from before b's member came online (it names no node) and too old to trust.
 	stale := &message.Route{Nodes: []string{}, ReadAt: time.Now().Add(-2 * fanout.RouteMaxAge)}
-	commits.MessagesCommitted(ctx, msg(2, stale))
-	waitFor(t, "node b to receive seq 2", func() bool { return len(b.got.snapshot()) == 2 })
+	commits.MessagesCommitted(ctx, msg(3, stale))
+	waitFor(t, "node b to receive seq 3", func() bool { return len(b.got.snapshot()) == 2 })
 	if n := finder.lookups.Load(); n != 1 {
-		t.Errorf("a message with a stale route made %d reads of its nodes, want 1", n)
+		t.Errorf("seqs 2 and 3 made %d reads of their nodes, want 1 (the stale route's)", n)
 	}
-	if n := len(a.snapshot()); n != 2 {
-		t.Errorf("node a delivered %d messages locally, want 2", n)
+	if got := b.got.snapshot(); got[0].Seq != 1 || got[1].Seq != 3 {
+		t.Errorf("node b received seqs %d, %d; want 1, 3", got[0].Seq, got[1].Seq)
+	}
+	if n := len(a.snapshot()); n != 3 {
+		t.Errorf("node a delivered %d messages locally, want 3", n)
 	}
 }

@@ -64,7 +64,7 @@ const RouteMaxAge = 50 * time.Millisecond
 
 // routed reports whether m carries a route recent enough to send it by (see RouteMaxAge).
 func routed(m *Message, now time.Time) bool {
-	return m.route != nil && now.Sub(m.routedAt) <= RouteMaxAge
+	return !m.routedAt.IsZero() && now.Sub(m.routedAt) <= RouteMaxAge // a route of no node counts
 }
 
 // without returns nodes but self, leaving nodes as they are.
