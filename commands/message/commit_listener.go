@@ -42,7 +42,7 @@ type Router interface {
 	QueueRoutes(b *redisscript.Batch, topics []TopicRef) (routes func() []*Route)
 }
 
-// TopicRef names a topic of a tenant.
+// TopicRef names a topic of a tenant: a conversation stream.
 type TopicRef struct {
 	Tenant domain.TenantID
 	Topic  domain.Topic

@@ -62,6 +62,9 @@ type sendRequest struct {
 	err      error  // why it failed, once it has
 }
 
+// topic is the conversation r writes to.
+func (r *sendRequest) topic() TopicRef { return TopicRef{Tenant: r.cmd.Tenant, Topic: r.cmd.Topic} }
+
 // sendOutcome is what a partition answers: a result, "an identical send holds the claim" (with
 // the claim), or an error.
 type sendOutcome struct {
@@ -327,15 +330,15 @@ func (h *SendMessageHandler) routes(reqs []*sendRequest) (ride func(*redisscript
 		return nil, nil
 	}
 	var topics []TopicRef
-	index := make(map[topicOf]int, len(reqs))
+	index := make(map[TopicRef]int, len(reqs))
 	at := make([]int, len(reqs))
 	for i, r := range reqs {
-		t := topicOf{r.cmd.Tenant, r.cmd.Topic}
+		t := r.topic()
 		n, ok := index[t]
 		if !ok {
 			n = len(topics)
 			index[t] = n
-			topics = append(topics, TopicRef{Tenant: t.tenant, Topic: t.topic})
+			topics = append(topics, t)
 		}
 		at[i] = n
 	}
@@ -373,21 +376,15 @@ func (h *SendMessageHandler) markDoneAndAllocate(ctx context.Context, committed 
 	return allocs
 }
 
-// topicOf identifies a conversation stream.
-type topicOf struct {
-	tenant domain.TenantID
-	topic  domain.Topic
-}
-
 // floors reads the highest stored seq of every topic the requests write to.
-func (h *SendMessageHandler) floors(ctx context.Context, reqs []*sendRequest) (map[topicOf]int64, error) {
-	out := make(map[topicOf]int64)
+func (h *SendMessageHandler) floors(ctx context.Context, reqs []*sendRequest) (map[TopicRef]int64, error) {
+	out := make(map[TopicRef]int64)
 	for _, r := range reqs {
-		t := topicOf{r.cmd.Tenant, r.cmd.Topic}
+		t := r.topic()
 		if _, ok := out[t]; ok {
 			continue
 		}
-		v, err := h.store.LastVersion(ctx, t.tenant, t.topic.String())
+		v, err := h.store.LastVersion(ctx, t.Tenant, t.Topic.String())
 		if err != nil {
 			return nil, retryable("read last seq", err)
 		}
@@ -404,7 +401,7 @@ func (h *SendMessageHandler) seed(ctx context.Context, reqs []*sendRequest) erro
 	}
 	topics := make([]seq.TopicFloor, 0, len(floors))
 	for t, v := range floors {
-		topics = append(topics, seq.TopicFloor{Tenant: t.tenant, Topic: t.topic, Floor: v})
+		topics = append(topics, seq.TopicFloor{Tenant: t.Tenant, Topic: t.Topic, Floor: v})
 	}
 	return h.seqs.Seed(ctx, topics)
 }

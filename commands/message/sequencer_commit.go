@@ -201,7 +201,7 @@ func (h *SendMessageHandler) reallocate(ctx context.Context, reqs []*sendRequest
 	}
 	rr := make([]seq.Realloc, len(reqs))
 	for i, r := range reqs {
-		rr[i] = seq.Realloc{Key: r.key, Nonce: r.nonce, Floor: floors[topicOf{r.cmd.Tenant, r.cmd.Topic}]}
+		rr[i] = seq.Realloc{Key: r.key, Nonce: r.nonce, Floor: floors[r.topic()]}
 	}
 	var out, failed []*sendRequest
 	var firstErr error
