@@ -146,8 +146,8 @@ type Message struct {
 	// Origin is the node that broadcast the message; it skips its own copy.
 	Origin string `json:"origin,omitempty"`
 
-	// route is the nodes the sequencer's Router read for the message (see Fanout.QueueRoutes), at
-	// routedAt; a zero routedAt for none. Not sent.
+	// route is the other nodes the sequencer's Router read for the message (see
+	// Fanout.QueueRoutes), at routedAt; a zero routedAt for none. Not sent.
 	route    []string
 	routedAt time.Time
 }

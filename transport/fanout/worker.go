@@ -67,24 +67,15 @@ func routed(m *Message, now time.Time) bool {
 	return !m.routedAt.IsZero() && now.Sub(m.routedAt) <= RouteMaxAge // a route of no node counts
 }
 
-// without returns nodes but self, leaving nodes as they are.
-func without(nodes []string, self string) []string {
-	if !slices.Contains(nodes, self) {
-		return nodes
-	}
-	out := make([]string, 0, len(nodes)-1)
-	for _, n := range nodes {
-		if n != self {
-			out = append(out, n)
-		}
-	}
-	return out
+// others drops this node from nodes, a list read for this call: it changes nodes.
+func (f *Fanout) others(nodes []string) []string {
+	return slices.DeleteFunc(nodes, func(n string) bool { return n == f.cfg.NodeID })
 }
 
 // QueueRoutes implements message.Router: it queues on b, the sequencer's allocate round trip,
-// the reads of the nodes each topic's committed messages go to (the topic's online nodes and
-// those with channel sessions its messages concern), so its worker need not read them after the
-// commit. A failed read gives no route: the worker reads them then.
+// the reads of the other nodes each topic's committed messages go to (the topic's online nodes
+// and those with channel sessions its messages concern, this node left out), so its worker need
+// not read them after the commit. A failed read gives no route: the worker reads them then.
 func (f *Fanout) QueueRoutes(b *redisscript.Batch, topics []message.TopicRef) func() []*message.Route {
 	refs := make([]presence.TopicRef, len(topics))
 	for i, t := range topics {
@@ -100,7 +91,7 @@ func (f *Fanout) QueueRoutes(b *redisscript.Batch, topics []message.TopicRef) fu
 		}
 		out := make([]*message.Route, len(lists))
 		for i, l := range lists {
-			out[i] = &message.Route{Nodes: l, ReadAt: at}
+			out[i] = &message.Route{Nodes: f.others(l), ReadAt: at}
 		}
 		return out
 	}
@@ -133,15 +124,15 @@ func (f *Fanout) send(ctx context.Context, batch []*Message) {
 			return
 		}
 		for i, r := range refs {
-			targets[topicKey{r.Tenant.String(), r.Topic.String(), r.Channel}] = slices.DeleteFunc(lists[i], func(n string) bool { return n == f.cfg.NodeID })
+			targets[topicKey{r.Tenant.String(), r.Topic.String(), r.Channel}] = f.others(lists[i])
 		}
 	}
 	n := 0
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range batch {
-			nodes := targets[keyOf(m)]
-			if routed(m, now) {
-				nodes = without(m.route, f.cfg.NodeID) // shared by the topic's messages of a batch: not changed
+			nodes := m.route
+			if !routed(m, now) {
+				nodes = targets[keyOf(m)]
 			}
 			if len(nodes) == 0 && !everyNode(m) {
 				continue
