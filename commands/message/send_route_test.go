@@ -12,6 +12,7 @@ import (
 
 	"github.com/imledger/imledger/commands/message"
 	"github.com/imledger/imledger/internal/redisscript"
+	"github.com/imledger/imledger/internal/testenv"
 )
 
 // keyRouter is a Router whose route of a topic is the value of its key under prefix.
@@ -37,28 +38,23 @@ func (r keyRouter) QueueRoutes(b *redisscript.Batch, topics []message.TopicRef) 
 	}
 }
 
-// pipelineLog is a Redis hook that records the commands of each pipeline.
+// pipelineLog records the commands of each pipeline (testenv.PipelineHook).
 type pipelineLog struct {
 	mu    sync.Mutex
 	pipes [][]string
 }
 
-func (l *pipelineLog) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (l *pipelineLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (l *pipelineLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		names := make([]string, len(cmds))
-		for i, c := range cmds {
-			names[i] = strings.ToLower(c.Name())
-			if names[i] == "get" {
-				names[i] += " " + c.Args()[1].(string)
-			}
+func (l *pipelineLog) seen(_ context.Context, cmds []redis.Cmder) {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = strings.ToLower(c.Name())
+		if names[i] == "get" {
+			names[i] += " " + c.Args()[1].(string)
 		}
-		l.mu.Lock()
-		l.pipes = append(l.pipes, names)
-		l.mu.Unlock()
-		return next(ctx, cmds)
 	}
+	l.mu.Lock()
+	l.pipes = append(l.pipes, names)
+	l.mu.Unlock()
 }
 
 // TestRouterReadsRideTheAllocateRoundTrip: with a Router, each committed message carries the
@@ -76,7 +72,7 @@ func TestRouterReadsRideTheAllocateRoundTrip(t *testing.T) {
 	rdb := redis.NewClient(e.rdb.Options())
 	t.Cleanup(func() { _ = rdb.Close() })
 	log := &pipelineLog{}
-	rdb.AddHook(log)
+	rdb.AddHook(testenv.PipelineHook(log.seen))
 	listener := &commitRecorder{}
 	h := e.handler(t, message.SendMessageDeps{Redis: rdb, Listener: listener, Router: keyRouter{e.rdb, e.prefix}},
 		message.SendMessageConfig{Partitions: 1})

@@ -22,17 +22,13 @@ type onPipeline struct {
 	fn    func()
 }
 
-func (h *onPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *onPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *onPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			if slices.Contains(c.Args(), any(h.sid)) && h.armed.CompareAndSwap(true, false) {
-				h.fn()
-				break
-			}
+// seen is the pipeline hook (testenv.PipelineHook).
+func (h *onPipeline) seen(_ context.Context, cmds []redis.Cmder) {
+	for _, c := range cmds {
+		if slices.Contains(c.Args(), any(h.sid)) && h.armed.CompareAndSwap(true, false) {
+			h.fn()
+			return
 		}
-		return next(ctx, cmds)
 	}
 }
 
@@ -45,7 +41,7 @@ func TestLogoutDuringARefreshStaysOffline(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	hook := &onPipeline{sid: "racy"}
-	rdb.AddHook(hook)
+	rdb.AddHook(testenv.PipelineHook(hook.seen))
 	cfg := presence.Config{KeyPrefix: prefix, TTL: 5 * time.Second, TouchInterval: 100 * time.Millisecond}
 	a := newStore(t, rdb, cfg, "node-a")
 	b := newStore(t, rdb, cfg, "node-b")
